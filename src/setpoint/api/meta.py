@@ -1,0 +1,114 @@
+"""Helpers over objects in their JSON form (``dict[str, Any]``).
+
+setpoint passes objects at the edges as JSON-compatible dicts, exactly as the
+API server sends them. Typed models (:mod:`setpoint.api.resource`) convert to
+and from this form. These helpers read the common ``metadata`` fields without
+each caller repeating ``obj.get("metadata", {}).get(...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeAlias
+
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.keys import ObjectKey
+
+__all__ = [
+    "JsonObject",
+    "annotations_of",
+    "describe",
+    "finalizers_of",
+    "generation_of",
+    "gvk_of",
+    "key_of",
+    "labels_of",
+    "meta",
+    "name_of",
+    "namespace_of",
+    "resource_version_of",
+    "uid_of",
+]
+
+JsonObject: TypeAlias = dict[str, Any]
+"""An API object as decoded JSON: ``{"apiVersion": ..., "kind": ..., "metadata": {...}, ...}``."""
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object's ``metadata`` mapping, or an empty mapping when there is none."""
+    m = obj.get("metadata")
+    return m if isinstance(m, Mapping) else _EMPTY
+
+
+def name_of(obj: Mapping[str, Any]) -> str:
+    """``metadata.name``, or ``""`` when unset (for example before ``generateName``)."""
+    return str(meta(obj).get("name") or "")
+
+
+def namespace_of(obj: Mapping[str, Any]) -> str:
+    """``metadata.namespace``, or ``""`` for cluster-scoped objects."""
+    return str(meta(obj).get("namespace") or "")
+
+
+def key_of(obj: Mapping[str, Any]) -> ObjectKey:
+    """The object's :class:`ObjectKey` (namespace and name)."""
+    return ObjectKey(namespace_of(obj), name_of(obj))
+
+
+def uid_of(obj: Mapping[str, Any]) -> str:
+    """``metadata.uid``, or ``""`` before the server assigned one."""
+    return str(meta(obj).get("uid") or "")
+
+
+def resource_version_of(obj: Mapping[str, Any]) -> str:
+    """``metadata.resourceVersion``, or ``""`` when unset."""
+    return str(meta(obj).get("resourceVersion") or "")
+
+
+def generation_of(obj: Mapping[str, Any]) -> int:
+    """``metadata.generation``, or ``0`` when the server does not track it for this kind."""
+    value = meta(obj).get("generation")
+    return int(value) if isinstance(value, int) else 0
+
+
+def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    """``metadata.labels`` (read-only view; empty when unset)."""
+    labels = meta(obj).get("labels")
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    """``metadata.annotations`` (read-only view; empty when unset)."""
+    annotations = meta(obj).get("annotations")
+    return annotations if isinstance(annotations, Mapping) else {}
+
+
+def finalizers_of(obj: Mapping[str, Any]) -> list[str]:
+    """A copy of ``metadata.finalizers`` (empty when unset)."""
+    return list(meta(obj).get("finalizers") or [])
+
+
+def gvk_of(obj: Mapping[str, Any]) -> GroupVersionKind:
+    """The object's type from its ``apiVersion`` and ``kind`` fields.
+
+    Raises:
+        ValueError: naming the object when either field is missing, because the
+            client cannot tell where to send an object without them.
+    """
+    api_version = obj.get("apiVersion")
+    kind = obj.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str) or not kind:
+        raise ValueError(
+            f"object {describe(obj)} has no apiVersion/kind: set both "
+            "(for example apiVersion='v1', kind='ConfigMap') before sending it"
+        )
+    return GroupVersionKind.from_api_version(api_version, kind)
+
+
+def describe(obj: Mapping[str, Any]) -> str:
+    """A short human name for error messages: ``ConfigMap ns/name``."""
+    kind = obj.get("kind") or "object"
+    key = key_of(obj)
+    return f"{kind} {key}" if key.name else f"{kind} (unnamed)"

@@ -1,0 +1,1 @@
+"""setpoint.cache (see ARCHITECTURE.md)."""

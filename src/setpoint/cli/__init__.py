@@ -1,0 +1,1 @@
+"""setpoint.cli (see ARCHITECTURE.md)."""

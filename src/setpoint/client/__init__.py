@@ -1,0 +1,1 @@
+"""setpoint.client (see ARCHITECTURE.md)."""

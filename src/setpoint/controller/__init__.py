@@ -1,0 +1,1 @@
+"""setpoint.controller (see ARCHITECTURE.md)."""

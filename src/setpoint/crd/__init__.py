@@ -1,0 +1,1 @@
+"""setpoint.crd (see ARCHITECTURE.md)."""

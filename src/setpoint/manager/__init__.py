@@ -1,0 +1,1 @@
+"""setpoint.manager (see ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""setpoint.migrate (see ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""setpoint.observability (see ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""setpoint.testing (see ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""setpoint.webhook (see ARCHITECTURE.md)."""
