@@ -1,0 +1,513 @@
+"""Reading, merging and resolving kubeconfig files (behind :func:`config.load_kubeconfig`).
+
+The rules are kubectl's (``clientcmd``'s loading rules):
+
+* ``$KUBECONFIG`` is a list of files. Missing ones are skipped (with a
+  warning); a file that exists but does not parse is an error.
+* Merging: the first file to define a cluster, context or user *name* wins, and
+  its whole entry is used (a later file's entry of the same name is ignored,
+  even fields the first one lacks). ``current-context`` comes from the first
+  file that sets it.
+* Relative paths (``certificate-authority``, ``client-certificate``,
+  ``client-key``, ``tokenFile``, and an exec ``command`` containing a ``/``)
+  resolve against the directory of the file that holds the entry.
+* ``*-data`` fields are base64; the plain fields are file paths. When both are
+  given, the data wins, as in client-go.
+
+Only the chosen context's cluster and user are validated field by field; other
+entries need only be well-formed lists of named mappings.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import os
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
+
+from setpoint.client.config import (
+    _EXEC_API_VERSIONS,
+    EXEC_API_V1,
+    ClientConfig,
+    ConfigError,
+    ExecConfig,
+    _default_kubeconfig,
+    _load_ca,
+    _load_client_pair,
+    _normalize_server,
+    _os_reason,
+    _ssl_reason,
+)
+
+_log = logging.getLogger("setpoint.client.config")
+
+_EXEC_EXTENSION = "client.authentication.k8s.io/exec"
+_YAML_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class _Origin:
+    """A candidate kubeconfig file and why it was chosen (for "missing file" errors)."""
+
+    path: Path
+    why: str
+
+
+class _Node:
+    """A mapping from one kubeconfig file, with its field path for error messages."""
+
+    def __init__(self, file: Path, path: str, value: dict[str, Any]) -> None:
+        self.file = file
+        self.path = path
+        self.value = value
+
+    def sub(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def fail(self, key: str | None, message: str) -> NoReturn:
+        # "from None": a wrapped yaml/base64/OS error must not show up as a chained traceback.
+        raise ConfigError(
+            message, file=str(self.file), field=self.sub(key) if key else self.path
+        ) from None
+
+    def text(self, key: str, *, required: bool = False) -> str | None:
+        value = self.value.get(key)
+        if value is None or value == "":
+            if required:
+                self.fail(key, "is missing or empty")
+            return None
+        if not isinstance(value, str):
+            self.fail(key, f"must be a string, got {_kind(value)} {value!r}")
+        return value
+
+    def flag(self, key: str) -> bool:
+        value = self.value.get(key)
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            self.fail(key, f"must be true or false, got {_kind(value)} {value!r}")
+        return value
+
+    def texts(self, key: str) -> tuple[str, ...]:
+        value = self.value.get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            self.fail(key, f"must be a list of strings, got {_kind(value)}")
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                self.fail(f"{key}[{i}]", f"must be a string, got {_kind(item)} {item!r}")
+        return tuple(value)
+
+    def child(self, key: str) -> _Node | None:
+        value = self.value.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            self.fail(key, f"must be a mapping, got {_kind(value)}")
+        return _Node(self.file, self.sub(key), value)
+
+    def file_or_data(self, key: str, *, base_dir: Path) -> tuple[bytes, str] | None:
+        """Read ``<key>-data`` (base64) or else the file ``<key>``; return bytes and field path."""
+        data_key = f"{key}-data"
+        data = self.text(data_key)
+        if data is not None:
+            try:
+                # Go's decoder skips newlines; people paste wrapped base64.
+                return base64.b64decode("".join(data.split()), validate=True), self.sub(data_key)
+            except (binascii.Error, ValueError):
+                self.fail(
+                    data_key,
+                    "is not valid base64; it must hold the base64 of the PEM file "
+                    f"(e.g. `base64 -w0 file.pem`), or use {key}: <path> instead",
+                )
+        name = self.text(key)
+        if name is None:
+            return None
+        return _read_ref(self, key, _resolve(base_dir, name)), self.sub(key)
+
+
+def load(path: str | os.PathLike[str] | None, *, context: str | None) -> ClientConfig:
+    """See :func:`setpoint.client.config.load_kubeconfig`."""
+    files = [_read_file(origin) for origin in _existing(_candidates(path))]
+    return _resolve_config(files, context)
+
+
+def _candidates(path: str | os.PathLike[str] | None) -> list[_Origin]:
+    if path is not None:
+        return [_Origin(Path(path), "passed as path to load_kubeconfig")]
+    env = os.environ.get("KUBECONFIG", "")
+    if env:
+        seen: list[_Origin] = []
+        for item in env.split(os.pathsep):
+            if item and all(o.path != Path(item) for o in seen):
+                seen.append(_Origin(Path(item), "listed in $KUBECONFIG"))
+        if seen:
+            return seen
+    default = _default_kubeconfig()
+    if default is None:
+        raise ConfigError(
+            "$KUBECONFIG is not set and there is no home directory to find ~/.kube/config in; "
+            "set $KUBECONFIG or $HOME"
+        )
+    return [_Origin(default, "the default location, used because $KUBECONFIG is not set")]
+
+
+def _existing(origins: list[_Origin]) -> list[_Origin]:
+    """Keep the origins whose files exist; missing ones are skipped only in a list."""
+    found = [o for o in origins if o.path.exists()]
+    if found:
+        for o in origins:
+            if o not in found:
+                _log.warning("kubeconfig %s (%s) does not exist; skipping it", o.path, o.why)
+        return found
+    if len(origins) == 1:
+        o = origins[0]
+        raise ConfigError(
+            f"kubeconfig file {o.path} does not exist ({o.why}); create it, or point "
+            "$KUBECONFIG or the path argument at an existing kubeconfig"
+        )
+    listed = ", ".join(str(o.path) for o in origins)
+    raise ConfigError(
+        f"none of the kubeconfig files listed in $KUBECONFIG exists ({listed}); fix $KUBECONFIG "
+        "or unset it to use ~/.kube/config"
+    )
+
+
+@dataclass(frozen=True)
+class _File:
+    """One parsed kubeconfig file, its named entries checked for shape."""
+
+    path: Path
+    current_context: str | None
+    clusters: dict[str, _Node]
+    contexts: dict[str, _Node]
+    users: dict[str, _Node]
+
+
+def _read_file(origin: _Origin) -> _File:
+    path = origin.path
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(
+            f"kubeconfig file {path} ({origin.why}) cannot be read: {_os_reason(e)}"
+        ) from None
+    try:
+        doc = yaml.load(text, Loader=_YAML_LOADER)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(
+            f"not valid YAML at {where}{problem}; fix the syntax there", file=str(path)
+        ) from None
+    if doc is None:  # an empty file is an empty config, as for kubectl
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ConfigError(
+            f"the top level must be a mapping with clusters, contexts and users, got {_kind(doc)}",
+            file=str(path),
+        )
+    root = _Node(path, "", doc)
+    return _File(
+        path=path,
+        current_context=root.text("current-context"),
+        clusters=_named(root, "clusters", "cluster"),
+        contexts=_named(root, "contexts", "context"),
+        users=_named(root, "users", "user"),
+    )
+
+
+def _named(root: _Node, list_key: str, inner_key: str) -> dict[str, _Node]:
+    """``clusters: [{name: a, cluster: {...}}]`` as ``{"a": node at clusters[name=a].cluster}``."""
+    items = root.value.get(list_key)
+    if items is None:
+        return {}
+    if not isinstance(items, list):
+        root.fail(
+            list_key, f"must be a list of {{name: ..., {inner_key}: ...}}, got {_kind(items)}"
+        )
+    out: dict[str, _Node] = {}
+    for i, item in enumerate(items):
+        at = f"{list_key}[{i}]"
+        if not isinstance(item, dict):
+            root.fail(at, f"must be a mapping with name and {inner_key}, got {_kind(item)}")
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            root.fail(f"{at}.name", f"must be a non-empty string, got {name!r}")
+        if name in out:
+            # client-go refuses duplicate names within one file as well.
+            root.fail(f"{list_key}[name={name}]", "appears more than once; names must be unique")
+        entry = _Node(root.file, f"{list_key}[name={name}]", item)
+        out[name] = entry.child(inner_key) or _Node(root.file, entry.sub(inner_key), {})
+    return out
+
+
+def _resolve_config(files: list[_File], context: str | None) -> ClientConfig:
+    clusters: dict[str, _Node] = {}
+    contexts: dict[str, _Node] = {}
+    users: dict[str, _Node] = {}
+    current: tuple[str, Path] | None = None
+    for f in files:
+        for merged, mine in ((clusters, f.clusters), (contexts, f.contexts), (users, f.users)):
+            for name, node in mine.items():
+                merged.setdefault(name, node)
+        if current is None and f.current_context:
+            current = (f.current_context, f.path)
+    where = ", ".join(str(f.path) for f in files)
+
+    if context is not None:
+        ctx_name, asked_by = context, f"context {context!r} (the context argument)"
+        asked_file, asked_field = where, None
+    elif current is not None:
+        ctx_name, asked_by = current[0], f"current-context {current[0]!r}"
+        asked_file, asked_field = str(current[1]), "current-context"
+    else:
+        raise ConfigError(
+            f"no current-context is set and no context was given; pass context=... or run "
+            f"`kubectl config use-context NAME`. Known contexts: {_names(contexts)}",
+            file=where,
+        )
+    ctx = contexts.get(ctx_name)
+    if ctx is None:
+        raise ConfigError(
+            f"{asked_by} does not exist; known contexts: {_names(contexts)}",
+            file=asked_file,
+            field=asked_field,
+        )
+    cluster_name = ctx.text("cluster", required=True)
+    assert cluster_name is not None
+    cluster = clusters.get(cluster_name)
+    if cluster is None:
+        ctx.fail(
+            "cluster",
+            f"names cluster {cluster_name!r}, which does not exist; known "
+            f"clusters: {_names(clusters)}",
+        )
+    user_name = ctx.text("user")
+    user: _Node | None = None
+    if user_name is not None:
+        user = users.get(user_name)
+        if user is None:
+            ctx.fail(
+                "user",
+                f"names user {user_name!r}, which does not exist; known users: {_names(users)}",
+            )
+    source = f"kubeconfig {ctx.file} (context {ctx_name})"
+    kwargs = _cluster_settings(cluster)
+    if user is not None:
+        kwargs.update(_user_settings(user, cluster))
+    namespace = ctx.text("namespace") or "default"
+    try:
+        return ClientConfig(namespace=namespace, source=source, **kwargs)
+    except ConfigError as e:
+        # Rules that span fields (e.g. insecure-skip-tls-verify with a CA, token with exec).
+        raise ConfigError(e.reason, file=str(ctx.file), field=ctx.path) from None
+
+
+def _cluster_settings(cluster: _Node) -> dict[str, Any]:
+    base_dir = cluster.file.parent
+    server = cluster.text("server")
+    if server is None:
+        cluster.fail("server", "is missing; set it to the API server URL, e.g. https://host:6443")
+    try:
+        server = _normalize_server(server)
+    except ValueError as e:
+        cluster.fail("server", str(e))
+    out: dict[str, Any] = {
+        "server": server,
+        "insecure_skip_tls_verify": cluster.flag("insecure-skip-tls-verify"),
+        "tls_server_name": cluster.text("tls-server-name"),
+        "proxy_url": cluster.text("proxy-url"),
+    }
+    proxy = out["proxy_url"]
+    if proxy is not None and not proxy.startswith(("http://", "https://", "socks5://")):
+        cluster.fail("proxy-url", f"{proxy!r} must start with http://, https:// or socks5://")
+    ca = cluster.file_or_data("certificate-authority", base_dir=base_dir)
+    if ca is not None:
+        data, field_path = ca
+        try:
+            _load_ca(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), data)
+        except (ssl.SSLError, ValueError) as e:
+            raise ConfigError(
+                f"is not a usable PEM certificate bundle ({_ssl_reason(e)})",
+                file=str(cluster.file),
+                field=field_path,
+            ) from None
+        out["ca_data"] = data
+    return out
+
+
+def _exec_extension(cluster: _Node) -> Any:
+    """Return the cluster's ``client.authentication.k8s.io/exec`` extension value, if any."""
+    items = cluster.value.get("extensions")
+    if items is None:
+        return None
+    if not isinstance(items, list):
+        cluster.fail("extensions", f"must be a list of {{name, extension}}, got {_kind(items)}")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            cluster.fail(f"extensions[{i}]", f"must be a mapping, got {_kind(item)}")
+        if item.get("name") == _EXEC_EXTENSION:
+            return item.get("extension")
+    return None
+
+
+def _user_settings(user: _Node, cluster: _Node) -> dict[str, Any]:
+    base_dir = user.file.parent
+    out: dict[str, Any] = {}
+    if user.value.get("auth-provider") is not None:
+        provider = user.child("auth-provider")
+        name = provider.text("name") if provider is not None else None
+        user.fail(
+            "auth-provider",
+            f"auth-provider {name or ''!r} plugins were removed from Kubernetes clients; use the "
+            "exec plugin that replaces it (gke-gcloud-auth-plugin, kubelogin, ...)",
+        )
+    for field_name in ("username", "password"):
+        if user.value.get(field_name) is not None:
+            user.fail(
+                field_name,
+                "basic authentication was removed in Kubernetes 1.19; use a token, "
+                "a client certificate or an exec plugin",
+            )
+    for field_name in ("as-uid", "as-user-extra"):
+        if user.value.get(field_name) is not None:
+            # Dropping these silently would act with a different identity than asked.
+            user.fail(
+                field_name, "is not supported by setpoint yet; remove it or impersonate without it"
+            )
+
+    cert = user.file_or_data("client-certificate", base_dir=base_dir)
+    key = user.file_or_data("client-key", base_dir=base_dir)
+    if (cert is None) != (key is None):
+        missing = "client-key" if cert is not None else "client-certificate"
+        user.fail(
+            None, f"has a client {'certificate' if cert else 'key'} but no {missing}[-data]; add it"
+        )
+    if cert is not None and key is not None:
+        try:
+            _load_client_pair(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), cert[0], key[0])
+        except (ssl.SSLError, ValueError, OSError) as e:
+            raise ConfigError(
+                f"the client certificate and key ({cert[1]}, {key[1]}) cannot be used "
+                f"({_ssl_reason(e)}); check that they are PEM, match each other and the key "
+                "is unencrypted",
+                file=str(user.file),
+                field=user.path,
+            ) from None
+        out["client_cert_data"], out["client_key_data"] = cert[0], key[0]
+
+    token = user.text("token")
+    if token is not None:
+        out["token"] = token
+    token_file = user.text("tokenFile")
+    if token_file is not None:
+        resolved = _resolve(base_dir, token_file)
+        if not _read_ref(user, "tokenFile", resolved).strip():
+            user.fail("tokenFile", f"{resolved} is empty; it must hold a bearer token")
+        out["token_file"] = str(resolved)
+
+    impersonate = user.text("as")
+    if impersonate is not None:
+        out["impersonate_user"] = impersonate
+    groups = user.texts("as-groups")
+    if groups:
+        out["impersonate_groups"] = groups
+
+    exec_node = user.child("exec")
+    if exec_node is not None:
+        out["exec"] = _exec_config(exec_node, cluster)
+    return out
+
+
+def _exec_config(node: _Node, cluster: _Node) -> ExecConfig:
+    api_version = node.text("apiVersion", required=True)
+    assert api_version is not None
+    if api_version not in _EXEC_API_VERSIONS:
+        node.fail(
+            "apiVersion",
+            f"{api_version!r} is not supported; use {_EXEC_API_VERSIONS[0]!r} or "
+            f"{_EXEC_API_VERSIONS[1]!r} (v1alpha1 was removed in Kubernetes 1.24)",
+        )
+    command = node.text("command", required=True)
+    assert command is not None
+    if "/" in command and not os.path.isabs(command):
+        # kubectl resolves only commands that contain a separator; a bare name
+        # is looked up on $PATH.
+        command = str(_resolve(node.file.parent, command))
+    interactive = node.text("interactiveMode")
+    if interactive is None:
+        if api_version == EXEC_API_V1:
+            node.fail(
+                "interactiveMode", f"is required for {EXEC_API_V1}; set it to Never or IfAvailable"
+            )
+        interactive = "IfAvailable"
+    env: list[tuple[str, str]] = []
+    raw_env = node.value.get("env")
+    if raw_env is not None:
+        if not isinstance(raw_env, list):
+            node.fail("env", f"must be a list of {{name, value}}, got {_kind(raw_env)}")
+        for i, item in enumerate(raw_env):
+            if not isinstance(item, dict):
+                node.fail(f"env[{i}]", f"must be a mapping with name and value, got {_kind(item)}")
+            entry = _Node(node.file, node.sub(f"env[{i}]"), item)
+            name = entry.text("name", required=True)
+            value = entry.text("value") or ""
+            assert name is not None
+            env.append((name, value))
+    settings: dict[str, Any] = {
+        "args": node.texts("args"),
+        "install_hint": node.text("installHint"),
+        "provide_cluster_info": node.flag("provideClusterInfo"),
+        "cluster_config": _exec_extension(cluster),
+    }
+    try:
+        return ExecConfig(
+            command=command,
+            env=tuple(env),
+            api_version=api_version,
+            interactive_mode=interactive,
+            **settings,
+        )
+    except ConfigError as e:
+        raise ConfigError(e.reason, file=str(node.file), field=node.path) from None
+
+
+def _resolve(base_dir: Path, name: str) -> Path:
+    path = Path(name)
+    return path if path.is_absolute() else base_dir / path
+
+
+def _read_ref(node: _Node, key: str, path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        node.fail(
+            key,
+            f"cannot read {path}: {_os_reason(e)}; fix the path (relative paths "
+            f"resolve against {node.file.parent})",
+        )
+
+
+def _names(entries: dict[str, _Node]) -> str:
+    return ", ".join(sorted(entries)) or "(none)"
+
+
+def _kind(value: object) -> str:
+    return {
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)

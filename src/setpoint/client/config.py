@@ -1,0 +1,600 @@
+"""Where to find the API server and how to authenticate to it.
+
+Three ways to get a :class:`ClientConfig`:
+
+* :func:`load_kubeconfig` reads kubeconfig files (``$KUBECONFIG`` merged with
+  kubectl's rules, or ``~/.kube/config``), the way ``kubectl`` does;
+* :func:`load_incluster_config` uses the pod's service account;
+* :func:`load_config` picks one of the two, like controller-runtime's ``GetConfig``.
+
+A :class:`ClientConfig` is plain, immutable data. The moving parts of
+authentication (token files that rotate, exec plugins whose tokens expire) live
+in the stateful :class:`Credentials` object that :meth:`ClientConfig.credentials`
+returns; the transport keeps one per connection pool.
+
+Every problem surfaces as :class:`ConfigError`, whose message names the file,
+the field path inside it (``contexts[name=dev].context.cluster``) and what to
+do. Nothing here lets a bare ``yaml``, ``base64`` or ``ssl`` traceback escape.
+
+Why not a library: see ``docs/decisions/0002-kubeconfig.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import ssl
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+__all__ = [
+    "EXEC_API_V1",
+    "EXEC_API_V1BETA1",
+    "SERVICE_ACCOUNT_DIR",
+    "ClientConfig",
+    "ConfigError",
+    "Credentials",
+    "ExecConfig",
+    "load_config",
+    "load_incluster_config",
+    "load_kubeconfig",
+]
+
+_log = logging.getLogger(__name__)
+
+EXEC_API_V1: Final = "client.authentication.k8s.io/v1"
+"""The stable ``ExecCredential`` API version (Kubernetes 1.22+)."""
+
+EXEC_API_V1BETA1: Final = "client.authentication.k8s.io/v1beta1"
+"""The older ``ExecCredential`` API version, still written by many cloud CLIs."""
+
+_EXEC_API_VERSIONS: Final = (EXEC_API_V1, EXEC_API_V1BETA1)
+_INTERACTIVE_MODES: Final = ("Never", "IfAvailable", "Always")
+
+SERVICE_ACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
+"""Where the kubelet mounts a pod's service account token, CA bundle and namespace."""
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used.
+
+    The message names the file, the field path (e.g.
+    ``contexts[name=dev].context.cluster``) and what to do. ``file`` and
+    ``field`` carry the first two for programs that want them separately.
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, field: str | None = None) -> None:
+        self.reason = message
+        """The problem without the location prefix (for callers that add their own)."""
+        self.file = file
+        """The file (or other source, e.g. ``in-cluster service account``) the problem is in."""
+        self.field = field
+        """The field path inside ``file``, when the problem is one field."""
+        where = ": ".join(part for part in (file, field) if part)
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecConfig:
+    """How to run a ``client.authentication.k8s.io`` exec credential plugin.
+
+    These are the kubeconfig ``users[].user.exec`` settings (``kubelogin``,
+    ``aws eks get-token``, ``gke-gcloud-auth-plugin`` ...). setpoint runs
+    operators without a terminal, so a plugin never gets an interactive stdin.
+    """
+
+    command: str
+    """The program to run: a name looked up on ``$PATH``, or a path."""
+    args: tuple[str, ...] = ()
+    """Arguments passed to ``command``."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Extra environment variables ``(name, value)`` on top of this process's environment."""
+    api_version: str = EXEC_API_V1
+    """The ``ExecCredential`` version to ask for; the plugin must answer with the same one."""
+    install_hint: str | None = None
+    """Text shown when the plugin is missing or fails, e.g. how to install it."""
+    provide_cluster_info: bool = False
+    """Whether to pass the cluster (server, CA, ...) in ``KUBERNETES_EXEC_INFO``."""
+    interactive_mode: str = "IfAvailable"
+    """``Never`` or ``IfAvailable`` (``Always`` needs a terminal, which an operator lacks)."""
+    cluster_config: Any = None
+    """The cluster's ``client.authentication.k8s.io/exec`` extension, passed to the plugin
+    as ``spec.cluster.config`` when ``provide_cluster_info`` is set; ``None`` when absent."""
+    timeout: float = 60.0
+    """Seconds the plugin may run before it is killed and the request fails. Generous,
+    because cloud CLIs can take several seconds to refresh a session."""
+
+    def __post_init__(self) -> None:
+        if not self.command:
+            raise ConfigError("exec.command is empty; name the credential plugin to run")
+        if self.api_version not in _EXEC_API_VERSIONS:
+            hint = (
+                " (v1alpha1 was removed in Kubernetes 1.24)"
+                if self.api_version.endswith("/v1alpha1")
+                else ""
+            )
+            raise ConfigError(
+                f"exec.apiVersion {self.api_version!r} is not supported{hint}; "
+                f"use {EXEC_API_V1!r} or {EXEC_API_V1BETA1!r}"
+            )
+        if self.interactive_mode not in _INTERACTIVE_MODES:
+            raise ConfigError(
+                f"exec.interactiveMode {self.interactive_mode!r} is not one of "
+                f"{', '.join(_INTERACTIVE_MODES)}"
+            )
+        if self.interactive_mode == "Always":
+            # kubectl refuses the same when stdin is not a terminal; an operator's
+            # plugin runs with no stdin at all, so it could only hang or fail.
+            raise ConfigError(
+                f"exec plugin {self.command!r} has interactiveMode: Always, but setpoint "
+                "runs plugins without a terminal; log in once in a shell (so the plugin "
+                "caches a credential) and set interactiveMode to IfAvailable or Never"
+            )
+        if not self.timeout > 0:
+            raise ConfigError(f"exec timeout must be positive seconds, got {self.timeout!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientConfig:
+    """Everything needed to reach one API server as one identity.
+
+    Build it with :func:`load_config`, :func:`load_kubeconfig` or
+    :func:`load_incluster_config`, or directly (tests, special setups).
+    """
+
+    server: str
+    """Base URL, ``https://host[:port]`` with an optional path prefix (proxies such as
+    Rancher serve clusters under ``/k8s/clusters/<id>``). A trailing slash is removed."""
+    namespace: str = "default"
+    """The context's namespace: where namespaced calls go when none is given."""
+    ca_data: bytes | None = None
+    """PEM bundle to verify the server with; ``None`` means the system trust store."""
+    insecure_skip_tls_verify: bool = False
+    """Skip server certificate verification. Cannot be combined with ``ca_data``."""
+    tls_server_name: str | None = None
+    """Name to verify the server certificate against instead of the URL's host (pass it as
+    ``server_hostname`` when connecting); ``None`` means the URL's host."""
+    client_cert_data: bytes | None = None
+    """PEM client certificate (chain) for mutual TLS; needs ``client_key_data``."""
+    client_key_data: bytes | None = field(default=None, repr=False)
+    """PEM private key for ``client_cert_data``; unencrypted."""
+    token: str | None = field(default=None, repr=False)
+    """Bearer token. When ``token_file`` is also set, the file wins while it is readable."""
+    token_file: str | None = None
+    """File holding a bearer token, re-read whenever it changes (bound service-account
+    tokens rotate on disk)."""
+    exec: ExecConfig | None = None
+    """An exec credential plugin providing a token and/or a client certificate."""
+    impersonate_user: str | None = None
+    """Act as this user (``Impersonate-User`` header); needs the ``impersonate`` verb."""
+    impersonate_groups: tuple[str, ...] = ()
+    """Groups to impersonate (``Impersonate-Group``); only with ``impersonate_user``."""
+    proxy_url: str | None = None
+    """HTTP(S) proxy for API calls; ``None`` means the environment's proxy settings apply."""
+    source: str = ""
+    """Where this came from, for error messages: ``kubeconfig /path (context dev)``."""
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "server", _normalize_server(self.server))
+        except ValueError as e:
+            raise ConfigError(f"server: {e}", file=self.source or None) from None
+        problem = self._problem()
+        if problem:
+            raise ConfigError(problem, file=self.source or None)
+
+    def _problem(self) -> str | None:
+        if not self.namespace:
+            return "namespace is empty; use 'default' or a namespace name"
+        if (self.client_cert_data is None) != (self.client_key_data is None):
+            return "a client certificate needs both its certificate and its key; one is missing"
+        if self.insecure_skip_tls_verify and self.ca_data:
+            # The same rule as client-go: a CA that is never checked is a mistake.
+            return (
+                "insecure-skip-tls-verify is set together with a certificate authority; "
+                "remove one of them"
+            )
+        if self.exec is not None and (self.token is not None or self.token_file is not None):
+            return (
+                "both a token and an exec plugin are configured, so it is unclear which "
+                "identity to use; keep one of them"
+            )
+        if self.impersonate_groups and not self.impersonate_user:
+            return "impersonate_groups is set without impersonate_user; set the user too"
+        return None
+
+    def ssl_context(self, *, client_cert: tuple[bytes, bytes] | None = None) -> ssl.SSLContext:
+        """Build a new TLS context for this server (callers cache it).
+
+        ``client_cert`` is a ``(certificate PEM, key PEM)`` pair that replaces
+        ``client_cert_data``/``client_key_data``: exec plugins hand out certificates
+        at run time (see :meth:`Credentials.client_certificate`).
+
+        ``tls_server_name`` cannot live in an ``SSLContext``; pass it as
+        ``server_hostname`` when connecting.
+        """
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        where = self.source or self.server
+        if self.insecure_skip_tls_verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        elif self.ca_data is not None:
+            try:
+                _load_ca(ctx, self.ca_data)
+            except (ssl.SSLError, ValueError) as e:
+                raise ConfigError(
+                    f"the certificate authority data is not a usable PEM bundle ({_ssl_reason(e)})",
+                    file=where,
+                ) from None
+        else:
+            ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+        pair = client_cert
+        if pair is None and self.client_cert_data is not None and self.client_key_data is not None:
+            pair = (self.client_cert_data, self.client_key_data)
+        if pair is not None:
+            try:
+                _load_client_pair(ctx, *pair)
+            except (ssl.SSLError, ValueError, OSError) as e:
+                raise ConfigError(
+                    f"the client certificate and key cannot be used ({_ssl_reason(e)}); "
+                    "check that they are PEM, match each other and the key is unencrypted",
+                    file=where,
+                ) from None
+        return ctx
+
+    def credentials(self) -> Credentials:
+        """Return new, stateful :class:`Credentials` for this config (one per connection pool)."""
+        if self.exec is not None:
+            # Imported here so that a config without an exec plugin never loads the
+            # subprocess machinery.
+            from setpoint.client._exec import ExecCredentials
+
+            return ExecCredentials(self)
+        if self.token_file is not None:
+            return _TokenFileCredentials(self.token_file, fallback=self.token, source=self.source)
+        if self.token is not None:
+            return _StaticTokenCredentials(self.token)
+        return Credentials()
+
+
+class Credentials:
+    """The request-time side of authentication, for one connection pool.
+
+    This base class is "no credentials" (anonymous, or a client certificate that
+    is already in :meth:`ClientConfig.ssl_context`); :meth:`ClientConfig.credentials`
+    returns the subclass that matches the config.
+
+    Use from a transport::
+
+        headers.update(await creds.headers())          # before every request
+        cert = await creds.client_certificate()        # before (re)building the pool
+        if cert != current: ctx = config.ssl_context(client_cert=cert)
+        ...
+        if response.status == 401: creds.invalidate()  # and retry once
+    """
+
+    async def headers(self) -> dict[str, str]:
+        """Headers to add to a request: ``{"Authorization": "Bearer ..."}`` or ``{}``."""
+        return {}
+
+    def invalidate(self) -> None:
+        """Forget cached credentials after a 401, so the next call fetches fresh ones."""
+
+    async def client_certificate(self) -> tuple[bytes, bytes] | None:
+        """Return a ``(certificate PEM, key PEM)`` pair from an exec plugin, or ``None``.
+
+        ``None`` means "use what :meth:`ClientConfig.ssl_context` has". A new
+        pair (compare with ``!=``) means the plugin rotated it and the TLS
+        context must be rebuilt with ``ssl_context(client_cert=pair)``.
+        """
+        return None
+
+
+class _StaticTokenCredentials(Credentials):
+    """A bearer token that never changes."""
+
+    def __init__(self, token: str) -> None:
+        self._headers = {"Authorization": f"Bearer {token}"}
+
+    async def headers(self) -> dict[str, str]:
+        return dict(self._headers)
+
+
+class _TokenFileCredentials(Credentials):
+    """A bearer token read from a file, re-read when the file changes.
+
+    The kubelet rotates projected service-account tokens by swapping a symlink,
+    so a change of inode, size or mtime of the resolved file means a new token.
+    ``stat`` and the read are a few microseconds on a local tmpfs, which is why
+    they run inline instead of in a thread.
+    """
+
+    def __init__(self, path: str, *, fallback: str | None, source: str) -> None:
+        self._path = path
+        self._fallback = fallback
+        self._source = source
+        self._stamp: tuple[int, int, int] | None = None
+        self._token: str | None = None
+
+    async def headers(self) -> dict[str, str]:
+        token = self._read()
+        return {"Authorization": f"Bearer {token}"}
+
+    def invalidate(self) -> None:
+        self._stamp = None
+
+    def _read(self) -> str:
+        try:
+            st = os.stat(self._path)
+            stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if stamp == self._stamp and self._token is not None:
+                return self._token
+            token = Path(self._path).read_text(encoding="utf-8").strip()
+            if not token:
+                raise OSError(f"{self._path} is empty")
+        except (OSError, UnicodeDecodeError) as e:
+            # Keep serving the last good token: a rotation in progress or a
+            # transient read error must not fail every request (client-go does the same).
+            last = self._token or self._fallback
+            if last is None:
+                raise ConfigError(
+                    f"cannot read the bearer token file {self._path}: {_os_reason(e)}; "
+                    "check that it exists and is readable",
+                    file=self._source or None,
+                ) from None
+            _log.warning(
+                "re-reading token file %s failed (%s); using the last token", self._path, e
+            )
+            return last
+        self._stamp, self._token = stamp, token
+        return token
+
+
+def load_kubeconfig(
+    path: str | os.PathLike[str] | None = None, *, context: str | None = None
+) -> ClientConfig:
+    """Load a :class:`ClientConfig` from kubeconfig files, as kubectl does.
+
+    ``path`` is one file. ``None`` means ``$KUBECONFIG`` (a ``:``-separated list,
+    merged with kubectl's rules: the first file to define a name or
+    ``current-context`` wins, missing files are skipped) or else ``~/.kube/config``.
+    ``context`` overrides ``current-context``.
+
+    Relative file paths in a kubeconfig resolve against that file's directory.
+    Referenced files are read (and certificates parsed) now, so mistakes show
+    up at start-up; only the token file is read again later, as it rotates.
+
+    Raises:
+        ConfigError: naming the file, the field path and what to do.
+
+    """
+    # Imported here: YAML parsing costs ~20 ms of import time that an in-cluster
+    # operator never needs.
+    from setpoint.client._kubeconfig import load
+
+    return load(path, context=context)
+
+
+def load_incluster_config(
+    *, service_account_dir: str | os.PathLike[str] | None = None
+) -> ClientConfig:
+    """Build a :class:`ClientConfig` for the pod's own service account.
+
+    Uses ``$KUBERNETES_SERVICE_HOST``/``$KUBERNETES_SERVICE_PORT``, the token
+    (re-read as it rotates), ``ca.crt`` and ``namespace`` in
+    ``service_account_dir`` (default :data:`SERVICE_ACCOUNT_DIR`). A missing
+    namespace file means ``default``, as in client-go.
+
+    Raises:
+        ConfigError: naming what is missing when not running in a pod.
+
+    """
+    host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
+    port = os.environ.get("KUBERNETES_SERVICE_PORT", "")
+    missing = [
+        f"${name}"
+        for name, value in (("KUBERNETES_SERVICE_HOST", host), ("KUBERNETES_SERVICE_PORT", port))
+        if not value
+    ]
+    if missing:
+        raise ConfigError(
+            f"not running inside a Kubernetes pod: {' and '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not set; outside a cluster use a "
+            "kubeconfig ($KUBECONFIG or ~/.kube/config)"
+        )
+    directory = Path(
+        service_account_dir if service_account_dir is not None else SERVICE_ACCOUNT_DIR
+    )
+    source = f"in-cluster service account ({directory})"
+    token_path = directory / "token"
+    try:
+        if not token_path.read_text(encoding="utf-8").strip():
+            raise OSError("the file is empty")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(
+            f"cannot read the service account token {token_path}: {_os_reason(e)}; is "
+            "automountServiceAccountToken disabled for this pod or its service account?",
+            file=source,
+        ) from None
+    ca_path = directory / "ca.crt"
+    try:
+        ca_data = ca_path.read_bytes()
+        _load_ca(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), ca_data)
+    except OSError as e:
+        raise ConfigError(
+            f"cannot read the cluster CA bundle {ca_path}: {_os_reason(e)}", file=source
+        ) from None
+    except (ssl.SSLError, ValueError) as e:
+        raise ConfigError(
+            f"the cluster CA bundle {ca_path} is not usable PEM ({_ssl_reason(e)})", file=source
+        ) from None
+    try:
+        namespace = (directory / "namespace").read_text(encoding="utf-8").strip() or "default"
+    except FileNotFoundError:
+        namespace = "default"
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(
+            f"cannot read {directory / 'namespace'}: {_os_reason(e)}", file=source
+        ) from None
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 service IP
+    if not port.isdigit():
+        raise ConfigError(
+            f"$KUBERNETES_SERVICE_PORT is {port!r}, not a port number", file="environment"
+        )
+    return ClientConfig(
+        server=f"https://{host}:{port}",
+        namespace=namespace,
+        ca_data=ca_data,
+        token_file=str(token_path),
+        source=source,
+    )
+
+
+def load_config(*, context: str | None = None) -> ClientConfig:
+    """Find the config an operator should use wherever it runs.
+
+    In order: ``$KUBECONFIG`` when set, ``~/.kube/config`` when it exists, the
+    pod's service account when ``$KUBERNETES_SERVICE_HOST`` is set.
+
+    Raises:
+        ConfigError: from the source that was chosen, or listing every place
+            looked at when none applies.
+
+    """
+    looked: list[str] = []
+    if os.environ.get("KUBECONFIG", ""):
+        return load_kubeconfig(context=context)
+    looked.append("$KUBECONFIG (not set)")
+    default = _default_kubeconfig()
+    if default is not None and default.is_file():
+        return load_kubeconfig(context=context)
+    looked.append(f"{default or '~/.kube/config'} (does not exist)")
+    if os.environ.get("KUBERNETES_SERVICE_HOST", ""):
+        if context is not None:
+            raise ConfigError(
+                f"context {context!r} was asked for, but there is no kubeconfig (looked at "
+                f"{', '.join(looked)}) and in-cluster config has no contexts"
+            )
+        return load_incluster_config()
+    looked.append("in-cluster service account ($KUBERNETES_SERVICE_HOST not set)")
+    raise ConfigError(
+        f"no Kubernetes configuration found; looked at: {'; '.join(looked)}. Set $KUBECONFIG, "
+        "create ~/.kube/config (e.g. with `kind create cluster` or your cloud CLI), "
+        "or run inside a pod"
+    )
+
+
+# --- helpers shared with _kubeconfig and _exec ------------------------------------
+
+
+def _default_kubeconfig() -> Path | None:
+    """``~/.kube/config``, or ``None`` when there is no home directory to look in."""
+    try:
+        return Path.home() / ".kube" / "config"
+    except RuntimeError:
+        return None
+
+
+def _normalize_server(url: str) -> str:
+    """``url`` without a trailing slash; ValueError explaining why it is not a server URL."""
+    example = "expected http(s)://host[:port], e.g. https://127.0.0.1:6443"
+    if not isinstance(url, str) or not url or any(c.isspace() for c in url):
+        raise ValueError(f"{url!r} is not a server URL; {example}")
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http"):
+        raise ValueError(f"{url!r} does not start with https:// or http://; {example}")
+    if not parts.hostname:
+        raise ValueError(f"{url!r} has no host; {example}")
+    if "@" in parts.netloc or parts.query or parts.fragment:
+        raise ValueError(f"{url!r} must not carry credentials, a query or a fragment; {example}")
+    try:
+        parts.port  # noqa: B018 (parsing the port is the check)
+    except ValueError:
+        raise ValueError(f"{url!r} has an invalid port; {example}") from None
+    return url.rstrip("/")
+
+
+def _load_ca(ctx: ssl.SSLContext, pem: bytes) -> None:
+    """Trust the certificates in ``pem`` (ValueError or SSLError when there are none)."""
+    text = pem.decode("ascii", errors="replace")
+    if "-----BEGIN CERTIFICATE-----" not in text:
+        raise ValueError("no PEM certificate found")
+    ctx.load_verify_locations(cadata=text)
+
+
+def _refuse_password() -> bytes:
+    # Without a callback OpenSSL would prompt on the terminal and block the loop.
+    raise ValueError("the private key is encrypted; kubeconfig keys must be unencrypted PEM")
+
+
+def _load_client_pair(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    """Load a PEM certificate and key into ``ctx`` without leaving them on disk."""
+    with _pem_files(cert, key) as (cert_path, key_path):
+        ctx.load_cert_chain(cert_path, key_path, password=_refuse_password)
+
+
+@contextlib.contextmanager
+def _pem_files(*blobs: bytes) -> Iterator[tuple[str, ...]]:
+    """Paths from which OpenSSL can read ``blobs``, valid inside the ``with`` block.
+
+    ``SSLContext.load_cert_chain`` only takes paths. On Linux an anonymous
+    memory file (``memfd_create``) reached through ``/proc/self/fd`` never
+    touches a disk and disappears when closed. Elsewhere, a private (0600)
+    temporary file that is removed as soon as the block ends.
+    """
+    memfd_create: Callable[..., int] | None = getattr(os, "memfd_create", None)
+    fds: list[int] = []
+    try:
+        if memfd_create is not None and os.path.isdir("/proc/self/fd"):
+            try:
+                for blob in blobs:
+                    fd = memfd_create("setpoint-pem", os.MFD_CLOEXEC)
+                    fds.append(fd)
+                    _write_all(fd, blob)
+            except OSError:
+                for fd in fds:
+                    os.close(fd)
+                fds = []
+            else:
+                yield tuple(f"/proc/self/fd/{fd}" for fd in fds)
+                return
+        with tempfile.TemporaryDirectory(prefix="setpoint-pem-") as tmp:
+            os.chmod(tmp, 0o700)
+            paths = []
+            for i, blob in enumerate(blobs):
+                path = os.path.join(tmp, f"{i}.pem")
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                try:
+                    _write_all(fd, blob)
+                finally:
+                    os.close(fd)
+                paths.append(path)
+            yield tuple(paths)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _ssl_reason(e: BaseException) -> str:
+    """Return a one-line reason for an ssl/ValueError, without OpenSSL's file:line noise."""
+    if isinstance(e, ssl.SSLError) and e.reason:
+        return str(e.reason).lower().replace("_", " ")
+    return str(e) or type(e).__name__
+
+
+def _os_reason(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror.lower()
+    return str(e) or type(e).__name__
