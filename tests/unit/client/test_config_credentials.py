@@ -1,0 +1,479 @@
+"""Request-time credentials: static tokens, rotating token files and exec plugins.
+
+Exec plugins here are small Python scripts written into tmp_path, driven by a
+JSON "behaviour" file, so each test says exactly what its plugin does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from setpoint.client import _exec
+from setpoint.client.config import (
+    EXEC_API_V1,
+    EXEC_API_V1BETA1,
+    ClientConfig,
+    ConfigError,
+    Credentials,
+    ExecConfig,
+    load_kubeconfig,
+)
+
+SERVER = "https://127.0.0.1:6443"
+
+PLUGIN_SOURCE = """\
+import json, os, sys, time
+spec = json.load(open(sys.argv[1]))
+with open(spec["count"], "a") as f:
+    f.write("x")
+if "record_pid" in spec:
+    with open(spec["record_pid"], "w") as f:
+        f.write(str(os.getpid()))
+if "record_info" in spec:
+    with open(spec["record_info"], "w") as f:
+        f.write(os.environ.get("KUBERNETES_EXEC_INFO", ""))
+if spec.get("sleep"):
+    time.sleep(spec["sleep"])
+if spec.get("stderr"):
+    sys.stderr.write(spec["stderr"])
+if "stdout" in spec:
+    sys.stdout.write(spec["stdout"])
+else:
+    status = dict(spec.get("status", {}))
+    if "token_from_env" in spec:
+        status["token"] = os.environ[spec["token_from_env"]]
+    print(json.dumps({
+        "apiVersion": spec.get("apiVersion", "client.authentication.k8s.io/v1"),
+        "kind": spec.get("kind", "ExecCredential"),
+        "status": status,
+    }))
+sys.exit(spec.get("exit", 0))
+"""
+
+
+class Plugin:
+    """A scripted exec plugin; ``behave(...)`` sets what its next runs do."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.script = directory / "plugin.py"
+        self.script.write_text(PLUGIN_SOURCE)
+        self.spec_file = directory / "spec.json"
+        self.count_file = directory / "count"
+        self.count_file.write_text("")
+        self.behave(status={"token": "tok-1"})
+
+    def behave(self, **spec: Any) -> None:
+        spec["count"] = str(self.count_file)
+        self.spec_file.write_text(json.dumps(spec))
+
+    @property
+    def runs(self) -> int:
+        return len(self.count_file.read_text())
+
+    def exec_config(self, **kwargs: Any) -> ExecConfig:
+        kwargs.setdefault("command", sys.executable)
+        kwargs.setdefault("args", ("-S", str(self.script), str(self.spec_file)))
+        return ExecConfig(**kwargs)
+
+    def credentials(self, **kwargs: Any) -> Credentials:
+        config_kwargs = kwargs.pop("config", {})
+        cfg = ClientConfig(
+            server=SERVER, exec=self.exec_config(**kwargs), source="test", **config_kwargs
+        )
+        return cfg.credentials()
+
+
+@pytest.fixture
+def plugin(tmp_path: Path) -> Plugin:
+    return Plugin(tmp_path)
+
+
+def in_hours(hours: float) -> str:
+    return (datetime.now(UTC) + timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- static and file tokens ---------------------------------------------------------
+
+
+async def test_no_credentials() -> None:
+    creds = ClientConfig(server=SERVER).credentials()
+    assert await creds.headers() == {}
+    assert await creds.client_certificate() is None
+
+
+async def test_static_token() -> None:
+    creds = ClientConfig(server=SERVER, token="abc").credentials()
+    assert await creds.headers() == {"Authorization": "Bearer abc"}
+    creds.invalidate()
+    assert await creds.headers() == {"Authorization": "Bearer abc"}
+
+
+async def test_token_file_is_reread_when_it_changes(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    creds = ClientConfig(server=SERVER, token_file=str(token)).credentials()
+    assert await creds.headers() == {"Authorization": "Bearer first"}
+
+    token.write_text("second-token")
+    assert await creds.headers() == {"Authorization": "Bearer second-token"}
+
+
+async def test_token_file_rotated_by_symlink_swap(tmp_path: Path) -> None:
+    """The kubelet's projected volumes rotate by re-pointing a ``..data`` symlink."""
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v1" / "token").write_text("one")
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2" / "token").write_text("two")
+    (tmp_path / "..data").symlink_to("v1")
+    (tmp_path / "token").symlink_to("..data/token")
+    creds = ClientConfig(server=SERVER, token_file=str(tmp_path / "token")).credentials()
+    assert await creds.headers() == {"Authorization": "Bearer one"}
+
+    (tmp_path / "..data_tmp").symlink_to("v2")
+    os.replace(tmp_path / "..data_tmp", tmp_path / "..data")
+    assert await creds.headers() == {"Authorization": "Bearer two"}
+
+
+async def test_token_file_cached_until_changed_or_invalidated(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("aaaa")
+    creds = ClientConfig(server=SERVER, token_file=str(token)).credentials()
+    assert await creds.headers() == {"Authorization": "Bearer aaaa"}
+    stat = token.stat()
+
+    # Same size, same inode, same mtime: looks unchanged, so the cached value is used ...
+    with token.open("r+") as f:
+        f.write("bbbb")
+    os.utime(token, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert await creds.headers() == {"Authorization": "Bearer aaaa"}
+    # ... until a 401 makes the caller invalidate.
+    creds.invalidate()
+    assert await creds.headers() == {"Authorization": "Bearer bbbb"}
+
+
+async def test_token_file_keeps_last_token_when_it_disappears(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("kept")
+    creds = ClientConfig(server=SERVER, token_file=str(token)).credentials()
+    assert await creds.headers() == {"Authorization": "Bearer kept"}
+    token.unlink()
+    assert await creds.headers() == {"Authorization": "Bearer kept"}
+
+
+async def test_token_file_wins_over_token_and_token_is_the_fallback(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("from-file")
+    creds = ClientConfig(server=SERVER, token="static", token_file=str(token)).credentials()
+    assert await creds.headers() == {"Authorization": "Bearer from-file"}
+
+    missing = ClientConfig(server=SERVER, token="static", token_file=str(tmp_path / "no"))
+    assert await missing.credentials().headers() == {"Authorization": "Bearer static"}
+
+
+async def test_unreadable_token_file_without_fallback(tmp_path: Path) -> None:
+    creds = ClientConfig(
+        server=SERVER, token_file=str(tmp_path / "no-token"), source="kubeconfig k (context x)"
+    ).credentials()
+    with pytest.raises(ConfigError) as info:
+        await creds.headers()
+    assert str(tmp_path / "no-token") in str(info.value)
+    assert "kubeconfig k (context x)" in str(info.value)
+
+
+# --- exec plugins: success and caching -----------------------------------------------------
+
+
+async def test_exec_token_cached_until_expiry(plugin: Plugin) -> None:
+    plugin.behave(status={"token": "tok-1", "expirationTimestamp": in_hours(1)})
+    creds = plugin.credentials()
+    assert await creds.headers() == {"Authorization": "Bearer tok-1"}
+    assert await creds.headers() == {"Authorization": "Bearer tok-1"}
+    assert await creds.client_certificate() is None
+    assert plugin.runs == 1
+
+
+async def test_exec_expired_token_runs_plugin_again(plugin: Plugin) -> None:
+    plugin.behave(status={"token": "old", "expirationTimestamp": in_hours(-1)})
+    creds = plugin.credentials()
+    assert await creds.headers() == {"Authorization": "Bearer old"}
+    plugin.behave(status={"token": "new", "expirationTimestamp": in_hours(1)})
+    assert await creds.headers() == {"Authorization": "Bearer new"}
+    assert plugin.runs == 2
+
+
+async def test_exec_refreshes_shortly_before_expiry(plugin: Plugin) -> None:
+    expiry = datetime(2030, 1, 1, tzinfo=UTC)
+    plugin.behave(status={"token": "t", "expirationTimestamp": "2030-01-01T00:00:00Z"})
+    now = [expiry - timedelta(hours=1)]
+    cfg = ClientConfig(server=SERVER, exec=plugin.exec_config())
+    creds = _exec.ExecCredentials(cfg, clock=lambda: now[0])
+
+    await creds.headers()
+    now[0] = expiry - _exec.REFRESH_BEFORE_EXPIRY - timedelta(seconds=1)
+    await creds.headers()
+    assert plugin.runs == 1
+    now[0] = expiry - _exec.REFRESH_BEFORE_EXPIRY
+    await creds.headers()
+    assert plugin.runs == 2
+
+
+async def test_exec_without_expiry_cached_until_invalidated(plugin: Plugin) -> None:
+    creds = plugin.credentials()
+    await creds.headers()
+    await creds.headers()
+    assert plugin.runs == 1
+    plugin.behave(status={"token": "tok-2"})
+    creds.invalidate()
+    assert await creds.headers() == {"Authorization": "Bearer tok-2"}
+    assert plugin.runs == 2
+
+
+async def test_exec_concurrent_callers_share_one_run(plugin: Plugin) -> None:
+    creds = plugin.credentials()
+    results = await asyncio.gather(*(creds.headers() for _ in range(8)))
+    assert all(r == {"Authorization": "Bearer tok-1"} for r in results)
+    assert plugin.runs == 1
+
+
+async def test_exec_v1beta1(plugin: Plugin) -> None:
+    plugin.behave(apiVersion=EXEC_API_V1BETA1, status={"token": "beta"})
+    creds = plugin.credentials(api_version=EXEC_API_V1BETA1)
+    assert await creds.headers() == {"Authorization": "Bearer beta"}
+
+
+async def test_exec_env_and_exec_info(plugin: Plugin, tmp_path: Path) -> None:
+    info_file = tmp_path / "info.json"
+    plugin.behave(token_from_env="MY_TOKEN", record_info=str(info_file))
+    creds = plugin.credentials(
+        env=(("MY_TOKEN", "from-env"),),
+        provide_cluster_info=True,
+        cluster_config={"audience": "kube"},
+        config={"tls_server_name": "kube.local", "insecure_skip_tls_verify": True},
+    )
+    assert await creds.headers() == {"Authorization": "Bearer from-env"}
+    info = json.loads(info_file.read_text())
+    assert info == {
+        "apiVersion": EXEC_API_V1,
+        "kind": "ExecCredential",
+        "spec": {
+            "interactive": False,
+            "cluster": {
+                "server": SERVER,
+                "tls-server-name": "kube.local",
+                "insecure-skip-tls-verify": True,
+                "config": {"audience": "kube"},
+            },
+        },
+    }
+
+
+async def test_exec_info_without_cluster_and_with_ca(plugin: Plugin, tmp_path: Path) -> None:
+    info_file = tmp_path / "info.json"
+    plugin.behave(status={"token": "x"}, record_info=str(info_file))
+    await plugin.credentials().headers()
+    assert json.loads(info_file.read_text())["spec"] == {"interactive": False}
+
+    ca = b"-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n"
+    creds = plugin.credentials(provide_cluster_info=True, config={"ca_data": ca})
+    await creds.headers()
+    cluster = json.loads(info_file.read_text())["spec"]["cluster"]
+    assert base64.b64decode(cluster["certificate-authority-data"]) == ca
+
+
+async def test_exec_from_kubeconfig_with_relative_command(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "kube" / "bin"
+    bin_dir.mkdir(parents=True)
+    script = bin_dir / "get-token"
+    script.write_text(
+        f"#!{sys.executable} -S\n"
+        "import json\n"
+        'print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", '
+        '"kind": "ExecCredential", "status": {"token": "kc-token"}}))\n'
+    )
+    script.chmod(0o755)
+    doc = {
+        "clusters": [{"name": "c", "cluster": {"server": SERVER}}],
+        "contexts": [{"name": "dev", "context": {"cluster": "c", "user": "u"}}],
+        "users": [
+            {
+                "name": "u",
+                "user": {
+                    "exec": {
+                        "apiVersion": EXEC_API_V1,
+                        "command": "bin/get-token",
+                        "interactiveMode": "Never",
+                    }
+                },
+            }
+        ],
+        "current-context": "dev",
+    }
+    path = tmp_path / "kube" / "config"
+    path.write_text(yaml.safe_dump(doc))
+    creds = load_kubeconfig(path).credentials()
+    assert await creds.headers() == {"Authorization": "Bearer kc-token"}
+
+
+# --- exec plugins: failures ----------------------------------------------------------------
+
+
+async def exec_error(creds: Credentials) -> str:
+    with pytest.raises(ConfigError) as info:
+        await creds.headers()
+    err = info.value
+    assert err.__cause__ is None
+    return str(err)
+
+
+async def test_exec_plugin_not_found(tmp_path: Path) -> None:
+    cfg = ClientConfig(
+        server=SERVER,
+        exec=ExecConfig(command=str(tmp_path / "kubelogin"), install_hint="Install kubelogin."),
+        source="kubeconfig k (context dev)",
+    )
+    msg = await exec_error(cfg.credentials())
+    assert str(tmp_path / "kubelogin") in msg
+    assert "was not found" in msg
+    assert "Install kubelogin." in msg
+    assert "kubeconfig k (context dev)" in msg
+
+
+async def test_exec_plugin_bare_name_not_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent-bin")
+    cfg = ClientConfig(server=SERVER, exec=ExecConfig(command="setpoint-no-such-plugin"))
+    msg = await exec_error(cfg.credentials())
+    assert "'setpoint-no-such-plugin'" in msg
+    assert "/nonexistent-bin" in msg
+
+
+async def test_exec_plugin_not_executable(tmp_path: Path) -> None:
+    script = tmp_path / "plugin"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o644)
+    cfg = ClientConfig(server=SERVER, exec=ExecConfig(command=str(script)))
+    msg = await exec_error(cfg.credentials())
+    assert "could not be started" in msg
+
+
+async def test_exec_plugin_nonzero_exit(plugin: Plugin) -> None:
+    plugin.behave(exit=3, stderr="\n  error: login required; run `mylogin`  \n\n", stdout="")
+    msg = await exec_error(plugin.credentials(install_hint="See https://example/login"))
+    assert sys.executable in msg
+    assert "exited with code 3" in msg
+    assert ": error: login required; run `mylogin`\nSee https://example/login" in msg
+
+
+async def test_exec_plugin_long_stderr_is_trimmed(plugin: Plugin) -> None:
+    plugin.behave(exit=1, stderr="x" * 50_000 + "THE END", stdout="")
+    msg = await exec_error(plugin.credentials())
+    assert msg.endswith("THE END")
+    assert len(msg) < 3000
+
+
+async def test_exec_plugin_prints_garbage(plugin: Plugin) -> None:
+    plugin.behave(stdout="<html>Sign in</html>", stderr="warning: cache stale")
+    msg = await exec_error(plugin.credentials())
+    assert "not JSON" in msg
+    assert "<html>Sign in</html>" in msg
+    assert "warning: cache stale" in msg
+
+
+async def test_exec_plugin_wrong_api_version(plugin: Plugin) -> None:
+    plugin.behave(apiVersion=EXEC_API_V1BETA1, status={"token": "t"})
+    msg = await exec_error(plugin.credentials(api_version=EXEC_API_V1))
+    assert EXEC_API_V1BETA1 in msg
+    assert EXEC_API_V1 in msg
+    assert "exec.apiVersion" in msg
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "words"),
+    [
+        ({"stdout": "[1, 2]"}, "not an ExecCredential object"),
+        ({"kind": "Status"}, "kind 'Status'"),
+        (
+            {
+                "stdout": '{"apiVersion": "client.authentication.k8s.io/v1", '
+                '"kind": "ExecCredential"}'
+            },
+            "without a status",
+        ),
+        ({"status": {}}, "neither status.token nor"),
+        ({"status": {"token": 5}}, "not a string"),
+        ({"status": {"clientCertificateData": "x"}}, "only one of"),
+        ({"status": {"token": "t", "expirationTimestamp": "tomorrow"}}, "RFC 3339"),
+        ({"status": {"token": "t", "expirationTimestamp": "2030-01-01T00:00:00"}}, "with a zone"),
+        (
+            {"status": {"clientCertificateData": "not pem", "clientKeyData": "not pem"}},
+            "cannot be used",
+        ),
+    ],
+)
+async def test_exec_plugin_bad_credential(
+    plugin: Plugin, behaviour: dict[str, Any], words: str
+) -> None:
+    plugin.behave(**behaviour)
+    msg = await exec_error(plugin.credentials())
+    assert words in msg
+
+
+async def eventually(condition: Callable[[], bool], timeout: float = 10) -> bool:
+    """Poll ``condition`` until it holds or ``timeout`` seconds pass (a bounded wait)."""
+    deadline = time.monotonic() + timeout
+    for _ in range(int(timeout / 0.02) + 1):
+        if condition() or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.02)
+    return condition()
+
+
+def gone(pid: int) -> Callable[[], bool]:
+    def check() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    return check
+
+
+async def test_exec_plugin_timeout_kills_it(plugin: Plugin, tmp_path: Path) -> None:
+    plugin.behave(sleep=60, record_pid=str(tmp_path / "pid"))
+    started = time.monotonic()
+    msg = await exec_error(plugin.credentials(timeout=0.5))
+    assert "did not finish within 0.5 s" in msg
+    assert time.monotonic() - started < 30
+    assert await eventually(gone(int((tmp_path / "pid").read_text())))
+
+
+async def test_exec_plugin_killed_when_caller_is_cancelled(plugin: Plugin, tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    plugin.behave(sleep=60, record_pid=str(pid_file))
+    task = asyncio.create_task(plugin.credentials().headers())
+    assert await eventually(lambda: pid_file.exists() and bool(pid_file.read_text()))
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await eventually(gone(int(pid_file.read_text())))
+
+
+async def test_exec_failure_is_not_cached(plugin: Plugin) -> None:
+    plugin.behave(exit=1, stderr="down", stdout="")
+    creds = plugin.credentials()
+    await exec_error(creds)
+    plugin.behave(status={"token": "back"})
+    assert await creds.headers() == {"Authorization": "Bearer back"}
