@@ -1,0 +1,578 @@
+"""setpoint's Prometheus metrics, under controller-runtime's names and labels.
+
+Every metric setpoint exports is defined here, once, in :class:`Metrics`. The names, label sets
+and histogram buckets are those of controller-runtime (``pkg/internal/controller/metrics``,
+``pkg/internal/metrics/workqueue.go``, ``pkg/metrics/client_go_adapter.go``,
+``pkg/metrics/leaderelection.go``), so Grafana dashboards and alerts written for Go operators
+work unchanged. The ``setpoint_finalizer_*`` family is setpoint's own.
+
+Metrics live on a setpoint-owned :class:`prometheus_client.CollectorRegistry`, never on
+prometheus_client's global default registry: the manager serves :func:`default_registry`, and a
+test builds ``Metrics(CollectorRegistry())`` to get a fresh, isolated set.
+
+The work queue does not depend on prometheus_client. It talks to the small
+:class:`WorkQueueMetricsProvider` protocol; :class:`Metrics` implements it, and
+:data:`NO_WORKQUEUE_METRICS` is the do-nothing implementation queues use by default.
+
+Import cost: ``prometheus_client`` takes tens of milliseconds to import (it pulls in
+``http.server`` and friends), so this module imports it only when a :class:`Metrics` is built
+or :func:`render` is called. Importing ``setpoint.observability.metrics`` itself is cheap.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Final, Protocol, cast
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+    from prometheus_client.metrics_core import Metric
+    from prometheus_client.registry import Collector
+
+__all__ = [
+    "CONTENT_TYPE_OPENMETRICS",
+    "CONTENT_TYPE_TEXT",
+    "NO_WORKQUEUE_METRICS",
+    "PRIORITY_LABEL_LIMIT",
+    "PRIORITY_OVERFLOW_LABEL",
+    "RECONCILE_RESULTS",
+    "RECONCILE_TIME_BUCKETS",
+    "WORKQUEUE_DURATION_BUCKETS",
+    "Metrics",
+    "NoWorkQueueMetrics",
+    "WorkQueueMetrics",
+    "WorkQueueMetricsProvider",
+    "default_registry",
+    "render",
+]
+
+RECONCILE_TIME_BUCKETS: Final[tuple[float, ...]] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8,
+    0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0,
+    15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0,
+)  # fmt: skip
+"""Buckets of ``controller_runtime_reconcile_time_seconds`` (controller-runtime's list)."""
+
+WORKQUEUE_DURATION_BUCKETS: Final[tuple[float, ...]] = (
+    1e-08, 1e-07, 1e-06, 1e-05, 1e-04, 1e-03, 1e-02, 1e-01, 1.0, 10.0, 100.0, 1000.0,
+)  # fmt: skip
+"""Buckets of the work queue duration histograms: controller-runtime's
+``ExponentialBuckets(10e-9, 10, 12)``, written out so no float rounding creeps into ``le``."""
+
+RECONCILE_RESULTS: Final[tuple[str, ...]] = ("success", "error", "requeue", "requeue_after")
+"""Values of the ``result`` label of ``controller_runtime_reconcile_total``."""
+
+PRIORITY_LABEL_LIMIT: Final = 25
+"""Distinct ``priority`` label values one queue's depth gauge may use (as controller-runtime)."""
+
+PRIORITY_OVERFLOW_LABEL: Final = "exceeded_cardinality_limit"
+"""``priority`` label value for priorities seen after :data:`PRIORITY_LABEL_LIMIT` others."""
+
+CONTENT_TYPE_TEXT: Final = "text/plain; version=0.0.4; charset=utf-8"
+"""Content type of the classic Prometheus text exposition format."""
+
+CONTENT_TYPE_OPENMETRICS: Final = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+"""Content type of the OpenMetrics 1.0 text format."""
+
+_OPENMETRICS_VERSIONS: Final = frozenset({"0.0.1", "1.0.0"})
+
+
+# --------------------------------------------------------------------------------------------
+# The work queue's view of metrics
+
+
+class WorkQueueMetrics(Protocol):
+    """What one work queue reports; every method must be cheap (it runs on the hot path)."""
+
+    def added(self) -> None:
+        """Count a key that became ready to process (``workqueue_adds_total``)."""
+
+    def depth_changed(self, priority: int, delta: int) -> None:
+        """Change the number of ready keys at ``priority`` by ``delta`` (``workqueue_depth``)."""
+
+    def observe_queue_duration(self, seconds: float) -> None:
+        """Observe how long a key waited between becoming ready and reaching a worker."""
+
+    def observe_work_duration(self, seconds: float) -> None:
+        """Observe how long a worker took between taking a key and calling ``done``."""
+
+    def retried(self) -> None:
+        """Count a delayed or rate-limited re-add of a key (``workqueue_retries_total``)."""
+
+    def track_in_flight(
+        self, unfinished_seconds: Callable[[], float], longest_seconds: Callable[[], float]
+    ) -> None:
+        """Register scrape-time functions for the in-flight gauges.
+
+        They return the summed and the longest age of the keys being processed right now,
+        and may be called from any thread.
+        """
+
+
+class WorkQueueMetricsProvider(Protocol):
+    """Creates the :class:`WorkQueueMetrics` of a named queue.
+
+    The counterpart of controller-runtime's ``workqueue.MetricsProvider``. The queue's name
+    becomes both the ``name`` and the ``controller`` label.
+    """
+
+    def new_queue_metrics(self, name: str) -> WorkQueueMetrics:
+        """Metrics for the queue called ``name``."""
+        ...
+
+
+class NoWorkQueueMetrics:
+    """A :class:`WorkQueueMetrics` that records nothing; queues use it unless given a provider."""
+
+    __slots__ = ()
+
+    def added(self) -> None:
+        """Record nothing."""
+
+    def depth_changed(self, priority: int, delta: int) -> None:
+        """Record nothing."""
+
+    def observe_queue_duration(self, seconds: float) -> None:
+        """Record nothing."""
+
+    def observe_work_duration(self, seconds: float) -> None:
+        """Record nothing."""
+
+    def retried(self) -> None:
+        """Record nothing."""
+
+    def track_in_flight(
+        self, unfinished_seconds: Callable[[], float], longest_seconds: Callable[[], float]
+    ) -> None:
+        """Record nothing."""
+
+
+NO_WORKQUEUE_METRICS: Final = NoWorkQueueMetrics()
+"""The shared do-nothing work queue metrics."""
+
+
+class _QueueMetrics:
+    """One queue's label children, bound once so the hot path does no label lookups."""
+
+    __slots__ = (
+        "_adds",
+        "_depth_children",
+        "_depth_vec",
+        "_labels",
+        "_longest",
+        "_queue_duration",
+        "_retries",
+        "_unfinished",
+        "_work_duration",
+    )
+
+    def __init__(self, metrics: Metrics, name: str) -> None:
+        self._labels = (name, name)  # name and controller carry the same value
+        self._depth_vec = metrics.workqueue_depth
+        self._depth_children: dict[int, Gauge] = {}
+        self._adds = metrics.workqueue_adds_total.labels(name, name)
+        self._retries = metrics.workqueue_retries_total.labels(name, name)
+        self._queue_duration = metrics.workqueue_queue_duration_seconds.labels(name, name)
+        self._work_duration = metrics.workqueue_work_duration_seconds.labels(name, name)
+        self._unfinished = metrics.workqueue_unfinished_work_seconds.labels(name, name)
+        self._longest = metrics.workqueue_longest_running_processor_seconds.labels(name, name)
+
+    def _depth_child(self, priority: int) -> Gauge:
+        child = self._depth_children.get(priority)
+        if child is None:
+            # Unlike controller-runtime (which switches *all* later updates to the placeholder,
+            # leaving earlier series stuck at their last value), a priority keeps the label it
+            # got first, so every series' increments and decrements stay balanced.
+            if len(self._depth_children) < PRIORITY_LABEL_LIMIT:
+                label = str(int(priority))
+            else:
+                label = PRIORITY_OVERFLOW_LABEL
+            child = self._depth_vec.labels(*self._labels, label)
+            self._depth_children[priority] = child
+        return child
+
+    def added(self) -> None:
+        self._adds.inc()
+
+    def depth_changed(self, priority: int, delta: int) -> None:
+        self._depth_child(priority).inc(delta)
+
+    def observe_queue_duration(self, seconds: float) -> None:
+        self._queue_duration.observe(seconds)
+
+    def observe_work_duration(self, seconds: float) -> None:
+        self._work_duration.observe(seconds)
+
+    def retried(self) -> None:
+        self._retries.inc()
+
+    def track_in_flight(
+        self, unfinished_seconds: Callable[[], float], longest_seconds: Callable[[], float]
+    ) -> None:
+        # Computed at scrape time instead of client-go's 500 ms ticker: always current, and no
+        # background task that wakes up for nothing.
+        self._unfinished.set_function(unfinished_seconds)
+        self._longest.set_function(longest_seconds)
+
+
+# --------------------------------------------------------------------------------------------
+# The registry and the metric definitions
+
+_lock = threading.Lock()
+_default_registry: CollectorRegistry | None = None
+_default_metrics: Metrics | None = None
+
+
+def default_registry() -> CollectorRegistry:
+    """Return setpoint's process-wide registry (created on first use), served by the manager.
+
+    It is separate from prometheus_client's global ``REGISTRY``; register your own operator
+    metrics here (``Counter(..., registry=default_registry())``) to have them served too.
+    """
+    global _default_registry  # noqa: PLW0603 - lazily created to keep import cheap
+    with _lock:
+        if _default_registry is None:
+            # Deferred import: see the module docstring.
+            from prometheus_client import CollectorRegistry  # noqa: PLC0415, RUF100
+
+            _default_registry = CollectorRegistry()
+        return _default_registry
+
+
+class Metrics:
+    """All of setpoint's metrics, registered on one registry.
+
+    Build one per registry: ``Metrics()`` uses :func:`default_registry` (prefer
+    :meth:`default`, which builds it once), ``Metrics(CollectorRegistry())`` gives tests an
+    isolated set. Registering two ``Metrics`` on the same registry fails with prometheus_client's
+    "Duplicated timeseries" error, because the names would clash.
+
+    The attributes are plain prometheus_client metrics; call ``.labels(...)`` with the label
+    values in the documented order. :meth:`new_queue_metrics` makes it a
+    :class:`WorkQueueMetricsProvider`.
+    """
+
+    registry: CollectorRegistry
+    """The registry every metric below is registered on."""
+
+    reconcile_total: Counter
+    """``controller_runtime_reconcile_total{controller, result}``; result is one of
+    :data:`RECONCILE_RESULTS`."""
+    reconcile_errors_total: Counter
+    """``controller_runtime_reconcile_errors_total{controller}``."""
+    terminal_reconcile_errors_total: Counter
+    """``controller_runtime_terminal_reconcile_errors_total{controller}``."""
+    reconcile_panics_total: Counter
+    """``controller_runtime_reconcile_panics_total{controller}``: reconciles that raised an
+    unexpected exception (Go's panics)."""
+    reconcile_time_seconds: Histogram
+    """``controller_runtime_reconcile_time_seconds{controller}``, :data:`RECONCILE_TIME_BUCKETS`."""
+    max_concurrent_reconciles: Gauge
+    """``controller_runtime_max_concurrent_reconciles{controller}``."""
+    active_workers: Gauge
+    """``controller_runtime_active_workers{controller}``."""
+
+    workqueue_depth: Gauge
+    """``workqueue_depth{name, controller, priority}``: keys ready and waiting for a worker."""
+    workqueue_adds_total: Counter
+    """``workqueue_adds_total{name, controller}``."""
+    workqueue_queue_duration_seconds: Histogram
+    """``workqueue_queue_duration_seconds{name, controller}``."""
+    workqueue_work_duration_seconds: Histogram
+    """``workqueue_work_duration_seconds{name, controller}``."""
+    workqueue_unfinished_work_seconds: Gauge
+    """``workqueue_unfinished_work_seconds{name, controller}``."""
+    workqueue_longest_running_processor_seconds: Gauge
+    """``workqueue_longest_running_processor_seconds{name, controller}``."""
+    workqueue_retries_total: Counter
+    """``workqueue_retries_total{name, controller}``."""
+
+    rest_client_requests_total: Counter
+    """``rest_client_requests_total{code, method, host}``."""
+
+    leader_election_master_status: Gauge
+    """``leader_election_master_status{name}``: 1 while this process holds the lease."""
+    leader_election_slowpath_total: Counter
+    """``leader_election_slowpath_total{name}``: renewals that needed a full read-modify-write."""
+
+    finalizer_pending_objects: Gauge
+    """``setpoint_finalizer_pending_objects{finalizer}``: objects marked for deletion whose
+    finalizer has not been removed yet."""
+    finalizer_oldest_pending_seconds: Gauge
+    """``setpoint_finalizer_oldest_pending_seconds{finalizer}``: age of the oldest of them,
+    counted from its ``deletionTimestamp``."""
+    finalizer_cleanup_failures_total: Counter
+    """``setpoint_finalizer_cleanup_failures_total{controller, finalizer}``."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        # Deferred import: see the module docstring.
+        from prometheus_client import Counter, Gauge, Histogram  # noqa: PLC0415, RUF100
+
+        reg = registry if registry is not None else default_registry()
+        self.registry = reg
+        ctrl = ("controller",)
+        queue = ("name", "controller")
+
+        # Help texts are controller-runtime's, so `# HELP` lines match Go operators too.
+        self.reconcile_total = Counter(
+            "controller_runtime_reconcile_total",
+            "Total number of reconciliations per controller",
+            ("controller", "result"),
+            registry=reg,
+        )
+        self.reconcile_errors_total = Counter(
+            "controller_runtime_reconcile_errors_total",
+            "Total number of reconciliation errors per controller",
+            ctrl,
+            registry=reg,
+        )
+        self.terminal_reconcile_errors_total = Counter(
+            "controller_runtime_terminal_reconcile_errors_total",
+            "Total number of terminal reconciliation errors per controller",
+            ctrl,
+            registry=reg,
+        )
+        self.reconcile_panics_total = Counter(
+            "controller_runtime_reconcile_panics_total",
+            "Total number of reconciliation panics per controller",
+            ctrl,
+            registry=reg,
+        )
+        self.reconcile_time_seconds = Histogram(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            ctrl,
+            buckets=RECONCILE_TIME_BUCKETS,
+            registry=reg,
+        )
+        self.max_concurrent_reconciles = Gauge(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            ctrl,
+            registry=reg,
+        )
+        self.active_workers = Gauge(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            ctrl,
+            registry=reg,
+        )
+
+        self.workqueue_depth = Gauge(
+            "workqueue_depth",
+            "Current depth of workqueue by workqueue and priority",
+            (*queue, "priority"),
+            registry=reg,
+        )
+        self.workqueue_adds_total = Counter(
+            "workqueue_adds_total",
+            "Total number of adds handled by workqueue",
+            queue,
+            registry=reg,
+        )
+        self.workqueue_queue_duration_seconds = Histogram(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            queue,
+            buckets=WORKQUEUE_DURATION_BUCKETS,
+            registry=reg,
+        )
+        self.workqueue_work_duration_seconds = Histogram(
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes.",
+            queue,
+            buckets=WORKQUEUE_DURATION_BUCKETS,
+            registry=reg,
+        )
+        self.workqueue_unfinished_work_seconds = Gauge(
+            "workqueue_unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been "
+            "observed by work_duration. Large values indicate stuck threads. One can deduce "
+            "the number of stuck threads by observing the rate at which this increases.",
+            queue,
+            registry=reg,
+        )
+        self.workqueue_longest_running_processor_seconds = Gauge(
+            "workqueue_longest_running_processor_seconds",
+            "How many seconds has the longest running processor for workqueue been running.",
+            queue,
+            registry=reg,
+        )
+        self.workqueue_retries_total = Counter(
+            "workqueue_retries_total",
+            "Total number of retries handled by workqueue",
+            queue,
+            registry=reg,
+        )
+
+        self.rest_client_requests_total = Counter(
+            "rest_client_requests_total",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            ("code", "method", "host"),
+            registry=reg,
+        )
+
+        self.leader_election_master_status = Gauge(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
+            "backup, 1 indicates master. 'name' is the string used to identify the lease. "
+            "Please make sure to group by name.",
+            ("name",),
+            registry=reg,
+        )
+        self.leader_election_slowpath_total = Counter(
+            "leader_election_slowpath_total",
+            "Total number of slow path exercised in renewing leader leases. 'name' is the "
+            "string used to identify the lease. Please make sure to group by name.",
+            ("name",),
+            registry=reg,
+        )
+
+        self.finalizer_pending_objects = Gauge(
+            "setpoint_finalizer_pending_objects",
+            "Objects marked for deletion that still carry the finalizer.",
+            ("finalizer",),
+            registry=reg,
+        )
+        self.finalizer_oldest_pending_seconds = Gauge(
+            "setpoint_finalizer_oldest_pending_seconds",
+            "Seconds since the deletionTimestamp of the oldest object still carrying the "
+            "finalizer (0 when there is none).",
+            ("finalizer",),
+            registry=reg,
+        )
+        self.finalizer_cleanup_failures_total = Counter(
+            "setpoint_finalizer_cleanup_failures_total",
+            "Finalizer cleanups that failed and will be retried, per controller and finalizer.",
+            ("controller", "finalizer"),
+            registry=reg,
+        )
+
+    @classmethod
+    def default(cls) -> Metrics:
+        """Return the process-wide instance on :func:`default_registry`, built on first call."""
+        global _default_metrics  # noqa: PLW0603 - lazily created to keep import cheap
+        registry = default_registry()
+        with _lock:
+            if _default_metrics is None:
+                _default_metrics = cls(registry)
+            return _default_metrics
+
+    def init_controller(self, controller: str, *, max_concurrent_reconciles: int) -> None:
+        """Publish a controller's series at their starting values before its first reconcile.
+
+        As controller-runtime does on start: every ``result`` of the reconcile counter and the
+        error/panic counters exist at 0 (so ``rate()`` and absence alerts work from the start),
+        the worker limit is set and no worker is active.
+        """
+        for result in RECONCILE_RESULTS:
+            self.reconcile_total.labels(controller, result)
+        self.reconcile_errors_total.labels(controller)
+        self.terminal_reconcile_errors_total.labels(controller)
+        self.reconcile_panics_total.labels(controller)
+        self.max_concurrent_reconciles.labels(controller).set(max_concurrent_reconciles)
+        self.active_workers.labels(controller).set(0)
+
+    def new_queue_metrics(self, name: str) -> WorkQueueMetrics:
+        """Return work queue metrics labelled ``name`` = ``controller`` = ``name``.
+
+        Give each queue on a registry its own name: two queues with one name share counters,
+        and the later one's in-flight gauges replace the earlier one's.
+        """
+        if not name:
+            raise ValueError(
+                "a work queue needs a non-empty name to report metrics: it becomes the 'name' "
+                "and 'controller' labels"
+            )
+        return _QueueMetrics(self, name)
+
+
+# --------------------------------------------------------------------------------------------
+# Exposition
+
+
+def _prefers_openmetrics(accept_header: str | None) -> bool:
+    """Content negotiation on an ``Accept`` header, honouring ``q`` weights.
+
+    OpenMetrics (versions 0.0.1 and 1.0.0, which share one text format) is chosen when the
+    client accepts it at least as much as the classic format; anything else, including a
+    missing or unparseable header, gets the classic text format that every scraper reads.
+    """
+    if not accept_header:
+        return False
+    openmetrics_q = 0.0
+    text_q = 0.0
+    for media_range in accept_header.split(","):
+        media_type, *params = (part.strip() for part in media_range.split(";"))
+        media_type = media_type.lower()
+        quality = 1.0
+        version: str | None = None
+        for param in params:
+            key, _, value = param.partition("=")
+            key = key.strip().lower()
+            value = value.strip().strip('"')
+            if key == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+            elif key == "version":
+                version = value
+        if quality <= 0:
+            continue
+        if media_type == "application/openmetrics-text":
+            if version is None or version in _OPENMETRICS_VERSIONS:
+                openmetrics_q = max(openmetrics_q, quality)
+        elif media_type in ("text/plain", "text/*", "*/*"):
+            text_q = max(text_q, quality)
+    return openmetrics_q > 0 and openmetrics_q >= text_q
+
+
+class _WithoutCreatedSamples:
+    """A view of a registry without the ``*_created`` samples prometheus_client adds.
+
+    client_golang (so every Go operator) does not export them by default; in the classic text
+    format prometheus_client would turn each into an extra gauge series. Dropping them here
+    keeps the exposition identical to controller-runtime's without flipping
+    prometheus_client's process-wide ``disable_created_metrics()`` switch.
+    """
+
+    _FAMILIES_WITH_CREATED: Final = frozenset({"counter", "histogram", "summary", "gaugehistogram"})
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            if family.type in self._FAMILIES_WITH_CREATED:
+                created = family.name + "_created"
+                samples = [sample for sample in family.samples if sample.name != created]
+                if len(samples) != len(family.samples):
+                    # Copy: a custom collector may hand out the same family object every time.
+                    trimmed = copy.copy(family)
+                    trimmed.samples = samples
+                    yield trimmed
+                    continue
+            yield family
+
+
+def render(registry: CollectorRegistry, accept_header: str | None) -> tuple[bytes, str]:
+    """Serialise ``registry`` for a scrape; returns the body and its ``Content-Type``.
+
+    The format follows the request's ``Accept`` header: OpenMetrics when the scraper prefers it
+    (Prometheus does by default), the classic text format otherwise. ``*_created`` samples are
+    left out, as client_golang does.
+    """
+    view = cast("Collector", _WithoutCreatedSamples(registry))
+    # Deferred imports: see the module docstring.
+    if _prefers_openmetrics(accept_header):
+        from prometheus_client.openmetrics import exposition  # noqa: PLC0415, RUF100
+
+        # The library leaves this function unannotated; state the signature it has.
+        generate_openmetrics = cast("Callable[[Collector], bytes]", exposition.generate_latest)
+        return generate_openmetrics(view), CONTENT_TYPE_OPENMETRICS
+    from prometheus_client.exposition import generate_latest  # noqa: PLC0415, RUF100
+
+    return generate_latest(view), CONTENT_TYPE_TEXT
