@@ -17,6 +17,7 @@ def split_api_version(api_version: str) -> tuple[str, str]:
 
     Raises:
         ValueError: if ``api_version`` is empty or has more than one ``/``.
+
     """
     if not api_version or api_version.count("/") > 1:
         raise ValueError(
@@ -70,6 +71,8 @@ class GroupVersionResource:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     def __str__(self) -> str:
-        return f"{self.resource}.{self.version}.{self.group}" if self.group else (
-            f"{self.resource}.{self.version}"
+        return (
+            f"{self.resource}.{self.version}.{self.group}"
+            if self.group
+            else (f"{self.resource}.{self.version}")
         )

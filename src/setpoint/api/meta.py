@@ -96,6 +96,7 @@ def gvk_of(obj: Mapping[str, Any]) -> GroupVersionKind:
     Raises:
         ValueError: naming the object when either field is missing, because the
             client cannot tell where to send an object without them.
+
     """
     api_version = obj.get("apiVersion")
     kind = obj.get("kind")

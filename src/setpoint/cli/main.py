@@ -1,0 +1,41 @@
+"""The ``setpoint`` command: one entry point, one module per command group."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from setpoint.cli import controlplane
+from setpoint.client.errors import ClientError
+from setpoint.testing.controlplane import ControlPlaneError
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every command registered."""
+    parser = argparse.ArgumentParser(
+        prog="setpoint",
+        description="setpoint: write Kubernetes operators in Python.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    controlplane.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code.
+
+    Expected failures (no binaries, unreachable server, bad input) print one
+    clear line and exit 1; they never end in a traceback.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ControlPlaneError, ClientError, ValueError, OSError) as exc:
+        print(f"setpoint: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

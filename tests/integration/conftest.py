@@ -1,0 +1,9 @@
+"""Integration tests run against the real local control plane (see setpoint.testing)."""
+
+import pytest
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/integration" in str(item.path):
+            item.add_marker(pytest.mark.integration)

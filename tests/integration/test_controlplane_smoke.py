@@ -1,0 +1,164 @@
+"""The local control plane itself: version, kubectl access, CLI, isolation, clean stop."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from setpoint.api import kinds
+from setpoint.client import Client
+from setpoint.client.config import load_kubeconfig
+from setpoint.testing import ControlPlane, ControlPlaneOptions
+from setpoint.testing.controlplane import DEFAULT_KUBERNETES_VERSION, find_binaries
+
+
+async def test_server_reports_the_pinned_release(k8s: Client) -> None:
+    """/version reports the release controlplane/go.mod pins, stamped in at build time."""
+    version = await k8s.server_version()
+    assert version["gitVersion"] == DEFAULT_KUBERNETES_VERSION
+    assert version["major"] == "1"
+
+
+def test_kubectl_reaches_the_plane(kubeconfig_path: Path) -> None:
+    """kubectl, built alongside the plane, lists namespaces with the admin kubeconfig."""
+    kubectl = find_binaries().kubectl
+    assert kubectl is not None, "kubectl was not built"
+    out = subprocess.run(
+        [str(kubectl), "--kubeconfig", str(kubeconfig_path), "get", "ns", "-o", "name"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "namespace/default" in out.split()
+    version = subprocess.run(
+        [str(kubectl), "version", "--client", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert DEFAULT_KUBERNETES_VERSION in version
+
+
+async def test_two_planes_do_not_collide(control_plane: ControlPlane) -> None:
+    """A second plane on the same machine gets its own ports, directory and data.
+
+    An object created in one is not visible in the other, and stopping the
+    second leaves the first running.
+    """
+    with ControlPlane(ControlPlaneOptions(controller_manager=False)) as second:
+        assert second.server != control_plane.server
+        assert second.directory != control_plane.directory
+        async with Client(load_kubeconfig(str(second.kubeconfig_path))) as other:
+            await other.create(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "only-in-second"}}
+            )
+            names = {n["metadata"]["name"] for n in await other.list(kinds.Namespace)}
+            assert "only-in-second" in names
+    assert control_plane.running
+
+
+def test_stop_leaves_no_processes() -> None:
+    """Stopping a plane ends every component process and removes its directory."""
+    plane = ControlPlane(ControlPlaneOptions(controller_manager=False))
+    plane.start()
+    pids = [p.proc.pid for p in plane._processes if p.proc is not None]
+    directory = plane.directory
+    assert len(pids) == 2
+    plane.stop()
+    for pid in pids:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert not directory.exists()
+
+
+def test_components_die_with_a_killed_parent(tmp_path: Path) -> None:
+    """When the process that started a plane is SIGKILLed, its components die too.
+
+    No atexit hook runs after SIGKILL; the parent-death signal set on each child
+    is what prevents orphaned etcd and kube-apiserver processes.
+    """
+    script = (
+        "from setpoint.testing import ControlPlane, ControlPlaneOptions\n"
+        "import os, sys, time\n"
+        "p = ControlPlane(ControlPlaneOptions(controller_manager=False)); p.start()\n"
+        "print(' '.join(str(x.proc.pid) for x in p._processes), flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    children = [int(x) for x in line.split()]
+    assert len(children) == 2, line
+    proc.kill()
+    proc.wait(10)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(psutil.pid_exists(p) for p in children):
+        time.sleep(0.1)
+    assert not any(psutil.pid_exists(p) for p in children)
+
+
+def test_cli_up_env_down(tmp_path: Path) -> None:
+    """`setpoint controlplane up` prints an export line, `env` repeats it, `down` stops it.
+
+    kubectl works with the printed KUBECONFIG in between, as a user would run it.
+    """
+    env = dict(os.environ)
+    name = f"clitest{os.getpid()}"
+    cli = [sys.executable, "-m", "setpoint", "controlplane"]
+    up = subprocess.run(
+        [*cli, "up", "--name", name],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
+    assert up.returncode == 0, up.stderr
+    line = up.stdout.strip().splitlines()[-1]
+    assert line.startswith("export KUBECONFIG=")
+    kubeconfig = line.split("=", 1)[1]
+    try:
+        again = subprocess.run(
+            [*cli, "env", "--name", name],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            check=True,
+        )
+        assert again.stdout.strip() == line
+        kubectl = find_binaries().kubectl
+        assert kubectl is not None
+        ns = subprocess.run(
+            [str(kubectl), "get", "ns"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**env, "KUBECONFIG": kubeconfig},
+            check=True,
+        )
+        assert "default" in ns.stdout
+    finally:
+        down = subprocess.run(
+            [*cli, "down", "--name", name],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+    assert down.returncode == 0, down.stderr
+    gone = subprocess.run(
+        [*cli, "env", "--name", name],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert gone.returncode == 1
+    assert "not running" in gone.stderr
