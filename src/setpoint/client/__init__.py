@@ -1,1 +1,92 @@
-"""setpoint.client (see ARCHITECTURE.md)."""
+"""The async Kubernetes client: config, transport, verbs, watch, discovery, typed errors.
+
+::
+
+    from setpoint.client import Client
+    async with Client.from_kubeconfig() as client:
+        ...
+"""
+
+from setpoint.client.client import (
+    Client,
+    ClientOptions,
+    KindLike,
+    ObjectList,
+    Preconditions,
+    PropagationPolicy,
+    Selector,
+    Watch,
+    WatchEvent,
+)
+from setpoint.client.config import (
+    ClientConfig,
+    ConfigError,
+    load_config,
+    load_incluster_config,
+    load_kubeconfig,
+)
+from setpoint.client.errors import (
+    AlreadyExists,
+    ApiError,
+    BadRequest,
+    Cause,
+    ClientError,
+    Conflict,
+    ConnectionFailed,
+    Expired,
+    Forbidden,
+    Gone,
+    Invalid,
+    NotFound,
+    RequestTimeout,
+    ServiceUnavailable,
+    TooManyRequests,
+    Unauthorized,
+    UnknownKind,
+)
+from setpoint.client.patch import ApplyPatch, JsonPatch, MergePatch, Patch, StrategicMergePatch
+from setpoint.client.protocols import Reader, StatusWriter, Writer
+from setpoint.client.transport import TransportOptions
+
+__all__ = [
+    "AlreadyExists",
+    "ApiError",
+    "ApplyPatch",
+    "BadRequest",
+    "Cause",
+    "Client",
+    "ClientConfig",
+    "ClientError",
+    "ClientOptions",
+    "ConfigError",
+    "Conflict",
+    "ConnectionFailed",
+    "Expired",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "JsonPatch",
+    "KindLike",
+    "MergePatch",
+    "NotFound",
+    "ObjectList",
+    "Patch",
+    "Preconditions",
+    "PropagationPolicy",
+    "Reader",
+    "RequestTimeout",
+    "Selector",
+    "ServiceUnavailable",
+    "StatusWriter",
+    "StrategicMergePatch",
+    "TooManyRequests",
+    "TransportOptions",
+    "Unauthorized",
+    "UnknownKind",
+    "Watch",
+    "WatchEvent",
+    "Writer",
+    "load_config",
+    "load_incluster_config",
+    "load_kubeconfig",
+]

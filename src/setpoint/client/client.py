@@ -1,0 +1,932 @@
+"""The async client for any resource, built-in or custom.
+
+::
+
+    async with Client.from_kubeconfig() as client:
+        cm = await client.get(kinds.ConfigMap, "settings", namespace="prod")
+        async for event in client.watch(kinds.ConfigMap, namespace="prod"):
+            ...
+
+Kinds are given as a :class:`~setpoint.api.gvk.GroupVersionKind` (objects come
+back as JSON dicts) or as a typed class (objects come back as instances of it).
+Objects to write may be dicts or typed instances and come back as the same.
+Every request has a timeout; errors are typed (:mod:`setpoint.client.errors`).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Generic, Literal, Self, TypeVar, overload
+from urllib.parse import quote
+
+import orjson
+
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.kinds import ResourceInfo
+from setpoint.api.meta import JsonObject, describe, gvk_of, name_of, namespace_of
+from setpoint.api.types import TypedObject
+from setpoint.client.config import ClientConfig, load_config, load_kubeconfig
+from setpoint.client.discovery import RESTMapper
+from setpoint.client.errors import BadRequest, ConnectionFailed, Expired, Gone, error_from_response
+from setpoint.client.patch import ApplyPatch, Patch
+from setpoint.client.transport import RequestHook, Transport, TransportOptions
+
+__all__ = [
+    "Client",
+    "ClientOptions",
+    "KindLike",
+    "ObjectList",
+    "Preconditions",
+    "PropagationPolicy",
+    "Selector",
+    "Watch",
+    "WatchEvent",
+]
+
+log = logging.getLogger("setpoint.client")
+
+T = TypeVar("T", bound=TypedObject)
+KindLike = GroupVersionKind | type[TypedObject]
+"""A kind: a GVK (objects are dicts) or a typed class (objects are its instances)."""
+
+Selector = str | Mapping[str, str]
+"""A label or field selector: ``"app=web,tier!=db"`` or ``{"app": "web"}`` (equality only)."""
+
+PropagationPolicy = Literal["Foreground", "Background", "Orphan"]
+"""How deletion treats dependents (``metadata.ownerReferences`` pointing at the object)."""
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientOptions:
+    """Client-wide settings. Every default is documented on its attribute."""
+
+    field_manager: str = "setpoint"
+    """Field manager recorded for every write (``managedFields``); controllers override it."""
+
+    transport: TransportOptions = field(default_factory=TransportOptions)
+    """Connection pool, timeouts and retries."""
+
+    page_size: int = 500
+    """Objects per page when :meth:`Client.list` paginates (``limit``)."""
+
+    watch_timeout: int = 300
+    """Server-side duration of one watch request, in seconds (``timeoutSeconds``).
+
+    The stream ends cleanly after it; informers re-watch from the last
+    resourceVersion. A bounded watch also bounds the damage of a connection that
+    dies silently."""
+
+    def __post_init__(self) -> None:
+        if not self.field_manager or len(self.field_manager) > 128:
+            raise ValueError("ClientOptions.field_manager must be 1-128 characters")
+        if self.page_size < 1:
+            raise ValueError("ClientOptions.page_size must be >= 1")
+        if self.watch_timeout < 1:
+            raise ValueError("ClientOptions.watch_timeout must be >= 1 second")
+
+
+@dataclass(frozen=True, slots=True)
+class Preconditions:
+    """Delete only if the object still has this UID and/or resourceVersion (else Conflict)."""
+
+    uid: str | None = None
+    resource_version: str | None = None
+
+
+@dataclass(slots=True)
+class ObjectList(Generic[T]):
+    """One list response: items plus the list's resourceVersion (and continue token for a page)."""
+
+    items: list[Any]
+    resource_version: str
+    continue_token: str | None = None
+    remaining_item_count: int | None = None
+
+    def __iter__(self) -> Any:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent(Generic[T]):
+    """One watch event. For ``BOOKMARK`` the object carries only ``metadata.resourceVersion``."""
+
+    type: EventType
+    object: Any
+    resource_version: str
+
+
+def _selector(value: Selector | None) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+
+
+def _to_json(obj: JsonObject | TypedObject) -> JsonObject:
+    return obj.to_object() if isinstance(obj, TypedObject) else obj
+
+
+class Client:
+    """An async Kubernetes API client. See the module docstring.
+
+    Satisfies :class:`~setpoint.client.protocols.Reader`,
+    :class:`~setpoint.client.protocols.Writer` and
+    :class:`~setpoint.client.protocols.StatusClient`, as do the cached reader
+    and the fake client.
+    """
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        options: ClientOptions | None = None,
+        *,
+        on_request: RequestHook | None = None,
+    ) -> None:
+        self.config = config
+        """Where and how this client connects."""
+        self.options = options or ClientOptions()
+        """Client-wide settings."""
+        self.transport = Transport(config, self.options.transport, on_request=on_request)
+        """The HTTP transport (connection pool, retries, metrics hook)."""
+        self.mapper = RESTMapper(self.transport)
+        """Kind ↔ resource mapping from discovery."""
+
+    # -- construction ---------------------------------------------------------
+
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        path: str | None = None,
+        *,
+        context: str | None = None,
+        options: ClientOptions | None = None,
+    ) -> Self:
+        """A client from a kubeconfig file (``$KUBECONFIG`` or ``~/.kube/config`` by default)."""
+        return cls(load_kubeconfig(path, context=context), options)
+
+    @classmethod
+    def from_environment(cls, *, options: ClientOptions | None = None) -> Self:
+        """A client from the kubeconfig if there is one, else the in-cluster service account."""
+        return cls(load_config(), options)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        await self.transport.close()
+
+    @property
+    def default_namespace(self) -> str:
+        """The namespace of the kubeconfig context (or the pod's, in-cluster)."""
+        return self.config.namespace
+
+    # -- addressing -------------------------------------------------------------
+
+    async def resource_info(self, kind: KindLike) -> ResourceInfo:
+        """How the server serves ``kind`` (plural, scope, subresources).
+
+        Raises:
+            UnknownKind: the server does not serve it (e.g. its CRD is not installed).
+
+        """
+        return await self.mapper.mapping(kind if isinstance(kind, GroupVersionKind) else kind.gvk)
+
+    async def _path(
+        self,
+        kind: KindLike,
+        *,
+        namespace: str | None,
+        name: str | None = None,
+        subresource: str | None = None,
+        require_namespace: bool = True,
+    ) -> tuple[ResourceInfo, str]:
+        info = await self.resource_info(kind)
+        gvk = info.gvk
+        base = f"/apis/{gvk.group}/{gvk.version}" if gvk.group else f"/api/{gvk.version}"
+        if info.namespaced:
+            if namespace:
+                base += f"/namespaces/{quote(namespace, safe='')}"
+            elif require_namespace:
+                raise ValueError(
+                    f"{gvk.kind} is namespaced: pass namespace= (or set metadata.namespace) "
+                    f"for {gvk.kind} {name!r}"
+                )
+        elif namespace:
+            raise ValueError(
+                f"{gvk.kind} is cluster-scoped: do not pass a namespace ({namespace!r}) "
+                f"for {gvk.kind} {name!r}"
+            )
+        path = f"{base}/{info.plural}"
+        if name is not None:
+            if not name:
+                raise ValueError(f"{gvk.kind}: an object name must not be empty")
+            path += f"/{quote(name, safe='')}"
+        if subresource:
+            path += f"/{subresource}"
+        return info, path
+
+    def _params(
+        self,
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        write: bool = True,
+        **extra: str | None,
+    ) -> dict[str, str]:
+        params: dict[str, str] = {}
+        if write:
+            params["fieldManager"] = field_manager or self.options.field_manager
+        if dry_run:
+            params["dryRun"] = "All"
+        params.update({k: v for k, v in extra.items() if v is not None})
+        return params
+
+    @staticmethod
+    def _decode(kind: KindLike, data: Any) -> Any:
+        if isinstance(kind, GroupVersionKind):
+            return data
+        return kind.from_object(data)
+
+    # -- reads --------------------------------------------------------------------
+
+    @overload
+    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T: ...
+    @overload
+    async def get(
+        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
+    ) -> JsonObject: ...
+    async def get(self, kind: KindLike, name: str, *, namespace: str | None = None) -> Any:
+        """Read one object.
+
+        Raises:
+            NotFound: no such object.
+            UnknownKind: the server does not serve this kind.
+
+        """
+        _, path = await self._path(kind, namespace=namespace, name=name)
+        resp = await self.transport.request("GET", path)
+        return self._decode(kind, resp.body)
+
+    @overload
+    async def list(
+        self,
+        kind: type[T],
+        *,
+        namespace: str | None = None,
+        labels: Selector | None = None,
+        fields: Selector | None = None,
+        resource_version: str | None = None,
+    ) -> ObjectList[T]: ...
+    @overload
+    async def list(
+        self,
+        kind: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        labels: Selector | None = None,
+        fields: Selector | None = None,
+        resource_version: str | None = None,
+    ) -> ObjectList[Any]: ...
+    async def list(
+        self,
+        kind: KindLike,
+        *,
+        namespace: str | None = None,
+        labels: Selector | None = None,
+        fields: Selector | None = None,
+        resource_version: str | None = None,
+    ) -> ObjectList[Any]:
+        """List every matching object, following ``continue`` tokens page by page.
+
+        ``namespace=None`` lists a namespaced kind across all namespaces. All
+        pages come from one consistent snapshot; if the snapshot expires mid-way
+        (410 Expired), the list restarts once without paging, as client-go's
+        pager does, so the result is never a mix of two snapshots.
+        """
+        items: list[Any] = []
+        token: str | None = None
+        first_rv = ""
+        while True:
+            try:
+                page = await self.list_page(
+                    kind,
+                    namespace=namespace,
+                    labels=labels,
+                    fields=fields,
+                    limit=self.options.page_size,
+                    continue_token=token,
+                    resource_version=None if token else resource_version,
+                )
+            except Expired:
+                if token is None:
+                    raise
+                return await self.list_page(
+                    kind, namespace=namespace, labels=labels, fields=fields, limit=None
+                )
+            items.extend(page.items)
+            first_rv = first_rv or page.resource_version
+            token = page.continue_token
+            if not token:
+                return ObjectList(items, first_rv)
+
+    async def list_page(
+        self,
+        kind: KindLike,
+        *,
+        namespace: str | None = None,
+        labels: Selector | None = None,
+        fields: Selector | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+        resource_version: str | None = None,
+        resource_version_match: Literal["Exact", "NotOlderThan"] | None = None,
+    ) -> ObjectList[Any]:
+        """One page of a list: at most ``limit`` items, and a ``continue_token`` if more remain.
+
+        Items get ``apiVersion`` and ``kind`` filled in (the server omits them
+        inside lists of built-in kinds), so every object is self-describing.
+        """
+        info, path = await self._path(kind, namespace=namespace, require_namespace=False)
+        params = self._params(
+            write=False,
+            labelSelector=_selector(labels),
+            fieldSelector=_selector(fields),
+            limit=str(limit) if limit else None,
+            resourceVersion=resource_version,
+            resourceVersionMatch=resource_version_match,
+        )
+        if continue_token:
+            params["continue"] = continue_token
+        resp = await self.transport.request("GET", path, params=params)
+        body = resp.body if isinstance(resp.body, dict) else {}
+        api_version, kind_name = info.gvk.api_version, info.gvk.kind
+        raw_items = body.get("items") or []
+        for item in raw_items:
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind_name)
+        meta = body.get("metadata") or {}
+        items = (
+            raw_items
+            if isinstance(kind, GroupVersionKind)
+            else [kind.from_object(i) for i in raw_items]
+        )
+        return ObjectList(
+            items,
+            str(meta.get("resourceVersion") or ""),
+            meta.get("continue") or None,
+            meta.get("remainingItemCount"),
+        )
+
+    def watch(
+        self,
+        kind: KindLike,
+        *,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        labels: Selector | None = None,
+        fields: Selector | None = None,
+        allow_bookmarks: bool = True,
+        timeout_seconds: int | None = None,
+        send_initial_events: bool = False,
+    ) -> Watch:
+        """Watch changes after ``resource_version`` (``None``: from now; ``"0"``: any state).
+
+        Returns a :class:`Watch`: iterate it with ``async for``, and close it
+        (``async with`` does) to release the connection. A ``resource_version``
+        older than the server keeps raises :class:`~setpoint.client.errors.Gone`
+        (or ``Expired``) from the iteration: relist, then watch again.
+        """
+        return Watch(
+            self,
+            kind,
+            namespace=namespace,
+            resource_version=resource_version,
+            labels=labels,
+            fields=fields,
+            allow_bookmarks=allow_bookmarks,
+            timeout_seconds=timeout_seconds or self._jittered_watch_timeout(),
+            send_initial_events=send_initial_events,
+        )
+
+    def _jittered_watch_timeout(self) -> int:
+        # Spread re-watches of many informers over time, as client-go does.
+        base = self.options.watch_timeout
+        return int(base * (1 + random.random()))
+
+    # -- writes ---------------------------------------------------------------------
+
+    @overload
+    async def create(
+        self, obj: T, *, dry_run: bool = False, field_manager: str | None = None
+    ) -> T: ...
+    @overload
+    async def create(
+        self, obj: JsonObject, *, dry_run: bool = False, field_manager: str | None = None
+    ) -> JsonObject: ...
+    async def create(
+        self,
+        obj: JsonObject | TypedObject,
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+    ) -> Any:
+        """Create ``obj`` and return it as stored (with uid, resourceVersion, defaults).
+
+        Raises:
+            AlreadyExists: the name is taken.
+            Invalid: validation failed; ``causes`` name the fields.
+
+        """
+        data = _to_json(obj)
+        kind: KindLike = type(obj) if isinstance(obj, TypedObject) else gvk_of(data)
+        _, path = await self._path(kind, namespace=namespace_of(data) or None)
+        resp = await self.transport.request(
+            "POST",
+            path,
+            params=self._params(dry_run=dry_run, field_manager=field_manager),
+            body=data,
+        )
+        return self._decode(kind, resp.body)
+
+    @overload
+    async def update(
+        self,
+        obj: T,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+    ) -> T: ...
+    @overload
+    async def update(
+        self,
+        obj: JsonObject,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+    ) -> JsonObject: ...
+    async def update(
+        self,
+        obj: JsonObject | TypedObject,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+    ) -> Any:
+        """Replace ``obj`` (PUT), optimistically: its ``metadata.resourceVersion`` is checked.
+
+        If the object changed since it was read, the server answers
+        :class:`~setpoint.client.errors.Conflict` instead of losing that change.
+        ``subresource="status"`` writes only status (the server ignores the rest).
+        """
+        data = _to_json(obj)
+        kind: KindLike = type(obj) if isinstance(obj, TypedObject) else gvk_of(data)
+        _, path = await self._path(
+            kind,
+            namespace=namespace_of(data) or None,
+            name=self._name(data),
+            subresource=subresource,
+        )
+        resp = await self.transport.request(
+            "PUT",
+            path,
+            params=self._params(dry_run=dry_run, field_manager=field_manager),
+            body=data,
+        )
+        return self._decode(kind, resp.body)
+
+    async def update_status(
+        self, obj: Any, *, dry_run: bool = False, field_manager: str | None = None
+    ) -> Any:
+        """Write ``obj``'s status through the ``status`` subresource (spec changes are ignored)."""
+        return await self.update(
+            obj, subresource="status", dry_run=dry_run, field_manager=field_manager
+        )
+
+    @overload
+    async def patch(
+        self,
+        kind: type[T],
+        name: str,
+        patch: Patch,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+    ) -> T: ...
+    @overload
+    async def patch(
+        self,
+        kind: GroupVersionKind,
+        name: str,
+        patch: Patch,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+    ) -> JsonObject: ...
+    async def patch(
+        self,
+        kind: KindLike,
+        name: str,
+        patch: Patch,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+    ) -> Any:
+        """Patch one object with any of the four patch kinds (see :mod:`setpoint.client.patch`).
+
+        Raises:
+            Invalid: for a JSON patch whose ``test`` failed, among other causes.
+            Conflict: a server-side apply conflict (``causes`` name the fields).
+            UnsupportedMediaType: strategic merge on a custom resource.
+
+        """
+        _, path = await self._path(kind, namespace=namespace, name=name, subresource=subresource)
+        params = self._params(dry_run=dry_run, field_manager=field_manager)
+        if isinstance(patch, ApplyPatch) and patch.force:
+            params["force"] = "true"
+        resp = await self.transport.request(
+            "PATCH", path, params=params, body=patch.body(), content_type=patch.content_type
+        )
+        return self._decode(kind, resp.body)
+
+    @overload
+    async def apply(
+        self,
+        obj: T,
+        *,
+        field_manager: str | None = None,
+        force: bool = False,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> T: ...
+    @overload
+    async def apply(
+        self,
+        obj: JsonObject,
+        *,
+        field_manager: str | None = None,
+        force: bool = False,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> JsonObject: ...
+    async def apply(
+        self,
+        obj: JsonObject | TypedObject,
+        *,
+        field_manager: str | None = None,
+        force: bool = False,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> Any:
+        """Server-side apply ``obj``: create it, or merge the fields this manager owns.
+
+        ``obj`` should contain only the fields this manager wants to own.
+        """
+        data = _to_json(obj)
+        kind: KindLike = type(obj) if isinstance(obj, TypedObject) else gvk_of(data)
+        result = await self.patch(
+            kind if isinstance(kind, GroupVersionKind) else kind.gvk,
+            self._name(data),
+            ApplyPatch(data, force=force),
+            namespace=namespace_of(data) or None,
+            subresource=subresource,
+            dry_run=dry_run,
+            field_manager=field_manager,
+        )
+        return self._decode(kind, result) if not isinstance(kind, GroupVersionKind) else result
+
+    async def delete(
+        self,
+        kind: KindLike,
+        name: str,
+        *,
+        namespace: str | None = None,
+        propagation_policy: PropagationPolicy | None = None,
+        preconditions: Preconditions | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> JsonObject:
+        """Delete one object and return what the server returned.
+
+        That is the object while finalizers or foreground deletion keep it (with
+        ``deletionTimestamp``), or a ``Status``.
+
+        Raises:
+            NotFound: no such object.
+            Conflict: ``preconditions`` did not hold.
+
+        """
+        _, path = await self._path(kind, namespace=namespace, name=name)
+        resp = await self.transport.request(
+            "DELETE",
+            path,
+            params=self._params(write=False, dryRun="All" if dry_run else None),
+            body=self._delete_options(propagation_policy, preconditions, grace_period_seconds),
+        )
+        return resp.body if isinstance(resp.body, dict) else {}
+
+    async def delete_collection(
+        self,
+        kind: KindLike,
+        *,
+        namespace: str | None = None,
+        labels: Selector | None = None,
+        fields: Selector | None = None,
+        propagation_policy: PropagationPolicy | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        """Delete every matching object of ``kind`` (in ``namespace``, or cluster-wide)."""
+        _, path = await self._path(kind, namespace=namespace, require_namespace=False)
+        await self.transport.request(
+            "DELETE",
+            path,
+            params=self._params(
+                write=False,
+                labelSelector=_selector(labels),
+                fieldSelector=_selector(fields),
+                dryRun="All" if dry_run else None,
+            ),
+            body=self._delete_options(propagation_policy, None, None),
+        )
+
+    @staticmethod
+    def _delete_options(
+        propagation_policy: str | None,
+        preconditions: Preconditions | None,
+        grace_period_seconds: int | None,
+    ) -> JsonObject:
+        options: JsonObject = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        if preconditions is not None:
+            pre = {
+                k: v
+                for k, v in (
+                    ("uid", preconditions.uid),
+                    ("resourceVersion", preconditions.resource_version),
+                )
+                if v
+            }
+            options["preconditions"] = pre
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        return options
+
+    # -- subresources ---------------------------------------------------------------
+
+    async def get_subresource(
+        self, kind: KindLike, name: str, subresource: str, *, namespace: str | None = None
+    ) -> JsonObject:
+        """Read a subresource (``scale``, ``status``) of one object, as JSON."""
+        _, path = await self._path(kind, namespace=namespace, name=name, subresource=subresource)
+        resp = await self.transport.request("GET", path)
+        return resp.body if isinstance(resp.body, dict) else {}
+
+    async def create_subresource(
+        self,
+        kind: KindLike,
+        name: str,
+        subresource: str,
+        body: JsonObject,
+        *,
+        namespace: str | None = None,
+        dry_run: bool = False,
+    ) -> JsonObject:
+        """POST to a subresource: a ServiceAccount ``token``, a Pod ``eviction``, ..."""
+        _, path = await self._path(kind, namespace=namespace, name=name, subresource=subresource)
+        resp = await self.transport.request(
+            "POST", path, params=self._params(dry_run=dry_run), body=body
+        )
+        return resp.body if isinstance(resp.body, dict) else {}
+
+    async def update_subresource(
+        self,
+        kind: KindLike,
+        name: str,
+        subresource: str,
+        body: JsonObject,
+        *,
+        namespace: str | None = None,
+        dry_run: bool = False,
+    ) -> JsonObject:
+        """PUT a subresource, e.g. a ``Scale`` object to ``scale``."""
+        _, path = await self._path(kind, namespace=namespace, name=name, subresource=subresource)
+        resp = await self.transport.request(
+            "PUT", path, params=self._params(dry_run=dry_run), body=body
+        )
+        return resp.body if isinstance(resp.body, dict) else {}
+
+    async def get_scale(
+        self, kind: KindLike, name: str, *, namespace: str | None = None
+    ) -> JsonObject:
+        """The object's ``autoscaling/v1`` Scale (``spec.replicas``, ``status.replicas``)."""
+        return await self.get_subresource(kind, name, "scale", namespace=namespace)
+
+    async def scale(
+        self, kind: KindLike, name: str, replicas: int, *, namespace: str | None = None
+    ) -> JsonObject:
+        """Set ``spec.replicas`` through the ``scale`` subresource (a merge patch)."""
+        _, path = await self._path(kind, namespace=namespace, name=name, subresource="scale")
+        resp = await self.transport.request(
+            "PATCH",
+            path,
+            params=self._params(),
+            body={"spec": {"replicas": replicas}},
+            content_type="application/merge-patch+json",
+        )
+        return resp.body if isinstance(resp.body, dict) else {}
+
+    # -- helpers ----------------------------------------------------------------------
+
+    @staticmethod
+    def _name(data: JsonObject) -> str:
+        name = name_of(data)
+        if not name:
+            raise ValueError(f"{describe(data)} has no metadata.name; set it before this call")
+        return name
+
+    async def server_version(self) -> JsonObject:
+        """The server's ``/version`` document (``gitVersion``, ``major``, ``minor``, ...)."""
+        resp = await self.transport.request("GET", "/version")
+        return resp.body if isinstance(resp.body, dict) else {}
+
+
+class Watch:
+    """A running watch: an async iterator of :class:`WatchEvent`, and an async context manager.
+
+    ``resource_version`` tracks the last event (bookmarks included), so a caller
+    can resume after the stream ends or breaks. Iteration ends when the server
+    closes the stream (after ``timeout_seconds``).
+
+    Raises from iteration:
+        Gone / Expired: the start resourceVersion is too old; relist and re-watch.
+        ConnectionFailed: the connection broke mid-stream; re-watch from
+            ``resource_version``.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        kind: KindLike,
+        *,
+        namespace: str | None,
+        resource_version: str | None,
+        labels: Selector | None,
+        fields: Selector | None,
+        allow_bookmarks: bool,
+        timeout_seconds: int,
+        send_initial_events: bool,
+    ) -> None:
+        self._client = client
+        self._kind = kind
+        self._namespace = namespace
+        self.resource_version: str = resource_version or ""
+        """The resourceVersion of the last event received (or the start version)."""
+        self._labels = labels
+        self._fields = fields
+        self._allow_bookmarks = allow_bookmarks
+        self._timeout_seconds = timeout_seconds
+        self._send_initial_events = send_initial_events
+        self._iterator: AsyncIterator[WatchEvent[Any]] | None = None
+        self._stream_cm: Any = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> WatchEvent[Any]:
+        if self._iterator is None:
+            self._iterator = self._events()
+        return await self._iterator.__anext__()
+
+    async def aclose(self) -> None:
+        """Stop the watch and release its connection."""
+        iterator, self._iterator = self._iterator, None
+        if iterator is not None:
+            await iterator.aclose()  # type: ignore[attr-defined]
+
+    async def _events(self) -> AsyncIterator[WatchEvent[Any]]:
+        client = self._client
+        info, path = await client._path(
+            self._kind, namespace=self._namespace, require_namespace=False
+        )
+        params = client._params(
+            write=False,
+            watch="true",
+            resourceVersion=self.resource_version or None,
+            labelSelector=_selector(self._labels),
+            fieldSelector=_selector(self._fields),
+            allowWatchBookmarks="true" if self._allow_bookmarks else None,
+            timeoutSeconds=str(self._timeout_seconds),
+        )
+        if self._send_initial_events:
+            params["sendInitialEvents"] = "true"
+            params["resourceVersionMatch"] = "NotOlderThan"
+        api_version, kind_name = info.gvk.api_version, info.gvk.kind
+        url = f"{client.transport.server}{path}"
+        async with client.transport.stream(
+            "GET", path, params=params, read_timeout=self._timeout_seconds + 30
+        ) as resp:
+            buffer = b""
+            try:
+                async for chunk in resp.content.iter_any():
+                    buffer += chunk
+                    while True:
+                        line, sep, rest = buffer.partition(b"\n")
+                        if not sep:
+                            break
+                        buffer = rest
+                        if not line.strip():
+                            continue
+                        event = self._event(line, api_version, kind_name, url)
+                        if event is not None:
+                            yield event
+            except TimeoutError as exc:
+                raise ConnectionFailed(
+                    f"watch {url} was silent for {self._timeout_seconds + 30}s; the connection "
+                    f"is presumed dead. Re-watch from resourceVersion {self.resource_version}",
+                    url=url,
+                ) from exc
+            except OSError as exc:
+                raise ConnectionFailed(
+                    f"watch {url} broke: {exc}. Re-watch from resourceVersion "
+                    f"{self.resource_version}",
+                    url=url,
+                ) from exc
+            except Exception as exc:
+                if type(exc).__module__.startswith("aiohttp"):
+                    raise ConnectionFailed(
+                        f"watch {url} broke: {exc}. Re-watch from resourceVersion "
+                        f"{self.resource_version}",
+                        url=url,
+                    ) from exc
+                raise
+
+    def _event(
+        self, line: bytes, api_version: str, kind_name: str, url: str
+    ) -> WatchEvent[Any] | None:
+        try:
+            raw = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise BadRequest(
+                f"watch {url} sent a line that is not JSON: {line[:200]!r}",
+                code=0,
+                method="GET",
+                url=url,
+            ) from exc
+        kind = raw.get("type")
+        obj = raw.get("object") or {}
+        if kind == "ERROR":
+            code = int(obj.get("code") or 500)
+            error = error_from_response(code, obj, method="GET", url=url)
+            if code == 410 and not isinstance(error, Gone):
+                error = Gone(str(error), code=410, reason="Gone", status=obj, method="GET", url=url)
+            raise error
+        if kind not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
+            log.warning("ignoring unknown watch event type %r from %s", kind, url)
+            return None
+        meta = obj.get("metadata") or {}
+        rv = str(meta.get("resourceVersion") or "")
+        if rv:
+            self.resource_version = rv
+        if kind == "BOOKMARK":
+            return WatchEvent("BOOKMARK", obj, rv)
+        obj.setdefault("apiVersion", api_version)
+        obj.setdefault("kind", kind_name)
+        return WatchEvent(kind, Client._decode(self._kind, obj), rv)

@@ -1,0 +1,421 @@
+"""HTTP transport to the API server: pooling, TLS, auth, timeouts, retries, metrics.
+
+Everything that crosses the network goes through :class:`Transport`. It owns
+one ``aiohttp`` session (a connection pool), turns responses into decoded JSON
+or typed errors, and retries only what is safe to retry:
+
+- a response that carries ``Retry-After`` with 429 or a 5xx code: the server
+  did not process the request and said when to come back (client-go's rule);
+- a connection that could not be opened, for any verb: nothing was sent;
+- a connection that broke mid-request, for reads only (GET): a write may have
+  been applied, and resending a create or a patch is the caller's decision.
+
+Every request has a timeout. Retries back off exponentially with jitter and
+never outlast the request's overall deadline.
+
+See ``docs/decisions/0001-http-and-json.md`` for why aiohttp and orjson.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import orjson
+
+from setpoint.client.config import ClientConfig, Credentials
+from setpoint.client.errors import (
+    ApiError,
+    ConnectionFailed,
+    RequestTimeout,
+    Unauthorized,
+    error_from_response,
+)
+
+__all__ = ["RequestHook", "Response", "Transport", "TransportOptions"]
+
+RequestHook = Callable[[str, str, str], None]
+"""Called after every HTTP attempt with ``(method, host, code)``; ``code`` is the
+HTTP status as a string, or ``"<error>"`` when no response arrived. This is the
+``rest_client_requests_total{code,method,host}`` feed."""
+
+USER_AGENT = "setpoint/0.1"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransportOptions:
+    """Connection, timeout and retry settings. Every default is documented here."""
+
+    request_timeout: float = 30.0
+    """Seconds a non-streaming request may take in total, retries included."""
+
+    connect_timeout: float = 5.0
+    """Seconds to open a TCP+TLS connection; a dead server fails within this."""
+
+    max_retries: int = 5
+    """Retries of one request (transient failures only; see the module docstring)."""
+
+    backoff_base: float = 0.05
+    """First retry delay in seconds; doubles per attempt, with full jitter."""
+
+    backoff_cap: float = 5.0
+    """Largest delay between retries, in seconds, unless the server asks for longer."""
+
+    pool_size: int = 100
+    """Most connections open at once (HTTP/1.1: one in-flight request each)."""
+
+    qps: float = 0.0
+    """Client-side request rate limit per second; 0 disables it (the server's API Priority and
+    Fairness protects it, and controllers are bounded by their worker count)."""
+
+    burst: int = 100
+    """Requests that may go at once before ``qps`` applies (ignored when ``qps`` is 0)."""
+
+    def __post_init__(self) -> None:
+        if self.request_timeout <= 0 or self.connect_timeout <= 0:
+            raise ValueError("TransportOptions: timeouts must be > 0 seconds")
+        if self.connect_timeout > self.request_timeout:
+            raise ValueError(
+                "TransportOptions: connect_timeout must not exceed request_timeout, "
+                "or a dead server would outlast the request's deadline"
+            )
+        if self.max_retries < 0 or self.pool_size < 1:
+            raise ValueError("TransportOptions: max_retries >= 0 and pool_size >= 1 are required")
+        if self.qps < 0 or self.burst < 1:
+            raise ValueError("TransportOptions: qps >= 0 and burst >= 1 are required")
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A successful response: HTTP status, headers and the decoded JSON body (or None)."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: Any
+
+
+class _TokenBucket:
+    """A simple token bucket: ``qps`` tokens per second, at most ``burst`` stored."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self._qps = qps
+        self._burst = float(burst)
+        self._tokens = float(burst)
+        self._stamp = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        async with self._lock:
+            while True:
+                now = time.monotonic()
+                self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._qps)
+                self._stamp = now
+                if self._tokens >= 1:
+                    self._tokens -= 1
+                    return
+                await asyncio.sleep((1 - self._tokens) / self._qps)
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None  # an HTTP date: rare from kube-apiserver; fall back to our backoff
+
+
+def _decode(data: bytes, content_type: str) -> Any:
+    if not data:
+        return None
+    if "json" in content_type:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return data.decode("utf-8", "replace")
+    return data.decode("utf-8", "replace")
+
+
+class Transport:
+    """One connection pool to one API server. Create it inside the event loop that uses it."""
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        options: TransportOptions | None = None,
+        *,
+        on_request: RequestHook | None = None,
+    ) -> None:
+        self.config = config
+        self.options = options or TransportOptions()
+        self.on_request = on_request
+        """The metrics hook; may be replaced at any time (the manager installs its own)."""
+        self._credentials: Credentials = config.credentials()
+        self._session: aiohttp.ClientSession | None = None
+        self._ssl: ssl.SSLContext | bool | None = None
+        self._host = urlsplit(config.server).netloc
+        self._limiter = (
+            _TokenBucket(self.options.qps, self.options.burst) if self.options.qps else None
+        )
+        self._closed = False
+
+    @property
+    def server(self) -> str:
+        """The API server base URL."""
+        return self.config.server
+
+    def _ssl_context(self) -> ssl.SSLContext | bool:
+        if self._ssl is None:
+            self._ssl = (
+                self.config.ssl_context() if self.config.server.startswith("https://") else False
+            )
+        return self._ssl
+
+    async def _ensure_session(self) -> aiohttp.ClientSession:
+        if self._closed:
+            raise ConnectionFailed(
+                f"the client for {self.server} is closed; create a new one", url=self.server
+            )
+        if self._session is None or self._session.closed:
+            cert = await self._credentials.client_certificate()
+            if cert is not None:
+                # An exec plugin handed us a client certificate: build the TLS
+                # context from it (and rebuild when the plugin rotates it).
+                self._ssl = self.config.ssl_context(client_cert=cert)
+            connector = aiohttp.TCPConnector(
+                limit=self.options.pool_size,
+                ssl=self._ssl_context(),
+                enable_cleanup_closed=True,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                headers={"User-Agent": USER_AGENT},
+                # Our own JSON codec; never let aiohttp guess.
+                json_serialize=lambda o: orjson.dumps(o).decode(),
+                auto_decompress=True,
+                trust_env=self.config.proxy_url is None,
+            )
+        return self._session
+
+    async def close(self) -> None:
+        """Close the connection pool. Further requests raise :class:`ConnectionFailed`."""
+        self._closed = True
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _record(self, method: str, code: str) -> None:
+        hook = self.on_request
+        if hook is not None:
+            with contextlib.suppress(Exception):  # metrics never break a request
+                hook(method, self._host, code)
+
+    def _backoff(self, attempt: int) -> float:
+        ceiling = min(self.options.backoff_cap, self.options.backoff_base * 2**attempt)
+        return random.uniform(ceiling / 2, ceiling)
+
+    async def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+        headers = dict(await self._credentials.headers())
+        if self.config.impersonate_user:
+            headers["Impersonate-User"] = self.config.impersonate_user
+        if extra:
+            headers.update(extra)
+        return headers
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        accept: str = "application/json",
+        timeout: float | None = None,
+    ) -> Response:
+        """Send one request and return its decoded body; raise a typed error otherwise.
+
+        Raises:
+            ApiError: (a subclass of it) for an error ``Status`` from the server.
+            ConnectionFailed: the server could not be reached; names the URL.
+            RequestTimeout: no complete answer within ``timeout`` (default
+                ``request_timeout``); names the URL.
+
+        """
+        limit = timeout if timeout is not None else self.options.request_timeout
+        deadline = time.monotonic() + limit
+        url = f"{self.server}{path}"
+        data = None if body is None else (body if isinstance(body, bytes) else orjson.dumps(body))
+        attempt = 0
+        reauthenticated = False
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RequestTimeout(
+                    f"{method} {url} did not complete within {limit:.1f}s", url=url, timeout=limit
+                )
+            session = await self._ensure_session()
+            headers = await self._headers({"Accept": accept})
+            if data is not None:
+                headers["Content-Type"] = content_type
+            if self._limiter is not None:
+                await self._limiter.acquire()
+            try:
+                async with session.request(
+                    method,
+                    url,
+                    params=params,
+                    data=data,
+                    headers=headers,
+                    timeout=aiohttp.ClientTimeout(
+                        total=remaining, connect=min(self.options.connect_timeout, remaining)
+                    ),
+                ) as resp:
+                    payload = await resp.read()
+                    status = resp.status
+                    resp_headers = resp.headers
+            except TimeoutError as exc:
+                self._record(method, "<error>")
+                if time.monotonic() >= deadline:
+                    raise RequestTimeout(
+                        f"{method} {url} did not complete within {limit:.1f}s "
+                        "(is the API server overloaded or unreachable?)",
+                        url=url,
+                        timeout=limit,
+                    ) from exc
+                # A connect timeout left time on the clock: the server may be
+                # restarting; retry within the deadline like a refused connection.
+                if attempt >= self.options.max_retries:
+                    raise ConnectionFailed(
+                        f"cannot reach the API server at {self.server}: connection timed out "
+                        f"after {attempt + 1} attempts ({method} {url})",
+                        url=url,
+                    ) from exc
+            except aiohttp.ClientConnectorError as exc:
+                # The connection was never established, so nothing was sent:
+                # safe to retry for every verb.
+                self._record(method, "<error>")
+                if attempt >= self.options.max_retries or time.monotonic() >= deadline:
+                    raise ConnectionFailed(
+                        f"cannot reach the API server at {self.server}: {exc.os_error or exc} "
+                        f"({method} {url}, {attempt + 1} attempts). Check that it is running "
+                        "and that the kubeconfig's server URL is right",
+                        url=url,
+                    ) from exc
+            except aiohttp.ClientError as exc:
+                # The connection broke after the request may have been sent.
+                self._record(method, "<error>")
+                if method != "GET" or attempt >= self.options.max_retries:
+                    raise ConnectionFailed(
+                        f"connection to the API server at {self.server} failed during "
+                        f"{method} {url}: {exc}"
+                        + ("" if method == "GET" else " (not retried: the write may have applied)"),
+                        url=url,
+                    ) from exc
+            else:
+                self._record(method, str(status))
+                if 200 <= status < 300:
+                    return Response(status, resp_headers, _decode(payload, resp.content_type or ""))
+                retry_after = _retry_after(resp_headers)
+                error: ApiError = error_from_response(
+                    status,
+                    _decode(payload, resp.content_type or ""),
+                    method=method,
+                    url=url,
+                    retry_after=retry_after,
+                )
+                if isinstance(error, Unauthorized) and not reauthenticated:
+                    # Tokens expire and exec plugins rotate them: refresh once.
+                    reauthenticated = True
+                    self._credentials.invalidate()
+                    continue
+                retryable = retry_after is not None and (status == 429 or status >= 500)
+                if not retryable or attempt >= self.options.max_retries:
+                    raise error
+                delay = max(retry_after or 0.0, self._backoff(attempt))
+                if time.monotonic() + delay >= deadline:
+                    raise error
+                attempt += 1
+                await asyncio.sleep(delay)
+                continue
+            delay = self._backoff(attempt)
+            attempt += 1
+            await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        read_timeout: float,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """Open a streaming response (watch). The caller reads ``resp.content``.
+
+        ``read_timeout`` bounds the silence between chunks, so a connection that
+        dies without a FIN does not hang the watcher forever. Connection and
+        error handling match :meth:`request`, without retries: a watcher
+        re-establishes the stream itself, from its last resourceVersion.
+        """
+        url = f"{self.server}{path}"
+        session = await self._ensure_session()
+        headers = await self._headers({"Accept": "application/json"})
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        try:
+            resp = await session.request(
+                method,
+                url,
+                params=params,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(
+                    total=None, connect=self.options.connect_timeout, sock_read=read_timeout
+                ),
+            )
+        except aiohttp.ClientConnectorError as exc:
+            self._record(method, "<error>")
+            raise ConnectionFailed(
+                f"cannot reach the API server at {self.server}: {exc.os_error or exc} "
+                f"({method} {url})",
+                url=url,
+            ) from exc
+        except TimeoutError as exc:
+            self._record(method, "<error>")
+            raise RequestTimeout(
+                f"{method} {url}: no connection within {self.options.connect_timeout:.1f}s",
+                url=url,
+                timeout=self.options.connect_timeout,
+            ) from exc
+        except aiohttp.ClientError as exc:
+            self._record(method, "<error>")
+            raise ConnectionFailed(
+                f"connection to the API server at {self.server} failed during {method} {url}: "
+                f"{exc}",
+                url=url,
+            ) from exc
+        self._record(method, str(resp.status))
+        try:
+            if resp.status >= 300:
+                payload = await resp.read()
+                if resp.status == 401:
+                    self._credentials.invalidate()
+                raise error_from_response(
+                    resp.status,
+                    _decode(payload, resp.content_type or ""),
+                    method=method,
+                    url=url,
+                    retry_after=_retry_after(resp.headers),
+                )
+            yield resp
+        finally:
+            resp.release()
