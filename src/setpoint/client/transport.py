@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 import ssl
 import time
@@ -30,6 +31,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
+from multidict import CIMultiDict
 
 from setpoint.client.config import ClientConfig, Credentials
 from setpoint.client.errors import (
@@ -48,6 +50,8 @@ HTTP status as a string, or ``"<error>"`` when no response arrived. This is the
 ``rest_client_requests_total{code,method,host}`` feed."""
 
 USER_AGENT = "setpoint/0.1"
+
+log = logging.getLogger("setpoint.client")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,6 +166,7 @@ class Transport:
         self._credentials: Credentials = config.credentials()
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | bool | None = None
+        self._client_cert: tuple[bytes, bytes] | None = None
         self._host = urlsplit(config.server).netloc
         self._limiter = (
             _TokenBucket(self.options.qps, self.options.burst) if self.options.qps else None
@@ -185,11 +190,15 @@ class Transport:
             raise ConnectionFailed(
                 f"the client for {self.server} is closed; create a new one", url=self.server
             )
+        cert = await self._credentials.client_certificate()
+        if cert != self._client_cert and self._session is not None:
+            # An exec plugin rotated its client certificate: new connections
+            # must present the new one, so the pool is rebuilt.
+            await self._session.close()
+            self._session = None
         if self._session is None or self._session.closed:
-            cert = await self._credentials.client_certificate()
+            self._client_cert = cert
             if cert is not None:
-                # An exec plugin handed us a client certificate: build the TLS
-                # context from it (and rebuild when the plugin rotates it).
                 self._ssl = self.config.ssl_context(client_cert=cert)
             connector = aiohttp.TCPConnector(
                 limit=self.options.pool_size,
@@ -223,13 +232,24 @@ class Transport:
         ceiling = min(self.options.backoff_cap, self.options.backoff_base * 2**attempt)
         return random.uniform(ceiling / 2, ceiling)
 
-    async def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
-        headers = dict(await self._credentials.headers())
+    async def _headers(self, extra: Mapping[str, str] | None) -> CIMultiDict[str]:
+        headers: CIMultiDict[str] = CIMultiDict(await self._credentials.headers())
         if self.config.impersonate_user:
             headers["Impersonate-User"] = self.config.impersonate_user
+            for group in self.config.impersonate_groups:
+                headers.add("Impersonate-Group", group)  # one header per group
         if extra:
             headers.update(extra)
         return headers
+
+    def _request_kwargs(self) -> dict[str, Any]:
+        # Per-request settings that an SSLContext cannot carry.
+        kwargs: dict[str, Any] = {}
+        if self.config.tls_server_name:
+            kwargs["server_hostname"] = self.config.tls_server_name
+        if self.config.proxy_url:
+            kwargs["proxy"] = self.config.proxy_url
+        return kwargs
 
     async def request(
         self,
@@ -279,6 +299,7 @@ class Transport:
                     timeout=aiohttp.ClientTimeout(
                         total=remaining, connect=min(self.options.connect_timeout, remaining)
                     ),
+                    **self._request_kwargs(),
                 ) as resp:
                     payload = await resp.read()
                     status = resp.status
@@ -323,6 +344,10 @@ class Transport:
                     ) from exc
             else:
                 self._record(method, str(status))
+                for warning in resp_headers.getall("Warning", ()):
+                    # Deprecated APIs, unknown fields dropped by the server, ...:
+                    # the server's advice is worth a log line, once per request.
+                    log.warning("API server warning for %s %s: %s", method, url, warning)
                 if 200 <= status < 300:
                     return Response(status, resp_headers, _decode(payload, resp.content_type or ""))
                 retry_after = _retry_after(resp_headers)
@@ -381,6 +406,7 @@ class Transport:
                 timeout=aiohttp.ClientTimeout(
                     total=None, connect=self.options.connect_timeout, sock_read=read_timeout
                 ),
+                **self._request_kwargs(),
             )
         except aiohttp.ClientConnectorError as exc:
             self._record(method, "<error>")
