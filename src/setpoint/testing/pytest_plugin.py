@@ -20,12 +20,17 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
-import pytest_asyncio
+
+try:
+    import pytest_asyncio
+except ImportError:  # pragma: no cover - exercised only without the testing extra
+    pytest_asyncio = None  # type: ignore[assignment]
 
 from setpoint.api import kinds
 from setpoint.client.client import Client
@@ -34,6 +39,8 @@ from setpoint.client.errors import NotFound
 from setpoint.testing.controlplane import ControlPlane, ControlPlaneError
 
 __all__ = ["ExistingCluster"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -86,7 +93,33 @@ def kubeconfig_path(control_plane: ControlPlane | ExistingCluster) -> Path:
     return control_plane.kubeconfig_path
 
 
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
+def _async_fixture(**kwargs: object) -> Callable[[F], F]:
+    """``pytest_asyncio.fixture`` when available, else a fixture that explains what is missing.
+
+    The plugin loads in every pytest run of an environment with setpoint installed,
+    so a missing pytest-asyncio must not break unrelated test suites: only the
+    async fixtures fail, and they say how to fix it.
+    """
+    if pytest_asyncio is not None:
+        decorator: Callable[[F], F] = pytest_asyncio.fixture(**kwargs)  # type: ignore[call-overload]
+        return decorator
+
+    def missing(func: Any) -> Any:
+        scope: Any = kwargs.get("scope", "function")
+
+        @pytest.fixture(name=func.__name__, scope=scope)
+        def fixture() -> None:
+            raise RuntimeError(
+                f"the {func.__name__!r} fixture needs pytest-asyncio: "
+                "pip install 'setpoint[testing]'"
+            )
+
+        return fixture
+
+    return missing
+
+
+@_async_fixture(scope="session", loop_scope="session")
 async def k8s(kubeconfig_path: Path) -> AsyncIterator[Client]:
     """An async client with admin rights on the session's control plane."""
     client = Client(load_kubeconfig(str(kubeconfig_path)))
@@ -96,7 +129,7 @@ async def k8s(kubeconfig_path: Path) -> AsyncIterator[Client]:
         await client.close()
 
 
-@pytest_asyncio.fixture(loop_scope="session")
+@_async_fixture(loop_scope="session")
 async def namespace(k8s: Client, request: pytest.FixtureRequest) -> AsyncIterator[str]:
     """A fresh namespace for one test, named after it; deleted (not awaited) afterwards."""
     base = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
