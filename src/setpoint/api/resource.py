@@ -1,0 +1,1057 @@
+"""Typed API resources: declare a Kubernetes API once, as Python types.
+
+A custom resource is a :class:`Resource` subclass with typed ``spec`` and
+``status`` models, declared with :func:`resource`::
+
+    import setpoint as sp
+
+    class WidgetSpec(sp.Model):
+        \"\"\"What the user wants.\"\"\"
+
+        replicas: int = sp.field(default=1, minimum=0, maximum=10)
+        \"\"\"How many widgets to run.\"\"\"
+
+    @sp.resource(group="demo.setpoint.dev", version="v1", short_names=["wd"])
+    class Widget(sp.Resource):
+        \"\"\"A widget.\"\"\"
+
+        spec: WidgetSpec
+        status: WidgetStatus | None = None
+
+The same classes give typed objects in reconcilers (:meth:`Resource.from_object`
+and :meth:`Resource.to_object` convert to and from the JSON the API server
+speaks) and, through :mod:`setpoint.crd`, the CustomResourceDefinition.
+
+Semantics every model here keeps:
+
+* **JSON names are camelCase, derived from snake_case Python names**
+  (``max_replicas`` -> ``maxReplicas``; one trailing ``_`` is dropped, so
+  ``from_`` -> ``from``). :func:`field` ``json_name=`` overrides. A derived
+  name that would not convert back to the Python name (``replicas_2`` ->
+  ``replicas2``) is a :class:`DeclarationError` when the class is defined: a
+  field is never silently renamed or dropped.
+* **Unknown fields survive**: JSON keys the model does not declare are kept
+  and written back unchanged, so a newer server or another controller never
+  loses data through this controller.
+* **Unset is not zero**: an optional field that is absent reads as ``None``
+  and is omitted when written; ``0``, ``""`` and ``False`` are values and are
+  written. A field left at its default and never assigned is omitted (the
+  server applies the same default, see :func:`field`), so typed objects are
+  safe to use for server-side apply.
+* **Field constraints are the API server's job.** :func:`field` constraints
+  go into the CRD schema and are enforced by the server (which also runs the
+  CEL rules Python cannot); the Python model still checks types. A reconciler
+  can therefore always read what the server stored, even after a schema
+  tightened.
+
+This module imports only pydantic and :mod:`setpoint.api`; it stays cheap to
+import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, replace
+from datetime import datetime
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeAlias, TypeVar, cast
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.kinds import ResourceInfo
+
+__all__ = [
+    "DeclarationError",
+    "FieldSchema",
+    "IntOrString",
+    "Model",
+    "ObjectMeta",
+    "OwnerReference",
+    "PrinterColumn",
+    "Quantity",
+    "Resource",
+    "ResourceOptions",
+    "Rule",
+    "Scale",
+    "cel_rules_of",
+    "field",
+    "field_schema_of",
+    "json_name_for",
+    "python_name_for",
+    "resource",
+]
+
+IntOrString: TypeAlias = int | str
+"""An integer or a string (``x-kubernetes-int-or-string``), like a port or ``"50%"``."""
+
+ListType: TypeAlias = Literal["atomic", "set", "map"]
+MapType: TypeAlias = Literal["atomic", "granular"]
+Scope: TypeAlias = Literal["Namespaced", "Cluster"]
+ValidationReason: TypeAlias = Literal[
+    "FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired", "FieldValueDuplicate"
+]
+ColumnType: TypeAlias = Literal["integer", "number", "string", "boolean", "date"]
+ColumnFormat: TypeAlias = Literal[
+    "int32", "int64", "float", "double", "byte", "date", "date-time", "password"
+]
+
+_M = TypeVar("_M", bound="type[Model]")
+_R = TypeVar("_R", bound="type[Resource]")
+
+# Kubernetes name rules (k8s.io/apimachinery/pkg/util/validation).
+_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN = re.compile(rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*")
+_KIND = re.compile(r"[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?")
+
+
+class DeclarationError(TypeError):
+    """A resource, model or field declaration that setpoint cannot turn into a correct API.
+
+    Raised when the class is defined (or decorated), so mistakes surface at
+    import time rather than as a rejected CRD or a silently dropped field.
+    The message names the class and field and says how to fix it.
+    """
+
+
+# --------------------------------------------------------------------------- JSON names
+
+
+def json_name_for(python_name: str) -> str:
+    """The camelCase JSON name derived from a snake_case Python attribute name.
+
+    ``max_replicas`` -> ``maxReplicas``; one trailing underscore, the PEP 8
+    way to avoid keywords, is dropped (``from_`` -> ``from``).
+    """
+    stem = _stem(python_name)
+    head, *rest = stem.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def python_name_for(json_name: str) -> str:
+    """The snake_case name a JSON name maps back to: ``maxReplicas`` -> ``max_replicas``."""
+    return re.sub(r"[A-Z]", lambda m: "_" + m.group().lower(), json_name)
+
+
+def _stem(python_name: str) -> str:
+    if python_name.endswith("_") and not python_name.endswith("__") and len(python_name) > 1:
+        return python_name[:-1]
+    return python_name
+
+
+def _short_name(cls: type) -> str:
+    """The class name for messages, without ``<locals>`` noise."""
+    return cls.__qualname__.rsplit("<locals>.", 1)[-1]
+
+
+def _json_name_problems(cls: type[BaseModel]) -> list[str]:
+    """Every way the JSON names of ``cls`` would not survive a round trip."""
+    problems: list[str] = []
+    seen: dict[str, str] = {}
+    for name, info in cls.model_fields.items():
+        where = f"{_short_name(cls)}.{name}"
+        alias = info.alias
+        if (
+            not isinstance(alias, str)
+            or info.validation_alias not in (None, alias)
+            or info.serialization_alias not in (None, alias)
+        ):
+            problems.append(
+                f"{where}: reads and writes different JSON names (validation_alias="
+                f"{info.validation_alias!r}, serialization_alias={info.serialization_alias!r}), "
+                "so a value read from the server would be written back under another key; "
+                "declare one name with sp.field(json_name=...)"
+            )
+            continue
+        if info.exclude:
+            problems.append(
+                f"{where}: is excluded from serialization, so its value would be dropped on "
+                "every write; remove exclude=True (use a property for derived values)"
+            )
+        if not alias or any(ch.isspace() or ch in "./" for ch in alias):
+            problems.append(
+                f"{where}: JSON name {alias!r} is not a usable field name; choose a "
+                "non-empty name without whitespace, '.' or '/' with sp.field(json_name=...)"
+            )
+        derived = info.alias_priority is None or info.alias_priority < 2
+        if derived and python_name_for(alias) != _stem(name):
+            problems.append(
+                f"{where}: the JSON name {alias!r} derived from the Python name converts back "
+                f"to {python_name_for(alias)!r}, not {name!r}, so the mapping is ambiguous; "
+                "use a snake_case name whose parts start with a letter, or pass "
+                f"sp.field(json_name={alias!r}) (or another name) to choose it explicitly"
+            )
+        if alias in seen:
+            problems.append(
+                f"{where}: JSON name {alias!r} is also used by {_short_name(cls)}.{seen[alias]}; "
+                "one of the two would be lost; give them distinct names with "
+                "sp.field(json_name=...)"
+            )
+        seen[alias] = name
+    return problems
+
+
+# --------------------------------------------------------------------------- field declarations
+
+_MISSING: Any = PydanticUndefined
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A CEL validation rule (``x-kubernetes-validations``), checked by the API server.
+
+    Attach it to a field with ``sp.field(rules=[sp.Rule(...)])`` (``self`` is
+    the field's value) or to a whole model by decorating the class with it
+    (``self`` is the object)::
+
+        @sp.Rule("self.min <= self.max", message="min must not exceed max")
+        class Range(sp.Model):
+            min: int
+            max: int
+    """
+
+    rule: str
+    """The CEL expression; the object is valid when it evaluates to true."""
+    _: KW_ONLY
+    message: str | None = None
+    """The error message shown when the rule fails (one line). Default: the server generates one."""
+    message_expression: str | None = None
+    """A CEL expression producing the message, evaluated on failure. Default: none."""
+    field_path: str | None = None
+    """Where the error points, relative to the rule's node (``.max``). Default: the node."""
+    reason: ValidationReason | None = None
+    """Machine-readable reason for the failure. Default: the server uses ``FieldValueInvalid``."""
+    optional_old_self: bool | None = None
+    """Run transition rules (``oldSelf``) on create too, with ``oldSelf`` unset. Default: unset."""
+
+    def __post_init__(self) -> None:
+        if not self.rule.strip():
+            raise ValueError("Rule.rule is empty: write the CEL expression that must hold")
+        if self.message is not None and (not self.message.strip() or _has_newline(self.message)):
+            raise ValueError(
+                f"Rule({self.rule!r}).message must be a non-empty single line; "
+                "the API server rejects messages with line breaks"
+            )
+        if _has_newline(self.rule) and not (self.message or "").strip():
+            raise ValueError(
+                f"Rule({self.rule!r}) spans several lines, so the API server requires a message"
+            )
+        if self.field_path is not None and (
+            not self.field_path.strip() or _has_newline(self.field_path)
+        ):
+            raise ValueError(
+                f"Rule({self.rule!r}).field_path must be a non-empty single-line path like '.max'"
+            )
+
+    def to_schema(self) -> dict[str, Any]:
+        """The ``x-kubernetes-validations`` entry for this rule."""
+        out: dict[str, Any] = {"rule": self.rule}
+        if self.message is not None:
+            out["message"] = self.message
+        if self.message_expression is not None:
+            out["messageExpression"] = self.message_expression
+        if self.field_path is not None:
+            out["fieldPath"] = self.field_path
+        if self.reason is not None:
+            out["reason"] = self.reason
+        if self.optional_old_self is not None:
+            out["optionalOldSelf"] = self.optional_old_self
+        return out
+
+    def __call__(self, cls: _M) -> _M:
+        """Attach this rule to a model class (used as a class decorator)."""
+        if not (isinstance(cls, type) and issubclass(cls, Model)):
+            raise DeclarationError(
+                f"Rule({self.rule!r}) decorates {cls!r}, which is not a setpoint Model; "
+                "decorate a class deriving from sp.Model or sp.Resource"
+            )
+        own: tuple[Rule, ...] = cls.__dict__.get("__setpoint_own_rules__", ())
+        # Decorators apply bottom-up; prepending keeps the rules in source order.
+        cls.__setpoint_own_rules__ = (self, *own)
+        return cls
+
+
+def _has_newline(text: str) -> bool:
+    return "\n" in text or "\r" in text
+
+
+def cel_rules_of(cls: type[BaseModel]) -> tuple[Rule, ...]:
+    """The CEL rules declared on a model class and its bases (bases first)."""
+    rules: list[Rule] = []
+    for klass in reversed(cls.__mro__):
+        rules.extend(klass.__dict__.get("__setpoint_own_rules__", ()))
+    return tuple(rules)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FieldSchema:
+    """Schema declarations for one field, the equivalent of kubebuilder's validation markers.
+
+    Usually built by :func:`field`; it can also annotate a nested type directly,
+    for example the items of a list: ``list[Annotated[str, sp.field(max_length=63)]]``.
+    Every attribute defaults to "not declared".
+    """
+
+    minimum: float | None = None
+    """Smallest allowed number (``minimum``)."""
+    maximum: float | None = None
+    """Largest allowed number (``maximum``)."""
+    exclusive_minimum: bool = False
+    """The value must be strictly greater than ``minimum``."""
+    exclusive_maximum: bool = False
+    """The value must be strictly less than ``maximum``."""
+    multiple_of: float | None = None
+    """The number must be a multiple of this (``multipleOf``)."""
+    min_length: int | None = None
+    """Shortest allowed string, in characters."""
+    max_length: int | None = None
+    """Longest allowed string; also bounds the cost of CEL rules over it."""
+    pattern: str | None = None
+    """Regular expression (RE2 syntax, unanchored) the string must match."""
+    format: str | None = None
+    """OpenAPI format such as ``date-time``, ``uri``, ``uuid``, ``int32``."""
+    enum: tuple[Any, ...] | None = None
+    """The allowed values. ``Literal[...]`` and ``enum.Enum`` types declare this themselves."""
+    min_items: int | None = None
+    """Fewest list items."""
+    max_items: int | None = None
+    """Most list items; also bounds the cost of CEL rules over the list."""
+    unique_items: bool = False
+    """Items must be distinct; emitted as ``x-kubernetes-list-type: set`` because the API
+    server forbids ``uniqueItems`` (its check is quadratic)."""
+    min_properties: int | None = None
+    """Fewest keys in a map or object."""
+    max_properties: int | None = None
+    """Most keys in a map or object."""
+    nullable: bool = False
+    """``null`` is a stored value: an explicit ``None`` is written as ``null`` instead of
+    being omitted, and the server keeps it instead of pruning it."""
+    rules: tuple[Rule, ...] = ()
+    """CEL rules over this field's value (``self``)."""
+    preserve_unknown_fields: bool = False
+    """Keep fields the schema does not declare (``x-kubernetes-preserve-unknown-fields``)."""
+    embedded_resource: bool = False
+    """The value is a whole Kubernetes object with apiVersion, kind and metadata
+    (``x-kubernetes-embedded-resource``). Implied for fields typed with a Resource class."""
+    list_type: ListType | None = None
+    """How lists merge in server-side apply: ``atomic`` (default), ``set`` or ``map``."""
+    list_map_keys: tuple[str, ...] = ()
+    """Item fields identifying an entry of a ``map`` list (Python or JSON names). Implies
+    ``list_type="map"``."""
+    map_type: MapType | None = None
+    """How objects and maps merge in server-side apply: ``granular`` (default) or ``atomic``."""
+    title: str | None = None
+    """Short title shown by schema tools."""
+    example: Any = None
+    """An example value shown by schema tools (``None`` means no example)."""
+
+    def __post_init__(self) -> None:
+        if self.exclusive_minimum and self.minimum is None:
+            raise ValueError("exclusive_minimum=True needs minimum= to be set")
+        if self.exclusive_maximum and self.maximum is None:
+            raise ValueError("exclusive_maximum=True needs maximum= to be set")
+        for name in ("min_length", "max_length", "min_items", "max_items"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name}={value} is negative; limits count from 0")
+        for low, high in (
+            ("minimum", "maximum"),
+            ("min_length", "max_length"),
+            ("min_items", "max_items"),
+            ("min_properties", "max_properties"),
+        ):
+            lo, hi = getattr(self, low), getattr(self, high)
+            if lo is not None and hi is not None and lo > hi:
+                raise ValueError(f"{low}={lo} is greater than {high}={hi}; no value could pass")
+        if self.multiple_of is not None and self.multiple_of <= 0:
+            raise ValueError(f"multiple_of={self.multiple_of} must be positive")
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"pattern {self.pattern!r} is not a regular expression: {exc}"
+                ) from exc
+        if self.list_map_keys and self.list_type not in (None, "map"):
+            raise ValueError(
+                f"list_map_keys={list(self.list_map_keys)} needs list_type='map', "
+                f"not {self.list_type!r}"
+            )
+        if self.list_type == "map" and not self.list_map_keys:
+            raise ValueError("list_type='map' needs list_map_keys= naming the item key fields")
+        if self.unique_items and self.list_type not in (None, "set"):
+            raise ValueError(
+                f"unique_items=True means list_type='set'; it conflicts with "
+                f"list_type={self.list_type!r}"
+            )
+        if self.enum is not None and not self.enum:
+            raise ValueError("enum=() allows no value at all; list the allowed values")
+
+    @property
+    def effective_list_type(self) -> ListType | None:
+        """The list type after applying ``unique_items`` and ``list_map_keys``."""
+        if self.list_type is not None:
+            return self.list_type
+        if self.list_map_keys:
+            return "map"
+        if self.unique_items:
+            return "set"
+        return None
+
+
+def field(
+    default: Any = _MISSING,
+    *,
+    default_factory: Callable[[], Any] | None = None,
+    json_name: str | None = None,
+    description: str | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    exclusive_minimum: bool = False,
+    exclusive_maximum: bool = False,
+    multiple_of: float | None = None,
+    min_length: int | None = None,
+    max_length: int | None = None,
+    pattern: str | None = None,
+    format: str | None = None,
+    enum: Sequence[Any] | None = None,
+    min_items: int | None = None,
+    max_items: int | None = None,
+    unique_items: bool = False,
+    min_properties: int | None = None,
+    max_properties: int | None = None,
+    nullable: bool = False,
+    rules: Sequence[Rule] = (),
+    preserve_unknown_fields: bool = False,
+    embedded_resource: bool = False,
+    list_type: ListType | None = None,
+    list_map_keys: Sequence[str] = (),
+    map_type: MapType | None = None,
+    title: str | None = None,
+    example: Any = None,
+) -> Any:
+    """Declare a model field with its JSON name, default and schema constraints.
+
+    Use it as the field's default (``replicas: int = sp.field(default=1, minimum=0)``)
+    or inside ``Annotated`` for nested types. Constraint arguments are those of
+    :class:`FieldSchema`.
+
+    ``default`` (or ``default_factory``) is both the Python default and the
+    server-side default in the CRD schema, so every client sees the same
+    value for an omitted field. Empty list and dict defaults are not written
+    into the schema: in Kubernetes an absent collection already means empty.
+    A field with neither is required, unless its type allows ``None`` and its
+    default is ``None`` (then it is optional and absent means unset).
+
+    ``description`` defaults to the attribute docstring written under the
+    field, which is the recommended place for field documentation.
+
+    Raises:
+        ValueError: for contradictory constraints, naming the two arguments.
+
+    """
+    schema = FieldSchema(
+        minimum=minimum,
+        maximum=maximum,
+        exclusive_minimum=exclusive_minimum,
+        exclusive_maximum=exclusive_maximum,
+        multiple_of=multiple_of,
+        min_length=min_length,
+        max_length=max_length,
+        pattern=pattern,
+        format=format,
+        enum=tuple(enum) if enum is not None else None,
+        min_items=min_items,
+        max_items=max_items,
+        unique_items=unique_items,
+        min_properties=min_properties,
+        max_properties=max_properties,
+        nullable=nullable,
+        rules=tuple(rules),
+        preserve_unknown_fields=preserve_unknown_fields,
+        embedded_resource=embedded_resource,
+        list_type=list_type,
+        list_map_keys=tuple(list_map_keys),
+        map_type=map_type,
+        title=title,
+        example=example,
+    )
+    if default is not _MISSING and default_factory is not None:
+        raise ValueError("field() takes default= or default_factory=, not both")
+    kwargs: dict[str, Any] = {}
+    if json_name is not None:
+        kwargs["alias"] = json_name
+    if description is not None:
+        kwargs["description"] = description
+    info: FieldInfo = (
+        Field(default_factory=default_factory, **kwargs)
+        if default_factory is not None
+        else Field(default, **kwargs)
+    )
+    info.metadata.append(schema)
+    return info
+
+
+def field_schema_of(info: FieldInfo) -> FieldSchema | None:
+    """The :class:`FieldSchema` declared on a pydantic field, if any (the last one wins)."""
+    found: FieldSchema | None = None
+    for item in info.metadata:
+        if isinstance(item, FieldSchema):
+            found = item
+    return found
+
+
+_QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+    r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+
+Quantity: TypeAlias = Annotated[int | str, field(pattern=_QUANTITY_PATTERN)]
+"""A Kubernetes resource quantity such as ``500m``, ``2Gi`` or ``3``: an int-or-string
+with the API server's quantity pattern."""
+
+
+# --------------------------------------------------------------------------- models
+
+
+class Model(BaseModel):
+    """Base class for every typed part of an API object (specs, statuses, nested structs).
+
+    Gives camelCase JSON names, keeps unknown fields through a round trip,
+    omits unset fields on output, takes field documentation from attribute
+    docstrings, and checks JSON names when the class is defined.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+        alias_generator=json_name_for,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        use_attribute_docstrings=True,
+    )
+
+    # Per-class caches filled in __pydantic_init_subclass__; see _drop_unset.
+    __setpoint_defaults__: ClassVar[dict[str, Any]] = {}
+    __setpoint_nullable__: ClassVar[frozenset[str]] = frozenset()
+    # CEL rules declared on this very class by decorating it with a Rule; see cel_rules_of.
+    __setpoint_own_rules__: ClassVar[tuple[Rule, ...]] = ()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        problems = _json_name_problems(cls)
+        if problems:
+            raise DeclarationError(
+                f"{cls.__module__}.{cls.__qualname__} has fields whose JSON names would not "
+                "round-trip:\n  " + "\n  ".join(problems)
+            )
+        defaults: dict[str, Any] = {}
+        nullable: set[str] = set()
+        for name, info in cls.model_fields.items():
+            declared = field_schema_of(info)
+            if declared is not None and declared.nullable:
+                nullable.add(name)
+            if info.default_factory is not None:
+                if info.default_factory_takes_validated_data:
+                    continue  # depends on other fields; never treated as "left at default"
+                defaults[name] = cast(Callable[[], Any], info.default_factory)()
+            elif info.default is not PydanticUndefined:
+                defaults[name] = info.default
+        cls.__setpoint_defaults__ = defaults
+        cls.__setpoint_nullable__ = frozenset(nullable)
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            by_alias = True if info.by_alias is None else bool(info.by_alias)
+            self._drop_unset(data, by_alias=by_alias)
+            return self._finish_serialized(data)
+        return data
+
+    def _drop_unset(self, data: dict[str, Any], *, by_alias: bool) -> None:
+        """Drop unset fields: ``None`` (unless nullable and assigned) and untouched defaults."""
+        cls = type(self)
+        fields_set = self.model_fields_set
+        defaults = cls.__setpoint_defaults__
+        for name, info in cls.model_fields.items():
+            key = (info.alias or name) if by_alias else name
+            if key not in data:
+                continue
+            value = getattr(self, name)
+            if value is None:
+                if name not in cls.__setpoint_nullable__ or name not in fields_set:
+                    del data[key]
+            elif name not in fields_set and name in defaults and value == defaults[name]:
+                # Never assigned and still equal to the default (an in-place append to a
+                # default list makes it unequal, so that edit is written).
+                del data[key]
+            elif isinstance(value, set | frozenset) and isinstance(data[key], list):
+                # Set iteration order depends on hashing; write sets sorted so that reading
+                # and writing back an unchanged object produces no diff.
+                with contextlib.suppress(TypeError):  # items without an order stay as they are
+                    data[key] = sorted(data[key])
+
+    def _finish_serialized(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Hook for subclasses to adjust the serialized mapping (Resource adds apiVersion/kind)."""
+        return data
+
+
+class OwnerReference(Model):
+    """A reference from a dependent object to its owner, used by garbage collection."""
+
+    api_version: str
+    """API version of the owner, e.g. ``apps/v1``."""
+    kind: str
+    """Kind of the owner, e.g. ``Deployment``."""
+    name: str
+    """Name of the owner (in the dependent's namespace, or cluster-scoped)."""
+    uid: str
+    """UID of the owner; a reference to a deleted-and-recreated owner does not match."""
+    controller: bool | None = None
+    """This owner is the managing controller (at most one reference may say so)."""
+    block_owner_deletion: bool | None = None
+    """Foreground deletion of the owner waits for this dependent."""
+
+
+class ObjectMeta(Model):
+    """Standard object metadata (``metadata``). Unknown metadata fields also survive."""
+
+    name: str | None = None
+    """Unique name within the namespace (or cluster, for cluster-scoped kinds)."""
+    generate_name: str | None = None
+    """Prefix the server uses to generate a unique name when ``name`` is unset."""
+    namespace: str | None = None
+    """Namespace of a namespaced object; unset for cluster-scoped objects."""
+    uid: str | None = None
+    """Server-assigned unique ID for this object's whole lifetime."""
+    resource_version: str | None = None
+    """Opaque version of this object, used for optimistic concurrency and watches."""
+    generation: int | None = None
+    """Increments whenever the spec changes (not status or metadata)."""
+    creation_timestamp: datetime | None = None
+    """When the object was created (set by the server)."""
+    deletion_timestamp: datetime | None = None
+    """When deletion was requested; the object waits for its finalizers until then."""
+    deletion_grace_period_seconds: int | None = None
+    """Seconds allowed for graceful termination once deletion was requested."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Identifying key/value pairs, used by selectors."""
+    annotations: dict[str, str] = Field(default_factory=dict)
+    """Non-identifying key/value data for tools and controllers."""
+    finalizers: list[str] = Field(default_factory=list)
+    """Keys that must be removed before the object is deleted."""
+    owner_references: list[OwnerReference] = Field(default_factory=list)
+    """Objects this one depends on; it is garbage collected when they are gone."""
+    managed_fields: list[dict[str, Any]] = Field(default_factory=list)
+    """Server-side apply field ownership, kept as raw JSON."""
+
+
+# --------------------------------------------------------------------------- resource declaration
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrinterColumn:
+    """An additional column for ``kubectl get`` (``additionalPrinterColumns``)."""
+
+    name: str
+    """Column header."""
+    json_path: str
+    """Simple JSON path from the object root, e.g. ``.status.phase``."""
+    type: ColumnType = "string"
+    """Value type: integer, number, string, boolean or date."""
+    format: ColumnFormat | None = None
+    """Optional format hint, e.g. ``date-time`` or ``int32``. Default: none."""
+    description: str | None = None
+    """Human-readable description of the column. Default: none."""
+    priority: int = 0
+    """0 shows the column by default; higher priorities show only with ``-o wide``."""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("PrinterColumn.name is empty: give the column a header")
+        if not self.json_path.startswith("."):
+            raise ValueError(
+                f"PrinterColumn {self.name!r}: json_path {self.json_path!r} must start with '.', "
+                "e.g. '.status.phase'"
+            )
+        if self.priority < 0:
+            raise ValueError(f"PrinterColumn {self.name!r}: priority must be >= 0")
+
+    def to_manifest(self) -> dict[str, Any]:
+        """The ``additionalPrinterColumns`` entry."""
+        out: dict[str, Any] = {"name": self.name, "type": self.type, "jsonPath": self.json_path}
+        if self.format is not None:
+            out["format"] = self.format
+        if self.description is not None:
+            out["description"] = self.description
+        if self.priority:
+            out["priority"] = self.priority
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scale:
+    """The scale subresource: lets ``kubectl scale`` and autoscalers change replicas."""
+
+    spec_replicas_path: str = ".spec.replicas"
+    """Where the desired replica count lives (must be under ``.spec``)."""
+    status_replicas_path: str = ".status.replicas"
+    """Where the observed replica count lives (must be under ``.status``)."""
+    label_selector_path: str | None = None
+    """Where a string label selector lives, needed by the HorizontalPodAutoscaler. Default: none."""
+
+    def __post_init__(self) -> None:
+        if not self.spec_replicas_path.startswith(".spec."):
+            raise ValueError(
+                f"Scale.spec_replicas_path {self.spec_replicas_path!r} must be under .spec, "
+                "e.g. '.spec.replicas'"
+            )
+        if not self.status_replicas_path.startswith(".status."):
+            raise ValueError(
+                f"Scale.status_replicas_path {self.status_replicas_path!r} must be under "
+                ".status, e.g. '.status.replicas'"
+            )
+        if self.label_selector_path is not None and not self.label_selector_path.startswith(
+            (".spec.", ".status.")
+        ):
+            raise ValueError(
+                f"Scale.label_selector_path {self.label_selector_path!r} must be under .spec "
+                "or .status, e.g. '.status.selector'"
+            )
+
+    def to_manifest(self) -> dict[str, Any]:
+        """The ``subresources.scale`` entry."""
+        out = {
+            "specReplicasPath": self.spec_replicas_path,
+            "statusReplicasPath": self.status_replicas_path,
+        }
+        if self.label_selector_path is not None:
+            out["labelSelectorPath"] = self.label_selector_path
+        return out
+
+
+def _pluralize(word: str) -> str:
+    """English plural of a lower-case kind, as kubebuilder derives resource names."""
+    if word.endswith(("s", "x", "z", "ch", "sh")):
+        return word + "es"
+    if word.endswith("y") and len(word) > 1 and word[-2] not in "aeiou":
+        return word[:-1] + "ies"
+    return word + "s"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResourceOptions:
+    """How a :class:`Resource` subclass is served: the CRD-level declarations for one version.
+
+    Build it with :func:`resource` and apply it as a class decorator. Names
+    not given are derived from the kind the way kubebuilder does. For a kind
+    with several versions (one class each), CRD-wide settings (scope and
+    names) must agree between the classes that declare them.
+    """
+
+    group: str
+    """API group, a DNS subdomain with at least one dot (``demo.setpoint.dev``)."""
+    version: str
+    """API version of this class (``v1``, ``v1alpha1``)."""
+    kind: str | None = None
+    """Kind name. Default: the class name."""
+    scope: Scope = "Namespaced"
+    """``Namespaced`` or ``Cluster``."""
+    plural: str | None = None
+    """Resource name in URLs. Default: the lower-cased kind, pluralized (``widgets``)."""
+    singular: str | None = None
+    """Singular resource name. Default: the lower-cased kind."""
+    short_names: Sequence[str] | None = None
+    """Abbreviations for kubectl (``["wd"]``). Default: none."""
+    categories: Sequence[str] | None = None
+    """Groups for ``kubectl get <category>`` (``["all"]``). Default: none."""
+    list_kind: str | None = None
+    """Kind of list responses. Default: kind + ``List``."""
+    status_subresource: bool | None = None
+    """Serve ``status`` as a subresource (spec writes ignore status and vice versa).
+    Default (``None``): on exactly when the class declares a ``status`` field."""
+    scale: Scale | None = None
+    """The scale subresource. Default: not served."""
+    printer_columns: Sequence[PrinterColumn] = ()
+    """Extra ``kubectl get`` columns for this version. Default: none."""
+    selectable_fields: Sequence[str] = ()
+    """JSON paths usable in field selectors (``.spec.color``). Default: none."""
+    served: bool = True
+    """This version is served by the API."""
+    storage: bool = False
+    """This is the version objects are stored in. Exactly one version of a kind is;
+    a kind with a single version needs no flag."""
+    deprecated: bool = False
+    """This version is deprecated: clients get a warning header."""
+    deprecation_warning: str | None = None
+    """The warning text for a deprecated version (at most 256 printable characters).
+    Default: the server's generic warning."""
+
+    def __post_init__(self) -> None:
+        if (
+            not _DNS1123_SUBDOMAIN.fullmatch(self.group)
+            or "." not in self.group
+            or len(self.group) > 253
+        ):
+            raise ValueError(
+                f"group {self.group!r} must be a lower-case DNS subdomain with at least one dot, "
+                "e.g. 'demo.example.com'"
+            )
+        if not _DNS1035_LABEL.fullmatch(self.version) or len(self.version) > 63:
+            raise ValueError(
+                f"version {self.version!r} must be a DNS label starting with a letter, e.g. 'v1'"
+            )
+        if self.kind is not None:
+            _check_kind(self.kind, "kind")
+        if self.list_kind is not None:
+            _check_kind(self.list_kind, "list_kind")
+        for name in ("plural", "singular"):
+            value = getattr(self, name)
+            if value is not None:
+                _check_label(value, name)
+        for name in ("short_names", "categories"):
+            values = getattr(self, name)
+            if values is not None:
+                if isinstance(values, str):
+                    raise ValueError(f"{name} must be a list of names, not the string {values!r}")
+                object.__setattr__(self, name, tuple(values))
+                for value in values:
+                    _check_label(value, name)
+        object.__setattr__(self, "printer_columns", tuple(self.printer_columns))
+        object.__setattr__(self, "selectable_fields", tuple(self.selectable_fields))
+        for path in self.selectable_fields:
+            if not path.startswith(".") or path.startswith(".metadata"):
+                raise ValueError(
+                    f"selectable field {path!r} must be a JSON path outside metadata, "
+                    "e.g. '.spec.color'"
+                )
+        if self.deprecation_warning is not None:
+            if not self.deprecated:
+                raise ValueError("deprecation_warning is only allowed with deprecated=True")
+            text = self.deprecation_warning
+            if not text or len(text) > 256 or not text.isprintable():
+                raise ValueError(
+                    "deprecation_warning must be 1 to 256 printable characters on one line"
+                )
+        if self.storage and not self.served:
+            raise ValueError(
+                f"version {self.version!r} is the storage version but not served; "
+                "serve it (served=True) or store another version"
+            )
+
+    # Resolved names ---------------------------------------------------------
+
+    @property
+    def resolved_kind(self) -> str:
+        """The kind (set once the options are applied to a class)."""
+        if self.kind is None:
+            raise DeclarationError("ResourceOptions.kind is unresolved: apply it to a class first")
+        return self.kind
+
+    @property
+    def resolved_plural(self) -> str:
+        """``plural``, or the derived default."""
+        return self.plural or _pluralize(self.resolved_kind.lower())
+
+    @property
+    def resolved_singular(self) -> str:
+        """``singular``, or the lower-cased kind."""
+        return self.singular or self.resolved_kind.lower()
+
+    @property
+    def resolved_list_kind(self) -> str:
+        """``list_kind``, or kind + ``List``."""
+        return self.list_kind or f"{self.resolved_kind}List"
+
+    @property
+    def gvk(self) -> GroupVersionKind:
+        """The group/version/kind these options declare."""
+        return GroupVersionKind(self.group, self.version, self.resolved_kind)
+
+    def __call__(self, cls: _R) -> _R:
+        """Declare ``cls`` as this resource version (used as a class decorator)."""
+        if not (isinstance(cls, type) and issubclass(cls, Resource)):
+            raise DeclarationError(
+                f"@resource(group={self.group!r}, version={self.version!r}) decorates {cls!r}, "
+                "which is not a Resource; derive the class from sp.Resource"
+            )
+        target: type[Resource] = cls
+        options = self if self.kind is not None else replace(self, kind=cls.__name__)
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        for reserved in ("api_version", "kind"):
+            if reserved in target.model_fields:
+                raise DeclarationError(
+                    f"{where} declares a field {reserved!r}; apiVersion and kind come from "
+                    "@resource(...), so remove the field"
+                )
+        if options.status_subresource and "status" not in target.model_fields:
+            raise DeclarationError(
+                f"{where} enables the status subresource but declares no 'status' field; "
+                "add `status: MyStatus | None = None` or drop status_subresource=True"
+            )
+        if options.scale is not None and not options.has_status(target):
+            raise DeclarationError(
+                f"{where} declares a scale subresource without the status subresource; "
+                "add a 'status' field (the scale status path reads from it)"
+            )
+        cls.__setpoint_resource__ = options
+        cls.gvk = options.gvk
+        return cls
+
+    def has_status(self, cls: type[Resource]) -> bool:
+        """Whether ``cls`` (declared with these options) serves the status subresource."""
+        if self.status_subresource is None:
+            return "status" in cls.model_fields
+        return self.status_subresource
+
+
+def _check_kind(value: str, what: str) -> None:
+    if not _KIND.fullmatch(value) or len(value) > 63:
+        raise ValueError(
+            f"{what} {value!r} must be a CamelCase name of letters and digits, e.g. 'Widget'"
+        )
+
+
+def _check_label(value: str, what: str) -> None:
+    if not _DNS1035_LABEL.fullmatch(value) or len(value) > 63:
+        raise ValueError(
+            f"{what} entry {value!r} must be a lower-case DNS label (letters, digits, '-', "
+            "starting with a letter)"
+        )
+
+
+resource = ResourceOptions
+"""Declare a :class:`Resource` subclass: ``@sp.resource(group=..., version=..., ...)``.
+
+An alias of :class:`ResourceOptions`, whose attributes document every argument."""
+
+
+class Resource(Model):
+    """Base class for typed Kubernetes objects; satisfies :class:`setpoint.api.types.TypedObject`.
+
+    Subclasses declare ``spec`` (and usually ``status``) fields and are
+    declared with :func:`resource`. ``apiVersion`` and ``kind`` are not
+    fields: they come from the declaration, are checked when parsing and are
+    always written by :meth:`to_object`.
+    """
+
+    gvk: ClassVar[GroupVersionKind]
+    """The declared group/version/kind (set by :func:`resource`)."""
+    __setpoint_resource__: ClassVar[ResourceOptions]
+
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    """Standard object metadata."""
+
+    @classmethod
+    def declaration(cls) -> ResourceOptions:
+        """The :class:`ResourceOptions` this class was declared with.
+
+        Raises:
+            DeclarationError: if the class (not just a base) was never declared with @resource.
+
+        """
+        options = cls.__dict__.get("__setpoint_resource__")
+        if options is None:
+            inherited = getattr(cls, "__setpoint_resource__", None)
+            if inherited is None:
+                raise DeclarationError(
+                    f"{_short_name(cls)} has no @sp.resource(group=..., version=...) declaration; "
+                    "decorate the class to give it an apiVersion and kind"
+                )
+            return cast(ResourceOptions, inherited)
+        return cast(ResourceOptions, options)
+
+    @classmethod
+    def is_declared(cls) -> bool:
+        """Whether this class itself carries a @resource declaration (not only a base)."""
+        return "__setpoint_resource__" in cls.__dict__
+
+    @classmethod
+    def resource_info(cls) -> ResourceInfo:
+        """Plural, scope and subresources, so clients and fakes need no discovery for this kind."""
+        options = cls.declaration()
+        subresources = set()
+        if options.has_status(cls):
+            subresources.add("status")
+        if options.scale is not None:
+            subresources.add("scale")
+        return ResourceInfo(
+            gvk=options.gvk,
+            plural=options.resolved_plural,
+            namespaced=options.scope == "Namespaced",
+            subresources=frozenset(subresources),
+            singular=options.resolved_singular,
+            short_names=tuple(options.short_names or ()),
+        )
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> Self:
+        """Parse the JSON form sent by the API server; unknown fields are kept.
+
+        Only JSON names are read (``maxReplicas``, never ``max_replicas``), so a
+        snake_case key in the input stays an unknown field instead of being
+        mistaken for a declared one. Nested unknown values are not copied:
+        hand in a mapping the object may own.
+
+        Raises:
+            pydantic.ValidationError: if a value has the wrong type, or
+                apiVersion/kind name another type.
+
+        """
+        return cls.model_validate(obj, by_alias=True, by_name=False)
+
+    def to_object(self) -> dict[str, Any]:
+        """Serialize to the JSON form: apiVersion, kind, metadata, fields; unset fields omitted."""
+        out = self.model_dump(mode="json", by_alias=True)
+        if "metadata" not in out:
+            # Every API object has metadata, even before it has a name (generateName).
+            head: dict[str, Any] = {k: out.pop(k) for k in ("apiVersion", "kind") if k in out}
+            out = {**head, "metadata": {}, **out}
+        return out
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check_type_meta(cls, data: Any) -> Any:
+        # apiVersion and kind are not fields; check they name this class, then drop them so
+        # they do not land among the unknown fields and get written twice.
+        if not isinstance(data, Mapping) or ("apiVersion" not in data and "kind" not in data):
+            return data
+        options = getattr(cls, "__setpoint_resource__", None)
+        if options is None:
+            return data  # an undeclared base: keep apiVersion/kind as unknown fields
+        gvk = cast(ResourceOptions, options).gvk
+        api_version, kind = data.get("apiVersion"), data.get("kind")
+        if (api_version is not None and api_version != gvk.api_version) or (
+            kind is not None and kind != gvk.kind
+        ):
+            raise ValueError(
+                f"{_short_name(cls)} parses {gvk.api_version} {gvk.kind} objects, but got "
+                f"apiVersion={api_version!r} kind={kind!r}; use the class declared for that "
+                "version (or read it as a plain dict)"
+            )
+        return {k: v for k, v in data.items() if k not in ("apiVersion", "kind")}
+
+    def _finish_serialized(self, data: dict[str, Any]) -> dict[str, Any]:
+        options = getattr(type(self), "__setpoint_resource__", None)
+        out: dict[str, Any] = {}
+        if options is not None:
+            gvk = cast(ResourceOptions, options).gvk
+            out.update(apiVersion=gvk.api_version, kind=gvk.kind)
+        if "metadata" in data:
+            out["metadata"] = data.pop("metadata")
+        out.update(data)
+        return out
