@@ -1,1 +1,47 @@
-"""setpoint.crd (see ARCHITECTURE.md)."""
+"""Python types -> CustomResourceDefinition and RBAC manifests (what controller-gen does for Go).
+
+* :func:`crd_for` builds the CRD of one kind from its version classes;
+  :func:`generate_crds` does it for many kinds and names the files
+  (``crd/bases/<group>_<plural>.yaml``).
+* :func:`validate_structural` checks a schema against the API server's
+  structural-schema rules offline.
+* :func:`generate_rbac` turns rules declared with ``@sp.rbac`` into
+  ``rbac/role.yaml``.
+* :func:`write_manifests` writes them deterministically (unchanged files are
+  not touched; ``check=True`` reports what is out of date).
+
+The ``setpoint generate crd|rbac`` commands wrap these.
+"""
+
+from setpoint.crd.errors import CRDGenerationError, StructuralError
+from setpoint.crd.generator import crd_for, crd_path, generate_crds, version_priority
+from setpoint.crd.loader import LoadError, find_rbac_rules, find_resources, import_targets
+from setpoint.crd.manifests import Manifest, ManifestWrite, render_yaml, write_manifests
+from setpoint.crd.rbac import DEFAULT_ROLE_NAME, generate_rbac, normalize_rules
+from setpoint.crd.schema import BuiltSchema, model_schema, resource_schema
+from setpoint.crd.structural import validate_default, validate_structural
+
+__all__ = [
+    "DEFAULT_ROLE_NAME",
+    "BuiltSchema",
+    "CRDGenerationError",
+    "LoadError",
+    "Manifest",
+    "ManifestWrite",
+    "StructuralError",
+    "crd_for",
+    "crd_path",
+    "find_rbac_rules",
+    "find_resources",
+    "generate_crds",
+    "generate_rbac",
+    "import_targets",
+    "model_schema",
+    "normalize_rules",
+    "render_yaml",
+    "resource_schema",
+    "validate_default",
+    "validate_structural",
+    "version_priority",
+    "write_manifests",
+]

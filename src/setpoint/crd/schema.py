@@ -1,0 +1,698 @@
+"""Python types -> OpenAPI v3 structural schema, the way controller-gen does it for Go.
+
+The walk reads the pydantic field declarations of :class:`setpoint.Model` and
+:class:`setpoint.Resource` classes and produces a self-contained schema: no
+``$ref``, every node typed, CRD extensions (``x-kubernetes-*``) where declared.
+Every problem found is collected with the Python ``Class.field`` it came from,
+instead of stopping at the first.
+
+Type mapping:
+
+=================================  =============================================
+Python                             schema
+=================================  =============================================
+``str`` / ``int`` / ``float``      ``string`` / ``integer`` / ``number``
+``bool``                           ``boolean``
+``datetime`` / ``date`` / ``UUID`` ``string`` with format date-time / date / uuid
+``Literal[...]``, ``enum.Enum``    the scalar type with ``enum``
+``int | str`` (``IntOrString``)    ``x-kubernetes-int-or-string``
+``list[T]``, ``tuple[T, ...]``     ``array`` of T
+``set[T]``, ``frozenset[T]``       ``array`` with ``x-kubernetes-list-type: set``
+``dict[str, T]``                   ``object`` with ``additionalProperties`` T
+``dict[str, Any]``                 ``object`` preserving unknown fields
+``Any``                            any JSON value (preserve unknown fields)
+``Model`` subclass                 ``object`` with ``properties``
+``Resource`` subclass (nested)     embedded resource
+``T | None``                       T, optional (absent means unset)
+=================================  =============================================
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import datetime as dt
+import enum
+import inspect
+import types
+import typing
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from typing import Any, Literal, Union, get_args, get_origin
+
+import annotated_types
+from pydantic import BaseModel, StringConstraints, TypeAdapter
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from setpoint.api.resource import (
+    FieldSchema,
+    Model,
+    ObjectMeta,
+    Resource,
+    cel_rules_of,
+    json_name_for,
+)
+from setpoint.crd.errors import SchemaPath, StructuralError
+
+__all__ = ["BuiltSchema", "model_schema", "resource_schema", "type_name"]
+
+_API_VERSION_DOC = (
+    "APIVersion defines the versioned schema of this representation of an object. "
+    "Servers convert recognized schemas to the latest internal value and may reject "
+    "unrecognized values."
+)
+_KIND_DOC = (
+    "Kind is the REST resource this object represents, in CamelCase. Servers may infer "
+    "it from the endpoint the client submits requests to. Cannot be updated."
+)
+_NESTED_METADATA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "namespace": {"type": "string"},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+        "finalizers": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+_SEQUENCES = (list, tuple, collections.abc.Sequence, collections.abc.MutableSequence)
+_SETS = (set, frozenset, collections.abc.Set, collections.abc.MutableSet)
+_MAPPINGS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
+
+
+@dataclass
+class BuiltSchema:
+    """A generated ``openAPIV3Schema`` with where each node came from and what went wrong."""
+
+    schema: dict[str, Any]
+    """The schema (possibly incomplete when ``errors`` is non-empty)."""
+    origins: dict[SchemaPath, str]
+    """Schema location -> the Python ``Class.field`` (or ``Class``) it was generated from."""
+    errors: list[StructuralError]
+    """Declarations that cannot be expressed as a valid schema."""
+
+    def origin_of(self, path: SchemaPath) -> str | None:
+        """The Python declaration behind ``path`` (the nearest enclosing one)."""
+        for end in range(len(path), -1, -1):
+            origin = self.origins.get(path[:end])
+            if origin is not None:
+                return origin
+        return None
+
+
+def resource_schema(cls: type[Resource]) -> BuiltSchema:
+    """The ``openAPIV3Schema`` of a resource class, with origins and declaration errors."""
+    builder = _Builder()
+    schema = builder.resource_node(cls, (), embedded=False)
+    return BuiltSchema(schema, builder.origins, builder.errors)
+
+
+def model_schema(cls: type[Model]) -> BuiltSchema:
+    """The schema of a single model class (as it appears nested inside a resource)."""
+    builder = _Builder()
+    schema = builder.type_node(cls, (), type_name(cls))
+    return BuiltSchema(schema, builder.origins, builder.errors)
+
+
+def _doc(cls: type) -> str | None:
+    raw = cls.__dict__.get("__doc__")
+    if not isinstance(raw, str) or not raw.strip():
+        return None
+    return inspect.cleandoc(raw)
+
+
+def type_name(tp: Any) -> str:
+    """A readable name for messages: the qualified name without ``<locals>`` noise."""
+    name = getattr(tp, "__qualname__", None)
+    if not isinstance(name, str):
+        return repr(tp)
+    return name.rsplit("<locals>.", 1)[-1]
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.errors: list[StructuralError] = []
+        self.origins: dict[SchemaPath, str] = {}
+        self._stack: list[type[BaseModel]] = []
+
+    def error(self, path: SchemaPath, origin: str | None, message: str, fix: str) -> None:
+        self.errors.append(
+            StructuralError(schema_path=path, message=message, fix=fix, origin=origin)
+        )
+
+    # -- models -----------------------------------------------------------------
+
+    def resource_node(
+        self, cls: type[Resource], path: SchemaPath, *, embedded: bool
+    ) -> dict[str, Any]:
+        """Root (or embedded) resource: apiVersion, kind, metadata and the declared fields."""
+        self.origins.setdefault(path, type_name(cls))
+        if not self._complete(cls, path):
+            return {"type": "object"}
+        node: dict[str, Any] = {"type": "object"}
+        doc = _doc(cls)
+        if doc:
+            node["description"] = doc
+        properties: dict[str, Any] = {
+            "apiVersion": {"type": "string", "description": _API_VERSION_DOC},
+            "kind": {"type": "string", "description": _KIND_DOC},
+            "metadata": {"type": "object"},
+        }
+        required: list[str] = []
+        self._stack.append(cls)
+        try:
+            for name, info in cls.model_fields.items():
+                key = info.alias or name
+                if name == "metadata":
+                    annotation = info.annotation
+                    if not (isinstance(annotation, type) and issubclass(annotation, ObjectMeta)):
+                        self.error(
+                            (*path, "properties", "metadata"),
+                            f"{type_name(cls)}.metadata",
+                            f"metadata is typed {type_name(annotation)}, not ObjectMeta",
+                            "remove the metadata field; Resource already declares it",
+                        )
+                    continue
+                sub_path: SchemaPath = (*path, "properties", key)
+                sub, is_required = self.field_node(cls, name, info, sub_path)
+                properties[key] = sub
+                if is_required:
+                    required.append(key)
+        finally:
+            self._stack.pop()
+        node["properties"] = properties
+        if required:
+            node["required"] = required
+        rules = cel_rules_of(cls)
+        if rules:
+            node["x-kubernetes-validations"] = [rule.to_schema() for rule in rules]
+        if embedded:
+            node["x-kubernetes-embedded-resource"] = True
+            if getattr(cls, "__setpoint_resource__", None) is not None:
+                # The typed class parses only its own apiVersion and kind; say so to the server.
+                gvk = cls.declaration().gvk
+                properties["apiVersion"] = {"type": "string", "enum": [gvk.api_version]}
+                properties["kind"] = {"type": "string", "enum": [gvk.kind]}
+        return node
+
+    def model_node(self, cls: type[BaseModel], path: SchemaPath, origin: str) -> dict[str, Any]:
+        if not issubclass(cls, Model):
+            self.error(
+                path,
+                origin,
+                f"{type_name(cls)} is a pydantic BaseModel but not a setpoint Model",
+                f"derive {type_name(cls)} from sp.Model so unknown fields survive and JSON "
+                "names are camelCase and checked",
+            )
+            return {"type": "object"}
+        if cls in self._stack:
+            chain = " -> ".join(type_name(c) for c in (*self._stack, cls))
+            self.error(
+                path,
+                origin,
+                f"recursive type ({chain}); structural schemas cannot refer to themselves",
+                "break the cycle, or type the recursive field as dict[str, Any] "
+                "(preserve unknown fields)",
+            )
+            return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        if issubclass(cls, Resource):
+            return self.resource_node(cls, path, embedded=True)
+        if issubclass(cls, ObjectMeta):
+            # Metadata nested in a template (like a pod template's) keeps the parts a
+            # template can set; everything else the server fills in.
+            return _copy(_NESTED_METADATA)
+        self.origins.setdefault(path, type_name(cls))
+        if not self._complete(cls, path):
+            return {"type": "object"}
+        node: dict[str, Any] = {"type": "object"}
+        doc = _doc(cls)
+        if doc:
+            node["description"] = doc
+        properties: dict[str, Any] = {}
+        required: list[str] = []
+        self._stack.append(cls)
+        try:
+            for name, info in cls.model_fields.items():
+                key = info.alias or name
+                sub, is_required = self.field_node(cls, name, info, (*path, "properties", key))
+                properties[key] = sub
+                if is_required:
+                    required.append(key)
+        finally:
+            self._stack.pop()
+        if properties:
+            node["properties"] = properties
+        if required:
+            node["required"] = required
+        rules = cel_rules_of(cls)
+        if rules:
+            node["x-kubernetes-validations"] = [rule.to_schema() for rule in rules]
+        return node
+
+    def _complete(self, cls: type[BaseModel], path: SchemaPath) -> bool:
+        if cls.__pydantic_complete__:
+            return True
+        try:
+            cls.model_rebuild(raise_errors=True)
+        except Exception as exc:  # pydantic raises several error types here
+            self.error(
+                path,
+                type_name(cls),
+                f"{type_name(cls)} has unresolved type annotations ({exc})",
+                "define or import the referenced types before generating",
+            )
+            return False
+        return True
+
+    # -- fields -----------------------------------------------------------------
+
+    def field_node(
+        self, owner: type[BaseModel], name: str, info: FieldInfo, path: SchemaPath
+    ) -> tuple[dict[str, Any], bool]:
+        """Schema of one field, and whether it is required."""
+        origin = f"{type_name(owner)}.{name}"
+        self.origins[path] = origin
+        annotation = info.annotation
+        decl = _declarations(info.metadata)
+        node = self.type_node(annotation, path, origin)
+        self.apply(node, decl, path, origin)
+        description = info.description or decl.pop("description", None)
+        if description:
+            node["description"] = inspect.cleandoc(description)
+
+        nullable = bool(decl.get("nullable"))
+        required = info.is_required()
+        if required and _allows_none(annotation) and not nullable:
+            self.error(
+                path,
+                origin,
+                "the type allows None but the field has no default, so it would be required "
+                "and yet unset",
+                f"give it a default (`{name}: ... | None = None`) to make it optional, or "
+                "declare sp.field(nullable=True) if null is a value to store",
+            )
+        if not required:
+            self._default(info, node, path, origin)
+        return node, required
+
+    def _default(
+        self, info: FieldInfo, node: dict[str, Any], path: SchemaPath, origin: str
+    ) -> None:
+        if info.default_factory is not None:
+            if info.default_factory_takes_validated_data:
+                self.error(
+                    path,
+                    origin,
+                    "the default factory depends on other fields, which a schema default cannot",
+                    "use a constant default, or compute the value in the reconciler",
+                )
+                return
+            value = info.default_factory()  # type: ignore[call-arg]
+        else:
+            value = info.default
+        if value is None or value is PydanticUndefined:
+            return
+        try:
+            adapter: TypeAdapter[Any] = TypeAdapter(info.annotation or Any)
+            encoded = adapter.dump_python(value, mode="json", by_alias=True)
+        except Exception as exc:  # any serialization failure is a declaration problem
+            self.error(
+                path,
+                origin,
+                f"the default {value!r} cannot be written as JSON ({exc})",
+                "use a default of the field's type",
+            )
+            return
+        if encoded in ([], {}) and not isinstance(value, BaseModel):
+            # An absent list or map already means empty in Kubernetes; a schema default
+            # would only make the server write [] or {} into every object.
+            return
+        node["default"] = encoded
+
+    # -- types ------------------------------------------------------------------
+
+    def type_node(self, tp: Any, path: SchemaPath, origin: str) -> dict[str, Any]:
+        """Schema for a type annotation (without field-level declarations)."""
+        origin_type = get_origin(tp)
+        if origin_type is typing.Annotated:
+            base, *metadata = get_args(tp)
+            node = self.type_node(base, path, origin)
+            decl = _declarations(metadata)
+            for key in ("json_name", "default"):
+                if key in decl:
+                    self.error(
+                        path,
+                        origin,
+                        f"{key} declared inside a nested type annotation has no effect",
+                        f"declare {key} on the field itself",
+                    )
+            description = decl.pop("description", None)
+            self.apply(node, decl, path, origin)
+            if description and "description" not in node:
+                node["description"] = inspect.cleandoc(description)
+            return node
+        if origin_type in (Union, types.UnionType):
+            return self._union(tp, path, origin)
+        if tp is Any or tp is object:
+            return {"x-kubernetes-preserve-unknown-fields": True}
+        if origin_type is Literal:
+            return self._enum_node(list(get_args(tp)), path, origin, what="Literal")
+        if isinstance(tp, type) and issubclass(tp, enum.Enum):
+            return self._enum_node([m.value for m in tp], path, origin, what=type_name(tp))
+        if tp is bool:
+            return {"type": "boolean"}
+        if tp is int:
+            return {"type": "integer"}
+        if tp is float:
+            return {"type": "number"}
+        if tp is str:
+            return {"type": "string"}
+        if tp is dt.datetime:
+            return {"type": "string", "format": "date-time"}
+        if tp is dt.date:
+            return {"type": "string", "format": "date"}
+        if tp is uuid.UUID:
+            return {"type": "string", "format": "uuid"}
+        if tp is bytes:
+            self.error(
+                path,
+                origin,
+                "bytes fields do not round-trip through the API server's JSON",
+                "use str with sp.field(format='byte') and base64-encode explicitly",
+            )
+            return {"type": "string", "format": "byte"}
+        container = origin_type or tp
+        if container in _SEQUENCES or container in _SETS:
+            return self._array(tp, container, path, origin)
+        if container in _MAPPINGS:
+            return self._mapping(tp, path, origin)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            return self.model_node(tp, path, origin)
+        self.error(
+            path,
+            origin,
+            f"type {type_name(tp)} has no schema mapping",
+            "use str, int, float, bool, datetime, Literal/Enum, list, dict, a setpoint "
+            "Model, or Any for free-form data",
+        )
+        return {"x-kubernetes-preserve-unknown-fields": True}
+
+    def _union(self, tp: Any, path: SchemaPath, origin: str) -> dict[str, Any]:
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return self.type_node(args[0], path, origin)
+        if sorted(args, key=repr) == sorted([int, str], key=repr):
+            return {
+                "anyOf": [{"type": "integer"}, {"type": "string"}],
+                "x-kubernetes-int-or-string": True,
+            }
+        names = " | ".join(type_name(a) for a in args)
+        self.error(
+            path,
+            origin,
+            f"union {names} cannot be expressed in a structural schema",
+            "use int | str (IntOrString), a Model with one optional field per alternative "
+            "(plus a CEL rule requiring exactly one), or Any",
+        )
+        return {"x-kubernetes-preserve-unknown-fields": True}
+
+    def _enum_node(
+        self, values: list[Any], path: SchemaPath, origin: str, *, what: str
+    ) -> dict[str, Any]:
+        kinds = {_json_kind(v) for v in values}
+        if len(kinds) != 1 or None in kinds:
+            self.error(
+                path,
+                origin,
+                f"{what} mixes value types {sorted(str(k) for k in kinds)}",
+                "use values of a single type (all strings, all integers or all booleans)",
+            )
+            return {"x-kubernetes-preserve-unknown-fields": True}
+        return {"type": kinds.pop(), "enum": list(values)}
+
+    def _array(self, tp: Any, container: Any, path: SchemaPath, origin: str) -> dict[str, Any]:
+        args = get_args(tp)
+        if container is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            self.error(
+                path,
+                origin,
+                f"fixed-length tuple {type_name(tp)} has no structural schema",
+                "use tuple[T, ...] or list[T], or a Model with named fields",
+            )
+            return {"type": "array", "items": {"x-kubernetes-preserve-unknown-fields": True}}
+        item_type = args[0] if args else Any
+        items = self.type_node(item_type, (*path, "items"), origin)
+        node: dict[str, Any] = {"type": "array", "items": items}
+        if container in _SETS:
+            node["x-kubernetes-list-type"] = "set"
+            _make_set_items_atomic(items)
+        return node
+
+    def _mapping(self, tp: Any, path: SchemaPath, origin: str) -> dict[str, Any]:
+        args = get_args(tp)
+        key_type, value_type = args if len(args) == 2 else (str, Any)
+        if key_type is not str:
+            self.error(
+                path,
+                origin,
+                f"map keys must be str, not {type_name(key_type)} (JSON object keys are strings)",
+                "type the field as dict[str, T]",
+            )
+        if value_type is Any or value_type is object:
+            return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        values = self.type_node(value_type, (*path, "additionalProperties"), origin)
+        return {"type": "object", "additionalProperties": values}
+
+    # -- declarations -----------------------------------------------------------
+
+    def apply(
+        self, node: dict[str, Any], decl: dict[str, Any], path: SchemaPath, origin: str
+    ) -> None:
+        """Apply field declarations to a typed node, checking each fits the node's type."""
+        node_type = node.get("type")
+        int_or_string = bool(node.get("x-kubernetes-int-or-string"))
+        numeric = node_type in ("integer", "number")
+        stringy = node_type == "string" or int_or_string
+
+        def misplaced(what: str, applies_to: str, hint: str = "") -> None:
+            shown = node_type or ("int-or-string" if int_or_string else "untyped")
+            self.error(
+                path,
+                origin,
+                f"{what} applies to {applies_to}, but the field is {shown}",
+                hint or f"remove {what}, or declare it on a field of the right type",
+            )
+
+        for key, schema_key in (
+            ("minimum", "minimum"),
+            ("maximum", "maximum"),
+            ("multiple_of", "multipleOf"),
+        ):
+            if key in decl:
+                if numeric:
+                    node[schema_key] = decl[key]
+                else:
+                    misplaced(key, "integer and number fields")
+        if decl.get("exclusive_minimum") and numeric:
+            node["exclusiveMinimum"] = True
+        if decl.get("exclusive_maximum") and numeric:
+            node["exclusiveMaximum"] = True
+
+        for key, schema_key in (
+            ("min_length", "minLength"),
+            ("max_length", "maxLength"),
+            ("pattern", "pattern"),
+        ):
+            if key in decl:
+                if stringy:
+                    node[schema_key] = decl[key]
+                else:
+                    hint = (
+                        f"to constrain each item, annotate the item type: "
+                        f"list[Annotated[str, sp.field({key}=...)]]"
+                        if node_type == "array"
+                        else ""
+                    )
+                    misplaced(key, "string fields", hint)
+        # Generic lengths (pydantic min_length/max_length, annotated_types.Len) map by type.
+        for bound, by_type in (
+            ("len_min", {"string": "minLength", "array": "minItems", "object": "minProperties"}),
+            ("len_max", {"string": "maxLength", "array": "maxItems", "object": "maxProperties"}),
+        ):
+            if bound in decl:
+                target = by_type.get("string" if int_or_string else str(node_type))
+                if target:
+                    node[target] = decl[bound]
+                else:
+                    misplaced("a length limit", "strings, lists and maps")
+        if "format" in decl:
+            if node_type in ("string", "integer", "number") or int_or_string:
+                node["format"] = decl["format"]
+            else:
+                misplaced("format", "string and number fields")
+        if "enum" in decl:
+            values = list(decl["enum"])
+            expected = "string" if int_or_string else node_type
+            wrong = [v for v in values if _json_kind(v) != expected and not int_or_string]
+            if node_type not in ("string", "integer", "number", "boolean") and not int_or_string:
+                misplaced("enum", "scalar fields")
+            elif wrong:
+                self.error(
+                    path,
+                    origin,
+                    f"enum values {wrong} are not of the field's type {node_type}",
+                    "list values of the field's type",
+                )
+            else:
+                node["enum"] = values
+
+        array_keys = ("min_items", "max_items")
+        for key, schema_key in zip(array_keys, ("minItems", "maxItems"), strict=True):
+            if key in decl:
+                if node_type == "array":
+                    node[schema_key] = decl[key]
+                else:
+                    misplaced(key, "list fields")
+        list_type = decl.get("list_type") or (
+            "map" if decl.get("list_map_keys") else ("set" if decl.get("unique_items") else None)
+        )
+        if list_type is not None:
+            if node_type != "array":
+                misplaced("list_type/unique_items/list_map_keys", "list fields")
+            else:
+                node["x-kubernetes-list-type"] = list_type
+                items = node.get("items", {})
+                if list_type == "set":
+                    _make_set_items_atomic(items)
+                if list_type == "map":
+                    properties = items.get("properties") or {}
+                    keys = []
+                    for key in decl.get("list_map_keys", ()):
+                        # Accept Python names too; the schema needs the JSON names.
+                        derived = json_name_for(key)
+                        use_derived = key not in properties and derived in properties
+                        keys.append(derived if use_derived else key)
+                    node["x-kubernetes-list-map-keys"] = keys
+        for key, schema_key in (
+            ("min_properties", "minProperties"),
+            ("max_properties", "maxProperties"),
+        ):
+            if key in decl:
+                if node_type == "object":
+                    node[schema_key] = decl[key]
+                else:
+                    misplaced(key, "model and dict fields")
+        if "map_type" in decl:
+            if node_type == "object":
+                node["x-kubernetes-map-type"] = decl["map_type"]
+            else:
+                misplaced("map_type", "model and dict fields")
+        if decl.get("nullable"):
+            node["nullable"] = True
+        if decl.get("rules"):
+            existing = node.setdefault("x-kubernetes-validations", [])
+            existing.extend(rule.to_schema() for rule in decl["rules"])
+        if decl.get("preserve_unknown_fields"):
+            if node_type in (None, "object") and not int_or_string:
+                node["x-kubernetes-preserve-unknown-fields"] = True
+            else:
+                misplaced("preserve_unknown_fields", "model, dict and Any fields")
+        if decl.get("embedded_resource"):
+            if node_type == "object" or (node_type is None and not int_or_string):
+                node["type"] = "object"
+                node["x-kubernetes-embedded-resource"] = True
+                if "properties" not in node:
+                    node["x-kubernetes-preserve-unknown-fields"] = True
+            else:
+                misplaced("embedded_resource", "object fields (a Resource class or dict[str, Any])")
+        if "title" in decl:
+            node["title"] = decl["title"]
+        if "example" in decl:
+            node["example"] = decl["example"]
+
+
+def _copy(node: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        out[key] = _copy(value) if isinstance(value, dict) else value
+    return out
+
+
+def _make_set_items_atomic(items: dict[str, Any]) -> None:
+    # The server requires object items of a set to be atomic (compared as whole values).
+    if items.get("type") == "object":
+        items["x-kubernetes-map-type"] = "atomic"
+
+
+def _json_kind(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return None
+
+
+def _allows_none(tp: Any) -> bool:
+    if tp is None or tp is type(None):
+        return True
+    origin = get_origin(tp)
+    if origin is typing.Annotated:
+        return _allows_none(get_args(tp)[0])
+    if origin in (Union, types.UnionType):
+        return any(_allows_none(arg) for arg in get_args(tp))
+    return False
+
+
+_FIELD_SCHEMA_DEFAULTS = {f.name: f.default for f in fields(FieldSchema)}
+
+
+def _declarations(metadata: Iterable[Any]) -> dict[str, Any]:
+    """Merge FieldSchema, nested FieldInfo and annotated_types constraints into one mapping."""
+    decl: dict[str, Any] = {}
+    for item in metadata:
+        if isinstance(item, FieldSchema):
+            for name, default in _FIELD_SCHEMA_DEFAULTS.items():
+                value = getattr(item, name)
+                if value != default:
+                    decl[name] = value
+        elif isinstance(item, FieldInfo):
+            decl.update(_declarations(item.metadata))
+            if item.description:
+                decl["description"] = item.description
+            if item.alias_priority == 2:
+                decl["json_name"] = item.alias
+            if item.default is not PydanticUndefined or item.default_factory is not None:
+                decl["default"] = True
+        elif isinstance(item, annotated_types.Gt):
+            decl.update(minimum=item.gt, exclusive_minimum=True)
+        elif isinstance(item, annotated_types.Ge):
+            decl["minimum"] = item.ge
+        elif isinstance(item, annotated_types.Lt):
+            decl.update(maximum=item.lt, exclusive_maximum=True)
+        elif isinstance(item, annotated_types.Le):
+            decl["maximum"] = item.le
+        elif isinstance(item, annotated_types.MultipleOf):
+            decl["multiple_of"] = item.multiple_of
+        elif isinstance(item, annotated_types.MinLen):
+            decl["len_min"] = item.min_length
+        elif isinstance(item, annotated_types.MaxLen):
+            decl["len_max"] = item.max_length
+        elif isinstance(item, StringConstraints):
+            if item.min_length is not None:
+                decl["min_length"] = item.min_length
+            if item.max_length is not None:
+                decl["max_length"] = item.max_length
+            if isinstance(item.pattern, str):
+                decl["pattern"] = item.pattern
+        elif isinstance(item, annotated_types.GroupedMetadata):
+            decl.update(_declarations(item))  # Interval, Len: iterate their parts
+        elif isinstance(getattr(item, "pattern", None), str):
+            # pydantic's Field(pattern=...) / StringConstraints metadata
+            decl["pattern"] = item.pattern
+    return decl

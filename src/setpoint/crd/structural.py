@@ -1,0 +1,959 @@
+"""Local check of a CRD schema against the API server's structural-schema rules.
+
+The API server (apiextensions-apiserver) rejects a CustomResourceDefinition
+whose ``openAPIV3Schema`` is not *structural* or breaks one of its schema
+rules. :func:`validate_structural` applies the same rules offline, so
+``setpoint generate crd`` fails with a precise message instead of the apply
+failing later. It covers:
+
+* structure: every node typed (unless int-or-string or preserve-unknown),
+  arrays with ``items``, object root, no ``additionalProperties`` at the root,
+  ``properties`` and ``additionalProperties`` never together;
+* forbidden keywords: ``$ref``, ``definitions``, ``dependencies``,
+  ``patternProperties``, ``additionalItems``, ``id``, ``uniqueItems: true``,
+  ``type: null``, ``x-kubernetes-preserve-unknown-fields: false``;
+* logic junctors (allOf/anyOf/oneOf/not): no type, description, default,
+  title, nullable, additionalProperties or x-kubernetes extensions inside, and
+  every property they mention also declared outside them;
+* metadata: at the root only ``name``/``generateName`` may be constrained;
+  no defaults under top-level apiVersion/kind/metadata;
+* extensions: int-or-string, embedded resources, list types and map keys,
+  map types, CEL rule fields (rule, message, fieldPath, reason);
+* defaults: each ``default`` must itself be valid against its node and must
+  not contain fields the schema would prune;
+* with the status subresource, only the keywords the server allows at the root.
+
+CEL expressions themselves are compiled only by the server.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from setpoint.crd.errors import SchemaPath, StructuralError
+
+__all__ = ["validate_default", "validate_structural"]
+
+_TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean"})
+
+_KNOWN_KEYS = frozenset(
+    {
+        "type",
+        "format",
+        "title",
+        "description",
+        "default",
+        "maximum",
+        "exclusiveMaximum",
+        "minimum",
+        "exclusiveMinimum",
+        "maxLength",
+        "minLength",
+        "pattern",
+        "maxItems",
+        "minItems",
+        "uniqueItems",
+        "multipleOf",
+        "enum",
+        "maxProperties",
+        "minProperties",
+        "required",
+        "items",
+        "allOf",
+        "oneOf",
+        "anyOf",
+        "not",
+        "properties",
+        "additionalProperties",
+        "nullable",
+        "example",
+        "externalDocs",
+        "x-kubernetes-preserve-unknown-fields",
+        "x-kubernetes-embedded-resource",
+        "x-kubernetes-int-or-string",
+        "x-kubernetes-list-map-keys",
+        "x-kubernetes-list-type",
+        "x-kubernetes-map-type",
+        "x-kubernetes-validations",
+    }
+)
+
+_UNSUPPORTED = {
+    "$ref": "CRD schemas cannot reference other schemas; inline the referenced schema",
+    "definitions": "CRD schemas cannot hold definitions; inline each schema where it is used",
+    "dependencies": "use CEL rules (x-kubernetes-validations) to relate fields instead",
+    "patternProperties": "use additionalProperties (a dict[str, T] field) plus a CEL rule",
+    "additionalItems": "describe the item type with items",
+    "id": "remove the id keyword",
+    "$schema": "remove the $schema keyword",
+}
+
+# Keywords allowed at the root when the status subresource is on: the server extracts
+# properties.status as the status schema, so nothing may constrain the root otherwise.
+_ROOT_WITH_STATUS = frozenset(
+    {
+        "description",
+        "type",
+        "format",
+        "title",
+        "maximum",
+        "exclusiveMaximum",
+        "minimum",
+        "exclusiveMinimum",
+        "maxLength",
+        "minLength",
+        "pattern",
+        "maxItems",
+        "minItems",
+        "uniqueItems",
+        "multipleOf",
+        "required",
+        "items",
+        "properties",
+        "externalDocs",
+        "example",
+        "x-kubernetes-preserve-unknown-fields",
+        "x-kubernetes-validations",
+    }
+)
+
+# Inside allOf/anyOf/oneOf/not only value validations are allowed.
+_FORBIDDEN_IN_JUNCTOR = {
+    "type": "type",
+    "default": "a default",
+    "title": "a title",
+    "description": "a description",
+    "nullable": "nullable",
+    "externalDocs": "externalDocs",
+    "additionalProperties": "additionalProperties",
+    "x-kubernetes-preserve-unknown-fields": "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-embedded-resource": "x-kubernetes-embedded-resource",
+    "x-kubernetes-int-or-string": "x-kubernetes-int-or-string",
+    "x-kubernetes-list-map-keys": "x-kubernetes-list-map-keys",
+    "x-kubernetes-list-type": "x-kubernetes-list-type",
+    "x-kubernetes-map-type": "x-kubernetes-map-type",
+    "x-kubernetes-validations": "CEL rules",
+}
+
+_INT_OR_STRING_ANY_OF = [{"type": "integer"}, {"type": "string"}]
+_VALIDATION_REASONS = frozenset(
+    {"FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired", "FieldValueDuplicate"}
+)
+_META_FIELDS = frozenset({"apiVersion", "kind", "metadata"})
+# Python regex syntax RE2 (the server's engine) does not support.
+_NON_RE2 = re.compile(r"\(\?[=!]|\(\?<[=!]|\\[1-9]|\(\?P=")
+
+
+@dataclass(frozen=True)
+class _Where:
+    """What the walk knows about the node's surroundings."""
+
+    level: str  # "root", "field" or "item"
+    inside_resource_meta: bool = False
+    defaults_forbidden: str | None = None  # the reason, when defaults are not allowed here
+
+
+def validate_structural(
+    schema: Mapping[str, Any], *, status_subresource: bool = False
+) -> list[StructuralError]:
+    """Check an ``openAPIV3Schema`` against the API server's rules; return every problem.
+
+    An empty list means the API server accepts the schema (CEL expressions
+    aside, which only the server compiles). Errors are ordered by location.
+    ``status_subresource`` applies the stricter root rules the server uses
+    when the status subresource is enabled.
+    """
+    errors: list[StructuralError] = []
+    if not isinstance(schema, Mapping):
+        return [
+            StructuralError(
+                schema_path=(),
+                message="the schema is not an object",
+                fix="pass the openAPIV3Schema mapping",
+            )
+        ]
+    if status_subresource:
+        extra = sorted(k for k in schema if k not in _ROOT_WITH_STATUS)
+        if extra:
+            errors.append(
+                StructuralError(
+                    schema_path=(),
+                    message=f"with the status subresource the root may not use {extra}",
+                    fix="move those constraints into spec or status, or use a CEL rule "
+                    "on the resource class",
+                )
+            )
+    if schema.get("nullable"):
+        errors.append(
+            StructuralError(
+                schema_path=("nullable",),
+                message="the root cannot be nullable",
+                fix="remove nullable from the resource class",
+            )
+        )
+    _walk(schema, (), _Where("root"), errors)
+    errors.sort(key=lambda e: (tuple(str(p) for p in e.schema_path), e.message))
+    return errors
+
+
+def _err(errors: list[StructuralError], path: SchemaPath, message: str, fix: str) -> None:
+    errors.append(StructuralError(schema_path=path, message=message, fix=fix))
+
+
+def _walk(
+    node: Mapping[str, Any], path: SchemaPath, where: _Where, errors: list[StructuralError]
+) -> None:
+    if not isinstance(node, Mapping):
+        _err(errors, path, "schema node is not an object", "describe the field with a schema")
+        return
+    _check_keywords(node, path, where, errors)
+    _check_structure(node, path, where, errors)
+    _check_extensions(node, path, errors)
+    _check_validations(node, path, errors)
+    for junctor in ("allOf", "anyOf", "oneOf"):
+        branches = node.get(junctor)
+        if branches is None:
+            continue
+        if not isinstance(branches, list):
+            _err(errors, (*path, junctor), f"{junctor} must be a list", "list the sub-schemas")
+            continue
+        for i, branch in enumerate(branches):
+            skip = (junctor == "anyOf" and _is_int_or_string_any_of(node)) or (
+                junctor == "allOf" and i == 0 and _is_int_or_string_all_of(node)
+            )
+            _check_junctor_branch(branch, node, (*path, junctor, i), errors, skip_any_of=skip)
+    if "not" in node:
+        _check_junctor_branch(node["not"], node, (*path, "not"), errors, skip_any_of=False)
+    if "default" in node:
+        if where.defaults_forbidden:
+            _err(
+                errors,
+                (*path, "default"),
+                f"defaults are not allowed {where.defaults_forbidden}",
+                "remove the default; the API server manages these fields",
+            )
+        else:
+            errors.extend(validate_default(node["default"], node, (*path, "default")))
+
+    properties = node.get("properties")
+    if isinstance(properties, Mapping):
+        is_resource_root = where.level == "root" or bool(node.get("x-kubernetes-embedded-resource"))
+        for name in sorted(properties):
+            child_where = _Where(
+                "field",
+                inside_resource_meta=where.inside_resource_meta,
+                defaults_forbidden=where.defaults_forbidden,
+            )
+            if is_resource_root and name in _META_FIELDS:
+                child_where = replace(child_where, inside_resource_meta=True)
+                if where.level == "root":
+                    child_where = replace(child_where, defaults_forbidden=f"in top-level {name}")
+            _walk(properties[name], (*path, "properties", name), child_where, errors)
+    elif properties is not None:
+        _err(errors, (*path, "properties"), "properties must be an object", "map names to schemas")
+    items = node.get("items")
+    if isinstance(items, Mapping):
+        _walk(items, (*path, "items"), replace(where, level="item"), errors)
+    elif items is not None:
+        _err(
+            errors,
+            (*path, "items"),
+            "items must be a single schema, not a list (tuples are not supported)",
+            "type the field as list[T] (or tuple[T, ...])",
+        )
+    additional = node.get("additionalProperties")
+    if isinstance(additional, Mapping):
+        child = replace(where, level="field")
+        if where.inside_resource_meta:
+            child = replace(
+                child, defaults_forbidden="inside additionalProperties applying to object metadata"
+            )
+        _walk(additional, (*path, "additionalProperties"), child, errors)
+
+
+def _check_keywords(
+    node: Mapping[str, Any], path: SchemaPath, where: _Where, errors: list[StructuralError]
+) -> None:
+    for key in node:
+        if key in _UNSUPPORTED:
+            _err(errors, (*path, key), f"{key} is not supported in CRD schemas", _UNSUPPORTED[key])
+        elif key not in _KNOWN_KEYS:
+            _err(
+                errors,
+                (*path, key),
+                f"{key!r} is not a CRD schema keyword",
+                "remove it; see apiextensions.k8s.io/v1 JSONSchemaProps for the allowed keys",
+            )
+    node_type = node.get("type")
+    if node_type is not None and node_type not in _TYPES:
+        fix = (
+            "use nullable: true (sp.field(nullable=True)) instead of type null"
+            if node_type == "null"
+            else f"use one of {sorted(_TYPES)}"
+        )
+        _err(errors, (*path, "type"), f"type {node_type!r} is not allowed", fix)
+    if node.get("uniqueItems") is True:
+        _err(
+            errors,
+            (*path, "uniqueItems"),
+            "uniqueItems: true is forbidden (the check is quadratic)",
+            "declare the list as a set: sp.field(unique_items=True) or a set[T] type, "
+            "which emits x-kubernetes-list-type: set",
+        )
+    if where.inside_resource_meta and node.get("x-kubernetes-embedded-resource"):
+        _err(
+            errors,
+            (*path, "x-kubernetes-embedded-resource"),
+            "embedded resources cannot appear inside apiVersion, kind or metadata",
+            "move the embedded resource out of metadata",
+        )
+    pattern = node.get("pattern")
+    if pattern is not None:
+        if not isinstance(pattern, str):
+            _err(errors, (*path, "pattern"), "pattern must be a string", "write a regex")
+        else:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                _err(
+                    errors,
+                    (*path, "pattern"),
+                    f"pattern {pattern!r} is not a regular expression ({exc})",
+                    "fix the regular expression",
+                )
+            else:
+                if _NON_RE2.search(pattern):
+                    _err(
+                        errors,
+                        (*path, "pattern"),
+                        f"pattern {pattern!r} uses lookaround or backreferences, which the "
+                        "API server's RE2 engine does not support",
+                        "rewrite the pattern without them, or use a CEL rule",
+                    )
+
+
+def _check_structure(
+    node: Mapping[str, Any], path: SchemaPath, where: _Where, errors: list[StructuralError]
+) -> None:
+    node_type = node.get("type")
+    int_or_string = bool(node.get("x-kubernetes-int-or-string"))
+    preserve = bool(node.get("x-kubernetes-preserve-unknown-fields"))
+    embedded = bool(node.get("x-kubernetes-embedded-resource"))
+    if node_type == "array" and "items" not in node:
+        _err(errors, path, "an array must declare items", "type the list's items")
+    if embedded and node_type != "object":
+        _err(
+            errors,
+            (*path, "type"),
+            "an embedded resource must have type object",
+            "embed a Resource class or a dict[str, Any] field",
+        )
+    elif not node_type and not int_or_string and not preserve:
+        what = {
+            "root": "at the root",
+            "item": "for array items",
+            "field": "for object fields",
+        }[where.level]
+        _err(
+            errors,
+            (*path, "type"),
+            f"type must not be empty {what}",
+            "give the field a concrete type, or declare preserve_unknown_fields=True "
+            "for free-form data",
+        )
+    if where.level == "root" and node_type not in (None, "object"):
+        _err(errors, (*path, "type"), "the root must have type object", "use type object")
+    additional = node.get("additionalProperties")
+    if additional is not None:
+        if where.level == "root" or embedded:
+            _err(
+                errors,
+                (*path, "additionalProperties"),
+                "additionalProperties is not allowed at the root of a resource",
+                "declare the resource's fields (spec, status) instead of a map",
+            )
+        if "properties" in node:
+            _err(
+                errors,
+                (*path, "additionalProperties"),
+                "properties and additionalProperties are mutually exclusive",
+                "use a model (properties) for structs and dict[str, T] "
+                "(additionalProperties) for maps, not both on one field",
+            )
+        if additional is False:
+            _err(
+                errors,
+                (*path, "additionalProperties"),
+                "additionalProperties: false is not allowed (Kubernetes prunes unknown fields)",
+                "remove it; unknown fields are pruned by the server unless preserved",
+            )
+    if int_or_string:
+        if preserve:
+            _err(
+                errors,
+                (*path, "x-kubernetes-preserve-unknown-fields"),
+                "must be false if x-kubernetes-int-or-string is true",
+                "drop preserve_unknown_fields from the int-or-string field",
+            )
+        if embedded:
+            _err(
+                errors,
+                (*path, "x-kubernetes-embedded-resource"),
+                "must be false if x-kubernetes-int-or-string is true",
+                "drop embedded_resource from the int-or-string field",
+            )
+        if node_type:
+            _err(
+                errors,
+                (*path, "type"),
+                "an int-or-string node must not set type",
+                "leave the type out; x-kubernetes-int-or-string implies it",
+            )
+    properties = node.get("properties")
+    check_meta = where.level == "root" or embedded
+    if isinstance(properties, Mapping) and check_meta:
+        for name in ("apiVersion", "kind"):
+            sub = properties.get(name)
+            if isinstance(sub, Mapping) and sub.get("type") != "string":
+                _err(
+                    errors,
+                    (*path, "properties", name, "type"),
+                    f"{name} must have type string",
+                    f"do not declare a field named {name!r}",
+                )
+        meta = properties.get("metadata")
+        if isinstance(meta, Mapping):
+            if meta.get("type") != "object":
+                _err(
+                    errors,
+                    (*path, "properties", "metadata", "type"),
+                    "metadata must have type object",
+                    "keep the standard ObjectMeta metadata field",
+                )
+            if where.level == "root":
+                _check_root_metadata(meta, (*path, "properties", "metadata"), errors)
+    if embedded and not preserve and not properties:
+        _err(
+            errors,
+            (*path, "properties"),
+            "an embedded resource without x-kubernetes-preserve-unknown-fields needs properties",
+            "type the field with a Resource class, or declare preserve_unknown_fields=True",
+        )
+
+
+def _check_root_metadata(
+    meta: Mapping[str, Any], path: SchemaPath, errors: list[StructuralError]
+) -> None:
+    allowed_keys = {"type", "properties"}
+    extra = sorted(set(meta) - allowed_keys)
+    props = meta.get("properties") or {}
+    extra_props = (
+        sorted(set(props) - {"name", "generateName"}) if isinstance(props, Mapping) else []
+    )
+    if extra or extra_props:
+        _err(
+            errors,
+            path,
+            "metadata at the root may only restrict name and generateName "
+            f"(found {extra + [f'properties.{p}' for p in extra_props]})",
+            "keep `metadata: {type: object}`; validate labels or annotations with a CEL rule",
+        )
+
+
+def _check_extensions(
+    node: Mapping[str, Any], path: SchemaPath, errors: list[StructuralError]
+) -> None:
+    node_type = node.get("type")
+    if node.get("x-kubernetes-preserve-unknown-fields") is False:
+        _err(
+            errors,
+            (*path, "x-kubernetes-preserve-unknown-fields"),
+            "must be true or absent",
+            "remove it (false is the default)",
+        )
+    map_type = node.get("x-kubernetes-map-type")
+    if map_type is not None:
+        if node_type != "object":
+            _err(
+                errors,
+                (*path, "type"),
+                "must be object if x-kubernetes-map-type is specified",
+                "declare map_type only on model or dict fields",
+            )
+        if map_type not in ("atomic", "granular"):
+            _err(
+                errors,
+                (*path, "x-kubernetes-map-type"),
+                f"map type {map_type!r} is not one of atomic, granular",
+                "use map_type='atomic' or 'granular'",
+            )
+    list_type = node.get("x-kubernetes-list-type")
+    keys = node.get("x-kubernetes-list-map-keys") or []
+    items = node.get("items") if isinstance(node.get("items"), Mapping) else None
+    if list_type is not None:
+        if node_type != "array":
+            _err(
+                errors,
+                (*path, "type"),
+                "must be array if x-kubernetes-list-type is specified",
+                "declare list_type only on list fields",
+            )
+        if list_type not in ("atomic", "set", "map"):
+            _err(
+                errors,
+                (*path, "x-kubernetes-list-type"),
+                f"list type {list_type!r} is not one of atomic, set, map",
+                "use list_type='atomic', 'set' or 'map'",
+            )
+    if keys and list_type != "map":
+        _err(
+            errors,
+            (*path, "x-kubernetes-list-type"),
+            "must be map if x-kubernetes-list-map-keys is non-empty",
+            "declare list_type='map' (or drop list_map_keys)",
+        )
+    if items is not None and list_type in ("set", "map") and items.get("nullable"):
+        _err(
+            errors,
+            (*path, "items", "nullable"),
+            f"items of a {list_type} list cannot be nullable",
+            "drop nullable=True from the item type",
+        )
+    if items is not None and list_type == "set":
+        if items.get("type") == "object" and items.get("x-kubernetes-map-type") != "atomic":
+            _err(
+                errors,
+                (*path, "items", "x-kubernetes-map-type"),
+                "object items of a set list must be atomic",
+                "declare the item model with map_type='atomic' (setpoint adds it for set[T])",
+            )
+        if items.get("type") == "array" and items.get("x-kubernetes-list-type") not in (
+            None,
+            "atomic",
+        ):
+            _err(
+                errors,
+                (*path, "items", "x-kubernetes-list-type"),
+                "list items of a set list must be atomic",
+                "declare the inner list with list_type='atomic'",
+            )
+    if list_type == "map":
+        if not keys:
+            _err(
+                errors,
+                (*path, "x-kubernetes-list-map-keys"),
+                "must not be empty if x-kubernetes-list-type is map",
+                "name the item fields that identify an entry with list_map_keys=[...]",
+            )
+        if items is None:
+            return
+        if items.get("type") != "object":
+            _err(
+                errors,
+                (*path, "items", "type"),
+                "items of a map list must be objects",
+                "make the items a model with the key fields",
+            )
+            return
+        item_props = items.get("properties") or {}
+        required = set(items.get("required") or ())
+        if len(set(keys)) != len(keys):
+            _err(
+                errors,
+                (*path, "x-kubernetes-list-map-keys"),
+                f"map keys {list(keys)} contain duplicates",
+                "name each key once",
+            )
+        for key in keys:
+            prop = item_props.get(key)
+            if not isinstance(prop, Mapping):
+                _err(
+                    errors,
+                    (*path, "x-kubernetes-list-map-keys"),
+                    f"map key {key!r} is not a field of the items",
+                    "name item fields by their JSON (or Python) names",
+                )
+                continue
+            if prop.get("type") in ("array", "object"):
+                _err(
+                    errors,
+                    (*path, "items", "properties", key, "type"),
+                    f"map key {key!r} must be a scalar, not {prop.get('type')}",
+                    "key the list by a string, integer or boolean field",
+                )
+            if key not in required and "default" not in prop:
+                _err(
+                    errors,
+                    (*path, "items", "properties", key, "default"),
+                    f"map key {key!r} must be required or have a default",
+                    "make the key field required (no default) or give it a default",
+                )
+            if prop.get("nullable"):
+                _err(
+                    errors,
+                    (*path, "items", "properties", key, "nullable"),
+                    f"map key {key!r} cannot be nullable",
+                    "drop nullable=True from the key field",
+                )
+
+
+def _check_validations(
+    node: Mapping[str, Any], path: SchemaPath, errors: list[StructuralError]
+) -> None:
+    rules = node.get("x-kubernetes-validations")
+    if rules is None:
+        return
+    if not isinstance(rules, list):
+        _err(errors, (*path, "x-kubernetes-validations"), "must be a list", "list the rules")
+        return
+    for i, rule in enumerate(rules):
+        at: SchemaPath = (*path, "x-kubernetes-validations", i)
+        if not isinstance(rule, Mapping):
+            _err(errors, at, "a rule must be an object", "use sp.Rule(...)")
+            continue
+        unknown = sorted(
+            set(rule)
+            - {"rule", "message", "messageExpression", "fieldPath", "reason", "optionalOldSelf"}
+        )
+        if unknown:
+            _err(errors, at, f"unknown rule keys {unknown}", "use the fields of sp.Rule")
+        text = str(rule.get("rule") or "").strip()
+        message = rule.get("message")
+        if not text:
+            _err(errors, (*at, "rule"), "rule is not specified", "write the CEL expression")
+        if message is not None and not str(message).strip():
+            _err(errors, (*at, "message"), "message must be non-empty if specified", "write it")
+        elif message is not None and ("\n" in str(message) or "\r" in str(message)):
+            _err(errors, (*at, "message"), "message must not contain line breaks", "use one line")
+        elif ("\n" in text or "\r" in text) and not str(message or "").strip():
+            _err(
+                errors,
+                (*at, "message"),
+                "message must be specified if the rule contains line breaks",
+                "add message=...",
+            )
+        expression = rule.get("messageExpression")
+        if expression is not None and not str(expression).strip():
+            _err(
+                errors,
+                (*at, "messageExpression"),
+                "messageExpression must be non-empty if specified",
+                "write the expression or drop it",
+            )
+        reason = rule.get("reason")
+        if reason is not None and reason not in _VALIDATION_REASONS:
+            _err(
+                errors,
+                (*at, "reason"),
+                f"reason {reason!r} is not supported",
+                f"use one of {sorted(_VALIDATION_REASONS)}",
+            )
+        field_path = rule.get("fieldPath")
+        if field_path is not None:
+            fp = str(field_path)
+            if not fp.strip() or "\n" in fp or "\r" in fp:
+                _err(
+                    errors,
+                    (*at, "fieldPath"),
+                    "fieldPath must be a non-empty single line",
+                    "write a path like '.max'",
+                )
+            elif not _field_path_exists(node, fp):
+                _err(
+                    errors,
+                    (*at, "fieldPath"),
+                    f"fieldPath {fp!r} does not name a field under this node",
+                    "use a path relative to the rule's node, with JSON names, e.g. '.spec.max'",
+                )
+
+
+_PATH_TOKEN = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\['((?:[^'\\]|\\.)*)'\]|\[(\d+)\]")
+
+
+def _field_path_exists(node: Mapping[str, Any], path: str) -> bool:
+    """Whether a CEL ``fieldPath`` (``.a.b['c'][0]``) resolves inside ``node``."""
+    pos = 0
+    current: Mapping[str, Any] = node
+    while pos < len(path):
+        match = _PATH_TOKEN.match(path, pos)
+        if match is None:
+            return False
+        pos = match.end()
+        name = match.group(1) if match.group(1) is not None else match.group(2)
+        if match.group(3) is not None:
+            items = current.get("items")
+            if not isinstance(items, Mapping):
+                return False
+            current = items
+            continue
+        properties = current.get("properties")
+        additional = current.get("additionalProperties")
+        if isinstance(properties, Mapping) and name in properties:
+            current = properties[name]
+        elif isinstance(additional, Mapping):
+            current = additional
+        else:
+            # Beyond preserved unknown fields any name may exist.
+            return bool(current.get("x-kubernetes-preserve-unknown-fields"))
+    return True
+
+
+def _is_int_or_string_any_of(node: Mapping[str, Any]) -> bool:
+    return node.get("anyOf") == _INT_OR_STRING_ANY_OF
+
+
+def _is_int_or_string_all_of(node: Mapping[str, Any]) -> bool:
+    all_of = node.get("allOf")
+    return (
+        isinstance(all_of, list)
+        and bool(all_of)
+        and isinstance(all_of[0], Mapping)
+        and all_of[0].get("anyOf") == _INT_OR_STRING_ANY_OF
+    )
+
+
+def _check_junctor_branch(
+    branch: Any,
+    structural: Mapping[str, Any] | None,
+    path: SchemaPath,
+    errors: list[StructuralError],
+    *,
+    skip_any_of: bool,
+) -> None:
+    """Check one allOf/anyOf/oneOf/not branch against the structural node beside it."""
+    if not isinstance(branch, Mapping):
+        _err(errors, path, "a junctor branch must be a schema", "write a schema object")
+        return
+    if skip_any_of:
+        return  # the sanctioned int-or-string pattern
+    for key, what in _FORBIDDEN_IN_JUNCTOR.items():
+        if key in branch:
+            _err(
+                errors,
+                (*path, key),
+                f"{what} is not allowed inside allOf/anyOf/oneOf/not",
+                "declare it on the field itself; keep only value validations in the junctor",
+            )
+    for key in ("$ref", "definitions", "dependencies", "patternProperties", "additionalItems"):
+        if key in branch:
+            _err(errors, (*path, key), f"{key} is not supported", _UNSUPPORTED[key])
+    props = branch.get("properties")
+    struct_props = (structural or {}).get("properties") or {}
+    if isinstance(props, Mapping):
+        if "metadata" in props:
+            _err(
+                errors,
+                (*path, "properties", "metadata"),
+                "metadata must not be specified in a nested context",
+                "constrain metadata with a CEL rule instead",
+            )
+        for name, sub in props.items():
+            if name not in struct_props:
+                _err(
+                    errors,
+                    (*path, "properties", name),
+                    f"property {name!r} is used inside a junctor but not declared on the node",
+                    "declare the field in the model so the schema stays structural",
+                )
+                continue
+            _check_junctor_branch(
+                sub, struct_props[name], (*path, "properties", name), errors, skip_any_of=False
+            )
+    items = branch.get("items")
+    if items is not None:
+        struct_items = (structural or {}).get("items")
+        if not isinstance(struct_items, Mapping):
+            _err(
+                errors,
+                (*path, "items"),
+                "items are used inside a junctor but the node declares none",
+                "type the list's items on the field",
+            )
+        else:
+            _check_junctor_branch(items, struct_items, (*path, "items"), errors, skip_any_of=False)
+    for junctor in ("allOf", "anyOf", "oneOf"):
+        for i, sub in enumerate(branch.get(junctor) or ()):
+            _check_junctor_branch(sub, structural, (*path, junctor, i), errors, skip_any_of=False)
+    if "not" in branch:
+        _check_junctor_branch(branch["not"], structural, (*path, "not"), errors, skip_any_of=False)
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+def validate_default(
+    value: Any, node: Mapping[str, Any], path: SchemaPath
+) -> list[StructuralError]:
+    """Check a ``default`` value against the schema node it belongs to.
+
+    The server rejects a CRD whose defaults do not validate or contain fields
+    its pruning would drop; this applies the schema's type, enum, bounds,
+    length, pattern, item and required rules (CEL rules aside).
+    """
+    errors: list[StructuralError] = []
+    _check_value(value, node, path, errors, where="default")
+    return errors
+
+
+def _check_value(
+    value: Any,
+    node: Mapping[str, Any],
+    path: SchemaPath,
+    errors: list[StructuralError],
+    *,
+    where: str,
+) -> None:
+    def bad(message: str) -> None:
+        _err(errors, path, f"{where} {_short(value)}: {message}", "fix the default value")
+
+    if value is None:
+        if not node.get("nullable"):
+            bad("null is not allowed here")
+        return
+    node_type = node.get("type")
+    if node.get("x-kubernetes-int-or-string"):
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            bad("must be an integer or a string")
+            return
+        node_type = "string" if isinstance(value, str) else "integer"
+    if node_type and not _is_type(value, node_type):
+        bad(f"is not of type {node_type}")
+        return
+    enum = node.get("enum")
+    if isinstance(enum, list) and value not in enum:
+        bad(f"is not one of {enum}")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        _check_number(value, node, bad)
+    if isinstance(value, str):
+        _check_string(value, node, bad)
+    if isinstance(value, list):
+        _check_list(value, node, path, errors, where=where, bad=bad)
+    if isinstance(value, dict):
+        _check_object(value, node, path, errors, where=where, bad=bad)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_type(value: Any, node_type: str) -> bool:
+    if node_type == "object":
+        return isinstance(value, dict)
+    if node_type == "array":
+        return isinstance(value, list)
+    if node_type == "string":
+        return isinstance(value, str)
+    if node_type == "boolean":
+        return isinstance(value, bool)
+    if node_type == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if node_type == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return True
+
+
+def _check_number(value: float, node: Mapping[str, Any], bad: Any) -> None:
+    minimum, maximum = node.get("minimum"), node.get("maximum")
+    if minimum is not None:
+        if node.get("exclusiveMinimum") and value <= minimum:
+            bad(f"must be greater than {minimum}")
+        elif value < minimum:
+            bad(f"must be at least {minimum}")
+    if maximum is not None:
+        if node.get("exclusiveMaximum") and value >= maximum:
+            bad(f"must be less than {maximum}")
+        elif value > maximum:
+            bad(f"must be at most {maximum}")
+    multiple = node.get("multipleOf")
+    if multiple:
+        quotient = value / multiple
+        if not math.isclose(quotient, round(quotient), rel_tol=0, abs_tol=1e-9):
+            bad(f"must be a multiple of {multiple}")
+
+
+def _check_string(value: str, node: Mapping[str, Any], bad: Any) -> None:
+    if node.get("minLength") is not None and len(value) < node["minLength"]:
+        bad(f"must be at least {node['minLength']} characters")
+    if node.get("maxLength") is not None and len(value) > node["maxLength"]:
+        bad(f"must be at most {node['maxLength']} characters")
+    pattern = node.get("pattern")
+    if isinstance(pattern, str):
+        try:
+            if re.search(pattern, value) is None:
+                bad(f"does not match pattern {pattern!r}")
+        except re.error:
+            pass  # reported on the pattern itself
+
+
+def _check_list(
+    value: list[Any],
+    node: Mapping[str, Any],
+    path: SchemaPath,
+    errors: list[StructuralError],
+    *,
+    where: str,
+    bad: Any,
+) -> None:
+    if node.get("minItems") is not None and len(value) < node["minItems"]:
+        bad(f"must have at least {node['minItems']} items")
+    if node.get("maxItems") is not None and len(value) > node["maxItems"]:
+        bad(f"must have at most {node['maxItems']} items")
+    items = node.get("items")
+    if isinstance(items, Mapping):
+        for i, item in enumerate(value):
+            _check_value(item, items, (*path, i), errors, where=where)
+    list_type = node.get("x-kubernetes-list-type")
+    if list_type == "set":
+        seen: list[Any] = []
+        for item in value:
+            if item in seen:
+                bad(f"repeats {_short(item)} in a set list")
+            seen.append(item)
+    elif list_type == "map":
+        keys = list(node.get("x-kubernetes-list-map-keys") or ())
+        seen_keys: set[tuple[str, ...]] = set()
+        for item in value:
+            if isinstance(item, dict):
+                ident = tuple(repr(item.get(k)) for k in keys)
+                if ident in seen_keys:
+                    bad(f"repeats the map key {dict(zip(keys, ident, strict=True))}")
+                seen_keys.add(ident)
+
+
+def _check_object(
+    value: dict[str, Any],
+    node: Mapping[str, Any],
+    path: SchemaPath,
+    errors: list[StructuralError],
+    *,
+    where: str,
+    bad: Any,
+) -> None:
+    if node.get("minProperties") is not None and len(value) < node["minProperties"]:
+        bad(f"must have at least {node['minProperties']} keys")
+    if node.get("maxProperties") is not None and len(value) > node["maxProperties"]:
+        bad(f"must have at most {node['maxProperties']} keys")
+    properties = node.get("properties")
+    additional = node.get("additionalProperties")
+    preserve = bool(node.get("x-kubernetes-preserve-unknown-fields"))
+    embedded = bool(node.get("x-kubernetes-embedded-resource"))
+    props: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
+    for key, sub in value.items():
+        if embedded and key == "metadata":
+            continue  # the server validates an embedded object's metadata as ObjectMeta
+        if key in props:
+            _check_value(sub, props[key], (*path, key), errors, where=where)
+        elif isinstance(additional, Mapping):
+            _check_value(sub, additional, (*path, key), errors, where=where)
+        elif not preserve and additional is not True and not (embedded and key in _META_FIELDS):
+            bad(f"has field {key!r} that the schema does not declare (it would be pruned)")
+    for key in node.get("required") or ():
+        prop = props.get(key)
+        has_default = isinstance(prop, Mapping) and "default" in prop
+        if key not in value and not has_default:
+            bad(f"is missing the required field {key!r}")
