@@ -1,0 +1,142 @@
+"""``setpoint generate crd|rbac``: manifests from the operator's Python types and rules.
+
+Both commands import the given modules (names, files or directories), find
+what was declared there and write kubebuilder-compatible files under
+``--output-dir`` (default ``config``):
+
+* ``generate crd``  -> ``config/crd/bases/<group>_<plural>.yaml``, one per kind;
+* ``generate rbac`` -> ``config/rbac/role.yaml``.
+
+Output is deterministic and unchanged files are not rewritten. ``--check``
+writes nothing and exits 1 when a file is out of date, for CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from setpoint.crd import (
+    DEFAULT_ROLE_NAME,
+    CRDGenerationError,
+    LoadError,
+    Manifest,
+    find_rbac_rules,
+    find_resources,
+    generate_crds,
+    generate_rbac,
+    import_targets,
+    write_manifests,
+)
+
+__all__ = ["register"]
+
+
+def _write(manifests: Sequence[Manifest], args: argparse.Namespace) -> int:
+    results = write_manifests(manifests, args.output_dir, check=args.check)
+    stale = [r for r in results if r.status != "unchanged"]
+    for result in results:
+        if args.check:
+            verdict = "up to date" if result.status == "unchanged" else "OUT OF DATE"
+        else:
+            verdict = result.status
+        print(f"{verdict:<12} {result.path}")
+    if args.check and stale:
+        print(
+            f"setpoint: {len(stale)} generated file(s) are out of date; run the same command "
+            "without --check and commit the result",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _cmd_crd(args: argparse.Namespace) -> int:
+    try:
+        modules = import_targets(args.targets)
+        resources = find_resources(modules)
+        if not resources:
+            print(
+                "setpoint: error: no @sp.resource classes found in "
+                f"{', '.join(args.targets)}; pass the modules that define them",
+                file=sys.stderr,
+            )
+            return 1
+        manifests = generate_crds(resources)
+    except (LoadError, CRDGenerationError) as exc:
+        print(f"setpoint: error: {exc}", file=sys.stderr)
+        return 1
+    return _write(manifests, args)
+
+
+def _cmd_rbac(args: argparse.Namespace) -> int:
+    try:
+        modules = import_targets(args.targets)
+        manifest = generate_rbac(
+            find_rbac_rules(modules), role_name=args.role_name, namespace=args.namespace
+        )
+    except (LoadError, ValueError) as exc:
+        print(f"setpoint: error: {exc}", file=sys.stderr)
+        return 1
+    return _write([manifest], args)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``generate`` command with its ``crd`` and ``rbac`` subcommands.
+
+    Each subcommand sets ``func``; ``main`` calls ``args.func(args)`` for the exit code.
+    """
+    parser = subparsers.add_parser(
+        "generate",
+        help="generate CRD and RBAC manifests from Python types",
+        description="Generate kubebuilder-compatible manifests from the operator's code.",
+    )
+    sub = parser.add_subparsers(dest="what", required=True, metavar="WHAT")
+
+    def common(command: argparse.ArgumentParser) -> None:
+        command.add_argument(
+            "targets",
+            nargs="+",
+            metavar="MODULE_OR_PATH",
+            help="importable module/package names, .py files or directories to scan",
+        )
+        command.add_argument(
+            "--output-dir",
+            type=Path,
+            default=Path("config"),
+            help="root of the kubebuilder config tree (default: config)",
+        )
+        command.add_argument(
+            "--check",
+            action="store_true",
+            help="write nothing; exit 1 if any generated file is missing or out of date",
+        )
+
+    crd = sub.add_parser(
+        "crd",
+        help="write config/crd/bases/<group>_<plural>.yaml for every declared resource kind",
+        description="Generate one CustomResourceDefinition per kind declared with @sp.resource.",
+    )
+    common(crd)
+    crd.set_defaults(func=_cmd_crd)
+
+    rbac = sub.add_parser(
+        "rbac",
+        help="write config/rbac/role.yaml from the rules declared with @sp.rbac",
+        description="Generate the manager ClusterRole (and Roles) from @sp.rbac declarations.",
+    )
+    common(rbac)
+    rbac.add_argument(
+        "--role-name",
+        default=DEFAULT_ROLE_NAME,
+        help=f"name of the generated (Cluster)Role (default: {DEFAULT_ROLE_NAME})",
+    )
+    rbac.add_argument(
+        "--namespace",
+        default=None,
+        help="generate a Role in this namespace instead of a ClusterRole "
+        "(for operators that watch a single namespace)",
+    )
+    rbac.set_defaults(func=_cmd_rbac)
