@@ -1,0 +1,364 @@
+"""Spec and metadata writes: create_or_update, create_or_patch, and declarative children."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from setpoint.api.gvk import split_api_version
+from setpoint.api.meta import JsonObject, key_of, resource_version_of
+from setpoint.api.owners import AlreadyOwned, controller_of, set_controller_reference
+from setpoint.api.types import TypedObject
+from setpoint.client._fieldpath import (
+    IDENTITY_METADATA,
+    apply_is_noop,
+    json_patch_diff,
+    managed_fields_of,
+    strip_for_compare,
+)
+from setpoint.client._safebase import (
+    DEFAULT_RETRY,
+    MutateFn,
+    OperationResult,
+    RetryOptions,
+    SafeClient,
+    WriteResult,
+    as_json,
+    backoff,
+    call_mutate,
+    deep_copy,
+    describe_target,
+    is_lost_race,
+    kind_of,
+    resolve,
+)
+from setpoint.client._status import MutationScopeError, require_status_subresource
+from setpoint.client.errors import AlreadyExists, ApiError, NotFound
+from setpoint.client.patch import JsonPatch, json_pointer
+
+__all__ = ["apply_child", "apply_status", "create_or_patch", "create_or_update"]
+
+
+async def create_or_update(
+    client: SafeClient,
+    obj: Any,
+    mutate: MutateFn,
+    *,
+    field_manager: str | None = None,
+    retry: RetryOptions = DEFAULT_RETRY,
+) -> WriteResult[Any]:
+    """Make the object exist and match ``mutate``, all-or-nothing against the version read.
+
+    ``obj`` names the object (kind, namespace, name; dict or typed). The
+    object is read; ``mutate`` runs on a copy of what the server has (or, if
+    it does not exist, on a copy of ``obj``, which is then created).
+
+    Expected Flow:
+        1. GET the object. Not found: run ``mutate`` on a copy of ``obj``,
+           create it, return ``CREATED``.
+        2. Run ``mutate`` on a copy. Nothing changed: return ``UNCHANGED``
+           without a request.
+        3. Send a JSON patch of exactly the changed fields, led by a ``test``
+           that ``metadata.resourceVersion`` is still the one read. The patch
+           is optimistic like an Update, but never re-sends fields it did not
+           change, so metadata written by others (finalizers, owner
+           references, labels) is never overwritten from a stale copy.
+        4. The test failed (someone wrote first), or the create raced with
+           another: wait, re-read, go back to 2.
+
+    Guarantees:
+        - The write applies only to the exact version the mutation saw.
+        - No request when nothing changed; spec writes never touch status.
+
+    Caveats:
+        - Any concurrent write to the object, even an unrelated status update,
+          costs a retry. :func:`create_or_patch` only conflicts on the fields
+          it changes.
+
+    Errors:
+        Conflict / Invalid: still losing the race after ``retry.attempts``.
+        MutationScopeError: ``mutate`` changed the name, namespace or (for a
+            kind with a status subresource) the status.
+
+    """
+    return await _create_or_write(client, obj, mutate, field_manager, retry, guard_values=False)
+
+
+async def create_or_patch(
+    client: SafeClient,
+    obj: Any,
+    mutate: MutateFn,
+    *,
+    field_manager: str | None = None,
+    retry: RetryOptions = DEFAULT_RETRY,
+) -> WriteResult[Any]:
+    """Make the object exist and match ``mutate``, conflicting only on the fields it changes.
+
+    Like :func:`create_or_update`, but the JSON patch guards each changed
+    field with a ``test`` of the value the mutation saw instead of guarding
+    the whole object's resourceVersion. Concurrent writes to *other* fields
+    (another controller's label, a status update) do not cause a retry;
+    a concurrent write to the same field, or to a list being changed
+    (finalizers, owner references: lists are compared whole), does.
+
+    Guarantees:
+        - A list such as ``metadata.finalizers`` or ``metadata.ownerReferences``
+          is replaced only if it is still exactly the list the mutation saw,
+          so another writer's entry is never dropped.
+        - A key being added is tested to be still absent, so a map another
+          writer just created is never replaced.
+        - No request when nothing changed; spec writes never touch status.
+
+    Errors:
+        Invalid: still losing the race after ``retry.attempts``, or a real
+            validation failure (its ``causes`` name the fields).
+        MutationScopeError: as for :func:`create_or_update`.
+
+    """
+    return await _create_or_write(client, obj, mutate, field_manager, retry, guard_values=True)
+
+
+async def _create_or_write(
+    client: SafeClient,
+    obj: Any,
+    mutate: MutateFn,
+    field_manager: str | None,
+    retry: RetryOptions,
+    *,
+    guard_values: bool,
+) -> WriteResult[Any]:
+    kind, key, _ = resolve(obj)
+    what = f"write of {describe_target(kind, key)}"
+    info = await client.resource_info(kind)
+    drop = frozenset({"status"}) if "status" in info.subresources else frozenset()
+    delays = retry.delays()
+    while True:
+        try:
+            current = await client.get(kind, key.name, namespace=key.namespace or None)
+        except NotFound:
+            created = await call_mutate(mutate, deep_copy(obj))
+            _check_identity(what, key, as_json(created))
+            try:
+                return WriteResult(
+                    OperationResult.CREATED,
+                    await client.create(created, field_manager=field_manager),
+                )
+            except AlreadyExists as error:
+                await backoff(delays, error, what, retry.attempts)
+                continue
+        before = as_json(deep_copy(current))
+        working = await call_mutate(mutate, deep_copy(current))
+        after = as_json(working)
+        _check_identity(what, key, after)
+        if drop and before.get("status") != after.get("status"):
+            raise MutationScopeError(
+                f"{what}: the mutation changed status, which this write never sends "
+                f"({key} has a status subresource). Write status with update_status"
+            )
+        ops = json_patch_diff(
+            strip_for_compare(before, drop=drop),
+            strip_for_compare(after, drop=drop),
+            guard_values=guard_values,
+        )
+        if not ops:
+            return WriteResult(OperationResult.UNCHANGED, current)
+        if not guard_values:
+            ops.insert(
+                0,
+                {
+                    "op": "test",
+                    "path": json_pointer("metadata", "resourceVersion"),
+                    "value": resource_version_of(before),
+                },
+            )
+        try:
+            written = await client.patch(
+                kind,
+                key.name,
+                JsonPatch(ops),
+                namespace=key.namespace or None,
+                field_manager=field_manager,
+            )
+        except ApiError as error:
+            if not is_lost_race(error):
+                raise
+            await backoff(delays, error, what, retry.attempts)
+            continue
+        return WriteResult(OperationResult.UPDATED, written)
+
+
+def _check_identity(what: str, key: Any, after: JsonObject) -> None:
+    if key_of(after) != key:
+        raise MutationScopeError(
+            f"{what}: the mutation changed the object's namespace/name to {key_of(after)}; "
+            "mutations must not change which object is written"
+        )
+
+
+# --------------------------------------------------------------------------- server-side apply
+
+
+def _applied_fields(desired: JsonObject) -> JsonObject:
+    """``desired`` as the set of fields an apply would own: no identity or server metadata."""
+    out = {k: v for k, v in desired.items() if k not in ("apiVersion", "kind") and v is not None}
+    metadata = strip_for_compare(out).get("metadata")
+    if isinstance(metadata, dict):
+        metadata = {k: v for k, v in metadata.items() if k not in IDENTITY_METADATA}
+        if metadata:
+            out["metadata"] = metadata
+        else:
+            out.pop("metadata", None)
+    return out
+
+
+async def apply_child(
+    client: SafeClient,
+    desired: Any,
+    *,
+    field_manager: str,
+    owner: Any = None,
+    force: bool = True,
+) -> WriteResult[Any]:
+    """Apply a declared child object with server-side apply, writing only when needed.
+
+    ``desired`` holds exactly the fields this controller wants to own (dict or
+    typed). With ``owner``, the child gets a controller reference to it (and
+    is garbage collected with it).
+
+    Expected Flow:
+        1. Set the controller reference (scope checked with the server's
+           discovery data: cross-namespace and namespaced-owns-cluster-scoped
+           are refused).
+        2. GET the child. Not found: apply (which creates it): ``CREATED``.
+        3. Find the fields ``field_manager`` owns by applying (its
+           ``managedFields`` entry, operation ``Apply``). If they are exactly
+           the fields in ``desired`` and the object holds the desired value in
+           each, return ``UNCHANGED`` without a request.
+        4. Otherwise apply ``desired``: ``UPDATED`` (``UNCHANGED`` if the
+           server's resourceVersion did not move).
+
+    Guarantees:
+        - Server defaults and fields other managers own (a label someone else
+          added) are never compared, so they never trigger a write, and the
+          apply leaves them alone: no endless update.
+        - Drift in an owned field is restored: a change by another writer
+          either moves ownership away (so the sets differ) or leaves a
+          different value (so the values differ); both lead to an apply.
+        - Fields dropped from ``desired`` are given up (and removed if no one
+          else owns them), as server-side apply defines.
+
+    Assumptions:
+        - ``desired`` spells values the way the server stores them (``"500m"``,
+          not ``"0.5"`` for a quantity); a value the server normalizes compares
+          unequal and is re-applied every time (harmless, but a request).
+
+    Caveats:
+        - ``force=True`` (the default, as controller-runtime advises for
+          controllers) takes fields over from other managers instead of
+          failing with Conflict.
+
+    Errors:
+        AlreadyOwned: the live child is controlled by another owner.
+        InvalidOwner: the owner/child scopes are ones Kubernetes forbids.
+        Conflict: another manager owns a desired field and ``force`` is False.
+
+    """
+    return await _apply(client, desired, field_manager, owner, force, subresource="")
+
+
+async def apply_status(
+    client: SafeClient,
+    desired: Any,
+    *,
+    field_manager: str,
+    force: bool = True,
+) -> WriteResult[Any]:
+    """Server-side apply ``desired``'s status through the ``status`` subresource, when needed.
+
+    ``desired`` holds apiVersion, kind, metadata name/namespace and the
+    ``status`` fields this manager owns. The no-op check is that of
+    :func:`apply_child`, over the manager's ``status`` field set. Returns
+    ``UPDATED`` or ``UNCHANGED`` (the object must exist).
+
+    Errors:
+        NotFound: the object does not exist.
+        MutationScopeError: ``desired`` carries fields besides ``status``.
+        ValueError: the kind has no status subresource.
+
+    """
+    data = as_json(desired)
+    extra = sorted(set(_applied_fields(data)) - {"status"})
+    kind, key, _ = resolve(desired)
+    what = f"status apply of {describe_target(kind, key)}"
+    if extra:
+        raise MutationScopeError(
+            f"{what}: desired carries {', '.join(extra)}; a status apply sends only status. "
+            "Apply the rest with apply_child"
+        )
+    await require_status_subresource(client, kind, what)
+    return await _apply(client, desired, field_manager, None, force, subresource="status")
+
+
+async def _apply(
+    client: SafeClient,
+    desired: Any,
+    field_manager: str,
+    owner: Any,
+    force: bool,
+    *,
+    subresource: str,
+) -> WriteResult[Any]:
+    if not field_manager:
+        raise ValueError("server-side apply needs a field_manager naming the controller")
+    kind, key, _ = resolve(desired)
+    data = dict(as_json(deep_copy(desired)))
+    if owner is not None:
+        owner_info = await client.resource_info(kind_of(owner))
+        child_info = await client.resource_info(kind)
+        set_controller_reference(data, owner, owner_info=owner_info, dependent_info=child_info)
+    typed = isinstance(desired, TypedObject)
+    try:
+        current = await client.get(kind, key.name, namespace=key.namespace or None)
+    except NotFound:
+        if subresource:
+            raise
+        created = await client.apply(data, field_manager=field_manager, force=force)
+        return WriteResult(OperationResult.CREATED, _decode(kind, created, typed))
+    live = as_json(current)
+    if owner is not None:
+        existing = controller_of(live)
+        ours = controller_of(data)
+        if existing is not None and ours is not None and not _same_owner(existing, ours):
+            raise AlreadyOwned(
+                f"{describe_target(kind, key)} is already controlled by {existing.get('kind')} "
+                f"{existing.get('name')!r} (uid {existing.get('uid')}); refusing to make "
+                f"{ours.get('kind')} {ours.get('name')!r} its controller too",
+                owner=existing,
+            )
+    owned = managed_fields_of(live, field_manager, subresource=subresource)
+    if owned is not None and apply_is_noop(strip_for_compare(live), _applied_fields(data), owned):
+        return WriteResult(OperationResult.UNCHANGED, current)
+    written = await client.apply(
+        data, field_manager=field_manager, force=force, subresource=subresource or None
+    )
+    moved = resource_version_of(written) != resource_version_of(live)
+    return WriteResult(
+        OperationResult.UPDATED if moved else OperationResult.UNCHANGED,
+        _decode(kind, written, typed),
+    )
+
+
+def _same_owner(a: JsonObject, b: JsonObject) -> bool:
+    # Group, kind and name, as owners.set_controller_reference compares: a recreated
+    # owner (new UID) is the same owner.
+    def group(ref: JsonObject) -> str:
+        return split_api_version(str(ref.get("apiVersion") or "v1"))[0]
+
+    return (
+        group(a) == group(b) and a.get("kind") == b.get("kind") and a.get("name") == b.get("name")
+    )
+
+
+def _decode(kind: Any, data: Any, typed: bool) -> Any:
+    if typed and not isinstance(data, TypedObject):
+        return kind.from_object(data)
+    return data

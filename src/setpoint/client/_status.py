@@ -1,0 +1,151 @@
+"""The status writer: mutation-based, conflict-retrying writes through the status subresource."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from setpoint.api.kinds import ResourceInfo
+from setpoint.client._safebase import (
+    DEFAULT_RETRY,
+    MutateFn,
+    OperationResult,
+    RetryOptions,
+    SafeClient,
+    WriteResult,
+    as_json,
+    backoff,
+    call_mutate,
+    deep_copy,
+    describe_target,
+    gvk_for,
+    is_lost_race,
+    resolve,
+)
+from setpoint.client.errors import ApiError
+
+__all__ = ["MutationScopeError", "require_status_subresource", "update_status"]
+
+
+class MutationScopeError(ValueError):
+    """A mutation changed a part of the object the chosen write must not touch.
+
+    A status write changed spec or metadata, or a spec write changed status.
+    The server would silently drop those changes; setpoint refuses instead,
+    naming the fields, so the bug is found on the first run.
+    """
+
+
+def changed_top_level(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Top-level fields (``metadata`` split per key) that differ between two JSON objects."""
+    changed: list[str] = []
+    for key in sorted(set(before) | set(after)):
+        if key == "metadata":
+            old, new = before.get(key) or {}, after.get(key) or {}
+            changed.extend(
+                f"metadata.{k}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)
+            )
+        elif before.get(key) != after.get(key):
+            changed.append(key)
+    return changed
+
+
+async def require_status_subresource(client: SafeClient, kind: Any, what: str) -> ResourceInfo:
+    """The kind's ResourceInfo; raise ``ValueError`` if it serves no ``status`` subresource."""
+    info = await client.resource_info(kind)
+    if "status" not in info.subresources:
+        raise ValueError(
+            f"{what}: {gvk_for(kind).kind} has no status subresource, so there is no separate "
+            "status to write. Enable it in the CRD (subresources: {status: {}}), or write the "
+            "field with create_or_patch"
+        )
+    return info
+
+
+async def update_status(
+    client: SafeClient,
+    target: Any,
+    mutate: MutateFn,
+    *,
+    field_manager: str | None = None,
+    retry: RetryOptions = DEFAULT_RETRY,
+) -> WriteResult[Any]:
+    """Change an object's status with ``mutate`` and write it through the ``status`` subresource.
+
+    ``target`` is the object (dict or typed; its kind and key are taken from
+    it) or a ``(kind, ObjectKey)`` pair. ``mutate`` receives a private copy of
+    the object and changes its ``status`` in place (or returns a replacement);
+    it may be sync or async.
+
+    Expected Flow:
+        1. Start from ``target`` if it is an object (no extra read), else GET it.
+        2. Copy it and run ``mutate`` on the copy.
+        3. If the status did not change, stop: ``UNCHANGED``, no request sent.
+        4. PUT the object to ``.../status``, carrying the resourceVersion it
+           was read at. The server replaces the status only, and only if the
+           object has not changed since.
+        5. On Conflict: wait a jittered, growing delay, GET the object again
+           and go back to 2 with the fresh copy.
+
+    Guarantees:
+        - Only ``.../status`` is written; spec and metadata are never sent as
+          changes (a mutation that changes them is refused, see Errors).
+        - No write is lost: every write is conditional on the resourceVersion
+          it was computed from, and a retry recomputes from a fresh read, so
+          concurrent writers' status changes survive (each writer's mutation
+          is re-applied on top of the others').
+        - No request is sent when the mutation changes nothing.
+        - The caller's object is never modified.
+
+    Assumptions:
+        - ``mutate`` is a function of the object it receives (and of state it
+          captured that does not depend on an earlier read), and is safe to
+          run several times.
+        - The kind serves a ``status`` subresource.
+
+    Caveats:
+        - A stale ``target`` costs one failed write (Conflict) before the
+          re-read; pass ``(kind, key)`` to always read first.
+        - Starting from a stale ``target`` whose status already looks
+          right returns ``UNCHANGED`` without reading; the newer version that
+          made it stale triggers another reconcile, which then sees the truth.
+
+    Errors:
+        Conflict: still losing after ``retry.attempts`` writes; a note says so.
+        MutationScopeError: ``mutate`` changed spec or metadata.
+        NotFound: the object does not exist (any more).
+        ValueError: the kind has no status subresource.
+
+    Returns:
+        ``WriteResult(UPDATED, written object)`` or ``WriteResult(UNCHANGED, object)``.
+
+    """
+    kind, key, current = resolve(target)
+    what = f"status write of {describe_target(kind, key)}"
+    await require_status_subresource(client, kind, what)
+    delays = retry.delays()
+    while True:
+        if current is None:
+            current = await client.get(kind, key.name, namespace=key.namespace or None)
+        before = as_json(deep_copy(current))
+        working = await call_mutate(mutate, deep_copy(current))
+        after = as_json(working)
+        outside = [f for f in changed_top_level(before, after) if f != "status"]
+        if outside:
+            raise MutationScopeError(
+                f"{what}: the mutation changed {', '.join(outside)}; a status write sends status "
+                "only (the server would drop the rest). Change spec and metadata with "
+                "create_or_patch, and finalizers with add_finalizer/remove_finalizer"
+            )
+        if before.get("status") == after.get("status"):
+            return WriteResult(OperationResult.UNCHANGED, current)
+        try:
+            written = await client.update(
+                working, subresource="status", field_manager=field_manager
+            )
+        except ApiError as error:
+            if not is_lost_race(error):
+                raise
+            await backoff(delays, error, what, retry.attempts)
+            current = None
+            continue
+        return WriteResult(OperationResult.UPDATED, written)
