@@ -73,6 +73,7 @@ from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import ResourceInfo
 
 __all__ = [
+    "SPELL_OUT_DEFAULTS",
     "DeclarationError",
     "FieldSchema",
     "IntOrString",
@@ -86,11 +87,13 @@ __all__ = [
     "Rule",
     "Scale",
     "cel_rules_of",
+    "default_plural",
     "field",
     "field_schema_of",
     "json_name_for",
     "python_name_for",
     "resource",
+    "version_priority",
 ]
 
 IntOrString: TypeAlias = int | str
@@ -525,6 +528,17 @@ with the API server's quantity pattern."""
 
 # --------------------------------------------------------------------------- models
 
+SPELL_OUT_DEFAULTS = "setpoint.spell_out_defaults"
+"""Serialization context key: write untouched non-empty defaults too.
+
+Schema defaults of model-typed fields are written this way, because the API
+server checks a default (including against CEL rules) before applying the
+defaults nested inside it."""
+
+
+def _is_empty_collection(value: Any) -> bool:
+    return isinstance(value, list | dict | set | frozenset | tuple) and not value
+
 
 class Model(BaseModel):
     """Base class for every typed part of an API object (specs, statuses, nested structs).
@@ -578,12 +592,20 @@ class Model(BaseModel):
         data = handler(self)
         if isinstance(data, dict):
             by_alias = True if info.by_alias is None else bool(info.by_alias)
-            self._drop_unset(data, by_alias=by_alias)
+            context = info.context
+            spell_out = isinstance(context, Mapping) and bool(context.get(SPELL_OUT_DEFAULTS))
+            self._drop_unset(data, by_alias=by_alias, spell_out_defaults=spell_out)
             return self._finish_serialized(data)
         return data
 
-    def _drop_unset(self, data: dict[str, Any], *, by_alias: bool) -> None:
-        """Drop unset fields: ``None`` (unless nullable and assigned) and untouched defaults."""
+    def _drop_unset(
+        self, data: dict[str, Any], *, by_alias: bool, spell_out_defaults: bool = False
+    ) -> None:
+        """Drop unset fields: ``None`` (unless nullable and assigned) and untouched defaults.
+
+        With ``spell_out_defaults`` untouched defaults stay, except empty collections:
+        the form a schema default takes.
+        """
         cls = type(self)
         fields_set = self.model_fields_set
         defaults = cls.__setpoint_defaults__
@@ -598,7 +620,8 @@ class Model(BaseModel):
             elif name not in fields_set and name in defaults and value == defaults[name]:
                 # Never assigned and still equal to the default (an in-place append to a
                 # default list makes it unequal, so that edit is written).
-                del data[key]
+                if not spell_out_defaults or _is_empty_collection(value):
+                    del data[key]
             elif isinstance(value, set | frozenset) and isinstance(data[key], list):
                 # Set iteration order depends on hashing; write sets sorted so that reading
                 # and writing back an unchanged object produces no diff.
@@ -744,8 +767,23 @@ class Scale:
         return out
 
 
-def _pluralize(word: str) -> str:
-    """English plural of a lower-case kind, as kubebuilder derives resource names."""
+_KUBE_VERSION = re.compile(r"v([1-9][0-9]*)(?:(alpha|beta)([1-9][0-9]*))?")
+
+
+def version_priority(version: str) -> tuple[int, int, int, str]:
+    """Sort key ordering versions as the API server does: GA, beta, alpha, newest first.
+
+    ``v2 < v1 < v2beta1 < v1beta2 < v1alpha1 < foo`` (other names last, alphabetically).
+    """
+    match = _KUBE_VERSION.fullmatch(version)
+    if match is None:
+        return (3, 0, 0, version)
+    stage = {None: 0, "beta": 1, "alpha": 2}[match.group(2)]
+    return (stage, -int(match.group(1)), -int(match.group(3) or 0), version)
+
+
+def default_plural(word: str) -> str:
+    """English plural of a lower-case kind, as kubebuilder derives resource names (``policies``)."""
     if word.endswith(("s", "x", "z", "ch", "sh")):
         return word + "es"
     if word.endswith("y") and len(word) > 1 and word[-2] not in "aeiou":
@@ -759,8 +797,10 @@ class ResourceOptions:
 
     Build it with :func:`resource` and apply it as a class decorator. Names
     not given are derived from the kind the way kubebuilder does. For a kind
-    with several versions (one class each), CRD-wide settings (scope and
-    names) must agree between the classes that declare them.
+    with several versions (one class each), the CRD-wide settings (scope,
+    plural, singular, short names, categories, list kind) need to be declared
+    on one version only; the others take them from it (:meth:`crd_wide`), and
+    versions that declare them must agree.
     """
 
     group: str
@@ -769,8 +809,8 @@ class ResourceOptions:
     """API version of this class (``v1``, ``v1alpha1``)."""
     kind: str | None = None
     """Kind name. Default: the class name."""
-    scope: Scope = "Namespaced"
-    """``Namespaced`` or ``Cluster``."""
+    scope: Scope | None = None
+    """``Namespaced`` or ``Cluster``. Default: ``Namespaced``."""
     plural: str | None = None
     """Resource name in URLs. Default: the lower-cased kind, pluralized (``widgets``)."""
     singular: str | None = None
@@ -862,20 +902,52 @@ class ResourceOptions:
             raise DeclarationError("ResourceOptions.kind is unresolved: apply it to a class first")
         return self.kind
 
+    def crd_wide(self, name: str) -> Any:
+        """A CRD-wide setting: as declared here, else as another version of the kind declares it.
+
+        ``None`` when no declared version of the kind sets it. Versions are
+        consulted newest first (Kubernetes version priority).
+        """
+        own = getattr(self, name)
+        if own is not None or self.kind is None:
+            return own
+        siblings = _KIND_VERSIONS.get((self.group, self.kind), {})
+        for version in sorted(siblings, key=version_priority):
+            value = getattr(siblings[version], name)
+            if value is not None:
+                return value
+        return None
+
+    @property
+    def resolved_scope(self) -> Scope:
+        """The scope: declared (here or on another version), else ``Namespaced``."""
+        scope: Scope = self.crd_wide("scope") or "Namespaced"
+        return scope
+
     @property
     def resolved_plural(self) -> str:
-        """``plural``, or the derived default."""
-        return self.plural or _pluralize(self.resolved_kind.lower())
+        """The plural: declared (here or on another version), else derived from the kind."""
+        return self.crd_wide("plural") or default_plural(self.resolved_kind.lower())
 
     @property
     def resolved_singular(self) -> str:
-        """``singular``, or the lower-cased kind."""
-        return self.singular or self.resolved_kind.lower()
+        """The singular: declared (here or on another version), else the lower-cased kind."""
+        return self.crd_wide("singular") or self.resolved_kind.lower()
 
     @property
     def resolved_list_kind(self) -> str:
-        """``list_kind``, or kind + ``List``."""
-        return self.list_kind or f"{self.resolved_kind}List"
+        """The list kind: declared (here or on another version), else kind + ``List``."""
+        return self.crd_wide("list_kind") or f"{self.resolved_kind}List"
+
+    @property
+    def resolved_short_names(self) -> tuple[str, ...]:
+        """The short names: declared (here or on another version), else none."""
+        return tuple(self.crd_wide("short_names") or ())
+
+    @property
+    def resolved_categories(self) -> tuple[str, ...]:
+        """The categories: declared (here or on another version), else none."""
+        return tuple(self.crd_wide("categories") or ())
 
     @property
     def gvk(self) -> GroupVersionKind:
@@ -910,6 +982,9 @@ class ResourceOptions:
             )
         cls.__setpoint_resource__ = options
         cls.gvk = options.gvk
+        _KIND_VERSIONS.setdefault((options.group, options.resolved_kind), {})[options.version] = (
+            options
+        )
         return cls
 
     def has_status(self, cls: type[Resource]) -> bool:
@@ -933,6 +1008,10 @@ def _check_label(value: str, what: str) -> None:
             "starting with a letter)"
         )
 
+
+# (group, kind) -> version -> options of every declared class, for CRD-wide settings that
+# one version declares for all (ResourceOptions.crd_wide). Re-declaring a version replaces it.
+_KIND_VERSIONS: dict[tuple[str, str], dict[str, ResourceOptions]] = {}
 
 resource = ResourceOptions
 """Declare a :class:`Resource` subclass: ``@sp.resource(group=..., version=..., ...)``.
@@ -992,10 +1071,10 @@ class Resource(Model):
         return ResourceInfo(
             gvk=options.gvk,
             plural=options.resolved_plural,
-            namespaced=options.scope == "Namespaced",
+            namespaced=options.resolved_scope == "Namespaced",
             subresources=frozenset(subresources),
             singular=options.resolved_singular,
-            short_names=tuple(options.short_names or ()),
+            short_names=options.resolved_short_names,
         )
 
     @classmethod

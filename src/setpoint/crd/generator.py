@@ -18,30 +18,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from setpoint.api.resource import Resource, ResourceOptions
+from setpoint.api.resource import Resource, ResourceOptions, default_plural, version_priority
 from setpoint.crd.errors import CRDGenerationError, SchemaPath, StructuralError
 from setpoint.crd.manifests import Manifest
 from setpoint.crd.schema import BuiltSchema, resource_schema, type_name
 from setpoint.crd.structural import validate_structural
 
 __all__ = ["crd_for", "crd_path", "generate_crds", "version_priority"]
-
-_KUBE_VERSION = re.compile(r"v([1-9][0-9]*)(?:(alpha|beta)([1-9][0-9]*))?")
-
-
-def version_priority(version: str) -> tuple[int, int, int, str]:
-    """Sort key ordering versions as the API server does: GA, then beta, then alpha, newest first.
-
-    ``v2 < v1 < v2beta1 < v1beta2 < v1alpha1 < foo`` (non-Kubernetes-like names last,
-    alphabetically).
-    """
-    match = _KUBE_VERSION.fullmatch(version)
-    if match is None:
-        return (3, 0, 0, version)
-    major = int(match.group(1))
-    stage = {None: 0, "beta": 1, "alpha": 2}[match.group(2)]
-    minor = int(match.group(3) or 0)
-    return (stage, -major, -minor, version)
 
 
 def _label(cls: type[Resource]) -> str:
@@ -187,6 +170,7 @@ def _build_crd(
             version_entries.append(entry)
     if names is None or len(version_entries) != len(declared):
         return None
+    scope = names.pop("scope")
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -194,7 +178,7 @@ def _build_crd(
         "spec": {
             "group": first.group,
             "names": names,
-            "scope": first.scope,
+            "scope": scope,
             "versions": version_entries,
         },
     }
@@ -203,14 +187,14 @@ def _build_crd(
 def _names(
     declared: Sequence[tuple[type[Resource], ResourceOptions]], errors: list[StructuralError]
 ) -> dict[str, Any] | None:
-    """CRD-wide names; every version that declares one must agree."""
+    """CRD-wide names and scope; every version that declares one must agree."""
     resolved: dict[str, Any] = {}
     ok = True
     checks: list[tuple[str, str, Any]] = [
         ("scope", "scope", lambda o: o.scope),
-        ("plural", "plural", lambda o: o.resolved_plural),
-        ("singular", "singular", lambda o: o.resolved_singular),
-        ("listKind", "list_kind", lambda o: o.resolved_list_kind),
+        ("plural", "plural", lambda o: o.plural),
+        ("singular", "singular", lambda o: o.singular),
+        ("listKind", "list_kind", lambda o: o.list_kind),
         ("shortNames", "short_names", lambda o: o.short_names),
         ("categories", "categories", lambda o: o.categories),
     ]
@@ -238,9 +222,10 @@ def _names(
     kind = declared[0][1].resolved_kind
     names: dict[str, Any] = {
         "kind": kind,
-        "listKind": resolved["listKind"],
-        "plural": resolved["plural"],
-        "singular": resolved["singular"],
+        "listKind": resolved.get("listKind") or f"{kind}List",
+        "plural": resolved.get("plural") or default_plural(kind.lower()),
+        "singular": resolved.get("singular") or kind.lower(),
+        "scope": resolved.get("scope") or "Namespaced",
     }
     if resolved.get("shortNames"):
         names["shortNames"] = list(resolved["shortNames"])

@@ -46,6 +46,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from setpoint.api.resource import (
+    SPELL_OUT_DEFAULTS,
     FieldSchema,
     Model,
     ObjectMeta,
@@ -316,7 +317,9 @@ class _Builder:
             return
         try:
             adapter: TypeAdapter[Any] = TypeAdapter(info.annotation or Any)
-            encoded = adapter.dump_python(value, mode="json", by_alias=True)
+            encoded = adapter.dump_python(
+                value, mode="json", by_alias=True, context={SPELL_OUT_DEFAULTS: True}
+            )
         except Exception as exc:  # any serialization failure is a declaration problem
             self.error(
                 path,
