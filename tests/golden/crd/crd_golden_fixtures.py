@@ -167,15 +167,15 @@ class WidgetSpec(Model):
     """Contact address."""
     api_url: str | None = field(None, json_name="apiURL", max_length=2048)
     """API endpoint (explicit JSON name)."""
-    tags: list[str] = field(
+    tags: list[Annotated[str, field(max_length=64)]] = field(
         default_factory=list,
         unique_items=True,
         max_items=10,
         rules=[
             Rule(
                 "self.all(t, t.size() <= 32)",
-                message_expression="'tags must be at most 32 characters, got ' + "
-                "string(self.size()) + ' tags'",
+                message_expression="'tag ' + self.filter(t, t.size() > 32)[0] + "
+                "' is longer than 32 characters'",
             )
         ],
     )

@@ -184,7 +184,9 @@ def test_duplicate_versions_and_mixed_kinds_are_errors() -> None:
 
 
 def test_versions_must_agree_on_crd_wide_names() -> None:
-    @resource(group=GROUP, version="v1", kind="Dup", storage=True, short_names=["a"])
+    @resource(
+        group=GROUP, version="v1", kind="Dup", storage=True, short_names=["a"], scope="Namespaced"
+    )
     class DupA(Resource):
         pass
 
@@ -198,15 +200,30 @@ def test_versions_must_agree_on_crd_wide_names() -> None:
 
 
 def test_names_declared_on_one_version_apply_to_all() -> None:
-    @resource(group=GROUP, version="v1", kind="Dup", storage=True, categories=["all"])
-    class DupA(Resource):
+    @resource(
+        group=GROUP,
+        version="v1",
+        kind="Spread",
+        storage=True,
+        categories=["all"],
+        short_names=["sp"],
+        plural="spreadz",
+        scope="Cluster",
+    )
+    class SpreadV1(Resource):
         pass
 
-    @resource(group=GROUP, version="v2", kind="Dup")
-    class DupB(Resource):
+    @resource(group=GROUP, version="v1alpha1", kind="Spread")
+    class SpreadV1Alpha1(Resource):
         pass
 
-    assert crd_for(DupA, DupB)["spec"]["names"]["categories"] == ["all"]
+    crd = crd_for(SpreadV1, SpreadV1Alpha1)
+    assert crd["spec"]["names"]["categories"] == ["all"]
+    assert crd["spec"]["names"]["plural"] == "spreadz"
+    assert crd["spec"]["scope"] == "Cluster"
+    # The typed class of the other version serves the same resource.
+    info = SpreadV1Alpha1.resource_info()
+    assert (info.plural, info.namespaced, info.short_names) == ("spreadz", False, ("sp",))
 
 
 def test_columns_scale_and_selectable_fields_must_point_at_declared_fields() -> None:
