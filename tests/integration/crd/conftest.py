@@ -1,0 +1,43 @@
+"""Fixtures for the CRD integration tests: the golden fixture types, installed into the server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest_asyncio
+from crd_server_support import fixture_crds, is_established, load_fixture_types
+
+from setpoint.api import kinds
+from setpoint.client import AlreadyExists, Client
+from setpoint.testing.waits import eventually
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def installed_crds(k8s: Client) -> dict[str, dict[str, Any]]:
+    """Every fixture CRD, created (or replaced) and Established, by name; kinds discoverable."""
+    result: dict[str, dict[str, Any]] = {}
+    for crd in fixture_crds():
+        name = crd["metadata"]["name"]
+        try:
+            await k8s.create(crd)
+        except AlreadyExists:
+            # A reused cluster (SETPOINT_USE_EXISTING_CLUSTER) may hold an older generation.
+            current = await k8s.get(kinds.CustomResourceDefinition, name)
+            version = current["metadata"]["resourceVersion"]
+            await k8s.update({**crd, "metadata": {**crd["metadata"], "resourceVersion": version}})
+
+        async def established(name: str = name) -> dict[str, Any] | None:
+            got = await k8s.get(kinds.CustomResourceDefinition, name)
+            return got if is_established(got) else None
+
+        result[name] = await eventually(
+            established, timeout=60, description=f"CRD {name} Established"
+        )
+    types = load_fixture_types()
+    for cls in (types.Widget, types.Gadget, types.Thing):
+        await eventually(
+            lambda cls=cls: k8s.resource_info(cls),
+            timeout=30,
+            description=f"{cls.__name__} discoverable",
+        )
+    return result

@@ -1,0 +1,47 @@
+"""Helpers shared by the CRD integration tests: the fixture types, their CRDs, kubectl."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from setpoint.crd import find_resources, generate_crds, import_targets
+from setpoint.testing.controlplane import find_binaries
+
+FIXTURES_FILE = Path(__file__).resolve().parents[2] / "golden" / "crd" / "crd_golden_fixtures.py"
+"""The fixture types that also produce the golden files."""
+
+
+def load_fixture_types() -> ModuleType:
+    """The fixture types module (tests/golden/crd/crd_golden_fixtures.py)."""
+    (module,) = import_targets([str(FIXTURES_FILE)])
+    return module
+
+
+def fixture_crds() -> list[dict[str, Any]]:
+    """The CRDs generated for the fixture types, exactly as `setpoint generate crd` writes them."""
+    manifests = generate_crds(find_resources([load_fixture_types()]))
+    return [manifest.documents[0] for manifest in manifests]
+
+
+def is_established(crd: dict[str, Any]) -> bool:
+    """Whether a CRD's status says Established=True."""
+    conditions = crd.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
+def kubectl(kubeconfig: Path, *args: str) -> str:
+    """Run the kubectl built with the control plane; return stdout (fails on a non-zero exit)."""
+    binary = find_binaries().kubectl
+    assert binary is not None, "kubectl was not built with the control plane"
+    result = subprocess.run(
+        [str(binary), "--kubeconfig", str(kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, f"kubectl {' '.join(args)} failed: {result.stderr}"
+    return result.stdout
