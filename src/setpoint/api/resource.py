@@ -633,8 +633,15 @@ class Model(BaseModel):
         return data
 
 
+# ObjectMeta and OwnerReference never contribute descriptions to a schema, so they skip
+# pydantic's attribute-docstring extraction (source parsing), which dominated import time.
+_NO_DOC_EXTRACTION = ConfigDict(use_attribute_docstrings=False)
+
+
 class OwnerReference(Model):
     """A reference from a dependent object to its owner, used by garbage collection."""
+
+    model_config = _NO_DOC_EXTRACTION
 
     api_version: str
     """API version of the owner, e.g. ``apps/v1``."""
@@ -652,6 +659,8 @@ class OwnerReference(Model):
 
 class ObjectMeta(Model):
     """Standard object metadata (``metadata``). Unknown metadata fields also survive."""
+
+    model_config = _NO_DOC_EXTRACTION
 
     name: str | None = None
     """Unique name within the namespace (or cluster, for cluster-scoped kinds)."""

@@ -518,3 +518,26 @@ def test_importing_the_resource_module_does_not_import_yaml() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "False"
+
+
+def test_set_fields_are_written_sorted_so_rewrites_do_not_diff() -> None:
+    class Tagged(Model):
+        tags: set[str] = Field(default_factory=set)
+
+    parsed = Tagged.model_validate({"tags": ["b", "c", "a"]}, by_alias=True, by_name=False)
+    assert parsed.model_dump(mode="json") == {"tags": ["a", "b", "c"]}
+
+
+def test_nested_resources_without_metadata_are_written_without_it() -> None:
+    @resource(group=GROUP, version="v1")
+    class Part(Resource):
+        pass
+
+    class Holder(Model):
+        part: Part | None = None
+
+    holder = Holder.model_validate(
+        {"part": {"apiVersion": f"{GROUP}/v1", "kind": "Part"}}, by_alias=True, by_name=False
+    )
+    assert holder.model_dump(mode="json") == {"part": {"apiVersion": f"{GROUP}/v1", "kind": "Part"}}
+    assert Part().to_object()["metadata"] == {}
