@@ -10,7 +10,7 @@ import copy
 import enum
 import inspect
 import random
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, Protocol, TypeAlias, TypeVar
 
@@ -36,8 +36,10 @@ T = TypeVar("T")
 MutateFn: TypeAlias = Callable[[Any], Any | Awaitable[Any]]
 """A mutation: takes the object (dict or typed) and changes it in place, sync or async.
 
-It may instead return a replacement object; returning ``None`` means "I
-changed it in place". It is called again on a freshly read object after every
+It may instead return a replacement object (a dict or typed object); any
+other return value (``None``, or the bool that helpers such as
+``set_condition`` return, so a lambda can call one) means "I changed it in
+place". It is called again on a freshly read object after every
 conflict, so it must compute the change from the object it is given (and any
 captured desired state), never from an earlier read.
 """
@@ -233,7 +235,7 @@ async def call_mutate(mutate: MutateFn, obj: Any) -> Any:
     result = mutate(obj)
     if inspect.isawaitable(result):
         result = await result
-    return obj if result is None else result
+    return result if isinstance(result, Mapping | TypedObject) else obj
 
 
 def is_lost_race(error: ApiError) -> bool:
