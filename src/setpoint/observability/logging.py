@@ -1,0 +1,278 @@
+"""Structured logs on top of the standard library's :mod:`logging`.
+
+Every setpoint component logs through a :class:`Logger`: a thin wrapper around a stdlib
+``logging.Logger`` that carries *bound* key/value pairs (``controller``, ``namespace``,
+``name``, ``reconcile_id``, ``gvk``, ...) and attaches them, with the call's own pairs, to
+each record::
+
+    log = get_logger("setpoint.controller", controller="tenant")
+    log = log.bind(namespace="prod", name="acme", reconcile_id=rid)
+    log.info("Reconcile finished", duration=0.012)
+
+Because records go through stdlib logging, handlers an application installs keep working;
+the key/value pairs travel on the record as one attribute, :data:`FIELDS_ATTR`
+(``record.setpoint_fields``, a ``dict``), and :func:`configure_logging`'s formatters render
+them. Two formats:
+
+- ``"json"``: one JSON object per line, ``{"ts", "level", "logger", "msg", <fields>...}``,
+  plus ``"error"`` and ``"stacktrace"`` when an exception is logged. Machine-readable, as
+  zap's production encoder in Go operators.
+- ``"console"``: ``2024-05-01T12:00:00.123Z INFO  setpoint.controller  Reconcile finished
+  controller=tenant namespace=prod``, for humans.
+
+Import cost: this module imports only the standard library and orjson, so importing it is
+cheap. Nothing is configured on import; call :func:`configure_logging` once at start-up (the
+manager does this) or configure stdlib logging yourself.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+import traceback
+from collections.abc import Mapping
+from typing import Any, Final, Literal, TextIO
+
+import orjson
+
+__all__ = [
+    "FIELDS_ATTR",
+    "ConsoleFormatter",
+    "JsonFormatter",
+    "LogFormat",
+    "Logger",
+    "configure_logging",
+    "get_logger",
+]
+
+FIELDS_ATTR: Final = "setpoint_fields"
+"""Name of the ``LogRecord`` attribute holding a record's key/value pairs (a ``dict``).
+
+One attribute rather than one per key: ``extra={"name": ...}`` would clash with the
+record's own ``name`` attribute, and bound keys such as ``name`` are exactly what
+controllers log."""
+
+LogFormat = Literal["console", "json"]
+"""The output formats of :func:`configure_logging`."""
+
+_LEVELS: Final[Mapping[str, int]] = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+}
+
+# The JSON keys every line starts with; a field of the same name is renamed, not dropped.
+_RESERVED: Final = frozenset({"ts", "level", "logger", "msg", "error", "stacktrace"})
+
+
+class Logger:
+    """A stdlib logger plus bound key/value pairs. Immutable: :meth:`bind` returns a new one.
+
+    Methods take a message and keyword pairs; the pairs are merged over the bound ones (the
+    call wins). Levels below the stdlib logger's effective level cost one comparison.
+    """
+
+    __slots__ = ("_bound", "_logger")
+
+    def __init__(self, logger: logging.Logger, bound: Mapping[str, Any] | None = None) -> None:
+        self._logger = logger
+        self._bound: dict[str, Any] = dict(bound) if bound else {}
+
+    @property
+    def name(self) -> str:
+        """The stdlib logger's name (``setpoint.controller``)."""
+        return self._logger.name
+
+    @property
+    def stdlib(self) -> logging.Logger:
+        """The underlying ``logging.Logger`` (to set its level or add a handler)."""
+        return self._logger
+
+    @property
+    def bound(self) -> Mapping[str, Any]:
+        """The pairs bound to this logger (a read-only view)."""
+        return self._bound
+
+    def bind(self, **kv: Any) -> Logger:
+        """Return a logger that adds ``kv`` to every record (over the pairs bound so far)."""
+        return Logger(self._logger, {**self._bound, **kv})
+
+    def is_enabled_for(self, level: int) -> bool:
+        """Whether a record at ``level`` (a stdlib level number) would be emitted."""
+        return self._logger.isEnabledFor(level)
+
+    def debug(self, msg: str, /, **kv: Any) -> None:
+        """Log at DEBUG: detail useful while developing or chasing a bug."""
+        if self._logger.isEnabledFor(logging.DEBUG):
+            self._emit(logging.DEBUG, msg, kv, None)
+
+    def info(self, msg: str, /, **kv: Any) -> None:
+        """Log at INFO: a normal event worth recording."""
+        if self._logger.isEnabledFor(logging.INFO):
+            self._emit(logging.INFO, msg, kv, None)
+
+    def warning(self, msg: str, /, **kv: Any) -> None:
+        """Log at WARNING: something unexpected that the program recovers from."""
+        if self._logger.isEnabledFor(logging.WARNING):
+            self._emit(logging.WARNING, msg, kv, None)
+
+    def error(
+        self, msg: str, /, *, exc_info: BaseException | bool | None = None, **kv: Any
+    ) -> None:
+        """Log at ERROR; pass ``exc_info`` (an exception, or ``True``) to attach a traceback."""
+        if self._logger.isEnabledFor(logging.ERROR):
+            self._emit(logging.ERROR, msg, kv, exc_info)
+
+    def exception(self, msg: str, /, **kv: Any) -> None:
+        """Log at ERROR with the exception being handled (call it from an ``except`` block)."""
+        if self._logger.isEnabledFor(logging.ERROR):
+            self._emit(logging.ERROR, msg, kv, True)
+
+    def _emit(
+        self, level: int, msg: str, kv: Mapping[str, Any], exc_info: BaseException | bool | None
+    ) -> None:
+        fields = {**self._bound, **kv} if kv else dict(self._bound)
+        # stacklevel 3: the caller of debug()/info()/..., so %(funcName)s and %(lineno)d in a
+        # user's own formatter point at the code that logged, not at this module.
+        self._logger.log(
+            level,
+            msg,
+            exc_info=exc_info or None,
+            extra={FIELDS_ATTR: fields},
+            stacklevel=3,
+        )
+
+    def __repr__(self) -> str:
+        return f"<Logger {self.name} {self._bound!r}>"
+
+
+def get_logger(name: str, **bound: Any) -> Logger:
+    """Return a :class:`Logger` for the stdlib logger ``name`` with ``bound`` pairs attached."""
+    return Logger(logging.getLogger(name), bound)
+
+
+def _fields_of(record: logging.LogRecord) -> Mapping[str, Any]:
+    fields = getattr(record, FIELDS_ATTR, None)
+    return fields if isinstance(fields, Mapping) else {}
+
+
+def _timestamp(created: float) -> str:
+    """RFC 3339 in UTC with milliseconds: ``2024-05-01T12:00:00.123Z``."""
+    seconds = int(created)
+    millis = int((created - seconds) * 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+
+
+def _default(value: Any) -> Any:
+    # orjson calls this for anything it cannot encode; a log line must never fail to render.
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return str(value)
+
+
+class JsonFormatter(logging.Formatter):
+    """Formats a record as one JSON object on one line (see the module docstring)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render ``record`` as JSON: ts, level, logger, msg, the fields, then any error."""
+        line: dict[str, Any] = {
+            "ts": _timestamp(record.created),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in _fields_of(record).items():
+            line[f"field.{key}" if key in _RESERVED else key] = value
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            line["error"] = f"{type(exc).__name__}: {exc}"
+            line["stacktrace"] = "".join(traceback.format_exception(*record.exc_info)).rstrip()
+        elif record.stack_info:
+            line["stacktrace"] = record.stack_info
+        return orjson.dumps(line, default=_default, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+class ConsoleFormatter(logging.Formatter):
+    """Formats a record for a terminal: time, level, logger, message, then ``key=value`` pairs."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render ``record`` on one line (plus the traceback's lines, if any)."""
+        parts = [
+            _timestamp(record.created),
+            f"{record.levelname:<7}",
+            record.name,
+            record.getMessage(),
+        ]
+        fields = _fields_of(record)
+        if fields:
+            parts.append(
+                " ".join(f"{key}={_console_value(value)}" for key, value in fields.items())
+            )
+        text = "  ".join(parts)
+        if record.exc_info and record.exc_info[1] is not None:
+            text += "\n" + "".join(traceback.format_exception(*record.exc_info)).rstrip()
+        elif record.stack_info:
+            text += "\n" + record.stack_info
+        return text
+
+
+def _console_value(value: Any) -> str:
+    text = str(value)
+    # Quote values a reader could not tell apart from the separators around them.
+    if not text or any(c.isspace() or c in '"=' for c in text):
+        return orjson.dumps(text).decode()
+    return text
+
+
+class _SetpointHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The handler :func:`configure_logging` installs; marked so a second call replaces it."""
+
+
+def configure_logging(
+    *,
+    level: str | int = "info",
+    format: LogFormat = "console",
+    stream: TextIO | None = None,
+) -> None:
+    """Send log records to ``stream`` in the chosen format, at ``level`` and above.
+
+    Installs one handler on the root logger and sets the root level, so records from setpoint,
+    the application and libraries share one format. Calling it again replaces the handler it
+    installed earlier; handlers installed by anyone else are left alone.
+
+    Args:
+        level: ``"debug"``, ``"info"``, ``"warning"``, ``"error"``, ``"critical"`` (any case)
+            or a stdlib level number. Default ``"info"``.
+        format: ``"console"`` (default; human-readable) or ``"json"`` (one object per line).
+        stream: Where to write; default ``sys.stderr`` (looked up at call time).
+
+    Raises:
+        ValueError: an unknown level name or format.
+
+    """
+    if isinstance(level, str):
+        number = _LEVELS.get(level.lower())
+        if number is None:
+            raise ValueError(
+                f"configure_logging(level={level!r}): use one of "
+                f"{', '.join(sorted(set(_LEVELS) - {'warn'}))} or a logging level number"
+            )
+    else:
+        number = int(level)
+    if format == "json":
+        formatter: logging.Formatter = JsonFormatter()
+    elif format == "console":
+        formatter = ConsoleFormatter()
+    else:
+        raise ValueError(f"configure_logging(format={format!r}): use 'console' or 'json'")
+    handler = _SetpointHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _SetpointHandler)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(number)
