@@ -1,1 +1,73 @@
-"""setpoint.cache (see ARCHITECTURE.md)."""
+"""The cache: shared informers per kind, a store with indexes, and readers over them.
+
+::
+
+    from setpoint.cache import Cache, CacheOptions
+    cache = Cache(client, options=CacheOptions(namespaces=("prod",)))
+
+See :mod:`setpoint.cache.cache` for the cache, :mod:`setpoint.cache.informer` for list/watch
+semantics (relist, re-watch, handlers) and :mod:`setpoint.cache.consistency` for
+read-after-write.
+"""
+
+from setpoint.cache.cache import Cache, CacheOptions, KindOptions, keep_as_received
+from setpoint.cache.consistency import ConsistentReader, TrackingClient
+from setpoint.cache.errors import (
+    CacheError,
+    CacheNotStarted,
+    CacheSyncTimeout,
+    KindNotServed,
+    NotCached,
+    ReadAfterWriteTimeout,
+)
+from setpoint.cache.informer import (
+    FuncHandler,
+    HandlerRegistration,
+    Informer,
+    InformerOptions,
+    InformerStats,
+    ResourceEventHandler,
+    Transform,
+    strip_managed_fields,
+)
+from setpoint.cache.selectors import FieldSelector, LabelSelector, SelectorError
+from setpoint.cache.store import (
+    IndexFunc,
+    Store,
+    by_controller,
+    by_field,
+    by_label,
+    by_owner_uid,
+)
+
+__all__ = [
+    "Cache",
+    "CacheError",
+    "CacheNotStarted",
+    "CacheOptions",
+    "CacheSyncTimeout",
+    "ConsistentReader",
+    "FieldSelector",
+    "FuncHandler",
+    "HandlerRegistration",
+    "IndexFunc",
+    "Informer",
+    "InformerOptions",
+    "InformerStats",
+    "KindNotServed",
+    "KindOptions",
+    "LabelSelector",
+    "NotCached",
+    "ReadAfterWriteTimeout",
+    "ResourceEventHandler",
+    "SelectorError",
+    "Store",
+    "TrackingClient",
+    "Transform",
+    "by_controller",
+    "by_field",
+    "by_label",
+    "by_owner_uid",
+    "keep_as_received",
+    "strip_managed_fields",
+]

@@ -1,0 +1,588 @@
+"""The cache: one shared informer per kind, indexes, and a reader over them.
+
+::
+
+    cache = Cache(client, options=CacheOptions(namespaces=("prod",)))
+    await cache.start()
+    await cache.wait_for_sync(timeout=60)
+    cm = await cache.get(kinds.ConfigMap, "settings", namespace="prod")
+
+The :class:`Cache` is a :class:`~setpoint.api.runnable.Runnable` in the ``CACHES`` group: the
+manager starts it before any controller and waits for it to sync. It satisfies the
+:class:`~setpoint.client.protocols.Reader` protocol, like the live client: ``get`` raises the
+same :class:`~setpoint.client.errors.NotFound`, and typed kinds return typed objects.
+
+Informers are created on first use (:meth:`Cache.informer`, or a read of a kind not seen
+before) and shared by every controller. What each watches is set per kind
+(:class:`KindOptions`) over cache-wide defaults (:class:`CacheOptions`): namespaces, label
+and field selectors, the transform applied before storing (stripping
+``metadata.managedFields`` by default) and an optional periodic resync.
+
+Reads return deep copies (``copy_on_read``), so a caller may mutate what it gets. For reads
+that must see this process's own writes, use :meth:`Cache.reader` together with
+:meth:`Cache.tracking_client` (controllers do this for you; see
+:mod:`setpoint.cache.consistency`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+import orjson
+
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.keys import ObjectKey
+from setpoint.api.meta import JsonObject
+from setpoint.api.runnable import RunnableGroup
+from setpoint.api.types import TypedObject
+from setpoint.cache.errors import CacheError, CacheNotStarted, CacheSyncTimeout, NotCached
+from setpoint.cache.informer import Informer, InformerOptions, Transform, strip_managed_fields
+from setpoint.cache.selectors import FieldSelector, LabelSelector
+from setpoint.cache.store import IndexFunc
+from setpoint.client.client import Client, KindLike, ObjectList, Selector
+from setpoint.client.errors import NotFound
+
+if TYPE_CHECKING:
+    from setpoint.cache.consistency import ConsistentReader, TrackingClient
+
+__all__ = [
+    "Cache",
+    "CacheOptions",
+    "KindOptions",
+    "keep_as_received",
+    "resolve_kind",
+]
+
+T = TypeVar("T", bound=TypedObject)
+
+
+def keep_as_received(obj: JsonObject) -> JsonObject:
+    """A transform that keeps objects exactly as the server sent them (managedFields too)."""
+    return obj
+
+
+def resolve_kind(kind: KindLike) -> tuple[GroupVersionKind, type[TypedObject] | None]:
+    """Split a kind into its GVK and, for a typed class, the class itself."""
+    if isinstance(kind, GroupVersionKind):
+        return kind, None
+    gvk = getattr(kind, "gvk", None)
+    if not isinstance(gvk, GroupVersionKind):
+        raise TypeError(
+            f"{kind!r} is not a kind: pass a GroupVersionKind or a typed class with a 'gvk' "
+            "class attribute (a setpoint Resource)"
+        )
+    return gvk, kind
+
+
+def _selector_text(value: Selector | None) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+
+
+@dataclass(frozen=True, kw_only=True)
+class KindOptions:
+    """Per-kind overrides of :class:`CacheOptions`; ``None`` means "use the cache default"."""
+
+    namespaces: tuple[str, ...] | None = None
+    """Namespaces to watch for this kind; ``()`` means all. ``None``: the cache default."""
+
+    labels: Selector | None = None
+    """Label selector for this kind; ``""`` means none. ``None``: the cache default."""
+
+    fields: Selector | None = None
+    """Field selector for this kind; ``""`` means none. ``None``: the cache default."""
+
+    transform: Transform | None = None
+    """Transform for this kind (:func:`keep_as_received` to store objects as received).
+    ``None``: the cache default."""
+
+    resync_period: float | None = None
+    """Resync period in seconds for this kind. ``None``: the cache default."""
+
+    def __post_init__(self) -> None:
+        if self.resync_period is not None and self.resync_period <= 0:
+            raise ValueError("KindOptions.resync_period must be > 0 seconds (or None to inherit)")
+        LabelSelector.parse(self.labels)
+        FieldSelector.parse(self.fields)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheOptions:
+    """Settings of a :class:`Cache`. Every default is documented on its attribute."""
+
+    namespaces: tuple[str, ...] = ()
+    """Namespaces every informer watches (one list/watch per namespace); ``()`` (default):
+    all namespaces. Cluster-scoped kinds ignore it."""
+
+    labels: Selector | None = None
+    """Label selector applied to every kind (server-side). Default ``None``: none."""
+
+    fields: Selector | None = None
+    """Field selector applied to every kind (server-side). Default ``None``: none."""
+
+    transform: Transform | None = strip_managed_fields
+    """Applied to each object before it is stored. Default: strip ``metadata.managedFields``."""
+
+    resync_period: float | None = None
+    """Periodic resync (``on_update(obj, obj)`` for every object) in seconds, ±10 % jitter.
+    Default ``None``: none; level-based controllers rarely need it."""
+
+    by_kind: Mapping[KindLike, KindOptions] = field(default_factory=dict)
+    """Overrides per kind (GVK or typed class). Default: none."""
+
+    sync_timeout: float = 120.0
+    """Seconds a read of a kind seen for the first time waits for its informer to sync."""
+
+    copy_on_read: bool = True
+    """Return deep copies from reads, so callers may mutate them. ``False`` returns the
+    stored objects themselves: faster, but mutating one corrupts the cache."""
+
+    read_after_write_timeout: float = 10.0
+    """Seconds :meth:`Cache.reader` waits for the cache to catch up with this process's own
+    write of an object before failing the read (:class:`ReadAfterWriteTimeout`)."""
+
+    def __post_init__(self) -> None:
+        if any(not ns for ns in self.namespaces):
+            raise ValueError(
+                "CacheOptions.namespaces must not contain an empty name; use () for all"
+            )
+        if self.resync_period is not None and self.resync_period <= 0:
+            raise ValueError("CacheOptions.resync_period must be > 0 seconds, or None")
+        if self.sync_timeout <= 0 or self.read_after_write_timeout <= 0:
+            raise ValueError(
+                "CacheOptions: sync_timeout and read_after_write_timeout must be > 0 seconds"
+            )
+        LabelSelector.parse(self.labels)
+        FieldSelector.parse(self.fields)
+        normalized: dict[GroupVersionKind, KindOptions] = {}
+        for kind, options in self.by_kind.items():
+            if not isinstance(options, KindOptions):
+                raise TypeError(
+                    f"CacheOptions.by_kind[{kind!r}] must be a KindOptions, "
+                    f"not {type(options).__name__}"
+                )
+            normalized[resolve_kind(kind)[0]] = options
+        object.__setattr__(self, "by_kind", normalized)
+
+    def informer_options(self, kind: GroupVersionKind) -> InformerOptions:
+        """The effective informer options for ``kind`` (overrides over defaults)."""
+        over = self.by_kind.get(kind) or KindOptions()
+        return InformerOptions(
+            namespaces=over.namespaces if over.namespaces is not None else self.namespaces,
+            labels=_selector_text(over.labels if over.labels is not None else self.labels) or None,
+            fields=_selector_text(over.fields if over.fields is not None else self.fields) or None,
+            transform=over.transform if over.transform is not None else self.transform,
+            resync_period=(
+                over.resync_period if over.resync_period is not None else self.resync_period
+            ),
+        )
+
+
+def _copy(obj: JsonObject) -> JsonObject:
+    # A JSON round trip through orjson is several times faster than copy.deepcopy.
+    copied: JsonObject = orjson.loads(orjson.dumps(obj))
+    return copied
+
+
+class Cache:
+    """Shared informers per kind and a :class:`~setpoint.client.protocols.Reader` over them.
+
+    See the module docstring. The manager constructs exactly ``Cache(client, options=...)``.
+
+    Args:
+        client: The live client the informers list and watch with.
+        options: Scope, transforms and timing; defaults on :class:`CacheOptions`.
+
+    """
+
+    def __init__(self, client: Client, *, options: CacheOptions | None = None) -> None:
+        self._client = client
+        self._options = options if options is not None else CacheOptions()
+        self._informers: dict[GroupVersionKind, Informer] = {}
+        self._started = False
+        self._stopped = False
+
+    # -- Runnable ---------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """``"cache"``."""
+        return "cache"
+
+    @property
+    def group(self) -> RunnableGroup:
+        """:attr:`RunnableGroup.CACHES`."""
+        return RunnableGroup.CACHES
+
+    @property
+    def needs_leader_election(self) -> bool:
+        """``False``: every replica keeps a warm cache, so a new leader starts at once."""
+        return False
+
+    @property
+    def options(self) -> CacheOptions:
+        """The cache's options."""
+        return self._options
+
+    @property
+    def client(self) -> Client:
+        """The live client the informers use."""
+        return self._client
+
+    async def start(self) -> None:
+        """Start every informer created so far (later ones start when created); returns at once.
+
+        Raises:
+            CacheError: the cache was stopped (a stopped cache cannot restart).
+
+        """
+        if self._stopped:
+            raise CacheError("this cache was stopped; create a new Cache to start again")
+        if self._started:
+            return
+        self._started = True
+        for informer in self._informers.values():
+            await informer.start()
+
+    async def stop(self, timeout: float) -> None:
+        """Stop every informer (idempotent); waits at most ``timeout`` seconds in all."""
+        self._stopped = True
+        informers = list(self._informers.values())
+        if not informers:
+            return
+        per = max(0.1, timeout / 2)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(*(i.stop(per) for i in informers))
+
+    def failure(self) -> BaseException | None:
+        """The first informer's unexpected failure, if any (informers retry API errors)."""
+        for informer in self._informers.values():
+            failure = informer.failure()
+            if failure is not None:
+                return failure
+        return None
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` was called and :meth:`stop` was not."""
+        return self._started and not self._stopped
+
+    @property
+    def synced(self) -> bool:
+        """Whether the cache is started and every informer created so far has synced."""
+        return self.started and all(i.synced for i in self._informers.values())
+
+    async def wait_for_sync(self, timeout: float) -> None:
+        """Wait until every informer created so far has completed its initial list.
+
+        Raises:
+            CacheNotStarted: :meth:`start` was not called.
+            KindNotServed: a kind is not served (its CRD is not installed); raised as soon
+                as the server says so, naming the kind.
+            CacheSyncTimeout: some informers did not sync in ``timeout`` seconds; the
+                message names each and its last error.
+
+        """
+        if not self.started:
+            raise CacheNotStarted(
+                "wait_for_sync() was called before Cache.start(); start the cache first "
+                "(the manager does this)"
+            )
+        informers = [i for i in self._informers.values() if not i.synced]
+        if not informers:
+            return
+        results = await asyncio.gather(
+            *(i.wait_for_sync(timeout) for i in informers), return_exceptions=True
+        )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        for error in errors:
+            if not isinstance(error, CacheSyncTimeout):
+                raise error
+        if errors:
+            lines = "; ".join(str(e) for e in errors)
+            raise CacheSyncTimeout(
+                f"{len(errors)} of {len(self._informers)} informers did not sync within "
+                f"{timeout:.1f}s: {lines}"
+            )
+
+    # -- informers and indexes ------------------------------------------------------------------
+
+    def informer(self, kind: KindLike) -> Informer:
+        """The shared informer for ``kind``, created (and started, if the cache is) on first use.
+
+        A typed class and its GVK share one informer: objects are stored in JSON form.
+        """
+        gvk, _ = resolve_kind(kind)
+        informer = self._informers.get(gvk)
+        if informer is None:
+            informer = Informer(self._client, gvk, self._options.informer_options(gvk))
+            self._informers[gvk] = informer
+            if self.started:
+                informer._start_task()
+        return informer
+
+    def informers(self) -> builtins.list[Informer]:
+        """Every informer created so far."""
+        return list(self._informers.values())
+
+    def add_index(self, kind: KindLike, name: str, fn: IndexFunc) -> None:
+        """Add index ``name`` to ``kind``'s store; ``fn`` maps an object to its index values.
+
+        May be called before or after start: the index is built over what is stored. Name an
+        index ``"field:<path>"`` (with :func:`~setpoint.cache.store.by_field`) and
+        ``list(fields=...)`` on that path uses it.
+
+        Raises:
+            ValueError: ``kind`` already has an index called ``name``.
+
+        """
+        self.informer(kind).add_index(name, fn)
+
+    async def _ready_informer(self, kind: KindLike) -> Informer:
+        if not self.started:
+            raise CacheNotStarted(
+                f"read of {resolve_kind(kind)[0].kind} before the cache was started; start it "
+                "first (the manager starts it before any controller)"
+            )
+        informer = self.informer(kind)
+        if not informer.synced:
+            await informer.wait_for_sync(self._options.sync_timeout)
+        return informer
+
+    def _decode(self, typed: type[TypedObject] | None, obj: JsonObject) -> Any:
+        data = _copy(obj) if self._options.copy_on_read or typed is not None else obj
+        return data if typed is None else typed.from_object(data)
+
+    # -- Reader ---------------------------------------------------------------------------------
+
+    @overload
+    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T: ...
+    @overload
+    async def get(
+        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
+    ) -> JsonObject: ...
+    async def get(self, kind: KindLike, name: str, *, namespace: str | None = None) -> Any:
+        """Read one object from the cache.
+
+        Raises:
+            NotFound: the cache holds no such object (same type as the live client's).
+            NotCached: ``namespace`` is outside the cache's scope for this kind.
+            KindNotServed: the server does not serve the kind.
+            ValueError: a namespace is missing for a namespaced kind, or given for a
+                cluster-scoped one.
+
+        """
+        gvk, typed = resolve_kind(kind)
+        informer = await self._ready_informer(kind)
+        key = _object_key(informer, gvk, name, namespace)
+        obj = informer.store.get(key)
+        if obj is None:
+            raise _not_found(informer, gvk, key)
+        return self._decode(typed, obj)
+
+    @overload
+    async def list(
+        self,
+        kind: type[T],
+        *,
+        namespace: str | None = None,
+        labels: Selector | None = None,
+        fields: Selector | None = None,
+    ) -> ObjectList[T]: ...
+    @overload
+    async def list(
+        self,
+        kind: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        labels: Selector | None = None,
+        fields: Selector | None = None,
+    ) -> ObjectList[Any]: ...
+    async def list(
+        self,
+        kind: KindLike,
+        *,
+        namespace: str | None = None,
+        labels: Selector | None = None,
+        fields: Selector | None = None,
+    ) -> ObjectList[Any]:
+        """List cached objects, by namespace, label selector and field selector.
+
+        Selectors use the API server's syntax (:mod:`setpoint.cache.selectors`); field
+        selectors may name any dotted path, and use a ``"field:<path>"`` index when there is
+        one. Items are sorted by namespace and name; ``resource_version`` is the version the
+        cache reflects.
+
+        Raises:
+            NotCached: ``namespace`` is outside the cache's scope for this kind.
+            SelectorError: a selector is malformed.
+
+        """
+        gvk, typed = resolve_kind(kind)
+        label_selector = LabelSelector.parse(labels)
+        field_selector = FieldSelector.parse(fields)
+        informer = await self._ready_informer(kind)
+        store = informer.store
+        if namespace:
+            if informer.namespaced is False:
+                raise ValueError(
+                    f"{gvk.kind} is cluster-scoped: do not pass a namespace ({namespace!r}) "
+                    "when listing it"
+                )
+            _check_covered(informer, gvk, namespace)
+            keys: set[ObjectKey] | None = store.keys_in_namespace(namespace)
+        else:
+            keys = None
+        for requirement in field_selector.requirements:
+            index = f"field:{requirement.path}"
+            if not requirement.negated and store.has_index(index):
+                found = store.keys_by_index(index, requirement.value)
+                keys = found if keys is None else keys & found
+        candidates = (
+            [store.get(k) for k in sorted(keys)]
+            if keys is not None
+            else [obj for _, obj in sorted(store.items(), key=lambda kv: kv[0])]
+        )
+        items = [
+            self._decode(typed, obj)
+            for obj in candidates
+            if obj is not None
+            and label_selector.matches_object(obj)
+            and field_selector.matches(obj)
+        ]
+        return ObjectList(items, informer.resource_version)
+
+    async def list_by_index(self, kind: KindLike, index: str, value: str) -> ObjectList[Any]:
+        """List the cached objects of ``kind`` whose index ``index`` includes ``value``.
+
+        Raises:
+            KeyError: ``kind`` has no index called ``index`` (add it with :meth:`add_index`).
+
+        """
+        gvk, typed = resolve_kind(kind)
+        informer = await self._ready_informer(kind)
+        store = informer.store
+        try:
+            keys = store.keys_by_index(index, value)
+        except KeyError:
+            raise KeyError(
+                f"{gvk.kind} has no cache index {index!r}; add it first with "
+                f"cache.add_index({gvk.kind}, {index!r}, fn)"
+            ) from None
+        items = [self._decode(typed, obj) for k in sorted(keys) if (obj := store.get(k))]
+        return ObjectList(items, informer.resource_version)
+
+    # -- read-after-write ---------------------------------------------------------------------
+
+    def expect_written(self, kind: GroupVersionKind, obj: JsonObject) -> None:
+        """Tell informers of ``kind``'s group/kind that this process wrote ``obj``.
+
+        Called by :class:`~setpoint.cache.consistency.TrackingClient` after each write. Only
+        existing informers record it: an informer created later lists after the write.
+        """
+        for informer in self._informers_of(kind):
+            informer.expect_written(obj)
+
+    def expect_deleted(
+        self, kind: GroupVersionKind, key: ObjectKey, *, uid: str = "", resource_version: str = ""
+    ) -> None:
+        """Tell informers of ``kind``'s group/kind that this process deleted object ``key``."""
+        for informer in self._informers_of(kind):
+            informer.expect_deleted(key, uid=uid, resource_version=resource_version)
+
+    def _informers_of(self, kind: GroupVersionKind) -> builtins.list[Informer]:
+        # Versions of one group/kind share resourceVersions (one etcd key), so a write
+        # through any version is an expectation for the informers of all of them.
+        return [
+            i
+            for gvk, i in self._informers.items()
+            if gvk.group == kind.group and gvk.kind == kind.kind
+        ]
+
+    def reader(self, *, read_after_write_timeout: float | None = None) -> ConsistentReader:
+        """A reader over this cache that never returns data older than this process's writes.
+
+        Writes must go through :meth:`tracking_client` (or call :meth:`expect_written`).
+        """
+        from setpoint.cache.consistency import ConsistentReader
+
+        return ConsistentReader(
+            self,
+            timeout=(
+                read_after_write_timeout
+                if read_after_write_timeout is not None
+                else self._options.read_after_write_timeout
+            ),
+        )
+
+    def tracking_client(self, client: Client | None = None) -> TrackingClient:
+        """``client`` (default: the cache's own) wrapped to record each write in this cache.
+
+        The :class:`~setpoint.cache.consistency.TrackingClient` is itself a
+        :class:`~setpoint.client.Client` sharing the wrapped one's connection pool.
+        """
+        from setpoint.cache.consistency import TrackingClient
+
+        return TrackingClient(client if client is not None else self._client, self)
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(f"{g.kind}{'' if i.synced else '*'}" for g, i in self._informers.items())
+        return f"<Cache started={self.started} informers=[{kinds}]>"
+
+
+def _object_key(
+    informer: Informer, gvk: GroupVersionKind, name: str, namespace: str | None
+) -> ObjectKey:
+    if not name:
+        raise ValueError(f"{gvk.kind}: an object name must not be empty")
+    if informer.namespaced:
+        if not namespace:
+            raise ValueError(
+                f"{gvk.kind} is namespaced: pass namespace= when reading {gvk.kind} {name!r}"
+            )
+        _check_covered(informer, gvk, namespace)
+        return ObjectKey(namespace, name)
+    if namespace:
+        raise ValueError(
+            f"{gvk.kind} is cluster-scoped: do not pass a namespace ({namespace!r}) for "
+            f"{gvk.kind} {name!r}"
+        )
+    return ObjectKey("", name)
+
+
+def _check_covered(informer: Informer, gvk: GroupVersionKind, namespace: str) -> None:
+    if not informer.covers_namespace(namespace):
+        raise NotCached(
+            f"the cache watches {gvk.kind} only in namespaces "
+            f"{', '.join(informer.options.namespaces)}, not {namespace!r}; add it to "
+            "CacheOptions.namespaces (or KindOptions.namespaces), or read it with the live client"
+        )
+
+
+def _not_found(informer: Informer, gvk: GroupVersionKind, key: ObjectKey) -> NotFound:
+    info = informer.resource_info
+    resource = info.plural if info is not None else gvk.kind.lower()
+    qualified = f"{resource}.{gvk.group}" if gvk.group else resource
+    message = f'{qualified} "{key.name}" not found'
+    where = f" in namespace {key.namespace!r}" if key.namespace else ""
+    status = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "reason": "NotFound",
+        "details": {"name": key.name, "group": gvk.group, "kind": resource},
+        "code": 404,
+    }
+    return NotFound(
+        f"{message}{where} (read from the cache)", code=404, reason="NotFound", status=status
+    )

@@ -1,0 +1,1023 @@
+"""One shared informer per kind: list, then watch, and keep a store in step with the server.
+
+Expected flow
+-------------
+An :class:`Informer` resolves its kind with the server (discovery), then, per watched scope
+(all namespaces, or each configured namespace):
+
+1. **List** every object (paginated, a consistent read), fill the store and tell handlers
+   about each object as an *add* with ``is_initial_list=True``.
+2. **Watch** from the list's resourceVersion, with bookmarks, applying each event to the
+   store and telling handlers (*add*, *update(old, new)*, *delete*). Bookmarks only advance
+   the resourceVersion, so a later re-watch starts close to now.
+3. When a watch ends (its server-side timeout) or its connection breaks, **re-watch from the
+   last resourceVersion** seen; nothing is missed and nothing is replayed.
+4. When the server answers 410 Gone/Expired (the resourceVersion was compacted away, for
+   example after an API server restart), **relist** and *reconcile the store with the list*:
+   objects that vanished meanwhile are deleted (handlers get ``final_state_unknown=True``
+   with the last state seen), changed ones are updated (``old`` is the last state seen),
+   new ones are added (``is_initial_list=False``), and unchanged ones produce no event. An
+   object is never added twice.
+
+Errors other than Gone are retried with exponential backoff (0.2 s doubling to 30 s, with
+jitter) forever: an informer never dies. A kind the server does not serve (a CRD that is not
+installed) makes :meth:`Informer.wait_for_sync` fail at once with
+:class:`~setpoint.cache.errors.KindNotServed` rather than hang; the informer keeps trying, so
+it syncs when the CRD appears.
+
+Guarantees
+----------
+- Handlers see the events of one key in order, and the store already holds the new state
+  when a handler runs.
+- Handlers are called synchronously on the event loop and must not block; one that raises
+  is logged and the others still run.
+- Objects are stored after the transform (stripping ``metadata.managedFields`` by default);
+  handlers receive the stored objects, not copies: they must not mutate them.
+
+Read-after-write
+----------------
+The informer also tracks *expectations*: "this process wrote key K at resourceVersion R"
+(:meth:`Informer.expect_written`) or "deleted object K with UID U"
+(:meth:`Informer.expect_deleted`). :meth:`Informer.wait_caught_up` waits until the store
+reflects such a write: it holds K at R or newer, or the informer has applied every event up
+to R (its watermark), or K's deletion was observed. resourceVersions are compared as
+integers when both parse (they are etcd revisions in practice; see
+:func:`~setpoint.cache.store.parse_resource_version` and decision 0004).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import random
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.keys import ObjectKey
+from setpoint.api.kinds import ResourceInfo
+from setpoint.api.meta import (
+    JsonObject,
+    key_of,
+    labels_of,
+    meta,
+    resource_version_of,
+    uid_of,
+)
+from setpoint.cache.errors import CacheError, CacheSyncTimeout, KindNotServed, ReadAfterWriteTimeout
+from setpoint.cache.selectors import FieldSelector, LabelSelector
+from setpoint.cache.store import IndexFunc, Store, parse_resource_version
+from setpoint.client.client import Client
+from setpoint.client.errors import ClientError, Forbidden, Gone, UnknownKind
+from setpoint.observability.logging import get_logger
+
+__all__ = [
+    "FuncHandler",
+    "HandlerRegistration",
+    "Informer",
+    "InformerOptions",
+    "InformerStats",
+    "ResourceEventHandler",
+    "Transform",
+    "strip_managed_fields",
+]
+
+Transform = Callable[[JsonObject], JsonObject]
+"""Rewrites an object before it is stored (may mutate and return its argument)."""
+
+
+def strip_managed_fields(obj: JsonObject) -> JsonObject:
+    """The default transform: drop ``metadata.managedFields``.
+
+    Server-side apply bookkeeping is often the largest part of an object and controllers
+    rarely read it; dropping it typically halves the memory a cached object takes.
+    """
+    m = obj.get("metadata")
+    if isinstance(m, dict):
+        m.pop("managedFields", None)
+    return obj
+
+
+@runtime_checkable
+class ResourceEventHandler(Protocol):
+    """Receives an informer's notifications. Every method must return quickly (no I/O).
+
+    Objects are the informer's stored objects (JSON form, after the transform): do not
+    mutate them.
+    """
+
+    def on_add(self, obj: JsonObject, *, is_initial_list: bool) -> None:
+        """An object appeared: from the initial list (``is_initial_list``), or created later."""
+
+    def on_update(self, old: JsonObject, new: JsonObject) -> None:
+        """An object changed from ``old`` to ``new`` (the same object on a periodic resync)."""
+
+    def on_delete(self, obj: JsonObject, *, final_state_unknown: bool) -> None:
+        """An object was deleted; ``obj`` is its last state.
+
+        ``final_state_unknown`` is true when the deletion was inferred from a relist: ``obj``
+        is then the last state this informer saw, which may be older than the real final one.
+        """
+
+
+@dataclass(slots=True)
+class FuncHandler:
+    """A :class:`ResourceEventHandler` from plain functions; missing ones ignore the event."""
+
+    add: Callable[[JsonObject, bool], None] | None = None
+    """Called as ``add(obj, is_initial_list)``."""
+    update: Callable[[JsonObject, JsonObject], None] | None = None
+    """Called as ``update(old, new)``."""
+    delete: Callable[[JsonObject, bool], None] | None = None
+    """Called as ``delete(obj, final_state_unknown)``."""
+
+    def on_add(self, obj: JsonObject, *, is_initial_list: bool) -> None:
+        """Forward to ``add``."""
+        if self.add is not None:
+            self.add(obj, is_initial_list)
+
+    def on_update(self, old: JsonObject, new: JsonObject) -> None:
+        """Forward to ``update``."""
+        if self.update is not None:
+            self.update(old, new)
+
+    def on_delete(self, obj: JsonObject, *, final_state_unknown: bool) -> None:
+        """Forward to ``delete``."""
+        if self.delete is not None:
+            self.delete(obj, final_state_unknown)
+
+
+class HandlerRegistration:
+    """A handler added to an informer; :meth:`remove` stops its notifications."""
+
+    __slots__ = ("_informer", "_synced", "handler", "removed")
+
+    def __init__(self, informer: Informer, handler: ResourceEventHandler) -> None:
+        self._informer = informer
+        self.handler = handler
+        """The registered handler."""
+        self.removed = False
+        """Whether :meth:`remove` was called."""
+        self._synced = False
+
+    @property
+    def synced(self) -> bool:
+        """Whether this handler has been told about every object of the initial list."""
+        return self._synced
+
+    def remove(self) -> None:
+        """Stop notifying the handler (idempotent). Events already dispatched are not undone."""
+        if not self.removed:
+            self.removed = True
+            self._informer._remove(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class InformerOptions:
+    """What one informer watches and how. Every default is documented on its attribute."""
+
+    namespaces: tuple[str, ...] = ()
+    """Namespaces to watch (one list/watch each); empty means all namespaces. Ignored for
+    cluster-scoped kinds."""
+
+    labels: str | None = None
+    """Server-side label selector: only matching objects are listed, watched and stored.
+    ``None``: no filter. An object that stops matching is seen as deleted."""
+
+    fields: str | None = None
+    """Server-side field selector (only the fields the server supports for this kind).
+    ``None``: no filter."""
+
+    transform: Transform | None = strip_managed_fields
+    """Applied to every object before it is stored and handed to handlers. Default:
+    :func:`strip_managed_fields`. ``None`` stores objects as received."""
+
+    resync_period: float | None = None
+    """Every this many seconds (±10 % jitter), call ``on_update(obj, obj)`` for every stored
+    object, so level-based handlers re-check everything. ``None`` (default): never. Resyncs
+    cost no API calls."""
+
+    backoff_initial: float = 0.2
+    """First delay, in seconds, after a failed list or watch; doubles per failure."""
+
+    backoff_max: float = 30.0
+    """Longest delay, in seconds, between attempts after repeated failures."""
+
+    expectation_ttl: float = 300.0
+    """Seconds a read-after-write expectation is kept at most. Normally one is met within
+    milliseconds; this bounds memory if the informer cannot catch up (a long outage)."""
+
+    def __post_init__(self) -> None:
+        if any(not ns for ns in self.namespaces):
+            raise ValueError(
+                "InformerOptions.namespaces must not contain an empty name; leave the tuple "
+                "empty to watch all namespaces"
+            )
+        if self.resync_period is not None and self.resync_period <= 0:
+            raise ValueError(
+                "InformerOptions.resync_period must be > 0 seconds, or None to disable resyncs"
+            )
+        if self.backoff_initial <= 0 or self.backoff_max < self.backoff_initial:
+            raise ValueError(
+                "InformerOptions: backoff_initial must be > 0 and backoff_max >= backoff_initial"
+            )
+        if self.expectation_ttl <= 0:
+            raise ValueError("InformerOptions.expectation_ttl must be > 0 seconds")
+        # Parse now, so a malformed selector fails at construction, not in the background.
+        LabelSelector.parse(self.labels)
+        FieldSelector.parse(self.fields)
+
+
+@dataclass(slots=True)
+class InformerStats:
+    """Counters describing what an informer has done (for diagnostics and tests)."""
+
+    lists: int = 0
+    """Completed lists (the initial one per scope, plus relists)."""
+    relists: int = 0
+    """Lists made because a watch answered 410 Gone/Expired."""
+    watches: int = 0
+    """Watch requests opened."""
+    rewatches: int = 0
+    """Watches re-opened from the last resourceVersion after one ended or broke."""
+    events: int = 0
+    """Watch events applied (bookmarks excluded)."""
+    bookmarks: int = 0
+    """Bookmarks received."""
+    resyncs: int = 0
+    """Periodic resyncs performed."""
+    errors: int = 0
+    """Failed lists and watches (each followed by a backoff), Gone excluded."""
+    last_error: str = ""
+    """The most recent failure, for error messages."""
+
+
+@dataclass(slots=True)
+class _Stream:
+    """One list/watch scope: all namespaces (``namespace is None``) or one namespace."""
+
+    namespace: str | None
+    rv: str = ""
+    rv_int: int | None = None
+    listed: bool = False
+    # (rv, seq, key): version expectations of keys in this scope, popped as the watermark
+    # passes them. Items are hints; the expectation table is the truth.
+    heap: list[tuple[int, int, ObjectKey]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Expectation:
+    key: ObjectKey
+    rv: str
+    rv_int: int | None
+    deleted: bool
+    uid: str
+    recorded: float
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+
+def _intern_strings(obj: JsonObject) -> None:
+    """Share the string values repeated across objects, to keep per-object memory low."""
+    for name in ("apiVersion", "kind"):
+        value = obj.get(name)
+        if isinstance(value, str):
+            obj[name] = sys.intern(value)
+    m = obj.get("metadata")
+    if not isinstance(m, dict):
+        return
+    namespace = m.get("namespace")
+    if isinstance(namespace, str):
+        m["namespace"] = sys.intern(namespace)
+    labels = m.get("labels")
+    if isinstance(labels, dict):
+        for key, value in labels.items():
+            if isinstance(value, str) and len(value) <= 63:
+                labels[key] = sys.intern(value)
+    for ref in m.get("ownerReferences") or ():
+        if isinstance(ref, dict):
+            for name in ("apiVersion", "kind"):
+                value = ref.get(name)
+                if isinstance(value, str):
+                    ref[name] = sys.intern(value)
+
+
+class Informer:
+    """Lists and watches one kind into a :class:`~setpoint.cache.store.Store`.
+
+    See the module docstring for the flow and guarantees. Usually obtained from
+    :meth:`setpoint.cache.Cache.informer`, which shares one informer per kind.
+
+    Args:
+        client: The live client to list and watch with.
+        kind: The kind to watch (objects are stored in JSON form).
+        options: Scope, transform and timing; defaults documented on :class:`InformerOptions`.
+
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        kind: GroupVersionKind,
+        options: InformerOptions | None = None,
+    ) -> None:
+        self._client = client
+        self._kind = kind
+        self._options = options if options is not None else InformerOptions()
+        self._labels = LabelSelector.parse(self._options.labels)
+        self._fields = FieldSelector.parse(self._options.fields)
+        self._store = Store()
+        self._handlers: list[HandlerRegistration] = []
+        self._streams: dict[str | None, _Stream] = {}
+        self._info: ResourceInfo | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._synced = asyncio.Event()
+        self._sync_failed: BaseException | None = None
+        self._sync_failed_event = asyncio.Event()
+        self._failure: BaseException | None = None
+        self._stopped = False
+        self._expectations: dict[ObjectKey, _Expectation] = {}
+        self._expect_seq = 0
+        self.stats = InformerStats()
+        """What this informer has done so far."""
+        self._log = get_logger("setpoint.cache", gvk=str(kind))
+
+    # -- introspection -------------------------------------------------------------------
+
+    @property
+    def kind(self) -> GroupVersionKind:
+        """The kind this informer watches."""
+        return self._kind
+
+    @property
+    def options(self) -> InformerOptions:
+        """The informer's options."""
+        return self._options
+
+    @property
+    def store(self) -> Store:
+        """The store (read it, never write it; readers should copy what they hand out)."""
+        return self._store
+
+    @property
+    def synced(self) -> bool:
+        """Whether every scope has completed its initial list."""
+        return self._synced.is_set()
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` was called (and :meth:`stop` was not)."""
+        return self._task is not None and not self._stopped
+
+    @property
+    def resource_info(self) -> ResourceInfo | None:
+        """How the server serves the kind (known once the informer has resolved it)."""
+        return self._info
+
+    @property
+    def namespaced(self) -> bool | None:
+        """Whether the kind is namespaced; ``None`` until the server has been asked."""
+        return None if self._info is None else self._info.namespaced
+
+    @property
+    def resource_version(self) -> str:
+        """The resourceVersion the store is known to reflect (the lowest across scopes)."""
+        streams = list(self._streams.values())
+        if not streams or not all(s.listed for s in streams):
+            return ""
+        if len(streams) == 1:
+            return streams[0].rv
+        numbers = [s.rv_int for s in streams]
+        if all(n is not None for n in numbers):
+            return str(min(n for n in numbers if n is not None))
+        return streams[0].rv
+
+    def covers_namespace(self, namespace: str) -> bool:
+        """Whether objects in ``namespace`` are within this informer's scope."""
+        namespaces = self._options.namespaces
+        if not namespaces or self.namespaced is False:
+            return True
+        return namespace in namespaces
+
+    def matches(self, obj: JsonObject) -> bool:
+        """Whether ``obj`` is within this informer's scope (namespace and selectors)."""
+        namespace = str(meta(obj).get("namespace") or "")
+        if not self.covers_namespace(namespace):
+            return False
+        if not self._labels.empty and not self._labels.matches(labels_of(obj)):
+            return False
+        return self._fields.empty or self._fields.matches(obj)
+
+    def failure(self) -> BaseException | None:
+        """The error that ended the informer unexpectedly.
+
+        The informer retries every API error, so this is ``None`` unless there is a bug.
+        """
+        return self._failure
+
+    # -- handlers and indexes --------------------------------------------------------------
+
+    def add_handler(self, handler: ResourceEventHandler) -> HandlerRegistration:
+        """Register ``handler``; it is told about every object already stored, at once.
+
+        Objects already stored are delivered now as adds with ``is_initial_list=True``;
+        objects of an initial list still in progress follow as they arrive. The
+        registration's ``synced`` turns true once the handler has seen the whole initial
+        list.
+        """
+        registration = HandlerRegistration(self, handler)
+        for obj in list(self._store.values()):
+            self._call(registration, "on_add", obj, True)
+        registration._synced = self.synced
+        self._handlers.append(registration)
+        return registration
+
+    def _remove(self, registration: HandlerRegistration) -> None:
+        with contextlib.suppress(ValueError):
+            self._handlers.remove(registration)
+
+    def add_index(self, name: str, fn: IndexFunc) -> None:
+        """Add a secondary index to the store (built at once over what is stored).
+
+        Raises:
+            ValueError: an index with this name exists.
+
+        """
+        self._store.add_index(name, fn)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start listing and watching in a background task; returns at once."""
+        self._start_task()
+
+    def _start_task(self) -> None:
+        # Synchronous, so the cache can start an informer created inside a plain method.
+        if self._task is not None:
+            return
+        if self._stopped:
+            raise CacheError(
+                f"the informer for {self._kind} was stopped; create a new one to watch again"
+            )
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"informer {self._kind}"
+        )
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Stop the background work (idempotent) and fail read-after-write waiters."""
+        self._stopped = True
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), timeout)
+        for expectation in self._expectations.values():
+            for waiter in expectation.waiters:
+                if not waiter.done():
+                    waiter.set_exception(
+                        CacheError(f"the informer for {self._kind} stopped while a read waited")
+                    )
+        self._expectations.clear()
+
+    async def wait_for_sync(self, timeout: float) -> None:
+        """Wait until the initial list of every scope is stored.
+
+        Raises:
+            KindNotServed: the server does not serve the kind (raised as soon as known).
+            CacheSyncTimeout: not synced within ``timeout`` seconds; names the last error.
+
+        """
+        if self.synced:
+            return
+        if self._sync_failed is not None:
+            raise self._sync_failed
+        if self._task is None:
+            raise CacheError(
+                f"the informer for {self._kind} is not started; start the cache (or the "
+                "informer) before waiting for it to sync"
+            )
+        synced = asyncio.ensure_future(self._synced.wait())
+        failed = asyncio.ensure_future(self._sync_failed_event.wait())
+        try:
+            await asyncio.wait({synced, failed}, timeout=timeout, return_when="FIRST_COMPLETED")
+        finally:
+            synced.cancel()
+            failed.cancel()
+        if self.synced:
+            return
+        if self._sync_failed is not None:
+            raise self._sync_failed
+        detail = f"; last error: {self.stats.last_error}" if self.stats.last_error else ""
+        raise CacheSyncTimeout(
+            f"the informer for {self._kind} did not sync within {timeout:.1f}s{detail}. "
+            "Check that the API server is reachable and that RBAC allows list and watch"
+        )
+
+    # -- the list/watch loop -----------------------------------------------------------------
+
+    async def _run(self) -> None:
+        try:
+            self._info = await self._resolve()
+            namespaces: Iterable[str | None] = (
+                self._options.namespaces
+                if self._info.namespaced and self._options.namespaces
+                else (None,)
+            )
+            self._streams = {ns: _Stream(ns) for ns in namespaces}
+            tasks = [
+                asyncio.create_task(
+                    self._run_stream(s), name=f"informer {self._kind} {s.namespace}"
+                )
+                for s in self._streams.values()
+            ]
+            if self._options.resync_period is not None:
+                tasks.append(asyncio.create_task(self._resync_loop(self._options.resync_period)))
+            try:
+                await asyncio.gather(*tasks)
+            finally:
+                for task in tasks:
+                    task.cancel()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # a bug: record it so the cache reports it
+            self._failure = exc
+            self._log.exception("Informer stopped by an unexpected error")
+            raise
+
+    def _backoff(self, failures: int) -> float:
+        ceiling = min(
+            self._options.backoff_max, self._options.backoff_initial * 2 ** min(failures, 30)
+        )
+        return random.uniform(ceiling / 2, ceiling)
+
+    def _record_error(self, exc: BaseException) -> None:
+        self.stats.errors += 1
+        self.stats.last_error = f"{type(exc).__name__}: {exc}"
+
+    async def _resolve(self) -> ResourceInfo:
+        failures = 0
+        while True:
+            try:
+                info = await self._client.resource_info(self._kind)
+            except UnknownKind as exc:
+                self._record_error(exc)
+                if self._sync_failed is None:
+                    self._sync_failed = KindNotServed(
+                        f"the cache cannot watch {self._kind.kind} ({self._kind}): {exc}"
+                    )
+                    self._sync_failed_event.set()
+                    self._log.error("Kind not served; retrying with backoff", error=str(exc))
+            except ClientError as exc:
+                self._record_error(exc)
+                self._log.warning("Cannot resolve kind; retrying", error=str(exc))
+            else:
+                if self._sync_failed is not None:
+                    self._log.info("Kind is served now")
+                self._sync_failed = None
+                self._sync_failed_event.clear()
+                return info
+            await asyncio.sleep(self._backoff(failures))
+            failures += 1
+
+    async def _run_stream(self, stream: _Stream) -> None:
+        failures = 0
+        need_list = True
+        log = self._log.bind(namespace=stream.namespace or "")
+        while True:
+            try:
+                if need_list:
+                    await self._list(stream)
+                    need_list = False
+                    failures = 0
+                events_before = self.stats.events + self.stats.bookmarks
+                started = time.monotonic()
+                await self._watch(stream)
+                # The server ended the watch (its timeout): re-watch from where it stopped.
+                # A watch that ended at once with nothing in it counts as a failure, so a
+                # server that keeps closing streams is not hammered.
+                self.stats.rewatches += 1
+                if (
+                    self.stats.events + self.stats.bookmarks == events_before
+                    and time.monotonic() - started < 1.0
+                ):
+                    failures += 1
+                    await asyncio.sleep(self._backoff(failures))
+                else:
+                    failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Gone as exc:
+                # The resourceVersion was compacted away: only a fresh list can tell what
+                # happened meanwhile. Relist at once; back off only if it keeps happening.
+                log.info("Watch expired; relisting", error=str(exc), resource_version=stream.rv)
+                self.stats.relists += 1
+                need_list = True
+                if failures:
+                    await asyncio.sleep(self._backoff(failures))
+                failures += 1
+            except UnknownKind as exc:
+                # The CRD was removed (or never installed): keep trying, it may come back.
+                self._record_error(exc)
+                if not self.synced and self._sync_failed is None:
+                    self._sync_failed = KindNotServed(
+                        f"the cache cannot watch {self._kind.kind} ({self._kind}): {exc}"
+                    )
+                    self._sync_failed_event.set()
+                log.warning("Kind not served; retrying", error=str(exc))
+                failures += 1
+                await asyncio.sleep(self._backoff(failures))
+            except ClientError as exc:
+                # Connection refused/reset, timeouts, 5xx, 403, ...: keep the store and
+                # re-watch from the last resourceVersion after a backoff (relist if the
+                # initial list never completed).
+                self._record_error(exc)
+                level = log.error if isinstance(exc, Forbidden) else log.warning
+                level(
+                    "List/watch failed; retrying",
+                    error=str(exc),
+                    resource_version=stream.rv,
+                    attempt=failures + 1,
+                )
+                need_list = need_list or not stream.listed
+                failures += 1
+                await asyncio.sleep(self._backoff(failures))
+                if stream.listed and not need_list:
+                    self.stats.rewatches += 1
+            except Exception as exc:
+                # Not an API failure (a transform bug, a malformed event): the store may be
+                # out of step, so relist after the backoff.
+                self._record_error(exc)
+                log.exception("Unexpected error in list/watch; relisting after backoff")
+                need_list = True
+                failures += 1
+                await asyncio.sleep(self._backoff(failures))
+
+    async def _list(self, stream: _Stream) -> None:
+        listing = await self._client.list(
+            self._kind,
+            namespace=stream.namespace,
+            labels=self._options.labels,
+            fields=self._options.fields,
+        )
+        self.stats.lists += 1
+        initial = not stream.listed
+        seen: set[ObjectKey] = set()
+        for raw in listing.items:
+            obj = self._prepare(raw)
+            key = key_of(obj)
+            seen.add(key)
+            old = self._store.get(key)
+            if old is None:
+                self._store.put(key, obj)
+                self._dispatch_add(obj, initial)
+            elif resource_version_of(old) != resource_version_of(obj):
+                self._store.put(key, obj)
+                self._dispatch_update(old, obj)
+            # Unchanged: keep the stored object and say nothing (no duplicate add).
+        scope = (
+            set(self._store.keys())
+            if stream.namespace is None
+            else self._store.keys_in_namespace(stream.namespace)
+        )
+        for key in scope - seen:
+            old = self._store.delete(key)
+            if old is not None:
+                self._dispatch_delete(old, final_state_unknown=True)
+        stream.rv = listing.resource_version
+        stream.rv_int = parse_resource_version(stream.rv)
+        stream.listed = True
+        # A list is a consistent read taken after every write this process has made so far
+        # to this scope; every expectation in it is settled (met, or deleted meanwhile).
+        self._settle_scope(stream)
+        if not self.synced and all(s.listed for s in self._streams.values()):
+            self._synced.set()
+            for registration in self._handlers:
+                registration._synced = True
+            self._log.debug("Informer synced", objects=len(self._store))
+
+    async def _watch(self, stream: _Stream) -> None:
+        self.stats.watches += 1
+        async with self._client.watch(
+            self._kind,
+            namespace=stream.namespace,
+            resource_version=stream.rv or None,
+            labels=self._options.labels,
+            fields=self._options.fields,
+            allow_bookmarks=True,
+        ) as watch:
+            async for event in watch:
+                if event.type == "BOOKMARK":
+                    self.stats.bookmarks += 1
+                    self._advance(stream, event.resource_version)
+                    continue
+                self.stats.events += 1
+                obj = self._prepare(event.object)
+                key = key_of(obj)
+                if event.type == "DELETED":
+                    old = self._store.delete(key)
+                    self._advance(stream, event.resource_version)
+                    if old is not None:
+                        self._dispatch_delete(obj, final_state_unknown=False)
+                    self._check_expectation(key, deleted=obj)
+                    continue
+                old = self._store.get(key)
+                if old is not None and _is_older(obj, old):
+                    continue  # a replayed event: the store already has something newer
+                self._store.put(key, obj)
+                self._advance(stream, event.resource_version)
+                if old is None:
+                    self._dispatch_add(obj, False)
+                else:
+                    self._dispatch_update(old, obj)
+                self._check_expectation(key)
+
+    def _prepare(self, obj: JsonObject) -> JsonObject:
+        transform = self._options.transform
+        if transform is not None:
+            try:
+                obj = transform(obj)
+            except Exception:
+                # Store it untransformed rather than lose it; the transform has a bug.
+                self._log.exception("Transform failed; storing the object as received")
+        _intern_strings(obj)
+        return obj
+
+    async def _resync_loop(self, period: float) -> None:
+        while True:
+            await asyncio.sleep(period * random.uniform(0.9, 1.1))
+            if not self.synced:
+                continue
+            self.stats.resyncs += 1
+            for obj in list(self._store.values()):
+                self._dispatch_update(obj, obj)
+
+    # -- dispatch ------------------------------------------------------------------------------
+
+    def _call(self, registration: HandlerRegistration, method: str, *args: Any) -> None:
+        handler = registration.handler
+        try:
+            if method == "on_add":
+                handler.on_add(args[0], is_initial_list=args[1])
+            elif method == "on_update":
+                handler.on_update(args[0], args[1])
+            else:
+                handler.on_delete(args[0], final_state_unknown=args[1])
+        except Exception:
+            self._log.exception(
+                "Event handler failed; other handlers still run",
+                handler=repr(handler),
+                event=method,
+            )
+
+    def _dispatch_add(self, obj: JsonObject, initial: bool) -> None:
+        for registration in tuple(self._handlers):
+            if not registration.removed:
+                self._call(registration, "on_add", obj, initial)
+
+    def _dispatch_update(self, old: JsonObject, new: JsonObject) -> None:
+        for registration in tuple(self._handlers):
+            if not registration.removed:
+                self._call(registration, "on_update", old, new)
+
+    def _dispatch_delete(self, obj: JsonObject, *, final_state_unknown: bool) -> None:
+        for registration in tuple(self._handlers):
+            if not registration.removed:
+                self._call(registration, "on_delete", obj, final_state_unknown)
+
+    # -- read-after-write expectations -----------------------------------------------------------
+
+    def _stream_for(self, namespace: str) -> _Stream | None:
+        stream = self._streams.get(None)
+        return stream if stream is not None else self._streams.get(namespace)
+
+    def expect_written(self, obj: JsonObject) -> None:
+        """Record that this process wrote ``obj`` (as the server returned it).
+
+        Reads through :meth:`wait_caught_up` then wait until the store reflects it. Objects
+        outside the informer's scope that it does not hold are ignored: it will never see
+        them, and a read would not find them anyway.
+        """
+        rv = resource_version_of(obj)
+        key = key_of(obj)
+        if not rv or not key.name:
+            return
+        if not self.matches(obj) and key not in self._store:
+            return
+        self._record(
+            _Expectation(key, rv, parse_resource_version(rv), False, uid_of(obj), time.monotonic())
+        )
+
+    def expect_deleted(self, key: ObjectKey, *, uid: str = "", resource_version: str = "") -> None:
+        """Record that this process deleted the object ``key`` (with ``uid``, if known).
+
+        ``resource_version`` is the object's version as the delete response returned it, if
+        it did. Reads then wait until the store no longer holds that object.
+        """
+        if not key.name or not self.covers_namespace(key.namespace):
+            return
+        self._record(
+            _Expectation(
+                key,
+                resource_version,
+                parse_resource_version(resource_version) if resource_version else None,
+                True,
+                uid,
+                time.monotonic(),
+            )
+        )
+
+    def _record(self, new: _Expectation) -> None:
+        self._expire(new.recorded)
+        old = self._expectations.get(new.key)
+        if old is not None:
+            if (
+                not new.deleted
+                and not old.deleted
+                and old.rv_int is not None
+                and new.rv_int is not None
+                and new.rv_int < old.rv_int
+            ):
+                return  # two writers raced; wait for the newer version
+            new.waiters = old.waiters
+        self._expectations[new.key] = new
+        if not new.deleted and new.rv_int is not None:
+            stream = self._stream_for(new.key.namespace)
+            if stream is not None:
+                self._expect_seq += 1
+                heapq.heappush(stream.heap, (new.rv_int, self._expect_seq, new.key))
+        self._check_expectation(new.key)
+
+    def _expire(self, now: float) -> None:
+        ttl = self._options.expectation_ttl
+        if len(self._expectations) < 64:
+            oldest = min((e.recorded for e in self._expectations.values()), default=now)
+            if now - oldest < ttl:
+                return
+        for key in [k for k, e in self._expectations.items() if now - e.recorded >= ttl]:
+            self._release(self._expectations.pop(key))
+
+    def _satisfied(self, expectation: _Expectation) -> bool:
+        current = self._store.get(expectation.key)
+        if expectation.deleted:
+            if current is None:
+                return True
+            if expectation.uid and uid_of(current) != expectation.uid:
+                return True  # a new object with the same name
+            current_rv = parse_resource_version(resource_version_of(current))
+            return (
+                expectation.rv_int is not None
+                and current_rv is not None
+                and current_rv > expectation.rv_int
+            )
+        if current is not None:
+            current_rv_text = resource_version_of(current)
+            if expectation.rv_int is None:
+                if current_rv_text == expectation.rv:
+                    return True
+            else:
+                current_rv = parse_resource_version(current_rv_text)
+                if current_rv is not None and current_rv >= expectation.rv_int:
+                    return True
+        stream = self._stream_for(expectation.key.namespace)
+        return (
+            expectation.rv_int is not None
+            and stream is not None
+            and stream.listed
+            and stream.rv_int is not None
+            and stream.rv_int >= expectation.rv_int
+        )
+
+    def _check_expectation(self, key: ObjectKey, *, deleted: JsonObject | None = None) -> None:
+        """Settle ``key``'s expectation if the store now reflects it.
+
+        ``deleted`` is the final state from a DELETED event for ``key`` just applied.
+        """
+        expectation = self._expectations.get(key)
+        if expectation is None:
+            return
+        same_object = deleted is not None and (
+            not expectation.uid or uid_of(deleted) == expectation.uid
+        )
+        if same_object and not expectation.deleted and expectation.rv_int is None:
+            # Opaque versions cannot be ordered, but the object we wrote has now been
+            # deleted: every version of it is behind us. (Integer versions are settled by
+            # the watermark, which the DELETED event just advanced.)
+            del self._expectations[key]
+            self._release(expectation)
+            return
+        if not self._satisfied(expectation):
+            return
+        # A deletion seen as "absent" may only mean the informer has not seen the object
+        # yet; keep that expectation until the deletion event (or a relist) confirms it, so
+        # a later add of the doomed object is still waited out. Reads meanwhile proceed.
+        if expectation.deleted and not same_object:
+            self._release(expectation, keep=True)
+            return
+        del self._expectations[key]
+        self._release(expectation)
+
+    @staticmethod
+    def _release(expectation: _Expectation, *, keep: bool = False) -> None:
+        for waiter in expectation.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        expectation.waiters = [] if keep else expectation.waiters
+
+    def _advance(self, stream: _Stream, rv: str) -> None:
+        if not rv:
+            return
+        stream.rv = rv
+        stream.rv_int = parse_resource_version(rv)
+        if stream.rv_int is None:
+            return
+        heap = stream.heap
+        while heap and heap[0][0] <= stream.rv_int:
+            _, _, key = heapq.heappop(heap)
+            self._check_expectation(key)
+
+    def _settle_scope(self, stream: _Stream) -> None:
+        stream.heap.clear()
+        for key in [
+            k
+            for k in self._expectations
+            if stream.namespace is None or k.namespace == stream.namespace
+        ]:
+            expectation = self._expectations[key]
+            if expectation.deleted:
+                if self._satisfied(expectation):
+                    del self._expectations[key]
+                    self._release(expectation)
+            else:
+                # A version newer than the list: still coming through the watch.
+                self._check_expectation(key)
+                if key in self._expectations and expectation.rv_int is not None:
+                    self._expect_seq += 1
+                    heapq.heappush(stream.heap, (expectation.rv_int, self._expect_seq, key))
+
+    def pending_expectations(self, namespace: str | None = None) -> list[ObjectKey]:
+        """Keys with a write this informer has not caught up with (in ``namespace``, or all)."""
+        return [
+            k
+            for k, e in self._expectations.items()
+            if (namespace is None or k.namespace == namespace) and not self._satisfied(e)
+        ]
+
+    async def wait_caught_up(self, key: ObjectKey, timeout: float) -> None:
+        """Wait until the store reflects this process's last write of ``key`` (if any).
+
+        Returns at once when there is nothing to wait for.
+
+        Raises:
+            ReadAfterWriteTimeout: the informer did not catch up within ``timeout`` seconds.
+
+        """
+        expectation = self._expectations.get(key)
+        if expectation is None:
+            return
+        if time.monotonic() - expectation.recorded >= self._options.expectation_ttl:
+            self._expectations.pop(key, None)
+            self._release(expectation)
+            return
+        if self._satisfied(expectation):
+            self._check_expectation(key)
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        expectation.waiters.append(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
+            current = self._store.get(key)
+            have = resource_version_of(current) if current is not None else "nothing"
+            wanted = (
+                f"the deletion of uid {expectation.uid or '?'}"
+                if expectation.deleted
+                else f"resourceVersion {expectation.rv}"
+            )
+            raise ReadAfterWriteTimeout(
+                f"the cache of {self._kind.kind} did not catch up with this process's write of "
+                f"{key} within {timeout:.1f}s: it holds {have}, waiting for {wanted}. The "
+                "watch may be lagging or broken; the reconcile is retried with backoff"
+            ) from None
+        finally:
+            if waiter in expectation.waiters:
+                expectation.waiters.remove(waiter)
+
+    async def wait_scope_caught_up(self, namespace: str | None, timeout: float) -> None:
+        """Wait until every write of this process in ``namespace`` (or anywhere) is reflected.
+
+        Raises:
+            ReadAfterWriteTimeout: not within ``timeout`` seconds.
+
+        """
+        deadline = time.monotonic() + timeout
+        for key in self.pending_expectations(namespace):
+            await self.wait_caught_up(key, max(0.0, deadline - time.monotonic()))
+
+
+def _is_older(new: JsonObject, old: JsonObject) -> bool:
+    new_rv = parse_resource_version(resource_version_of(new))
+    old_rv = parse_resource_version(resource_version_of(old))
+    return new_rv is not None and old_rv is not None and new_rv < old_rv

@@ -1,0 +1,246 @@
+"""The in-memory store behind one informer: objects by key, plus secondary indexes.
+
+Objects are kept as decoded JSON (the dicts the client returns), after the informer's
+transform, keyed by :class:`~setpoint.api.keys.ObjectKey`. Indexes map an index *value*
+(a string an index function computes from an object) to the keys of the objects that
+produce it, as client-go's ``cache.Indexer`` does; every write keeps them current, so a
+lookup is a dict access. A namespace index is always maintained, because listing one
+namespace is the most common query.
+
+The store belongs to one event loop and is not locked: the informer mutates it between
+awaits, and readers copy what they return.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from setpoint.api.gvk import GroupVersionKind, split_api_version
+from setpoint.api.keys import ObjectKey
+from setpoint.api.meta import JsonObject, labels_of, meta
+from setpoint.cache.selectors import field_value
+
+__all__ = [
+    "IndexFunc",
+    "Store",
+    "by_controller",
+    "by_field",
+    "by_label",
+    "by_owner_uid",
+    "parse_resource_version",
+]
+
+log = logging.getLogger("setpoint.cache")
+
+IndexFunc = Callable[[JsonObject], "Iterable[str] | str | None"]
+"""Computes an object's values for one index: a string, several, or ``None`` for none.
+
+It receives the stored JSON form (after the transform) and must not mutate it."""
+
+
+def parse_resource_version(rv: str) -> int | None:
+    """``int(rv)`` when ``rv`` is a decimal integer, else ``None``.
+
+    resourceVersions are opaque by the API's contract. In practice kube-apiserver (backed by
+    etcd) uses the etcd revision, a global counter, so two versions of any objects of one
+    resource compare as integers. setpoint relies on that only for the read-after-write wait,
+    and only when both sides parse; otherwise it falls back to equality (see decision 0004).
+    """
+    if rv.isdigit():
+        return int(rv)
+    return None
+
+
+class Store:
+    """Objects by key, a namespace index and named secondary indexes."""
+
+    __slots__ = ("_by_namespace", "_index_values", "_indexers", "_indices", "_items")
+
+    def __init__(self) -> None:
+        self._items: dict[ObjectKey, JsonObject] = {}
+        self._by_namespace: dict[str, set[ObjectKey]] = {}
+        self._indexers: dict[str, IndexFunc] = {}
+        # index name -> index value -> keys
+        self._indices: dict[str, dict[str, set[ObjectKey]]] = {}
+        # index name -> key -> the values it was indexed under (to unindex on change)
+        self._index_values: dict[str, dict[ObjectKey, tuple[str, ...]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __iter__(self) -> Iterator[ObjectKey]:
+        return iter(self._items)
+
+    def get(self, key: ObjectKey) -> JsonObject | None:
+        """The stored object for ``key`` (not a copy: do not mutate it), or ``None``."""
+        return self._items.get(key)
+
+    def keys(self) -> Iterable[ObjectKey]:
+        """Every key (a live view; copy it before mutating the store)."""
+        return self._items.keys()
+
+    def values(self) -> Iterable[JsonObject]:
+        """Every object (a live view; copy it before mutating the store)."""
+        return self._items.values()
+
+    def items(self) -> Iterator[tuple[ObjectKey, JsonObject]]:
+        """Every key and object."""
+        return iter(self._items.items())
+
+    def keys_in_namespace(self, namespace: str) -> set[ObjectKey]:
+        """Keys of the objects in ``namespace`` (``""``: cluster-scoped objects); a copy."""
+        return set(self._by_namespace.get(namespace, ()))
+
+    def put(self, key: ObjectKey, obj: JsonObject) -> JsonObject | None:
+        """Store ``obj`` under ``key``, update every index, and return the previous object."""
+        old = self._items.get(key)
+        self._items[key] = obj
+        if old is None:
+            self._by_namespace.setdefault(key.namespace, set()).add(key)
+        for name in self._indexers:
+            self._reindex(name, key, obj)
+        return old
+
+    def delete(self, key: ObjectKey) -> JsonObject | None:
+        """Remove ``key`` and return the object it held (``None`` if there was none)."""
+        old = self._items.pop(key, None)
+        if old is None:
+            return None
+        keys = self._by_namespace.get(key.namespace)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._by_namespace[key.namespace]
+        for name in self._indexers:
+            self._reindex(name, key, None)
+        return old
+
+    # -- indexes ---------------------------------------------------------------------
+
+    def has_index(self, name: str) -> bool:
+        """Whether an index called ``name`` exists."""
+        return name in self._indexers
+
+    def add_index(self, name: str, fn: IndexFunc) -> None:
+        """Add an index and build it over the objects already stored.
+
+        Raises:
+            ValueError: an index with this name exists (two functions cannot share a name).
+
+        """
+        if name in self._indexers:
+            raise ValueError(
+                f"an index named {name!r} already exists on this store; give the new one "
+                "another name"
+            )
+        self._indexers[name] = fn
+        self._indices[name] = {}
+        self._index_values[name] = {}
+        for key, obj in self._items.items():
+            self._reindex(name, key, obj)
+
+    def keys_by_index(self, name: str, value: str) -> set[ObjectKey]:
+        """Keys of the objects whose ``name`` index includes ``value``; a copy.
+
+        Raises:
+            KeyError: there is no index called ``name``.
+
+        """
+        index = self._indices.get(name)
+        if index is None:
+            raise KeyError(name)
+        return set(index.get(value, ()))
+
+    def _reindex(self, name: str, key: ObjectKey, obj: JsonObject | None) -> None:
+        index = self._indices[name]
+        previous = self._index_values[name].pop(key, ())
+        for value in previous:
+            keys = index.get(value)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del index[value]
+        if obj is None:
+            return
+        values = _index_values(name, self._indexers[name], obj)
+        if values:
+            self._index_values[name][key] = values
+            for value in values:
+                index.setdefault(value, set()).add(key)
+
+
+def _index_values(name: str, fn: IndexFunc, obj: JsonObject) -> tuple[str, ...]:
+    try:
+        result = fn(obj)
+    except Exception:
+        # One bad object must not break the informer; it is just not indexed.
+        log.exception("index function %r failed for an object; it is left out of the index", name)
+        return ()
+    if result is None:
+        return ()
+    if isinstance(result, str):
+        return (result,)
+    return tuple(dict.fromkeys(str(v) for v in result))
+
+
+# -- standard index functions ---------------------------------------------------------------
+
+
+def by_owner_uid(obj: JsonObject) -> list[str]:
+    """Index by the UID of every owner (``metadata.ownerReferences[].uid``).
+
+    Look up an owner's dependents with ``list_by_index(kind, "owner", uid_of(owner))``.
+    """
+    refs = meta(obj).get("ownerReferences") or []
+    return [str(ref.get("uid")) for ref in refs if isinstance(ref, dict) and ref.get("uid")]
+
+
+def by_controller(owner_kind: GroupVersionKind) -> IndexFunc:
+    """Index by the controlling owner of kind ``owner_kind`` (group and kind; any version).
+
+    The value is the owner's key as ``"namespace/name"`` (an owner shares its dependent's
+    namespace, or is cluster-scoped: then it is just ``"name"``), the form ``str(ObjectKey)``
+    gives; an object without such a controller is not indexed.
+    """
+
+    def index(obj: JsonObject) -> str | None:
+        for ref in meta(obj).get("ownerReferences") or []:
+            if not isinstance(ref, dict) or not ref.get("controller"):
+                continue
+            try:
+                group, _ = split_api_version(str(ref.get("apiVersion") or ""))
+            except ValueError:
+                continue
+            if group == owner_kind.group and ref.get("kind") == owner_kind.kind:
+                namespace = str(meta(obj).get("namespace") or "")
+                return str(ObjectKey(namespace, str(ref.get("name") or "")))
+        return None
+
+    return index
+
+
+def by_field(path: str) -> IndexFunc:
+    """Index by the value at a dotted ``path`` (``spec.nodeName``), as field selectors read it.
+
+    Register it as ``"field:" + path`` and ``list(fields={path: value})`` uses the index.
+    """
+
+    def index(obj: JsonObject) -> str:
+        return field_value(obj, path)
+
+    return index
+
+
+def by_label(key: str) -> IndexFunc:
+    """Index by the value of label ``key`` (objects without the label are not indexed)."""
+
+    def index(obj: JsonObject) -> str | None:
+        value: Any = labels_of(obj).get(key)
+        return str(value) if value is not None else None
+
+    return index

@@ -1,0 +1,403 @@
+"""Read-after-write: readers wait for this process's own writes; the tracking client records them.
+
+The fake API can hold watch events back (``hold``/``release``), which is exactly a lagging
+cache: the write has happened on the server, the informer has not seen it yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from cache_fakeapi import WIDGET, FakeApi, widget
+
+from setpoint.api.keys import ObjectKey
+from setpoint.api.kinds import ResourceInfo
+from setpoint.cache import (
+    Cache,
+    ConsistentReader,
+    Informer,
+    InformerOptions,
+    ReadAfterWriteTimeout,
+    TrackingClient,
+)
+from setpoint.client import Client
+from setpoint.client.config import ClientConfig
+from setpoint.client.errors import NotFound
+from setpoint.client.patch import MergePatch
+from setpoint.client.transport import Response
+from setpoint.testing import eventually
+
+KEY = ObjectKey("default", "a")
+
+
+async def let_tasks_run() -> None:
+    """Let runnable tasks reach their next await. Not a timed wait: no time passes."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+async def api() -> FakeApi:
+    fake = FakeApi()
+    fake.put(widget("a", data={"v": 1}))
+    return fake
+
+
+@pytest.fixture
+async def cache(api: FakeApi) -> AsyncIterator[Cache]:
+    c = Cache(api)  # type: ignore[arg-type]
+    await c.start()
+    c.informer(WIDGET)
+    await c.wait_for_sync(5)
+    await eventually(lambda: api.open_watches == 1, timeout=5, description="watch open")
+    try:
+        yield c
+    finally:
+        await c.stop(5)
+
+
+async def test_a_read_waits_for_the_cache_to_catch_up_with_our_write(
+    cache: Cache, api: FakeApi
+) -> None:
+    reader = cache.reader(read_after_write_timeout=5)
+    api.hold()
+    written = api.put(widget("a", data={"v": 2}))
+    cache.expect_written(WIDGET, written)
+
+    pending = asyncio.create_task(reader.get(WIDGET, "a", namespace="default"))
+    await let_tasks_run()
+    assert not pending.done()
+    # Without the wait, the cache hands out the version before our write: the stale read.
+    stale = await cache.get(WIDGET, "a", namespace="default")
+    assert stale["data"] == {"v": 1}
+
+    api.release()
+    fresh = await asyncio.wait_for(pending, 5)
+    assert fresh["data"] == {"v": 2}
+    assert cache.informer(WIDGET).pending_expectations() == []
+
+
+async def test_nothing_to_wait_for_reads_at_once(cache: Cache) -> None:
+    reader = cache.reader()
+    assert isinstance(reader, ConsistentReader)
+    assert reader.timeout == cache.options.read_after_write_timeout
+    obj = await asyncio.wait_for(reader.get(WIDGET, "a", namespace="default"), 1)
+    assert obj["data"] == {"v": 1}
+
+
+async def test_a_lagging_cache_fails_the_read_instead_of_returning_stale_data(
+    cache: Cache, api: FakeApi
+) -> None:
+    reader = cache.reader(read_after_write_timeout=0.05)
+    api.hold()
+    written = api.put(widget("a", data={"v": 2}))
+    cache.expect_written(WIDGET, written)
+    with pytest.raises(ReadAfterWriteTimeout) as caught:
+        await reader.get(WIDGET, "a", namespace="default")
+    message = str(caught.value)
+    assert "default/a" in message
+    assert written["metadata"]["resourceVersion"] in message
+    assert isinstance(caught.value, TimeoutError)
+    api.release()
+
+
+async def test_a_read_waits_for_our_delete(cache: Cache, api: FakeApi) -> None:
+    reader = cache.reader(read_after_write_timeout=5)
+    uid = api.objects[(WIDGET, KEY)]["metadata"]["uid"]
+    api.hold()
+    api.remove(KEY)
+    cache.expect_deleted(WIDGET, KEY, uid=uid)
+    pending = asyncio.create_task(reader.get(WIDGET, "a", namespace="default"))
+    await let_tasks_run()
+    assert not pending.done()
+    api.release()
+    with pytest.raises(NotFound):
+        await asyncio.wait_for(pending, 5)
+
+
+async def test_a_delete_of_an_object_the_cache_never_saw(cache: Cache, api: FakeApi) -> None:
+    """Created and deleted while the cache lagged: reads say NotFound, before and after."""
+    reader = cache.reader(read_after_write_timeout=5)
+    api.hold()
+    created = api.put(widget("short-lived"))
+    api.remove(ObjectKey("default", "short-lived"))
+    cache.expect_deleted(
+        WIDGET, ObjectKey("default", "short-lived"), uid=created["metadata"]["uid"]
+    )
+    with pytest.raises(NotFound):
+        await asyncio.wait_for(reader.get(WIDGET, "short-lived", namespace="default"), 1)
+    informer = cache.informer(WIDGET)
+    api.release()
+    await eventually(
+        lambda: ObjectKey("default", "short-lived") not in informer._expectations,
+        timeout=5,
+        description="expectation settled by the DELETED event",
+    )
+    with pytest.raises(NotFound):
+        await reader.get(WIDGET, "short-lived", namespace="default")
+
+
+async def test_a_list_waits_for_every_write_in_its_namespace(cache: Cache, api: FakeApi) -> None:
+    reader = cache.reader(read_after_write_timeout=5)
+    api.hold()
+    cache.expect_written(WIDGET, api.put(widget("b")))
+    cache.expect_written(WIDGET, api.put(widget("c", namespace="elsewhere")))
+    in_default = asyncio.create_task(reader.list(WIDGET, namespace="default"))
+    everywhere = asyncio.create_task(reader.list(WIDGET))
+    await let_tasks_run()
+    assert not in_default.done()
+    assert not everywhere.done()
+    api.release()
+    names = [o["metadata"]["name"] for o in await asyncio.wait_for(in_default, 5)]
+    assert names == ["a", "b"]
+    assert len(await asyncio.wait_for(everywhere, 5)) == 3
+
+
+async def test_other_namespaces_do_not_block_a_list(cache: Cache, api: FakeApi) -> None:
+    reader = cache.reader(read_after_write_timeout=5)
+    api.hold()
+    cache.expect_written(WIDGET, api.put(widget("c", namespace="elsewhere")))
+    listing = await asyncio.wait_for(reader.list(WIDGET, namespace="default"), 1)
+    assert [o["metadata"]["name"] for o in listing] == ["a"]
+    api.release()
+
+
+async def test_a_bookmark_past_our_write_settles_it(cache: Cache, api: FakeApi) -> None:
+    """The watermark: once every event up to our version is applied, the store reflects it."""
+    informer = cache.informer(WIDGET)
+    api.advance(5)
+    # A write the informer will see no event for (say, it left the informer's selector).
+    cache.expect_written(WIDGET, widget("a", metadata={"resourceVersion": api.rv(api.revision)}))
+    assert informer.pending_expectations() == [KEY]
+    api.bookmark()
+    await asyncio.wait_for(informer.wait_caught_up(KEY, 5), 5)
+    assert informer.pending_expectations() == []
+
+
+async def test_a_relist_settles_expectations(cache: Cache, api: FakeApi) -> None:
+    informer = cache.informer(WIDGET)
+    api.hold()
+    written = api.put(widget("a", data={"v": 3}))
+    cache.expect_written(WIDGET, written)
+    api.watch_gate = asyncio.Event()
+    api.break_watches()
+    await eventually(lambda: api.calls[-1].startswith("watch"), timeout=5)
+    api.compact()
+    api.release()
+    api.watch_gate.set()
+    reader = cache.reader(read_after_write_timeout=5)
+    obj = await reader.get(WIDGET, "a", namespace="default")
+    assert obj["data"] == {"v": 3}
+    assert informer.stats.relists == 1
+
+
+async def test_an_older_write_never_lowers_the_expectation(cache: Cache, api: FakeApi) -> None:
+    informer = cache.informer(WIDGET)
+    api.hold()
+    first = api.put(widget("a", data={"v": 2}))
+    second = api.put(widget("a", data={"v": 3}))
+    cache.expect_written(WIDGET, second)
+    cache.expect_written(WIDGET, first)  # a racing writer reports late
+    assert informer._expectations[KEY].rv == second["metadata"]["resourceVersion"]
+    api.release()
+    obj = await cache.reader(read_after_write_timeout=5).get(WIDGET, "a", namespace="default")
+    assert obj["data"] == {"v": 3}
+
+
+async def test_writes_outside_the_informers_scope_are_not_tracked(api: FakeApi) -> None:
+    cache = Cache(api)  # type: ignore[arg-type]
+    await cache.start()
+    try:
+        informer = cache.informer(WIDGET)
+        await cache.wait_for_sync(5)
+        filtered = Informer(api, WIDGET, InformerOptions(labels="app=web"))  # type: ignore[arg-type]
+        filtered.expect_written(widget("x", metadata={"resourceVersion": "999"}))
+        assert filtered.pending_expectations() == []
+        # A kind without an informer records nothing (a later informer lists after the write).
+        cache.expect_written(
+            WIDGET.__class__("other.dev", "v1", "Other"),
+            widget("a", metadata={"resourceVersion": "1"}),
+        )
+        assert informer.pending_expectations() == []
+    finally:
+        await cache.stop(5)
+
+
+async def test_non_integer_versions_compare_by_equality(api: FakeApi) -> None:
+    api.rv_prefix = "v"
+    cache = Cache(api)  # type: ignore[arg-type]
+    await cache.start()
+    try:
+        informer = cache.informer(WIDGET)
+        await cache.wait_for_sync(5)
+        await eventually(lambda: api.open_watches == 1, timeout=5)
+        api.hold()
+        written = api.put(widget("a", data={"v": "opaque"}))
+        assert written["metadata"]["resourceVersion"].startswith("v")
+        cache.expect_written(WIDGET, written)
+        # An unrelated bookmark cannot settle an opaque version.
+        api.bookmark()
+        pending = asyncio.create_task(
+            cache.reader(read_after_write_timeout=5).get(WIDGET, "a", namespace="default")
+        )
+        await let_tasks_run()
+        assert not pending.done()
+        api.release()
+        assert (await asyncio.wait_for(pending, 5))["data"] == {"v": "opaque"}
+        assert informer.pending_expectations() == []
+    finally:
+        await cache.stop(5)
+
+
+async def test_expectations_expire(api: FakeApi) -> None:
+    informer = Informer(api, WIDGET, InformerOptions(expectation_ttl=0.01))  # type: ignore[arg-type]
+    await informer.start()
+    try:
+        await informer.wait_for_sync(5)
+        informer.expect_written(widget("a", metadata={"resourceVersion": "100000"}))
+
+        async def unblocked() -> bool:
+            await asyncio.wait_for(informer.wait_caught_up(KEY, 5), 0.5)
+            return True
+
+        await eventually(unblocked, timeout=5, description="expired expectation no longer blocks")
+        assert KEY not in informer._expectations
+    finally:
+        await informer.stop()
+
+
+async def test_stopping_releases_waiting_readers(api: FakeApi) -> None:
+    informer = Informer(api, WIDGET)  # type: ignore[arg-type]
+    await informer.start()
+    await informer.wait_for_sync(5)
+    informer.expect_written(widget("a", metadata={"resourceVersion": "100000"}))
+    waiting = asyncio.create_task(informer.wait_caught_up(KEY, 30))
+    await let_tasks_run()
+    await informer.stop()
+    with pytest.raises(Exception, match="stopped"):
+        await asyncio.wait_for(waiting, 5)
+
+
+# -- the tracking client ----------------------------------------------------------------------
+
+
+class FakeTransport:
+    """Answers requests from a script; records what was sent."""
+
+    def __init__(self) -> None:
+        self.replies: list[Any] = []
+        self.sent: list[tuple[str, str, Any]] = []
+        self.closed = False
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Response:
+        self.sent.append((method, path, kwargs.get("body")))
+        reply = self.replies.pop(0) if self.replies else kwargs.get("body")
+        return Response(200, {}, reply)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class FakeMapper:
+    async def mapping(self, gvk: Any) -> ResourceInfo:
+        return ResourceInfo(gvk, gvk.kind.lower() + "s", True, frozenset({"status", "scale"}))
+
+
+@pytest.fixture
+def transport() -> FakeTransport:
+    return FakeTransport()
+
+
+@pytest.fixture
+def live(transport: FakeTransport) -> Client:
+    client = Client(ClientConfig(server="https://fake.invalid"))
+    client.transport = transport  # type: ignore[assignment]
+    client.mapper = FakeMapper()  # type: ignore[assignment]
+    return client
+
+
+@contextlib.asynccontextmanager
+async def tracked(api: FakeApi, live: Client) -> AsyncIterator[tuple[TrackingClient, Informer]]:
+    cache = Cache(api)  # type: ignore[arg-type]
+    await cache.start()
+    informer = cache.informer(WIDGET)
+    await cache.wait_for_sync(5)
+    try:
+        yield cache.tracking_client(live), informer
+    finally:
+        await cache.stop(5)
+
+
+def stored(name: str, rv: str, **meta: Any) -> dict[str, Any]:
+    return widget(name, metadata={"resourceVersion": rv, "uid": f"uid-{name}", **meta})
+
+
+async def test_tracking_client_records_creates_updates_and_patches(
+    api: FakeApi, live: Client, transport: FakeTransport
+) -> None:
+    async with tracked(api, live) as (client, informer):
+        assert isinstance(client, Client)
+        assert client.wrapped is live
+        transport.replies = [stored("new", "500")]
+        await client.create(widget("new"))
+        assert informer._expectations[ObjectKey("default", "new")].rv == "500"
+        transport.replies = [stored("a", "501")]
+        await client.update_status(stored("a", "101"))
+        assert informer._expectations[KEY].rv == "501"
+        assert transport.sent[-1][1].endswith("/widgets/a/status")
+        transport.replies = [stored("a", "502")]
+        await client.patch(WIDGET, "a", MergePatch({"data": {}}), namespace="default")
+        assert informer._expectations[KEY].rv == "502"
+        transport.replies = [stored("a", "503")]
+        await client.apply(widget("a"), field_manager="me")
+        assert informer._expectations[KEY].rv == "503"
+        transport.replies = [{"kind": "Scale", "apiVersion": "autoscaling/v1",
+                              "metadata": {"name": "a", "namespace": "default",
+                                           "resourceVersion": "504"}}]  # fmt: skip
+        await client.scale(WIDGET, "a", 3, namespace="default")
+        assert informer._expectations[KEY].rv == "504"
+
+
+async def test_tracking_client_ignores_dry_runs(
+    api: FakeApi, live: Client, transport: FakeTransport
+) -> None:
+    async with tracked(api, live) as (client, informer):
+        transport.replies = [stored("new", "500")]
+        await client.create(widget("new"), dry_run=True)
+        transport.replies = [{"kind": "Status", "status": "Success"}]
+        await client.delete(WIDGET, "a", namespace="default", dry_run=True)
+        assert informer._expectations == {}
+
+
+async def test_tracking_client_records_deletes(
+    api: FakeApi, live: Client, transport: FakeTransport
+) -> None:
+    async with tracked(api, live) as (client, informer):
+        # Gone at once: the server answers with a Status naming the uid.
+        transport.replies = [{"kind": "Status", "status": "Success",
+                              "details": {"name": "a", "uid": "uid-a"}}]  # fmt: skip
+        await client.delete(WIDGET, "a", namespace="default")
+        expectation = informer._expectations[KEY]
+        assert expectation.deleted
+        assert expectation.uid == "uid-a"
+
+        # Still there, held by a finalizer: a write of the marked object.
+        transport.replies = [
+            stored("b", "600", deletionTimestamp="2024-01-01T00:00:00Z", finalizers=["x/y"])
+        ]
+        await client.delete(WIDGET, "b", namespace="default")
+        held = informer._expectations[ObjectKey("default", "b")]
+        assert not held.deleted
+        assert held.rv == "600"
+
+
+async def test_closing_the_tracking_client_keeps_the_pool(
+    api: FakeApi, live: Client, transport: FakeTransport
+) -> None:
+    async with tracked(api, live) as (client, _):
+        await client.close()
+        assert not transport.closed

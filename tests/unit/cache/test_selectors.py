@@ -1,0 +1,145 @@
+"""Label and field selectors: the API server's syntax, parsed and matched locally."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from setpoint.cache.selectors import FieldSelector, LabelSelector, SelectorError, field_value
+
+LABELS = {"app": "web", "tier": "3", "example.com/owner": "team-a"}
+
+
+@pytest.mark.parametrize(
+    ("selector", "matches"),
+    [
+        ("", True),
+        ("app=web", True),
+        ("app==web", True),
+        ("app=db", False),
+        ("app!=db", True),
+        ("app!=web", False),
+        ("missing!=x", True),
+        ("app in (web, db)", True),
+        ("app in (db)", False),
+        ("app notin (db)", True),
+        ("missing notin (db)", True),
+        ("missing in (db)", False),
+        ("app", True),
+        ("missing", False),
+        ("!missing", True),
+        ("!app", False),
+        ("tier>2", True),
+        ("tier<3", False),
+        ("app>2", False),
+        ("example.com/owner=team-a", True),
+        ("app=web,tier in (1,3),!missing", True),
+        ("app=web,tier in (1,2)", False),
+        (" app = web , tier ", True),
+    ],
+)
+def test_label_selector_semantics(selector: str, matches: bool) -> None:
+    assert LabelSelector.parse(selector).matches(LABELS) is matches
+
+
+def test_label_mapping_means_equality() -> None:
+    selector = LabelSelector.parse({"app": "web", "tier": "3"})
+    assert selector.matches(LABELS)
+    assert not selector.matches({"app": "web"})
+    assert selector.equality_pairs() == {"app": "web", "tier": "3"}
+
+
+def test_label_matches_object_metadata() -> None:
+    selector = LabelSelector.parse("app=web")
+    assert selector.matches_object({"metadata": {"labels": {"app": "web"}}})
+    assert not selector.matches_object({"metadata": {}})
+    assert LabelSelector.parse(None).matches_object({})
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "app in (",
+        "app in ()",
+        "=web",
+        "app=we b",
+        "a b",
+        "tier>x",
+        "app)",
+        "bad key!=x",
+        "app in (a b)",
+    ],
+)
+def test_malformed_label_selectors_are_named(bad: str) -> None:
+    with pytest.raises(SelectorError, match="label selector"):
+        LabelSelector.parse(bad)
+
+
+def test_label_selector_round_trips_through_str() -> None:
+    text = "app=web,tier!=2,env in (dev,prod),!legacy,owner,tier>1"
+    parsed = LabelSelector.parse(text)
+    assert LabelSelector.parse(str(parsed)) == parsed
+
+
+OBJ = {
+    "metadata": {"name": "x", "namespace": "ns"},
+    "spec": {"replicas": 3, "paused": False, "nodeName": "n1", "list": [1]},
+    "status": {"phase": "Running"},
+}
+
+
+@pytest.mark.parametrize(
+    ("selector", "matches"),
+    [
+        ("metadata.name=x", True),
+        ("metadata.name==x", True),
+        ("metadata.name!=x", False),
+        ("metadata.namespace=ns,status.phase=Running", True),
+        ("spec.replicas=3", True),
+        ("spec.paused=false", True),
+        ("spec.missing=", True),
+        ("spec.missing!=", False),
+        ("spec.list=", True),
+        ("spec.nodeName!=n2", True),
+    ],
+)
+def test_field_selector_semantics(selector: str, matches: bool) -> None:
+    assert FieldSelector.parse(selector).matches(OBJ) is matches
+
+
+def test_field_selector_escapes() -> None:
+    obj = {"metadata": {"name": "a,b=c\\d"}}
+    selector = FieldSelector.parse("metadata.name=a\\,b\\=c\\\\d")
+    assert selector.requirements[0].value == "a,b=c\\d"
+    assert selector.matches(obj)
+    assert FieldSelector.parse(str(selector)) == selector
+
+
+@pytest.mark.parametrize("bad", ["metadata.name", "=x", "a=b\\q", "a=b\\"])
+def test_malformed_field_selectors_are_named(bad: str) -> None:
+    with pytest.raises(SelectorError, match="field selector"):
+        FieldSelector.parse(bad)
+
+
+def test_field_value_renders_like_the_server() -> None:
+    assert field_value(OBJ, "spec.replicas") == "3"
+    assert field_value(OBJ, "spec.paused") == "false"
+    assert field_value(OBJ, "metadata.name.deeper") == ""
+    assert field_value(OBJ, "spec") == ""
+
+
+label_keys = st.from_regex(r"[a-z]([a-z0-9-]{0,8}[a-z0-9])?", fullmatch=True)
+label_values = st.from_regex(r"([a-z0-9]([a-z0-9._-]{0,8}[a-z0-9])?)?", fullmatch=True)
+
+
+@given(
+    st.dictionaries(label_keys, label_values, max_size=5),
+    st.dictionaries(label_keys, label_values, max_size=5),
+)
+def test_equality_selector_agrees_with_dict_subset(
+    wanted: dict[str, str], labels: dict[str, str]
+) -> None:
+    selector = LabelSelector.parse(wanted)
+    assert selector.matches(labels) == all(labels.get(k) == v for k, v in wanted.items())
+    assert LabelSelector.parse(str(selector)).matches(labels) == selector.matches(labels)
