@@ -1,1 +1,88 @@
-"""setpoint.manager (see ARCHITECTURE.md)."""
+"""The manager: runnable lifecycle, leader election, probes, metrics server and Events.
+
+::
+
+    from setpoint.manager import LeaderElectionOptions, Manager, ManagerOptions
+
+    manager = Manager.from_environment(ManagerOptions(
+        leader_election=LeaderElectionOptions(name="tenant-operator"),
+    ))
+    manager.add(controller)
+    await manager.run()
+
+See ``docs/guide/manager.md`` for the lifecycle, the timing rules of leader election and the
+probe and metrics endpoints.
+"""
+
+from setpoint.manager.cache import CacheFactory, CacheLike, default_new_cache
+from setpoint.manager.errors import (
+    CacheSyncTimeout,
+    DuplicateCheckError,
+    LeaderElectionLost,
+    ManagerError,
+    ManagerStateError,
+    RunnableFailed,
+    ShutdownIncomplete,
+)
+from setpoint.manager.healthz import Check, HealthChecks
+from setpoint.manager.leaderelection import (
+    LeaderElectionRecord,
+    LeaderElector,
+    LeaseClient,
+    LeaseLock,
+    LockNotInitialized,
+    ResourceLock,
+    default_identity,
+)
+from setpoint.manager.manager import Manager
+from setpoint.manager.options import (
+    DISABLED,
+    BindAddress,
+    LeaderElectionOptions,
+    LeadershipLossPolicy,
+    ManagerOptions,
+    parse_bind_address,
+)
+from setpoint.manager.server import (
+    AiohttpServer,
+    HttpHandler,
+    HttpRequest,
+    HttpResponse,
+    HttpServer,
+    HttpServerFactory,
+)
+
+__all__ = [
+    "DISABLED",
+    "AiohttpServer",
+    "BindAddress",
+    "CacheFactory",
+    "CacheLike",
+    "CacheSyncTimeout",
+    "Check",
+    "DuplicateCheckError",
+    "HealthChecks",
+    "HttpHandler",
+    "HttpRequest",
+    "HttpResponse",
+    "HttpServer",
+    "HttpServerFactory",
+    "LeaderElectionLost",
+    "LeaderElectionOptions",
+    "LeaderElectionRecord",
+    "LeaderElector",
+    "LeadershipLossPolicy",
+    "LeaseClient",
+    "LeaseLock",
+    "LockNotInitialized",
+    "Manager",
+    "ManagerError",
+    "ManagerOptions",
+    "ManagerStateError",
+    "ResourceLock",
+    "RunnableFailed",
+    "ShutdownIncomplete",
+    "default_identity",
+    "default_new_cache",
+    "parse_bind_address",
+]

@@ -1,0 +1,52 @@
+"""What the manager needs from a cache, and how it builds its default one.
+
+The manager depends on the small :class:`CacheLike` protocol, not on ``setpoint.cache``
+itself: it starts caches, waits for their initial sync and reports it on ``/readyz``. Any
+runnable in group ``CACHES`` that has ``wait_for_sync`` and ``synced`` is treated this way.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
+
+from setpoint.api.runnable import Runnable
+
+if TYPE_CHECKING:
+    from setpoint.client.client import Client
+
+__all__ = ["CacheFactory", "CacheLike", "default_new_cache"]
+
+
+@runtime_checkable
+class CacheLike(Runnable, Protocol):
+    """A runnable (group ``CACHES``) that fills itself from the API and can report when ready."""
+
+    @property
+    def synced(self) -> bool:
+        """Whether every informer has finished its initial list."""
+        ...
+
+    async def wait_for_sync(self, timeout: float) -> None:
+        """Return once synced; raise (``TimeoutError`` or a cache error) after ``timeout``."""
+        ...
+
+
+CacheFactory = Callable[["Client"], CacheLike]
+"""Builds a cache from the manager's client (``ManagerOptions.new_cache``)."""
+
+
+def default_new_cache(client: Client) -> CacheLike:
+    """Build ``setpoint.cache.Cache(client)``, the manager's default shared cache.
+
+    Imported when first needed, so a manager without controllers never loads the cache.
+    """
+    module = importlib.import_module("setpoint.cache")
+    cache_class = getattr(module, "Cache", None)
+    if cache_class is None:
+        raise RuntimeError(
+            "setpoint.cache.Cache is not available in this installation; pass "
+            "ManagerOptions(new_cache=...) to build a cache"
+        )
+    return cast("CacheLike", cache_class(client))

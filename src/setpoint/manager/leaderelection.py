@@ -1,0 +1,637 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, with client-go's semantics.
+
+:class:`LeaderElector` campaigns for and renews a lease through a :class:`ResourceLock`;
+:class:`LeaseLock` is the lock on a Lease object. The manager runs one elector and starts its
+leader-only runnables only while it leads. See :class:`LeaderElector` for the protocol, its
+guarantees and what they rest on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import os
+import random
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+
+from setpoint.api import kinds
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.meta import JsonObject
+from setpoint.client.errors import NotFound
+from setpoint.controller.ratelimit import Clock
+from setpoint.manager._time import clock_sleep, clock_timeout
+from setpoint.manager.options import LeaderElectionOptions
+
+if TYPE_CHECKING:
+    from setpoint.observability.metrics import Metrics
+
+__all__ = [
+    "LeaderElectionRecord",
+    "LeaderElector",
+    "LeaseClient",
+    "LeaseLock",
+    "LockNotInitialized",
+    "ResourceLock",
+    "default_identity",
+]
+
+log = logging.getLogger("setpoint.manager.leaderelection")
+
+CAMPAIGN_JITTER: Final = 0.2
+"""Candidates wait ``retry_period`` plus up to this fraction of it between attempts, so that
+many replicas started together do not all knock at once."""
+
+
+def default_identity() -> str:
+    """``<host name>_<random UUID>``: unique per process, readable in ``holderIdentity``."""
+    host = os.environ.get("HOSTNAME") or socket.gethostname()
+    return f"{host}_{uuid.uuid4()}"
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _format_micro_time(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse_micro_time(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderElectionRecord:
+    """The lease's state as client-go's ``LeaderElectionRecord``: who holds it and since when.
+
+    ``renew_time`` and ``acquire_time`` are the holder's wall clock and are only informative:
+    candidates never compare them with their own clock (see :class:`LeaderElector`).
+    """
+
+    holder_identity: str
+    """``spec.holderIdentity``; empty when the lease was released."""
+    lease_duration_seconds: int
+    """``spec.leaseDurationSeconds``: how long candidates wait after seeing a change."""
+    acquire_time: datetime | None
+    """``spec.acquireTime``: when the current holder acquired it."""
+    renew_time: datetime | None
+    """``spec.renewTime``: when the current holder last renewed it."""
+    leader_transitions: int
+    """``spec.leaseTransitions``: how many times the holder changed."""
+
+    @classmethod
+    def from_lease_spec(cls, spec: object) -> LeaderElectionRecord:
+        """Read a Lease's ``spec``; missing fields read as empty, zero or ``None``."""
+        data = spec if isinstance(spec, dict) else {}
+        duration = data.get("leaseDurationSeconds")
+        transitions = data.get("leaseTransitions")
+        return cls(
+            holder_identity=str(data.get("holderIdentity") or ""),
+            lease_duration_seconds=duration if isinstance(duration, int) else 0,
+            acquire_time=_parse_micro_time(data.get("acquireTime")),
+            renew_time=_parse_micro_time(data.get("renewTime")),
+            leader_transitions=transitions if isinstance(transitions, int) else 0,
+        )
+
+    def to_lease_spec(self) -> JsonObject:
+        """The Lease ``spec`` fields this record owns."""
+        return {
+            "holderIdentity": self.holder_identity,
+            "leaseDurationSeconds": self.lease_duration_seconds,
+            "acquireTime": _format_micro_time(self.acquire_time),
+            "renewTime": _format_micro_time(self.renew_time),
+            "leaseTransitions": self.leader_transitions,
+        }
+
+
+@runtime_checkable
+class ResourceLock(Protocol):
+    """A lease-like object candidates read and write with optimistic concurrency.
+
+    The counterpart of client-go's ``resourcelock.Interface``. ``update`` must fail if the
+    object changed since this lock last read or wrote it (``resourceVersion``), so two
+    candidates can never both succeed from the same observation.
+    """
+
+    @property
+    def identity(self) -> str:
+        """The identity of this candidate."""
+        ...
+
+    def describe(self) -> str:
+        """A name for logs and errors, such as ``Lease ns/name``."""
+        ...
+
+    async def get(self) -> LeaderElectionRecord | None:
+        """Read the record; ``None`` if the lock object does not exist yet."""
+        ...
+
+    async def create(self, record: LeaderElectionRecord) -> None:
+        """Create the lock object holding ``record``; raise if it already exists."""
+        ...
+
+    async def update(self, record: LeaderElectionRecord) -> None:
+        """Write ``record`` over the version last read or written; raise on a conflict."""
+        ...
+
+    def record_event(self, message: str) -> None:
+        """Record a Kubernetes Event about the lock (``"<identity> became leader"``)."""
+        ...
+
+
+class LockNotInitialized(RuntimeError):
+    """``update`` was called before ``get`` or ``create`` gave the lock a version to update."""
+
+
+class LeaseClient(Protocol):
+    """What :class:`LeaseLock` needs from a client (``setpoint.client.Client`` has it)."""
+
+    async def get(
+        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
+    ) -> JsonObject:
+        """Read one object; raise ``NotFound`` if it does not exist."""
+        ...
+
+    async def create(self, obj: JsonObject) -> JsonObject:
+        """Create an object; raise ``AlreadyExists`` if it exists."""
+        ...
+
+    async def update(self, obj: JsonObject) -> JsonObject:
+        """Replace an object, checking its ``resourceVersion``; raise ``Conflict`` if stale."""
+        ...
+
+
+class EventRecorderLike(Protocol):
+    """The part of :class:`setpoint.observability.events.EventRecorder` the lock uses."""
+
+    def event(self, obj: JsonObject, type: str, reason: str, message: str) -> None:
+        """Record an Event about ``obj``; never raises."""
+        ...
+
+
+class LeaseLock:
+    """A :class:`ResourceLock` on a ``coordination.k8s.io/v1`` Lease.
+
+    It keeps the Lease as last read or written, and updates replace exactly that version
+    (a PUT carrying its ``resourceVersion``), so a concurrent writer makes the update fail
+    with ``Conflict`` instead of being overwritten. Fields of the Lease spec this lock does
+    not own (``preferredHolder``, ``strategy``) are kept as they are.
+    """
+
+    def __init__(
+        self,
+        client: LeaseClient,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        recorder: EventRecorderLike | None = None,
+    ) -> None:
+        self._client = client
+        self._namespace = namespace
+        self._name = name
+        self._identity = identity
+        self._recorder = recorder
+        self._lease: JsonObject | None = None
+
+    @property
+    def identity(self) -> str:
+        """The identity of this candidate."""
+        return self._identity
+
+    def describe(self) -> str:
+        """``Lease <namespace>/<name>``."""
+        return f"Lease {self._namespace}/{self._name}"
+
+    async def get(self) -> LeaderElectionRecord | None:
+        """Read the Lease; ``None`` if it does not exist."""
+        try:
+            lease = await self._client.get(kinds.Lease, self._name, namespace=self._namespace)
+        except NotFound:
+            return None
+        self._lease = lease
+        return LeaderElectionRecord.from_lease_spec(lease.get("spec"))
+
+    async def create(self, record: LeaderElectionRecord) -> None:
+        """Create the Lease holding ``record``."""
+        lease: JsonObject = {
+            "apiVersion": kinds.Lease.api_version,
+            "kind": kinds.Lease.kind,
+            "metadata": {"name": self._name, "namespace": self._namespace},
+            "spec": record.to_lease_spec(),
+        }
+        self._lease = await self._client.create(lease)
+
+    async def update(self, record: LeaderElectionRecord) -> None:
+        """Replace the Lease last seen with one holding ``record``.
+
+        Raises:
+            LockNotInitialized: neither ``get`` nor ``create`` succeeded before.
+            Conflict: the Lease changed since it was last seen.
+
+        """
+        if self._lease is None:
+            raise LockNotInitialized(
+                f"{self.describe()}: update() needs a version to replace; call get() or "
+                "create() first"
+            )
+        lease = copy.deepcopy(self._lease)
+        spec = lease.get("spec")
+        lease["spec"] = {**(spec if isinstance(spec, dict) else {}), **record.to_lease_spec()}
+        self._lease = await self._client.update(lease)
+
+    def record_event(self, message: str) -> None:
+        """Record a ``Normal`` ``LeaderElection`` Event on the Lease (if it has a recorder)."""
+        if self._recorder is not None and self._lease is not None:
+            self._recorder.event(self._lease, "Normal", "LeaderElection", message)
+
+
+class LeaderElector:
+    """Campaigns for a lease, renews it while leading, and reports when leadership ends.
+
+    Expected Flow:
+        1. ``start(on_elected, on_lost)`` begins campaigning. Every ``retry_period`` (plus up
+           to 20% jitter) the candidate reads the lock. It takes the lock when it does not
+           exist, holds no holder (released), or is *expired*: its record has not changed for
+           ``leaseDurationSeconds`` (the holder's value) on this process's own monotonic
+           clock, counted from when this process first saw that record. Taking it is an
+           ``update`` over the version just read, so of several candidates at most one wins;
+           ``leaseTransitions`` goes up by one.
+        2. On winning, ``on_elected()`` is called once.
+        3. While leading, it renews every ``retry_period``: an optimistic update of the
+           version it last wrote (the fast path), falling back to read-then-update (the slow
+           path, counted in ``leader_election_slowpath_total``). A failed renewal is retried
+           every ``retry_period``.
+        4. If no renewal succeeds within ``renew_deadline`` of *sending* the last one that
+           succeeded, or the lock turns out to be held by someone else, leadership is lost:
+           ``on_lost()`` is called at once (synchronously, at the deadline) and the elector
+           stops. It never campaigns again; build a new elector to do so.
+        5. ``stop()`` ends campaigning or leading; with ``release_on_cancel`` a leader first
+           writes an empty holder (and ``leaseDurationSeconds: 1``) so others take over at
+           once.
+
+    Guarantees:
+        - ``leader_election_master_status{name}`` is 1 exactly while ``is_leader`` is true.
+        - Two electors on one lock never both consider themselves leader at the same time,
+          under the assumptions below: a leader stops at most ``renew_deadline`` after it sent
+          its last successful renewal; that renewal was written after it was sent and seen by
+          others after it was written, and others wait ``lease_duration`` from then. The gap,
+          ``lease_duration - renew_deadline``, absorbs clock-rate differences and scheduling
+          delay.
+        - Every request is bounded by ``request_timeout`` and, while leading, by the time left
+          until the renew deadline, so a hung request cannot extend leadership.
+
+    Assumptions:
+        - Candidates' monotonic clocks run at nearly the same *rate* (their wall clocks may
+          disagree arbitrarily; ``renewTime`` is never compared across processes).
+        - The API server provides optimistic concurrency on the lock (``resourceVersion``).
+        - All candidates use this protocol (client-go's is the same, so Go and Python
+          replicas may share a lock) and the lease's ``leaseDurationSeconds`` is honoured.
+        - The process reacts to ``on_lost`` promptly: leader-only work is cancelled
+          immediately, not drained. An event loop blocked for longer than the safety margin
+          by CPU-bound code breaks this assumption, as would a paused process (SIGSTOP, a VM
+          freeze).
+
+    Caveats:
+        - Takeover after a leader dies without releasing takes between ``lease_duration`` and
+          about ``lease_duration + 1.2 * retry_period``: candidates wake exactly when the
+          lease they watch expires, but may have seen its last renewal up to one jittered
+          retry period late.
+        - Leadership is a lease, not a lock on the world: work that outlives cancellation (a
+          request already sent, a thread in an executor) may still land after leadership
+          ended. Make writes idempotent, or guard them with preconditions.
+        - A lost elector does not restart; the manager shuts down (``LeadershipLossPolicy``).
+
+    Errors:
+        Lock errors (unreachable API server, ``Conflict``, ``Forbidden`` on leases) never
+        escape: they count as a failed attempt, are logged, and make :meth:`check` report
+        unhealthy. An unexpected exception inside the elector itself ends it; it is reported
+        by :meth:`failure`, and a leader calls ``on_lost`` first.
+    """
+
+    def __init__(
+        self,
+        lock: ResourceLock,
+        options: LeaderElectionOptions,
+        *,
+        clock: Clock,
+        metrics: Metrics | None = None,
+        wall_clock: Callable[[], datetime] = _utcnow,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self.lock = lock
+        """The lock campaigned on."""
+        self.options = options
+        """The timing settings (validated)."""
+        self._clock = clock
+        self._metrics = metrics
+        self._wall_clock = wall_clock
+        self._jitter = jitter
+        self._request_timeout = options.effective_request_timeout
+        self._observed: LeaderElectionRecord | None = None
+        self._observed_time = 0.0
+        self._leading = False
+        self._lost = False
+        self._renew_deadline_at = 0.0
+        self._last_contact: float | None = None
+        self._last_error: str | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._failure: BaseException | None = None
+        self._on_lost: Callable[[], None] | None = None
+        self._set_gauge(0)
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def identity(self) -> str:
+        """The identity of this candidate."""
+        return self.lock.identity
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this process leads right now (between ``on_elected`` and ``on_lost``)."""
+        return self._leading
+
+    @property
+    def lost(self) -> bool:
+        """Whether this elector led and lost (it does not campaign again)."""
+        return self._lost
+
+    @property
+    def leader(self) -> str | None:
+        """The holder identity last observed on the lock (``None`` before the first read)."""
+        return self._observed.holder_identity if self._observed is not None else None
+
+    def failure(self) -> BaseException | None:
+        """The unexpected error that ended the elector, or ``None``."""
+        return self._failure
+
+    def check(self) -> str | None:
+        """``None`` when leader election is healthy, else what is wrong (for ``/readyz``).
+
+        Healthy means: a leader's latest renewal succeeded; a candidate's latest contact with
+        the lock (reading it, or trying to take it) got an answer within the lease duration.
+        """
+        if self._failure is not None:
+            return f"leader election stopped unexpectedly: {self._failure}"
+        if self._lost:
+            return f"leadership of {self.lock.describe()} was lost"
+        now = self._clock.now()
+        if self._leading:
+            if self._last_error is not None:
+                left = self._renew_deadline_at - now
+                return (
+                    f"renewing {self.lock.describe()} failed ({self._last_error}); "
+                    f"{max(left, 0.0):.1f}s left before the renew deadline"
+                )
+            return None
+        if self._task is None:
+            return "leader election has not started"
+        if self._last_contact is None:
+            problem = f": {self._last_error}" if self._last_error else ""
+            return f"{self.lock.describe()} has not been reached yet{problem}"
+        if now - self._last_contact > self.options.lease_duration:
+            return (
+                f"{self.lock.describe()} not reached for {now - self._last_contact:.1f}s "
+                f"(last error: {self._last_error})"
+            )
+        return None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self, on_elected: Callable[[], None], on_lost: Callable[[], None]) -> None:
+        """Start campaigning in a background task (see the class docstring for the flow).
+
+        ``on_elected`` and ``on_lost`` run synchronously inside the elector's task; they must
+        not block. ``on_lost`` is called at the moment leadership ends.
+        """
+        if self._task is not None:
+            raise RuntimeError("a LeaderElector starts once; build a new one to campaign again")
+        self._on_lost = on_lost
+        self._task = asyncio.create_task(
+            self._run(on_elected, on_lost), name=f"setpoint-leader-election-{self.options.name}"
+        )
+
+    async def stop(self) -> None:
+        """Stop campaigning or leading; release the lease first if configured and leading.
+
+        Call it only after leader-only work has stopped: releasing lets another candidate
+        take over at once.
+        """
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+        was_leading = self._leading
+        self._leading = False
+        self._set_gauge(0)
+        if was_leading and self.options.release_on_cancel:
+            await self._release()
+
+    # -- the protocol ------------------------------------------------------------------------
+
+    async def _run(self, on_elected: Callable[[], None], on_lost: Callable[[], None]) -> None:
+        try:
+            log.info("%s: campaigning as %r", self.lock.describe(), self.identity)
+            await self._acquire()
+            self._leading = True
+            self._set_gauge(1)
+            log.info("%s: %r became leader", self.lock.describe(), self.identity)
+            self.lock.record_event(f"{self.identity} became leader")
+            on_elected()
+            await self._renew()
+            self._lose()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._failure = exc
+            log.exception("%s: leader election failed unexpectedly", self.lock.describe())
+            if self._leading:
+                self._lose()
+
+    def _lose(self) -> None:
+        self._leading = False
+        self._lost = True
+        self._set_gauge(0)
+        log.error(
+            "%s: %r lost leadership (last error: %s)",
+            self.lock.describe(),
+            self.identity,
+            self._last_error,
+        )
+        self.lock.record_event(f"{self.identity} stopped leading")
+        if self._on_lost is not None:
+            self._on_lost()
+
+    async def _acquire(self) -> None:
+        clock = self._clock
+        while True:
+            sent = clock.now()
+            if await self._attempt(self._request_timeout):
+                self._renew_deadline_at = sent + self.options.renew_deadline
+                return
+            delay = self.options.retry_period * (1 + CAMPAIGN_JITTER * self._jitter())
+            now = clock.now()
+            if self._observed is not None and self._observed.holder_identity:
+                expiry = self._observed_time + self._observed.lease_duration_seconds
+                if expiry > now:
+                    # Wake exactly when the holder's lease runs out on our clock, if sooner.
+                    delay = min(delay, expiry - now)
+            await clock_sleep(clock, delay)
+
+    async def _renew(self) -> None:
+        """Renew until leadership is lost; return at that moment."""
+        clock, options = self._clock, self.options
+        while True:
+            await clock_sleep(clock, options.retry_period)
+            while True:
+                now = clock.now()
+                remaining = self._renew_deadline_at - now
+                if remaining <= 0:
+                    return
+                ok = await self._attempt(min(self._request_timeout, remaining))
+                if ok:
+                    self._renew_deadline_at = now + options.renew_deadline
+                    break
+                if not self._observed_is_us() and self._lease_valid(clock.now()):
+                    self._last_error = (
+                        f"the lease is held by {self.leader!r}" if self.leader else self._last_error
+                    )
+                    return
+                remaining = self._renew_deadline_at - clock.now()
+                if remaining <= 0:
+                    return
+                await clock_sleep(clock, min(options.retry_period, remaining))
+
+    async def _attempt(self, timeout: float) -> bool:
+        try:
+            ok = await clock_timeout(self._clock, self._try_acquire_or_renew(), timeout)
+        except TimeoutError:
+            self._last_error = f"no answer from the API server within {timeout:.3g}s"
+            log.warning("%s: %s", self.lock.describe(), self._last_error)
+            return False
+        except Exception as exc:
+            self._last_error = f"{type(exc).__name__}: {exc}"
+            log.warning("%s: attempt failed: %s", self.lock.describe(), self._last_error)
+            return False
+        if ok:
+            self._last_error = None
+        return ok
+
+    async def _try_acquire_or_renew(self) -> bool:
+        """One step of client-go's ``tryAcquireOrRenew``; ``True`` if we hold the lease now."""
+        now = self._clock.now()
+        wall = self._wall_clock()
+        record = LeaderElectionRecord(
+            holder_identity=self.identity,
+            lease_duration_seconds=int(self.options.lease_duration),
+            acquire_time=wall,
+            renew_time=wall,
+            leader_transitions=0,
+        )
+        lock = self.lock
+
+        # 1. Fast path: the leader updates the version it wrote last, without reading first.
+        observed = self._observed
+        if observed is not None and self._observed_is_us() and self._lease_valid(now):
+            renewed = replace(
+                record,
+                acquire_time=observed.acquire_time,
+                leader_transitions=observed.leader_transitions,
+            )
+            try:
+                await lock.update(renewed)
+            except Exception as exc:
+                log.info("%s: optimistic renewal failed (%s); reading it", lock.describe(), exc)
+            else:
+                self._observe(renewed)
+                return True
+
+        # 2. Read the record, or create it.
+        current = await lock.get()
+        if current is None:
+            await lock.create(record)
+            self._observe(record)
+            return True
+
+        # 3. Someone else holds an unexpired lease: wait. The expiry clock restarts whenever
+        # the record changes, measured on our clock from the moment we see the change.
+        if current != self._observed:
+            self._observe(current)
+        self._last_contact = now
+        if current.holder_identity and self._lease_valid(now) and not self._observed_is_us():
+            return False
+
+        # 4. Take it over, or renew it (the slow path).
+        if self._observed_is_us():
+            update = replace(
+                record,
+                acquire_time=current.acquire_time,
+                leader_transitions=current.leader_transitions,
+            )
+            if self._metrics is not None:
+                self._metrics.leader_election_slowpath_total.labels(self.options.name).inc()
+        else:
+            update = replace(record, leader_transitions=current.leader_transitions + 1)
+        await lock.update(update)
+        self._observe(update)
+        return True
+
+    def _observe(self, record: LeaderElectionRecord) -> None:
+        self._observed = record
+        self._observed_time = self._clock.now()
+        self._last_contact = self._observed_time
+
+    def _observed_is_us(self) -> bool:
+        return self._observed is not None and self._observed.holder_identity == self.identity
+
+    def _lease_valid(self, now: float) -> bool:
+        observed = self._observed
+        return observed is not None and self._observed_time + observed.lease_duration_seconds > now
+
+    async def _release(self) -> None:
+        """Give the lease up (client-go's ``release``): empty holder, 1 s duration."""
+        try:
+            current = await clock_timeout(self._clock, self.lock.get(), self._request_timeout)
+            if current is None or current.holder_identity != self.identity:
+                return
+            wall = self._wall_clock()
+            released = replace(
+                current,
+                holder_identity="",
+                lease_duration_seconds=1,
+                acquire_time=wall,
+                renew_time=wall,
+            )
+            await clock_timeout(self._clock, self.lock.update(released), self._request_timeout)
+        except Exception as exc:
+            log.warning(
+                "%s: could not release the lease (%s); others take over once it expires",
+                self.lock.describe(),
+                exc,
+            )
+            return
+        self._observe(released)
+        log.info("%s: released by %r", self.lock.describe(), self.identity)
+
+    def _set_gauge(self, value: int) -> None:
+        if self._metrics is not None:
+            self._metrics.leader_election_master_status.labels(self.options.name).set(value)

@@ -1,0 +1,764 @@
+"""The manager: runs runnables in a fixed order, with leader election, probes and metrics.
+
+::
+
+    manager = Manager(client, ManagerOptions(
+        leader_election=LeaderElectionOptions(name="tenant-operator"),
+    ))
+    manager.add(my_controller)                 # any setpoint.api.runnable.Runnable
+    manager.add_readyz_check("db", check_db)   # sync or async callable
+    await manager.run()                        # until SIGTERM/SIGINT or manager.stop()
+
+Lifecycle (as controller-runtime's ``pkg/manager``):
+
+1. The event broadcaster starts, so every later step can record Events.
+2. Runnables that do not need leadership start group by group: servers (``/metrics``,
+   ``/healthz``, ``/readyz``), webhooks, caches (the manager waits until each cache has
+   synced, at most ``cache_sync_timeout``), others, controllers. Runnables of one group
+   start concurrently; a group starts only when the previous one is up.
+3. Leader election starts (without it, the process counts as elected at once). Once elected,
+   leader-only runnables start, again group by group.
+4. ``run()`` waits for a signal, ``stop()``, a runnable's ``failure()``, a start error or the
+   loss of the lease.
+5. Shutdown, within ``graceful_shutdown_timeout`` in total: leader-only runnables stop
+   (controllers first, reverse group order); then leader election stops (releasing the lease
+   with ``release_on_cancel``); then the other runnables in reverse group order (servers
+   last, so probes answer until the end); then the event broadcaster flushes.
+
+Losing the lease stops every leader-only runnable at once (``stop(0)``: no draining) at the
+moment the renew deadline passes; then the manager shuts down and ``run()`` raises
+:class:`~setpoint.manager.errors.LeaderElectionLost` (or returns, with
+``LeadershipLossPolicy.SHUTDOWN``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Final, Self, cast
+
+from setpoint.api.runnable import Runnable, RunnableGroup
+from setpoint.manager.cache import CacheLike
+from setpoint.manager.errors import (
+    CacheSyncTimeout,
+    LeaderElectionLost,
+    ManagerStateError,
+    RunnableFailed,
+    ShutdownIncomplete,
+)
+from setpoint.manager.healthz import Check, HealthChecks
+from setpoint.manager.leaderelection import LeaderElector, LeaseLock, default_identity
+from setpoint.manager.options import LeadershipLossPolicy, ManagerOptions, parse_bind_address
+from setpoint.manager.server import HttpRequest, HttpResponse, HttpServer
+from setpoint.observability.events import EventBroadcaster, EventRecorder
+from setpoint.observability.metrics import Metrics, render
+
+if TYPE_CHECKING:
+    from setpoint.client.client import Client
+    from setpoint.client.transport import RequestHook
+
+__all__ = ["Manager"]
+
+log = logging.getLogger("setpoint.manager")
+
+_STOP_SLACK: Final = 0.5
+"""Seconds a runnable's ``stop(timeout)`` may overrun its timeout before it is abandoned."""
+
+_LEADER_ELECTION_REPORTER: Final = "setpoint-leader-election"
+
+
+class _State(Enum):
+    NEW = "new"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+@dataclass(eq=False)
+class _Entry:
+    """One added runnable and where it is in its lifecycle."""
+
+    runnable: Runnable
+    group: RunnableGroup
+    leader_only: bool
+    state: _State = _State.NEW
+
+    @property
+    def name(self) -> str:
+        return self.runnable.name
+
+    @property
+    def active(self) -> bool:
+        return self.state in (_State.STARTING, _State.RUNNING)
+
+
+async def _ping() -> None:
+    """The built-in ``ping`` check: the process answers HTTP."""
+
+
+class Manager:
+    """Runs runnables with a fixed lifecycle, leader election, probes and metrics.
+
+    See the module docstring for the lifecycle. A manager runs once: build a new one to run
+    again. Its methods are meant for the event loop's thread, except :meth:`stop`, which may
+    be called from any thread.
+    """
+
+    def __init__(self, client: Client, options: ManagerOptions | None = None) -> None:
+        self.client = client
+        """The live client, shared by everything the manager builds."""
+        self.options = options or ManagerOptions()
+        """The validated settings."""
+        opts = self.options
+        self.metrics: Metrics = opts.metrics or Metrics.default()
+        """Where the manager and its runnables record metrics; served on ``/metrics``."""
+
+        le = opts.leader_election
+        self._identity: str | None = None
+        if le is not None:
+            self._identity = le.identity or default_identity()
+            if le.lock is not None:
+                if le.identity is not None and le.identity != le.lock.identity:
+                    raise ValueError(
+                        f"LeaderElectionOptions.identity={le.identity!r} differs from the "
+                        f"identity of the given lock ({le.lock.identity!r}); set only one"
+                    )
+                self._identity = le.lock.identity
+        self._lease_namespace = (
+            (le.namespace or client.default_namespace or "default") if le is not None else None
+        )
+        self._owns_client = False
+        self._entries: list[_Entry] = []
+        self._state = _State.NEW
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake = asyncio.Event()
+        self._stop_requested = False
+        self._fatal: BaseException | None = None
+        self._signals = 0
+        self._deadline = 0.0
+
+        self._started_groups: set[RunnableGroup] = set()
+        self._leader_groups: set[RunnableGroup] = set()
+        self._leading = False
+        self._elected = asyncio.Event()
+        self._elector: LeaderElector | None = None
+        self._election_client: Client | None = None
+        self._leader_task: asyncio.Task[None] | None = None
+        self._lost_task: asyncio.Task[None] | None = None
+        self._late_tasks: set[asyncio.Task[None]] = set()
+
+        self._cache: CacheLike | None = None
+        self._broadcaster: EventBroadcaster | None = None
+
+        self._healthz = HealthChecks("healthz", timeout=opts.health_check_timeout)
+        self._readyz = HealthChecks("readyz", timeout=opts.health_check_timeout)
+        self._healthz.add("ping", _ping)
+        self._readyz.add("ping", _ping)
+        self._readyz.add("informer-sync", self._check_caches_synced)
+        self._readyz.add("shutdown", self._check_not_shutting_down)
+        if le is not None:
+            self._readyz.add("leader-election", self._check_leader_election)
+
+        self._metrics_server: HttpServer | None = None
+        self._probe_server: HttpServer | None = None
+        metrics_at = parse_bind_address(opts.metrics_bind_address, option="metrics_bind_address")
+        if metrics_at is not None:
+            self._metrics_server = opts.new_http_server(
+                "metrics-server", metrics_at, self.serve_metrics
+            )
+            self.add(self._metrics_server)
+        probes_at = parse_bind_address(
+            opts.health_probe_bind_address, option="health_probe_bind_address"
+        )
+        if probes_at is not None:
+            self._probe_server = opts.new_http_server("probe-server", probes_at, self.serve_probes)
+            self.add(self._probe_server)
+
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        path: str | None = None,
+        *,
+        context: str | None = None,
+        options: ManagerOptions | None = None,
+    ) -> Self:
+        """A manager with its own client from a kubeconfig; ``run()`` closes the client."""
+        from setpoint.client.client import Client
+
+        manager = cls(Client.from_kubeconfig(path, context=context), options)
+        manager._owns_client = True
+        return manager
+
+    @classmethod
+    def from_environment(cls, options: ManagerOptions | None = None) -> Self:
+        """A manager with its own client from the kubeconfig or, in a pod, the service account.
+
+        ``run()`` closes the client at the end.
+        """
+        from setpoint.client.client import Client
+
+        manager = cls(Client.from_environment(), options)
+        manager._owns_client = True
+        return manager
+
+    # -- what runs -----------------------------------------------------------------------
+
+    def add(self, runnable: Runnable) -> None:
+        """Run ``runnable`` with the manager, in its group's place in the lifecycle.
+
+        Adding while the manager runs starts it at once if its group has started already
+        (and, for a leader-only runnable, while this process leads).
+
+        Raises:
+            TypeError: it does not satisfy :class:`~setpoint.api.runnable.Runnable`.
+            ValueError: it was added already.
+            ManagerStateError: the manager is shutting down or finished.
+
+        """
+        if not isinstance(runnable, Runnable):
+            raise TypeError(
+                f"{runnable!r} is not a Runnable: it needs name, group, needs_leader_election, "
+                "start(), stop(timeout) and failure() (see setpoint.api.runnable)"
+            )
+        if self._state in (_State.STOPPING, _State.STOPPED):
+            raise ManagerStateError(
+                f"cannot add {runnable.name!r}: the manager is shutting down or finished"
+            )
+        if any(entry.runnable is runnable for entry in self._entries):
+            raise ValueError(f"runnable {runnable.name!r} was added to this manager already")
+        entry = _Entry(
+            runnable, RunnableGroup(runnable.group), bool(runnable.needs_leader_election)
+        )
+        self._entries.append(entry)
+        if self._state is not _State.RUNNING:
+            return
+        reached = self._leader_groups if entry.leader_only else self._started_groups
+        if entry.group in reached:
+            task = asyncio.create_task(self._start_late(entry), name=f"start-{entry.name}")
+            self._late_tasks.add(task)
+            task.add_done_callback(self._late_tasks.discard)
+
+    @property
+    def runnables(self) -> list[Runnable]:
+        """Every added runnable, in the order added (the servers first)."""
+        return [entry.runnable for entry in self._entries]
+
+    @property
+    def cache(self) -> CacheLike:
+        """The shared cache, built by ``ManagerOptions.new_cache`` and added on first use."""
+        if self._cache is None:
+            cache = self.options.new_cache(self.client)
+            self.add(cache)
+            self._cache = cache
+        return self._cache
+
+    def event_recorder(self, reporting_controller: str) -> EventRecorder:
+        """A recorder of Kubernetes Events reported by ``reporting_controller``.
+
+        All recorders share the manager's broadcaster (one queue, one sender), which starts
+        before every runnable and stops after them.
+
+        Raises:
+            ValueError: ``reporting_controller`` is not a qualified name
+                (``"example.com/tenant-controller"``).
+
+        """
+        return self._event_broadcaster().recorder(reporting_controller)
+
+    def _event_broadcaster(self) -> EventBroadcaster:
+        if self._broadcaster is None:
+            self._broadcaster = EventBroadcaster(self.client, self.options.events)
+            if self._state is _State.RUNNING:
+                task = asyncio.create_task(self._broadcaster.start())
+                self._late_tasks.add(task)
+                task.add_done_callback(self._late_tasks.discard)
+        return self._broadcaster
+
+    # -- probes ----------------------------------------------------------------------------
+
+    def add_healthz_check(self, name: str, check: Check) -> None:
+        """Add a liveness check, served on ``/healthz`` and ``/healthz/<name>``.
+
+        A check returns ``None``/``True`` when healthy and returns ``False`` or raises when
+        not; it may be sync (run in a thread) or async.
+
+        Raises:
+            DuplicateCheckError: a liveness check named ``name`` exists.
+
+        """
+        self._healthz.add(name, check)
+
+    def add_readyz_check(self, name: str, check: Check) -> None:
+        """Add a readiness check, served on ``/readyz`` and ``/readyz/<name>``.
+
+        Built in: ``ping``, ``informer-sync`` (every started cache has synced), ``shutdown``
+        (fails once shutdown begins) and, with leader election, ``leader-election``.
+
+        Raises:
+            DuplicateCheckError: a readiness check named ``name`` exists.
+
+        """
+        self._readyz.add(name, check)
+
+    @property
+    def healthz(self) -> HealthChecks:
+        """The liveness checks (``/healthz``)."""
+        return self._healthz
+
+    @property
+    def readyz(self) -> HealthChecks:
+        """The readiness checks (``/readyz``)."""
+        return self._readyz
+
+    async def serve_probes(self, request: HttpRequest) -> HttpResponse:
+        """The probe server's handler: ``/healthz[/<name>]`` and ``/readyz[/<name>]``."""
+        for checks in (self._healthz, self._readyz):
+            prefix = f"/{checks.endpoint}"
+            if request.path == prefix or request.path.startswith(prefix + "/"):
+                return await checks.handle(request, request.path[len(prefix) :])
+        return HttpResponse.text(404, "404 page not found\n")
+
+    async def serve_metrics(self, request: HttpRequest) -> HttpResponse:
+        """The metrics server's handler: ``GET /metrics`` in the format the scraper prefers."""
+        if request.path.rstrip("/") != "/metrics":
+            return HttpResponse.text(404, "404 page not found\n")
+        if request.method not in ("GET", "HEAD"):
+            return HttpResponse.text(405, "method not allowed\n")
+        # Serialising a large registry is CPU work; keep it off the event loop.
+        body, content_type = await asyncio.to_thread(
+            render, self.metrics.registry, request.headers.get("Accept")
+        )
+        return HttpResponse(200, body, content_type)
+
+    async def _check_caches_synced(self) -> None:
+        waiting = [
+            entry.name
+            for entry in self._entries
+            if entry.group is RunnableGroup.CACHES
+            and isinstance(entry.runnable, CacheLike)
+            and (entry.active or not entry.leader_only)
+            and not entry.runnable.synced
+        ]
+        if waiting:
+            raise RuntimeError(f"caches not synced yet: {', '.join(waiting)}")
+
+    async def _check_not_shutting_down(self) -> None:
+        if self._state in (_State.STOPPING, _State.STOPPED):
+            raise RuntimeError("the manager is shutting down")
+
+    async def _check_leader_election(self) -> None:
+        if self._elector is None:
+            raise RuntimeError("leader election has not started yet")
+        problem = self._elector.check()
+        if problem is not None:
+            raise RuntimeError(problem)
+
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def identity(self) -> str | None:
+        """The leader election identity of this process (``None`` without leader election)."""
+        return self._identity
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether leader-only runnables may run now (always, once running, without election)."""
+        return self._leading
+
+    async def wait_elected(self, timeout: float | None = None) -> None:
+        """Return once this process leads (at once without leader election, once running).
+
+        Raises:
+            TimeoutError: not elected within ``timeout`` seconds.
+
+        """
+        async with asyncio.timeout(timeout):
+            await self._elected.wait()
+
+    @property
+    def metrics_address(self) -> tuple[str, int] | None:
+        """Where ``/metrics`` is served, once started (``None`` when disabled or not up yet)."""
+        return self._metrics_server.address if self._metrics_server is not None else None
+
+    @property
+    def health_probe_address(self) -> tuple[str, int] | None:
+        """Where ``/healthz`` and ``/readyz`` are served, once started."""
+        return self._probe_server.address if self._probe_server is not None else None
+
+    # -- run and stop ------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask ``run()`` to shut down gracefully and return; safe from any thread, idempotent."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is not loop:
+                loop.call_soon_threadsafe(self._request_stop)
+                return
+        self._request_stop()
+
+    def _request_stop(self) -> None:
+        self._stop_requested = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Start everything, run until asked to stop, then shut down gracefully.
+
+        Returns ``None`` after a clean shutdown (SIGTERM/SIGINT, :meth:`stop`, or a lost lease
+        under ``LeadershipLossPolicy.SHUTDOWN``). Cancelling the task running it also shuts
+        down gracefully before the cancellation propagates.
+
+        Raises:
+            RunnableFailed: a runnable failed to start or its work died (``CacheSyncTimeout``
+                when a cache did not sync in time); the cause is chained.
+            LeaderElectionLost: the lease was lost (``LeadershipLossPolicy.FAIL``).
+            ShutdownIncomplete: everything else went well, but a runnable did not stop
+                within the graceful shutdown timeout.
+            ManagerStateError: the manager ran before.
+
+        """
+        if self._state is not _State.NEW:
+            raise ManagerStateError("a Manager runs once; build a new one to run again")
+        self._state = _State.RUNNING
+        self._loop = loop = asyncio.get_running_loop()
+        restore_hooks = self._install_request_metrics(self.client)
+        restore_signals = self._install_signal_handlers() if self.options.handle_signals else None
+        cancelled = False
+        problems: list[tuple[str, str]] = []
+        try:
+            startup = asyncio.create_task(self._startup(), name="setpoint-manager-startup")
+            watcher = asyncio.create_task(self._watch_failures(), name="setpoint-manager-watch")
+            try:
+                await self._wake.wait()
+            except asyncio.CancelledError:
+                cancelled = True
+                current = asyncio.current_task()
+                if current is not None:
+                    current.uncancel()  # shut down gracefully first; re-raised below
+                log.info("the task running the manager was cancelled: shutting down")
+            self._deadline = loop.time() + self.options.graceful_shutdown_timeout
+            if self._signals > 1:
+                self._deadline = loop.time()
+            await _cancel_and_wait([startup, watcher])
+            problems = await self._shutdown()
+        finally:
+            self._state = _State.STOPPED
+            restore_hooks()
+            if restore_signals is not None:
+                restore_signals()
+            if self._owns_client:
+                await self.client.close()
+        if cancelled:
+            raise asyncio.CancelledError
+        if self._fatal is not None:
+            for name, problem in problems:
+                log.error("during shutdown after an error, %s: %s", name, problem)
+            raise self._fatal
+        if problems:
+            raise ShutdownIncomplete(problems)
+        log.info("manager stopped cleanly")
+
+    def _fail(self, error: BaseException) -> None:
+        if self._fatal is None and self._state is _State.RUNNING:
+            self._fatal = error
+            log.error("shutting down: %s", error)
+        self._wake.set()
+
+    # -- startup -------------------------------------------------------------------------------
+
+    async def _startup(self) -> None:
+        try:
+            if self._broadcaster is not None:
+                await self._broadcaster.start()
+            for group in RunnableGroup:
+                # Mark the group first: a runnable added while it starts is started by add().
+                self._started_groups.add(group)
+                await self._start_all(
+                    [e for e in self._entries if e.group is group and not e.leader_only]
+                )
+            le = self.options.leader_election
+            if le is None:
+                self._on_elected()
+                return
+            assert self._identity is not None and self._lease_namespace is not None
+            lock = le.lock
+            if lock is None:
+                from setpoint.client.client import Client
+
+                # A client of its own: renewals must not queue behind a busy controller's
+                # requests in a shared connection pool.
+                client = self.client
+                self._election_client = Client(client.config, client.options)
+                self._install_request_metrics(self._election_client)
+                lock = LeaseLock(
+                    self._election_client,
+                    namespace=self._lease_namespace,
+                    name=le.name,
+                    identity=self._identity,
+                    recorder=self._event_broadcaster().recorder(_LEADER_ELECTION_REPORTER),
+                )
+            self._elector = LeaderElector(lock, le, clock=self.options.clock, metrics=self.metrics)
+            self._elector.start(self._on_elected, self._on_lost)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._fail(exc)
+
+    async def _start_all(self, entries: list[_Entry]) -> None:
+        entries = [e for e in entries if e.state is _State.NEW]
+        if not entries:
+            return
+        for entry in entries:
+            entry.state = _State.STARTING
+        tasks = [
+            asyncio.create_task(self._start_one(entry), name=f"start-{entry.name}")
+            for entry in entries
+        ]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        finally:
+            await _cancel_and_wait(tasks)
+        for task in tasks:
+            if not task.cancelled() and task.exception() is not None:
+                raise cast("BaseException", task.exception())
+
+    async def _start_one(self, entry: _Entry) -> None:
+        runnable = entry.runnable
+        log.info("starting %s", entry.name)
+        try:
+            await runnable.start()
+        except Exception as exc:
+            raise _failed(entry.name, f"{entry.name} failed to start: {exc}", exc) from exc
+        if entry.state is _State.STARTING:
+            entry.state = _State.RUNNING
+        if entry.group is RunnableGroup.CACHES and isinstance(runnable, CacheLike):
+            await self._wait_synced(entry.name, runnable)
+
+    async def _wait_synced(self, name: str, cache: CacheLike) -> None:
+        timeout = self.options.cache_sync_timeout
+        try:
+            # The outer bound guards against a cache that does not honour its own timeout.
+            async with asyncio.timeout(timeout + 1.0):
+                await cache.wait_for_sync(timeout)
+        except TimeoutError as exc:
+            error = CacheSyncTimeout(
+                name,
+                f"{name} did not sync within {timeout:g}s (ManagerOptions.cache_sync_timeout): "
+                "check that the service account may list and watch every kind it caches, "
+                "that their CRDs are installed, and the API server's health",
+                timeout=timeout,
+            )
+            raise error from exc
+        except Exception as exc:
+            raise _failed(name, f"{name} failed to sync: {exc}", exc) from exc
+        log.info("%s synced", name)
+
+    async def _start_late(self, entry: _Entry) -> None:
+        try:
+            await self._start_all([entry])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._fail(exc)
+
+    # -- leadership ----------------------------------------------------------------------------
+
+    def _on_elected(self) -> None:
+        self._leading = True
+        self._elected.set()
+        self._leader_task = asyncio.create_task(
+            self._start_leader_runnables(), name="setpoint-manager-leader-start"
+        )
+
+    async def _start_leader_runnables(self) -> None:
+        try:
+            for group in RunnableGroup:
+                self._leader_groups.add(group)
+                await self._start_all(
+                    [e for e in self._entries if e.group is group and e.leader_only]
+                )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._fail(exc)
+
+    def _on_lost(self) -> None:
+        """Called by the elector at the renew deadline: stop leader-only work right now."""
+        self._leading = False
+        self._elected.clear()
+        self._leader_groups.clear()
+        if self._leader_task is not None:
+            self._leader_task.cancel()
+        entries = [e for e in self._entries if e.leader_only and e.active]
+        for entry in entries:
+            entry.state = _State.STOPPING
+        self._lost_task = asyncio.create_task(
+            self._stop_all(entries, [], immediately=True), name="setpoint-manager-lost"
+        )
+        elector = self._elector
+        assert elector is not None
+        le = self.options.leader_election
+        assert le is not None
+        if le.on_lost is LeadershipLossPolicy.FAIL:
+            self._fail(LeaderElectionLost(elector.lock.describe(), elector.identity))
+        else:
+            log.warning("lost leadership of %s: shutting down", elector.lock.describe())
+            self._request_stop()
+
+    # -- failures and shutdown -----------------------------------------------------------------
+
+    async def _watch_failures(self) -> None:
+        interval = self.options.failure_check_interval
+        while True:
+            await asyncio.sleep(interval)
+            for entry in list(self._entries):
+                if entry.state is not _State.RUNNING:
+                    continue
+                error = entry.runnable.failure()
+                if error is not None:
+                    self._fail(_failed(entry.name, f"{entry.name} failed: {error}", error))
+            broadcaster = self._broadcaster
+            if broadcaster is not None and broadcaster.failure() is not None:
+                error = broadcaster.failure()
+                assert error is not None
+                self._fail(_failed(broadcaster.name, f"{broadcaster.name} failed: {error}", error))
+            elector = self._elector
+            if elector is not None and elector.failure() is not None and not elector.lost:
+                error = elector.failure()
+                assert error is not None
+                self._fail(_failed("leader-election", f"leader election failed: {error}", error))
+
+    def _remaining(self) -> float:
+        assert self._loop is not None
+        return max(self._deadline - self._loop.time(), 0.0)
+
+    async def _shutdown(self) -> list[tuple[str, str]]:
+        self._state = _State.STOPPING
+        problems: list[tuple[str, str]] = []
+        log.info("shutting down (%.1fs left for it)", self._remaining())
+        await _cancel_and_wait([t for t in (self._leader_task,) if t is not None])
+        await _cancel_and_wait(list(self._late_tasks))
+        if self._lost_task is not None:
+            await asyncio.wait({self._lost_task}, timeout=self._remaining() + _STOP_SLACK)
+
+        for group in reversed(RunnableGroup):
+            await self._stop_all(
+                [e for e in self._entries if e.group is group and e.leader_only and e.active],
+                problems,
+            )
+        self._leading = False
+        if self._elector is not None:
+            try:
+                await asyncio.wait_for(self._elector.stop(), self._remaining() + _STOP_SLACK)
+            except TimeoutError:
+                problems.append(("leader-election", "releasing the lease timed out"))
+        for group in reversed(RunnableGroup):
+            await self._stop_all(
+                [e for e in self._entries if e.group is group and not e.leader_only and e.active],
+                problems,
+            )
+        if self._broadcaster is not None:
+            await self._broadcaster.stop(self._remaining())
+        if self._election_client is not None:
+            await self._election_client.close()
+        return problems
+
+    async def _stop_all(
+        self, entries: list[_Entry], problems: list[tuple[str, str]], *, immediately: bool = False
+    ) -> None:
+        if not entries:
+            return
+        for entry in entries:
+            entry.state = _State.STOPPING
+
+        async def stop(entry: _Entry) -> None:
+            timeout = 0.0 if immediately else self._remaining()
+            log.info("stopping %s (%.1fs to finish)", entry.name, timeout)
+            try:
+                await asyncio.wait_for(entry.runnable.stop(timeout), timeout + _STOP_SLACK)
+            except TimeoutError:
+                problems.append((entry.name, f"did not stop within {timeout:.1f}s"))
+                log.error("%s did not stop within %.1fs", entry.name, timeout)
+            except Exception as exc:
+                problems.append((entry.name, f"stop() raised {type(exc).__name__}: {exc}"))
+                log.exception("%s failed to stop", entry.name)
+            finally:
+                entry.state = _State.STOPPED
+
+        await asyncio.gather(*(stop(entry) for entry in entries))
+
+    # -- process plumbing ------------------------------------------------------------------------
+
+    def _install_request_metrics(self, client: object) -> Callable[[], None]:
+        """Count every request of ``client`` in ``rest_client_requests_total``."""
+        transport = getattr(client, "transport", None)
+        if transport is None or not hasattr(transport, "on_request"):
+            return lambda: None
+        previous: RequestHook | None = transport.on_request
+        counter = self.metrics.rest_client_requests_total
+
+        def on_request(method: str, host: str, code: str) -> None:
+            counter.labels(code, method, host).inc()
+            if previous is not None:
+                previous(method, host, code)
+
+        transport.on_request = on_request
+
+        def restore() -> None:
+            if transport.on_request is on_request:
+                transport.on_request = previous
+
+        return restore
+
+    def _install_signal_handlers(self) -> Callable[[], None] | None:
+        loop = asyncio.get_running_loop()
+        installed: list[signal.Signals] = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self._on_signal, sig)
+            except (NotImplementedError, RuntimeError, ValueError) as exc:
+                # Not the main thread, or a platform without loop signal handlers.
+                log.debug("not handling %s: %s", sig.name, exc)
+                continue
+            installed.append(sig)
+
+        def restore() -> None:
+            for sig in installed:
+                with contextlib.suppress(Exception):
+                    loop.remove_signal_handler(sig)
+
+        return restore
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        self._signals += 1
+        if self._signals == 1:
+            log.info("received %s: shutting down gracefully", sig.name)
+            self._request_stop()
+        else:
+            log.warning("received %s again: stopping what remains without waiting", sig.name)
+            if self._loop is not None:
+                self._deadline = self._loop.time()
+
+
+def _failed(name: str, message: str, cause: BaseException) -> RunnableFailed:
+    error = RunnableFailed(name, message)
+    error.__cause__ = cause
+    return error
+
+
+async def _cancel_and_wait(tasks: Iterable[asyncio.Task[Any]]) -> None:
+    """Cancel ``tasks`` and wait for them to finish, without raising their errors."""
+    pending = [task for task in tasks if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)

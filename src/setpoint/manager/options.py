@@ -1,0 +1,304 @@
+"""Every setting of the manager, defaulted and validated in one place.
+
+As controller-runtime's ``setOptionsDefaults``: :class:`ManagerOptions` and
+:class:`LeaderElectionOptions` hold all defaults (each documented on its attribute) and reject
+inconsistent settings when they are built, with a message that states the rule. The test seams
+(the resource lock, the HTTP server factory, the cache factory, the clock) are options too.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Final
+
+from setpoint.controller.ratelimit import Clock, LoopClock
+from setpoint.observability.events import EventBroadcasterOptions
+
+if TYPE_CHECKING:
+    from setpoint.manager.cache import CacheFactory
+    from setpoint.manager.leaderelection import ResourceLock
+    from setpoint.manager.server import HttpServerFactory
+    from setpoint.observability.metrics import Metrics
+
+__all__ = [
+    "DISABLED",
+    "BindAddress",
+    "LeaderElectionOptions",
+    "LeadershipLossPolicy",
+    "ManagerOptions",
+    "parse_bind_address",
+]
+
+DISABLED: Final = "0"
+"""The bind address that turns a server off (controller-runtime's convention)."""
+
+RENEW_JITTER_FACTOR: Final = 1.2
+"""client-go's ``JitterFactor``: ``renew_deadline`` must exceed ``retry_period`` times this."""
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@dataclass(frozen=True, slots=True)
+class BindAddress:
+    """A parsed ``host:port``; ``host`` is ``None`` for every interface (``":8080"``)."""
+
+    host: str | None
+    port: int
+
+    def __str__(self) -> str:
+        host = self.host or ""
+        if ":" in host:
+            host = f"[{host}]"
+        return f"{host}:{self.port}"
+
+
+def parse_bind_address(value: str, *, option: str) -> BindAddress | None:
+    """Parse a bind address as controller-runtime writes them; ``"0"`` gives ``None`` (off).
+
+    Accepted: ``":8080"`` (every interface), ``"127.0.0.1:8080"``, ``"[::1]:8080"``,
+    ``"localhost:0"`` (port 0: the OS picks a free port; read it back after start).
+
+    Raises:
+        ValueError: naming ``option`` and the accepted forms.
+
+    """
+    if value == DISABLED:
+        return None
+    host, sep, port_text = value.rpartition(":")
+    problem = ""
+    if not sep or not port_text.isdigit():
+        problem = "it needs a port"
+    elif int(port_text) > 65535:
+        problem = "the port must be 0-65535"
+    elif host.startswith("[") != host.endswith("]"):
+        problem = "an IPv6 host needs both brackets"
+    elif ":" in host and not host.startswith("["):
+        problem = "an IPv6 host must be in brackets"
+    if problem:
+        raise ValueError(
+            f"ManagerOptions.{option}={value!r} is not a bind address ({problem}): use "
+            f"':8080' (all interfaces), '127.0.0.1:8080', '[::1]:8080', a port of 0 for any "
+            f"free port, or '{DISABLED}' to disable the server"
+        )
+    if host.startswith("["):
+        host = host[1:-1]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(
+                f"ManagerOptions.{option}={value!r}: {host!r} in brackets is not an IPv6 address"
+            ) from None
+    return BindAddress(host or None, int(port_text))
+
+
+class LeadershipLossPolicy(Enum):
+    """What the manager does after losing its lease (leader-only work is stopped either way)."""
+
+    FAIL = "fail"
+    """Shut down the rest gracefully and make ``run()`` raise
+    :class:`~setpoint.manager.errors.LeaderElectionLost`. The default: the process exits
+    non-zero and its restart is visible, as with controller-runtime (which exits at once)."""
+
+    SHUTDOWN = "shutdown"
+    """Shut down gracefully and return from ``run()`` without an error, as after a signal."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LeaderElectionOptions:
+    """Leader election on a ``coordination.k8s.io/v1`` Lease, with client-go's semantics.
+
+    Timing rules, checked here (each one protects the guarantee that two processes never act
+    as leader at once):
+
+    - ``renew_deadline < lease_duration``: a leader gives up ``renew_deadline`` after it sent
+      its last successful renewal; other candidates wait ``lease_duration`` after they *saw*
+      that renewal, which is later. The difference is the safety margin for clock-rate drift
+      and scheduling delay.
+    - ``renew_deadline > 1.2 * retry_period``: a leader retries a failed renewal every
+      ``retry_period``; at least one retry must fit before it has to give up (client-go's rule).
+    - ``request_timeout < renew_deadline``: one hung renewal request must not outlast the
+      renew deadline.
+    """
+
+    name: str
+    """Name of the Lease (for example ``"my-operator"``); also the ``name`` label of
+    ``leader_election_master_status``. Required."""
+
+    namespace: str | None = None
+    """Namespace of the Lease. ``None``: the client's default namespace, which is the pod's own
+    namespace in-cluster, or the kubeconfig context's namespace outside a cluster."""
+
+    identity: str | None = None
+    """This candidate's identity, written to ``spec.holderIdentity``. ``None``: the host name
+    plus a random UUID (client-go's convention), unique per process."""
+
+    lease_duration: float = 15.0
+    """Seconds a candidate waits, after it last saw the lease renewed, before it takes over.
+    Written to ``spec.leaseDurationSeconds``, so it must be a whole number of seconds."""
+
+    renew_deadline: float = 10.0
+    """Seconds after its last successful renewal was sent that a leader keeps acting while
+    renewals fail; then it stops all leader-only work."""
+
+    retry_period: float = 2.0
+    """Seconds between renewals by the leader, and between attempts to acquire by the others
+    (which add up to 20% jitter)."""
+
+    request_timeout: float | None = None
+    """Seconds one lease request may take. ``None``: half of ``renew_deadline`` (5 s with the
+    defaults)."""
+
+    release_on_cancel: bool = False
+    """On a clean shutdown, give the lease up (after leader-only work stopped), so another
+    candidate takes over at once instead of after ``lease_duration``. Only safe when nothing
+    leader-only runs after ``Manager.run()`` returns."""
+
+    on_lost: LeadershipLossPolicy = LeadershipLossPolicy.FAIL
+    """What ``run()`` does after the lease is lost; see :class:`LeadershipLossPolicy`."""
+
+    lock: ResourceLock | None = None
+    """The lock to campaign on (a test seam). ``None``: a
+    :class:`~setpoint.manager.leaderelection.LeaseLock` on ``namespace/name``, through a
+    dedicated client so a busy controller's connection pool cannot delay renewals."""
+
+    @property
+    def effective_request_timeout(self) -> float:
+        """``request_timeout``, or its default when it is ``None``."""
+        return self.request_timeout if self.request_timeout is not None else self.renew_deadline / 2
+
+    def __post_init__(self) -> None:
+        where = "LeaderElectionOptions"
+        if not self.name or len(self.name) > 253 or not _DNS_SUBDOMAIN.match(self.name):
+            raise ValueError(
+                f"{where}.name={self.name!r} must be a valid Lease name (a DNS subdomain: "
+                "lowercase letters, digits, '-' and '.', at most 253 characters)"
+            )
+        if self.namespace is not None and not _DNS_SUBDOMAIN.match(self.namespace):
+            raise ValueError(f"{where}.namespace={self.namespace!r} is not a namespace name")
+        if self.identity is not None and not self.identity:
+            raise ValueError(f"{where}.identity must not be empty (None picks a unique one)")
+        for attr in ("lease_duration", "renew_deadline", "retry_period"):
+            value = getattr(self, attr)
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{where}.{attr} must be a positive number of seconds")
+        if self.lease_duration != int(self.lease_duration):
+            raise ValueError(
+                f"{where}.lease_duration={self.lease_duration} must be a whole number of "
+                "seconds: it is written to the Lease as leaseDurationSeconds, and other "
+                "candidates wait exactly that long"
+            )
+        if self.renew_deadline >= self.lease_duration:
+            raise ValueError(
+                f"{where}.renew_deadline ({self.renew_deadline:g} s) must be shorter than "
+                f"lease_duration ({self.lease_duration:g} s): a leader that cannot renew stops "
+                "acting renew_deadline after its last successful renewal, and that must happen "
+                "before other candidates may consider the lease expired (lease_duration after "
+                "they saw that renewal). Lower renew_deadline or raise lease_duration"
+            )
+        if self.renew_deadline <= RENEW_JITTER_FACTOR * self.retry_period:
+            raise ValueError(
+                f"{where}.retry_period ({self.retry_period:g} s) is too long for renew_deadline "
+                f"({self.renew_deadline:g} s): renew_deadline must exceed "
+                f"{RENEW_JITTER_FACTOR} x retry_period (client-go's rule) so a leader can retry "
+                "a failed renewal at least once before it must give up. Lower retry_period or "
+                "raise renew_deadline"
+            )
+        timeout = self.effective_request_timeout
+        if not math.isfinite(timeout) or timeout <= 0:
+            raise ValueError(f"{where}.request_timeout must be a positive number of seconds")
+        if timeout >= self.renew_deadline:
+            raise ValueError(
+                f"{where}.request_timeout ({timeout:g} s) must be shorter than renew_deadline "
+                f"({self.renew_deadline:g} s): a single lease request that hangs for "
+                "request_timeout would otherwise outlast the renew deadline. Lower "
+                "request_timeout (or leave it None for half the renew deadline)"
+            )
+
+
+def _default_cache_factory() -> CacheFactory:
+    from setpoint.manager.cache import default_new_cache
+
+    return default_new_cache
+
+
+def _default_server_factory() -> HttpServerFactory:
+    from setpoint.manager.server import AiohttpServer
+
+    return AiohttpServer
+
+
+@dataclass(frozen=True, kw_only=True)
+class ManagerOptions:
+    """Settings of a :class:`~setpoint.manager.Manager`; every default is documented here."""
+
+    leader_election: LeaderElectionOptions | None = None
+    """Leader election settings; ``None`` (the default) runs without it: every runnable,
+    including leader-only ones, runs in every replica."""
+
+    metrics_bind_address: str = ":8080"
+    """Where ``/metrics`` is served (``host:port``, ``":8080"`` for every interface, port 0
+    for any free port, ``"0"`` to disable)."""
+
+    health_probe_bind_address: str = ":8081"
+    """Where ``/healthz`` and ``/readyz`` are served (same forms; ``"0"`` disables)."""
+
+    graceful_shutdown_timeout: float = 30.0
+    """Seconds the whole shutdown may take; each runnable gets what is left of it."""
+
+    cache_sync_timeout: float = 120.0
+    """Seconds each cache may take for its initial list before startup fails."""
+
+    health_check_timeout: float = 10.0
+    """Seconds one health or readiness check may take before it counts as failed."""
+
+    failure_check_interval: float = 0.5
+    """Seconds between checks of the runnables' ``failure()``; a runnable whose work died is
+    noticed within this time."""
+
+    handle_signals: bool = True
+    """Shut down gracefully on SIGTERM and SIGINT while ``run()`` runs (main thread only).
+    A second signal cuts the remaining grace period to zero."""
+
+    metrics: Metrics | None = None
+    """The metrics to record into and serve. ``None``: ``Metrics.default()`` (the
+    process-wide registry)."""
+
+    events: EventBroadcasterOptions = field(default_factory=EventBroadcasterOptions)
+    """Queueing, aggregation and retries of the Kubernetes Event recorder."""
+
+    new_cache: CacheFactory = field(default_factory=_default_cache_factory)
+    """Builds the manager's shared cache from its client on first use of ``Manager.cache``
+    (a test seam). The default builds ``setpoint.cache.Cache(client)``."""
+
+    new_http_server: HttpServerFactory = field(default_factory=_default_server_factory)
+    """Builds the probe and metrics servers (a test seam). The default serves with aiohttp."""
+
+    clock: Clock = field(default_factory=LoopClock)
+    """Where leader election reads time and sets timers (a test seam)."""
+
+    def __post_init__(self) -> None:
+        metrics = parse_bind_address(self.metrics_bind_address, option="metrics_bind_address")
+        probes = parse_bind_address(
+            self.health_probe_bind_address, option="health_probe_bind_address"
+        )
+        if metrics is not None and probes is not None and metrics.port != 0 and metrics == probes:
+            raise ValueError(
+                f"ManagerOptions: metrics_bind_address and health_probe_bind_address are both "
+                f"{self.metrics_bind_address!r}; give the servers different ports (or '0' to "
+                "disable one)"
+            )
+        for attr in (
+            "graceful_shutdown_timeout",
+            "cache_sync_timeout",
+            "health_check_timeout",
+            "failure_check_interval",
+        ):
+            value = getattr(self, attr)
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(
+                    f"ManagerOptions.{attr}={value!r} must be a positive number of seconds"
+                )
