@@ -11,6 +11,7 @@ from setpoint.api.types import TypedObject
 from setpoint.client._fieldpath import (
     IDENTITY_METADATA,
     apply_is_noop,
+    json_equal,
     json_patch_diff,
     managed_fields_of,
     strip_for_compare,
@@ -149,7 +150,7 @@ async def _create_or_write(
         working = await call_mutate(mutate, deep_copy(current))
         after = as_json(working)
         _check_identity(what, key, after)
-        if drop and before.get("status") != after.get("status"):
+        if drop and not json_equal(before.get("status"), after.get("status")):
             raise MutationScopeError(
                 f"{what}: the mutation changed status, which this write never sends "
                 f"({key} has a status subresource). Write status with update_status"

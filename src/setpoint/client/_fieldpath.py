@@ -34,6 +34,7 @@ __all__ = [
     "IDENTITY_METADATA",
     "SERVER_METADATA",
     "apply_is_noop",
+    "json_equal",
     "json_patch_diff",
     "managed_fields_of",
     "strip_for_compare",
@@ -88,7 +89,7 @@ def json_patch_diff(old: Any, new: Any, *, guard_values: bool) -> list[dict[str,
 def _diff(
     path: tuple[str, ...], old: Any, new: Any, ops: list[dict[str, Any]], guard: bool
 ) -> None:
-    if old == new and type(old) is type(new):
+    if json_equal(old, new):
         return
     if isinstance(old, Mapping) and isinstance(new, Mapping):
         for key in old:
@@ -277,6 +278,17 @@ def _contains(current: Any, desired: Any) -> bool:
             and all(_contains(c, d) for c, d in zip(current, desired, strict=True))
         )
     return _scalar_equal(current, desired)
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Deep equality of JSON values, where (unlike Python's ``==``) ``true`` is not ``1``."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, Mapping | list) or isinstance(b, Mapping | list):
+        return False
+    return _scalar_equal(a, b)
 
 
 def _scalar_equal(current: Any, desired: Any) -> bool:

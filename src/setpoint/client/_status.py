@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from setpoint.api.kinds import ResourceInfo
+from setpoint.client._fieldpath import json_equal
 from setpoint.client._safebase import (
     DEFAULT_RETRY,
     MutateFn,
@@ -42,9 +43,11 @@ def changed_top_level(before: dict[str, Any], after: dict[str, Any]) -> list[str
         if key == "metadata":
             old, new = before.get(key) or {}, after.get(key) or {}
             changed.extend(
-                f"metadata.{k}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)
+                f"metadata.{k}"
+                for k in sorted(set(old) | set(new))
+                if not json_equal(old.get(k), new.get(k))
             )
-        elif before.get(key) != after.get(key):
+        elif not json_equal(before.get(key), after.get(key)):
             changed.append(key)
     return changed
 
@@ -136,7 +139,7 @@ async def update_status(
                 "only (the server would drop the rest). Change spec and metadata with "
                 "create_or_patch, and finalizers with add_finalizer/remove_finalizer"
             )
-        if before.get("status") == after.get("status"):
+        if json_equal(before.get("status"), after.get("status")):
             return WriteResult(OperationResult.UNCHANGED, current)
         try:
             written = await client.update(
