@@ -8,9 +8,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from safewrites_support import RequestLog, gizmo
 
-from setpoint.api.conditions import find_condition, set_condition, set_observed_generation
+from setpoint.api.conditions import (
+    Condition,
+    find_condition,
+    set_condition,
+    set_observed_generation,
+)
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
+from setpoint.api.resource import Model, Resource, field, resource
 from setpoint.client import Client, Invalid
 from setpoint.client.patch import MergePatch
 from setpoint.client.safe import (
@@ -238,3 +244,58 @@ async def test_apply_status_with_a_field_manager(
     result, restored = await apply_status(client, desired, field_manager="gizmo-status")
     assert result is OperationResult.UPDATED
     assert restored["status"]["phase"] == "Ready"
+
+
+class GizmoSpec(Model):
+    size: int | None = None
+    color: str | None = None
+
+
+class GizmoStatus(Model):
+    phase: str | None = None
+    observed_generation: int | None = None
+    entries: list[str] = field(default_factory=list)
+    conditions: list[Condition] = field(
+        default_factory=list, list_type="map", list_map_keys=["type"]
+    )
+
+
+@resource(group="safewrites.setpoint.dev", version="v1", kind="Gizmo")
+class TypedGizmo(Resource):
+    spec: GizmoSpec = field(default_factory=GizmoSpec)
+    status: GizmoStatus | None = None
+
+
+async def test_typed_objects_and_typed_conditions(
+    k8s: Client, namespace: str, gizmo_crd: GroupVersionKind
+) -> None:
+    """Typed resources go through the status writer; typed conditions pass the server's schema.
+
+    A typed Gizmo with a Condition-list status is read, given a Ready
+    condition and observedGeneration by a mutation, and written through
+    /status; the server's metav1.Condition schema accepts it and the typed
+    object read back carries the same condition.
+    """
+    await k8s.create(gizmo("typed", namespace, size=2))
+    typed = await k8s.get(TypedGizmo, "typed", namespace=namespace)
+
+    def ready(obj: TypedGizmo) -> None:
+        set_observed_generation(obj)
+        assert obj.status is not None
+        set_condition(obj.status, "Ready", True, "Reconciled", observed_generation=1)
+
+    result, written = await update_status(k8s, typed, ready)
+    assert result is OperationResult.UPDATED
+    assert isinstance(written, TypedGizmo)
+    again = await k8s.get(TypedGizmo, "typed", namespace=namespace)
+    assert again.status is not None
+    assert again.status.observed_generation == again.metadata.generation
+    cond = again.status.conditions[0]
+    assert (cond.type, cond.status, cond.reason, cond.message) == (
+        "Ready",
+        "True",
+        "Reconciled",
+        "",
+    )
+    result, _ = await update_status(k8s, again, ready)
+    assert result is OperationResult.UNCHANGED
