@@ -1,0 +1,1596 @@
+"""The fake API server's storage and write semantics (synchronous, one global revision).
+
+Every public method of :class:`Store` does one whole request without
+awaiting, so under asyncio each request is atomic, as an etcd transaction is.
+The async :class:`~setpoint.testing.fake.FakeClient` wraps it. The rules
+implemented here were checked against a real kube-apiserver by the parity
+suite (``tests/integration/parity``); where a rule is the fake's own
+simplification, the comment says so.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import re
+import string
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import orjson
+
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.kinds import ResourceInfo
+from setpoint.api.meta import JsonObject
+from setpoint.client.errors import ApiError, error_from_response
+from setpoint.client.patch import ApplyPatch, JsonPatch, MergePatch, Patch, StrategicMergePatch
+from setpoint.testing._fake_apply import Ownership, apply_configuration
+from setpoint.testing._fake_patch import (
+    PatchError,
+    json_equal,
+    json_patch,
+    merge_patch,
+    strategic_merge_patch,
+)
+from setpoint.testing._fake_selectors import (
+    FieldSelector,
+    LabelSelector,
+    SelectorError,
+    label_key_problem,
+    label_value_problem,
+    parse_field_selector,
+    parse_label_selector,
+)
+
+__all__ = ["BUILTIN_GROUPS", "Event", "KindRules", "Store", "rules_for"]
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+
+BUILTIN_GROUPS: frozenset[str] = frozenset(
+    {
+        "",
+        "admissionregistration.k8s.io",
+        "apiextensions.k8s.io",
+        "apiregistration.k8s.io",
+        "apps",
+        "authentication.k8s.io",
+        "authorization.k8s.io",
+        "autoscaling",
+        "batch",
+        "certificates.k8s.io",
+        "coordination.k8s.io",
+        "discovery.k8s.io",
+        "events.k8s.io",
+        "flowcontrol.apiserver.k8s.io",
+        "internal.apiserver.k8s.io",
+        "networking.k8s.io",
+        "node.k8s.io",
+        "policy",
+        "rbac.authorization.k8s.io",
+        "resource.k8s.io",
+        "scheduling.k8s.io",
+        "storage.k8s.io",
+        "storagemigration.k8s.io",
+    }
+)
+"""API groups served by kube-apiserver itself; every other group is a custom resource."""
+
+# Built-in kinds whose strategy bumps metadata.generation, and on what.
+_SPEC_GENERATION = frozenset(
+    {
+        ("", "Pod"),
+        ("", "ReplicationController"),
+        ("apps", "StatefulSet"),
+        ("apps", "DaemonSet"),
+        ("apps", "ReplicaSet"),
+        ("batch", "Job"),
+        ("batch", "CronJob"),
+        ("networking.k8s.io", "NetworkPolicy"),
+        ("networking.k8s.io", "Ingress"),
+        ("policy", "PodDisruptionBudget"),
+        ("autoscaling", "HorizontalPodAutoscaler"),
+        ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    }
+)
+# Deployments also bump on annotation changes: annotations are copied to ReplicaSets.
+_SPEC_AND_ANNOTATIONS_GENERATION = frozenset({("apps", "Deployment")})
+
+_BASE_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
+_EXTRA_FIELDS: dict[tuple[str, str], frozenset[str]] = {
+    ("", "Pod"): frozenset(
+        {
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        }
+    ),
+    ("", "Secret"): frozenset({"type"}),
+    ("", "Namespace"): frozenset({"status.phase"}),
+    ("", "Node"): frozenset({"spec.unschedulable"}),
+    ("", "Event"): frozenset(
+        {
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        }
+    ),
+}
+
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+# The alphabet of generateName suffixes (no vowels, no confusable characters), as the server.
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_SYSTEM_METADATA = (
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "resourceVersion",
+)
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+"""Annotation of the bookmark that ends the initial events of a watch."""
+
+
+@dataclass(frozen=True, slots=True)
+class KindRules:
+    """How the server treats one kind: custom or built-in, status subresource, generation."""
+
+    info: ResourceInfo
+    custom: bool
+    status: bool
+    generation: Literal["none", "spec", "spec+annotations", "all"]
+    fields: frozenset[str]
+
+    @property
+    def group_kind(self) -> tuple[str, str]:
+        """The storage identity: objects are shared between versions of a kind."""
+        return (self.info.gvk.group, self.info.gvk.kind)
+
+    @property
+    def resource(self) -> str:
+        """``plural`` or ``plural.group``, as the server names the resource in messages."""
+        gvk = self.info.gvk
+        return f"{self.info.plural}.{gvk.group}" if gvk.group else self.info.plural
+
+    @property
+    def qualified_kind(self) -> str:
+        """``Kind`` or ``Kind.group``, as the server names the kind in validation messages."""
+        gvk = self.info.gvk
+        return f"{gvk.kind}.{gvk.group}" if gvk.group else gvk.kind
+
+
+def rules_for(info: ResourceInfo) -> KindRules:
+    """The server's rules for the kind ``info`` describes."""
+    gvk = info.gvk
+    custom = gvk.group not in BUILTIN_GROUPS
+    key = (gvk.group, gvk.kind)
+    generation: Literal["none", "spec", "spec+annotations", "all"]
+    if custom:
+        generation = "all"
+    elif key in _SPEC_AND_ANNOTATIONS_GENERATION:
+        generation = "spec+annotations"
+    elif key in _SPEC_GENERATION:
+        generation = "spec"
+    else:
+        generation = "none"
+    return KindRules(
+        info=info,
+        custom=custom,
+        status="status" in info.subresources,
+        generation=generation,
+        fields=_BASE_FIELDS | _EXTRA_FIELDS.get(key, frozenset()),
+    )
+
+
+@dataclass(slots=True)
+class Record:
+    """One stored object and the fake's private field-ownership record for it."""
+
+    obj: JsonObject
+    ownership: Ownership = field(default_factory=Ownership)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One committed change: the object after it (for DELETED: the last state) and before it."""
+
+    revision: int
+    type: EventType
+    group_kind: tuple[str, str]
+    namespace: str
+    obj: JsonObject
+    previous: JsonObject | None
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """A page of a list: items, the list's resourceVersion, continue token, remaining count."""
+
+    items: list[JsonObject]
+    resource_version: str
+    continue_token: str | None
+    remaining: int | None
+
+
+def clone(obj: Any) -> Any:
+    """A deep copy through JSON, which also refuses what a real server could not receive."""
+    return orjson.loads(orjson.dumps(obj))
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _meta(obj: JsonObject) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
+        obj["metadata"] = meta
+    return meta
+
+
+def _normalize_metadata(meta: dict[str, Any]) -> None:
+    # ObjectMeta's fields are omitempty, so every kind (custom ones too) stores an emptied
+    # labels map or finalizers list as absent.
+    for key in ("labels", "annotations", "finalizers", "ownerReferences", "generateName"):
+        if key in meta and not meta[key]:
+            del meta[key]
+
+
+def _key(namespace: str, name: str) -> str:
+    # etcd orders keys as strings, so "a-b/x" sorts before "a/x"; lists follow that order.
+    return f"{namespace}/{name}" if namespace else name
+
+
+def path_of(
+    info: ResourceInfo, namespace: str | None, name: str | None = None, sub: str = ""
+) -> str:
+    """The REST path of a request, for error messages: ``/api/v1/namespaces/ns/configmaps/x``."""
+    gvk = info.gvk
+    path = f"/apis/{gvk.group}/{gvk.version}" if gvk.group else f"/api/{gvk.version}"
+    if namespace:
+        path += f"/namespaces/{namespace}"
+    path += f"/{info.plural}"
+    if name:
+        path += f"/{name}"
+    if sub:
+        path += f"/{sub}"
+    return path
+
+
+class Store:
+    """All objects of a fake cluster, one revision counter, the event history and watchers."""
+
+    def __init__(
+        self,
+        *,
+        history: int,
+        garbage_collection: bool,
+        require_namespaces: bool,
+    ) -> None:
+        self.revision = 0
+        """The last revision committed (``resourceVersion`` of the newest write)."""
+        self.kinds: dict[GroupVersionKind, KindRules] = {}
+        self._objects: dict[tuple[str, str], dict[str, Record]] = {}
+        self._log: deque[Event] = deque(maxlen=history)
+        self.compacted = 0
+        """Revisions up to this one are no longer in the history (watch/list from them: 410)."""
+        self._listeners: list[Callable[[Event], None]] = []
+        self._gc = garbage_collection
+        self._require_namespaces = require_namespaces
+        self._deleted_uids: set[str] = set()
+        self._gc_pending = False
+        self._collecting = False
+
+    # -- kinds ------------------------------------------------------------------------
+
+    def register(self, info: ResourceInfo) -> KindRules:
+        """Serve ``info``'s kind from now on (a later registration of the same GVK replaces it)."""
+        rules = rules_for(info)
+        self.kinds[info.gvk] = rules
+        return rules
+
+    # -- errors -----------------------------------------------------------------------
+
+    @staticmethod
+    def error(
+        code: int,
+        reason: str,
+        message: str,
+        *,
+        method: str,
+        path: str,
+        details: Mapping[str, Any] | None = None,
+    ) -> ApiError:
+        """A typed error built from a ``Status`` exactly as the live client builds it."""
+        status: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": code,
+        }
+        if details is not None:
+            status["details"] = dict(details)
+        return error_from_response(code, status, method=method, url=f"fake://{path}")
+
+    def _resource_details(self, rules: KindRules, name: str) -> dict[str, Any]:
+        details: dict[str, Any] = {"name": name}
+        if rules.info.gvk.group:
+            details["group"] = rules.info.gvk.group
+        details["kind"] = rules.info.plural
+        return details
+
+    def _kind_details(self, rules: KindRules, name: str) -> dict[str, Any]:
+        details: dict[str, Any] = {"name": name}
+        if rules.info.gvk.group:
+            details["group"] = rules.info.gvk.group
+        details["kind"] = rules.info.gvk.kind
+        return details
+
+    def not_found(self, rules: KindRules, name: str, *, method: str, path: str) -> ApiError:
+        """404 for one object, worded as the server words it."""
+        return self.error(
+            404,
+            "NotFound",
+            f'{rules.resource} "{name}" not found',
+            method=method,
+            path=path,
+            details=self._resource_details(rules, name),
+        )
+
+    def _stale(self, rules: KindRules, name: str, *, method: str, path: str) -> ApiError:
+        return self.error(
+            409,
+            "Conflict",
+            f'Operation cannot be fulfilled on {rules.resource} "{name}": the object has been '
+            "modified; please apply your changes to the latest version and try again",
+            method=method,
+            path=path,
+            details=self._resource_details(rules, name),
+        )
+
+    def _invalid(
+        self,
+        rules: KindRules,
+        name: str,
+        causes: list[tuple[str, str, str]],
+        *,
+        method: str,
+        path: str,
+    ) -> ApiError:
+        """422 with ``causes`` as (reason, field, message) triples."""
+        parts = [f"{f}: {m}" for _, f, m in causes]
+        text = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
+        details = self._kind_details(rules, name)
+        details["causes"] = [{"reason": r, "message": m, "field": f} for r, f, m in causes]
+        return self.error(
+            422,
+            "Invalid",
+            f'{rules.qualified_kind} "{name}" is invalid: {text}',
+            method=method,
+            path=path,
+            details=details,
+        )
+
+    # -- reads ------------------------------------------------------------------------
+
+    def _bucket(self, rules: KindRules) -> dict[str, Record]:
+        return self._objects.setdefault(rules.group_kind, {})
+
+    def _record(self, rules: KindRules, namespace: str, name: str) -> Record | None:
+        return self._objects.get(rules.group_kind, {}).get(_key(namespace, name))
+
+    def present(self, rules: KindRules, obj: JsonObject) -> JsonObject:
+        """A copy of a stored object as the client sees it: apiVersion of the asked version."""
+        out: JsonObject = clone(obj)
+        out["apiVersion"] = rules.info.gvk.api_version
+        out["kind"] = rules.info.gvk.kind
+        return out
+
+    def get(self, rules: KindRules, namespace: str, name: str) -> JsonObject:
+        """One object, or NotFound."""
+        record = self._record(rules, namespace, name)
+        if record is None:
+            raise self.not_found(
+                rules, name, method="GET", path=path_of(rules.info, namespace, name)
+            )
+        return self.present(rules, record.obj)
+
+    def selectors(
+        self,
+        rules: KindRules,
+        labels: str | Mapping[str, str] | None,
+        fields: str | Mapping[str, str] | None,
+        *,
+        path: str,
+    ) -> tuple[LabelSelector, FieldSelector]:
+        """Parse both selectors, answering a malformed one with 400 as the server does."""
+        try:
+            return (
+                parse_label_selector(labels),
+                parse_field_selector(fields, rules.fields, custom=rules.custom),
+            )
+        except SelectorError as exc:
+            raise self.error(400, "BadRequest", str(exc), method="GET", path=path) from None
+
+    def snapshot(self, rules: KindRules, revision: int) -> dict[str, JsonObject]:
+        """The objects of one kind as they were at ``revision`` (undoing newer events)."""
+        state = {k: r.obj for k, r in self._bucket(rules).items()}
+        for event in reversed(self._log):
+            if event.revision <= revision:
+                break
+            if event.group_kind != rules.group_kind:
+                continue
+            key = _key(event.namespace, event.obj["metadata"]["name"])
+            if event.previous is None:
+                state.pop(key, None)
+            else:
+                state[key] = event.previous
+        return state
+
+    def list_objects(
+        self,
+        rules: KindRules,
+        *,
+        namespace: str | None,
+        labels: str | Mapping[str, str] | None,
+        fields: str | Mapping[str, str] | None,
+        limit: int | None,
+        continue_token: str | None,
+        resource_version: str | None,
+        resource_version_match: str | None,
+    ) -> Listing:
+        """One page of a list, following the server's resourceVersion semantics."""
+        path = path_of(rules.info, namespace)
+        label_sel, field_sel = self.selectors(rules, labels, fields, path=path)
+        start_after = ""
+        if continue_token:
+            revision, start_after = self._decode_continue(continue_token, path)
+        elif resource_version_match == "Exact":
+            revision = self._parse_rv(resource_version, path)
+            if revision > self.revision:
+                raise self._too_large(revision, path)
+        else:
+            wanted = self._parse_rv(resource_version, path) if resource_version else 0
+            if wanted > self.revision:
+                raise self._too_large(wanted, path)
+            revision = self.revision
+        if revision < self.revision:
+            if revision < self.compacted:
+                raise self.error(
+                    410,
+                    "Expired",
+                    f"too old resource version: {revision} ({self.compacted})"
+                    if not continue_token
+                    else "The provided continue parameter is too old to display a consistent "
+                    "list result. You can start a new list without the continue parameter, or "
+                    "use the continue token in this response to retrieve the remainder of the "
+                    "results. Continuing with the provided token results in an inconsistent "
+                    "list - objects that were created, modified, or deleted between the time "
+                    "the first chunk was returned and now may show up in the list.",
+                    method="GET",
+                    path=path,
+                )
+            state = self.snapshot(rules, revision)
+        else:
+            state = {k: r.obj for k, r in self._bucket(rules).items()}
+        keys = sorted(
+            k
+            for k, obj in state.items()
+            if (namespace is None or obj["metadata"].get("namespace", "") == namespace)
+            and k > start_after
+            and label_sel.matches(obj["metadata"].get("labels") or {})
+            and field_sel.matches(obj)
+        )
+        page = keys if not limit else keys[:limit]
+        more = len(keys) > len(page)
+        token = self._encode_continue(revision, page[-1]) if more else None
+        remaining = (
+            len(keys) - len(page)
+            if more and not label_sel.requirements and not field_sel.terms
+            else None
+        )
+        return Listing(
+            [self.present(rules, state[k]) for k in page], str(revision), token, remaining
+        )
+
+    def _parse_rv(self, value: str | None, path: str) -> int:
+        try:
+            return int(value or "0")
+        except ValueError:
+            raise self.error(
+                400,
+                "BadRequest",
+                f"invalid resource version {value!r}: resourceVersion must be an integer",
+                method="GET",
+                path=path,
+            ) from None
+
+    def _too_large(self, revision: int, path: str) -> ApiError:
+        # The server waits a few seconds for the revision before giving up; the fake cannot
+        # reach a future revision by waiting, so it answers at once.
+        return self.error(
+            504,
+            "Timeout",
+            f"Timeout: Too large resource version: {revision}, current: {self.revision}",
+            method="GET",
+            path=path,
+            details={
+                "causes": [
+                    {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+                ],
+                "retryAfterSeconds": 1,
+            },
+        )
+
+    @staticmethod
+    def _encode_continue(revision: int, key: str) -> str:
+        raw = orjson.dumps({"v": "fake", "rv": revision, "start": key})
+        return base64.urlsafe_b64encode(raw).decode()
+
+    def _decode_continue(self, token: str, path: str) -> tuple[int, str]:
+        try:
+            data = orjson.loads(base64.urlsafe_b64decode(token.encode()))
+            return int(data["rv"]), str(data["start"])
+        except (ValueError, KeyError, TypeError):
+            raise self.error(
+                400,
+                "BadRequest",
+                f"continue key is not valid: {token!r}",
+                method="GET",
+                path=path,
+            ) from None
+
+    # -- history and watchers ---------------------------------------------------------------
+
+    def listen(self, listener: Callable[[Event], None]) -> None:
+        """Call ``listener`` with every committed event from now on."""
+        self._listeners.append(listener)
+
+    def unlisten(self, listener: Callable[[Event], None]) -> None:
+        """Stop calling ``listener``."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def events_since(self, rules: KindRules, revision: int) -> list[Event]:
+        """Events of one kind newer than ``revision`` (which must not be compacted)."""
+        return [e for e in self._log if e.revision > revision and e.group_kind == rules.group_kind]
+
+    def compact(self) -> None:
+        """Forget all history, as an etcd compaction at the current revision does."""
+        self._log.clear()
+        self.compacted = self.revision
+
+    def current(self, rules: KindRules) -> list[JsonObject]:
+        """Every stored object of one kind, in key order (not copied)."""
+        bucket = self._bucket(rules)
+        return [bucket[k].obj for k in sorted(bucket)]
+
+    def _emit(
+        self, kind: EventType, rules: KindRules, obj: JsonObject, previous: JsonObject | None
+    ) -> None:
+        if len(self._log) == self._log.maxlen and self._log:
+            self.compacted = self._log[0].revision
+        event = Event(
+            self.revision,
+            kind,
+            rules.group_kind,
+            obj["metadata"].get("namespace", ""),
+            obj,
+            previous,
+        )
+        self._log.append(event)
+        for listener in list(self._listeners):
+            listener(event)
+
+    # -- validation -----------------------------------------------------------------------
+
+    def _metadata_problems(
+        self, rules: KindRules, obj: JsonObject, *, creating: bool
+    ) -> list[tuple[str, str, str]]:
+        meta = _meta(obj)
+        problems: list[tuple[str, str, str]] = []
+        name = meta.get("name") or ""
+        if creating and name:
+            label_only = (rules.info.gvk.group, rules.info.gvk.kind) == ("", "Namespace")
+            pattern, limit = (_DNS1123_LABEL, 63) if label_only else (_DNS1123_SUBDOMAIN, 253)
+            what = "RFC 1123 label" if label_only else "RFC 1123 subdomain"
+            if len(name) > limit or not pattern.fullmatch(name):
+                problems.append(
+                    (
+                        "FieldValueInvalid",
+                        "metadata.name",
+                        f'Invalid value: "{name}": a lowercase {what} must consist of lower '
+                        "case alphanumeric characters, '-'"
+                        + ("" if label_only else " or '.'")
+                        + f", and must start and end with an alphanumeric character (at most "
+                        f"{limit} characters)",
+                    )
+                )
+        for key, value in (meta.get("labels") or {}).items():
+            problem = label_key_problem(str(key))
+            if problem is not None:
+                problems.append(
+                    ("FieldValueInvalid", "metadata.labels", f'Invalid value: "{key}": {problem}')
+                )
+            if not isinstance(value, str):
+                problems.append(
+                    ("FieldValueInvalid", f"metadata.labels[{key}]", "label values are strings")
+                )
+            else:
+                problem = label_value_problem(value)
+                if problem is not None:
+                    problems.append(
+                        (
+                            "FieldValueInvalid",
+                            "metadata.labels",
+                            f'Invalid value: "{value}": {problem}',
+                        )
+                    )
+        for key, value in (meta.get("annotations") or {}).items():
+            problem = label_key_problem(str(key))
+            if problem is not None:
+                problems.append(
+                    (
+                        "FieldValueInvalid",
+                        "metadata.annotations",
+                        f'Invalid value: "{key}": {problem}',
+                    )
+                )
+            if not isinstance(value, str):
+                problems.append(
+                    (
+                        "FieldValueInvalid",
+                        f"metadata.annotations[{key}]",
+                        "annotation values are strings",
+                    )
+                )
+        finalizers = meta.get("finalizers") or []
+        if not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers):
+            problems.append(
+                ("FieldValueInvalid", "metadata.finalizers", "finalizers are a list of strings")
+            )
+        for ref in meta.get("ownerReferences") or []:
+            if not isinstance(ref, Mapping) or not all(
+                ref.get(k) for k in ("apiVersion", "kind", "name", "uid")
+            ):
+                problems.append(
+                    (
+                        "FieldValueRequired",
+                        "metadata.ownerReferences",
+                        "Required value: an owner reference needs apiVersion, kind, name and uid",
+                    )
+                )
+        return problems
+
+    # -- generation --------------------------------------------------------------------------
+
+    @staticmethod
+    def _generation_relevant(rules: KindRules, obj: JsonObject) -> Any:
+        if rules.generation == "all":
+            return {
+                k: v
+                for k, v in obj.items()
+                if k not in ("metadata", "apiVersion", "kind")
+                and not (k == "status" and rules.status)
+            }
+        if rules.generation == "spec+annotations":
+            return [obj.get("spec"), _meta(obj).get("annotations") or {}]
+        return obj.get("spec")
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def _bump(self) -> str:
+        self.revision += 1
+        return str(self.revision)
+
+    def _check_namespace(
+        self, rules: KindRules, namespace: str, name: str, *, method: str, path: str
+    ) -> None:
+        if not rules.info.namespaced:
+            return
+        ns_rules = self.kinds.get(GroupVersionKind("", "v1", "Namespace"))
+        ns_record = self._objects.get(("", "Namespace"), {}).get(namespace) if ns_rules else None
+        if ns_record is None:
+            if self._require_namespaces:
+                raise self.error(
+                    404,
+                    "NotFound",
+                    f'namespaces "{namespace}" not found',
+                    method=method,
+                    path=path,
+                    details={"name": namespace, "kind": "namespaces"},
+                )
+            return
+        if ns_record.obj["metadata"].get("deletionTimestamp"):
+            raise self.error(
+                403,
+                "Forbidden",
+                f'{rules.resource} "{name}" is forbidden: unable to create new content in '
+                f"namespace {namespace} because it is being terminated",
+                method=method,
+                path=path,
+                details={
+                    **self._resource_details(rules, name),
+                    "causes": [
+                        {
+                            "reason": "NamespaceTerminating",
+                            "message": f"namespace {namespace} is being terminated",
+                            "field": "metadata.namespace",
+                        }
+                    ],
+                },
+            )
+
+    def create(
+        self, rules: KindRules, obj: JsonObject, *, manager: str, dry_run: bool
+    ) -> JsonObject:
+        """Create ``obj`` (already checked for scope), or raise the server's error."""
+        new = clone(obj)
+        meta = _meta(new)
+        namespace = str(meta.get("namespace") or "")
+        path = path_of(rules.info, namespace)
+        if meta.get("resourceVersion"):
+            raise self.error(
+                500,
+                "",
+                "resourceVersion should not be set on objects to be created",
+                method="POST",
+                path=path,
+            )
+        name = str(meta.get("name") or "")
+        if not name and meta.get("generateName"):
+            bucket = self._bucket(rules)
+            while True:
+                suffix = "".join(random.choice(_NAME_ALPHABET) for _ in range(5))
+                candidate = f"{meta['generateName']}{suffix}"
+                if _key(namespace, candidate) not in bucket:
+                    break
+            name = candidate
+            meta["name"] = name
+        if not name:
+            raise self._invalid(
+                rules,
+                "",
+                [
+                    (
+                        "FieldValueRequired",
+                        "metadata.name",
+                        "Required value: name or generateName is required",
+                    )
+                ],
+                method="POST",
+                path=path,
+            )
+        problems = self._metadata_problems(rules, new, creating=True)
+        if problems:
+            raise self._invalid(rules, name, problems, method="POST", path=path)
+        self._check_namespace(rules, namespace, name, method="POST", path=path)
+        existing = self._record(rules, namespace, name)
+        if existing is not None:
+            deleting = bool(existing.obj["metadata"].get("deletionTimestamp"))
+            raise self.error(
+                409,
+                "AlreadyExists",
+                ("object is being deleted: " if deleting else "")
+                + f'{rules.resource} "{name}" already exists',
+                method="POST",
+                path=path,
+                details=self._resource_details(rules, name),
+            )
+        for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"):
+            meta.pop(key, None)
+        _normalize_metadata(meta)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = _now()
+        if rules.generation != "none":
+            meta["generation"] = 1
+        if rules.status:
+            new.pop("status", None)
+        new["apiVersion"] = rules.info.gvk.api_version
+        new["kind"] = rules.info.gvk.kind
+        self._initialize(rules, new)
+        if dry_run:
+            return self.present(rules, new)
+        meta["resourceVersion"] = self._bump()
+        record = Record(new)
+        record.ownership.record_update(manager, None, new)
+        self._bucket(rules)[_key(namespace, name)] = record
+        self._emit("ADDED", rules, new, None)
+        self._after_write(rules, new)
+        return self.present(rules, new)
+
+    def seed(self, rules: KindRules, obj: JsonObject) -> None:
+        """Store ``obj`` as given (status and deletion state included), for test setup.
+
+        Raises:
+            ValueError: the object has no name, or a deletionTimestamp without
+                finalizers (a state the server never stores).
+            AlreadyExists: an object of that name exists.
+
+        """
+        new = clone(obj)
+        meta = _meta(new)
+        name = str(meta.get("name") or "")
+        namespace = str(meta.get("namespace") or "")
+        if not name:
+            raise ValueError(f"cannot add {rules.info.gvk.kind} without metadata.name")
+        if rules.info.namespaced and not namespace:
+            raise ValueError(
+                f"{rules.info.gvk.kind} {name!r} is namespaced: set metadata.namespace"
+            )
+        if not rules.info.namespaced and namespace:
+            raise ValueError(
+                f"{rules.info.gvk.kind} {name!r} is cluster-scoped: remove metadata.namespace"
+            )
+        if (
+            meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and not (rules.group_kind == ("", "Namespace"))
+        ):
+            raise ValueError(
+                f"{rules.info.gvk.kind} {name!r} has a deletionTimestamp but no finalizers; "
+                "the server would already have deleted it"
+            )
+        path = path_of(rules.info, namespace)
+        if self._record(rules, namespace, name) is not None:
+            raise self.error(
+                409,
+                "AlreadyExists",
+                f'{rules.resource} "{name}" already exists',
+                method="POST",
+                path=path,
+                details=self._resource_details(rules, name),
+            )
+        problems = self._metadata_problems(rules, new, creating=True)
+        if problems:
+            raise self._invalid(rules, name, problems, method="POST", path=path)
+        meta.pop("managedFields", None)
+        _normalize_metadata(meta)
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", _now())
+        if rules.generation != "none":
+            meta.setdefault("generation", 1)
+        if meta.get("deletionTimestamp"):
+            meta.setdefault("deletionGracePeriodSeconds", 0)
+        new["apiVersion"] = rules.info.gvk.api_version
+        new["kind"] = rules.info.gvk.kind
+        if (
+            rules.group_kind
+            in (
+                ("", "Namespace"),
+                ("apiextensions.k8s.io", "CustomResourceDefinition"),
+            )
+            and "status" not in new
+        ):
+            self._initialize(rules, new)
+        meta["resourceVersion"] = self._bump()
+        self._bucket(rules)[_key(namespace, name)] = Record(new)
+        self._emit("ADDED", rules, new, None)
+        self._after_write(rules, new)
+
+    def _initialize(self, rules: KindRules, obj: JsonObject) -> None:
+        """What built-in strategies add on create, for the kinds whose additions operators see."""
+        gk = rules.group_kind
+        meta = _meta(obj)
+        if gk == ("", "Namespace"):
+            labels = meta.setdefault("labels", {})
+            labels["kubernetes.io/metadata.name"] = meta["name"]
+            spec = obj.setdefault("spec", {})
+            spec.setdefault("finalizers", ["kubernetes"])
+            obj["status"] = {"phase": "Active"}
+        elif gk == ("apiextensions.k8s.io", "CustomResourceDefinition"):
+            # The fake establishes a CRD at once; a real server takes a moment (wait on the
+            # Established condition there).
+            names = (obj.get("spec") or {}).get("names") or {}
+            conditions = [
+                {
+                    "type": t,
+                    "status": "True",
+                    "reason": r,
+                    "message": m,
+                    "lastTransitionTime": _now(),
+                }
+                for t, r, m in (
+                    ("NamesAccepted", "NoConflicts", "no conflicts found"),
+                    ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+                )
+            ]
+            versions = [
+                v.get("name")
+                for v in (obj.get("spec") or {}).get("versions") or []
+                if v.get("storage")
+            ]
+            obj["status"] = {
+                "conditions": conditions,
+                "acceptedNames": dict(names),
+                "storedVersions": versions,
+            }
+
+    def _after_write(self, rules: KindRules, obj: JsonObject) -> None:
+        if rules.group_kind == ("apiextensions.k8s.io", "CustomResourceDefinition"):
+            for info in crd_resources(obj):
+                self.register(info)
+
+    def update(
+        self,
+        rules: KindRules,
+        obj: JsonObject,
+        *,
+        manager: str,
+        dry_run: bool,
+        subresource: str | None,
+        method: str = "PUT",
+    ) -> JsonObject:
+        """Replace an object (or its status), optimistically on ``resourceVersion``."""
+        incoming = clone(obj)
+        meta = _meta(incoming)
+        namespace = str(meta.get("namespace") or "")
+        name = str(meta.get("name") or "")
+        path = path_of(rules.info, namespace, name, subresource or "")
+        if subresource not in (None, "status") or (subresource == "status" and not rules.status):
+            raise self.not_found(rules, name, method=method, path=path)
+        record = self._record(rules, namespace, name)
+        if record is None:
+            raise self.not_found(rules, name, method=method, path=path)
+        old = record.obj
+        rv = str(meta.get("resourceVersion") or "")
+        if not rv and rules.custom:
+            raise self._invalid(
+                rules,
+                name,
+                [
+                    (
+                        "FieldValueInvalid",
+                        "metadata.resourceVersion",
+                        "Invalid value: 0: must be specified for an update",
+                    )
+                ],
+                method=method,
+                path=path,
+            )
+        if rv and rv != old["metadata"]["resourceVersion"]:
+            raise self._stale(rules, name, method=method, path=path)
+        uid = meta.get("uid")
+        if uid and uid != old["metadata"]["uid"]:
+            raise self.error(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {rules.resource} "{name}": Precondition '
+                f"failed: UID in precondition: {uid}, UID in object meta: "
+                f"{old['metadata']['uid']}",
+                method=method,
+                path=path,
+                details=self._resource_details(rules, name),
+            )
+        if subresource == "status":
+            new = clone(old)
+            if "status" in incoming:
+                new["status"] = incoming["status"]
+            else:
+                new.pop("status", None)
+        else:
+            new = incoming
+            if rules.status:
+                if "status" in old:
+                    new["status"] = clone(old["status"])
+                else:
+                    new.pop("status", None)
+        return self._write(rules, record, new, manager=manager, dry_run=dry_run, method=method)
+
+    def _write(
+        self,
+        rules: KindRules,
+        record: Record,
+        new: JsonObject,
+        *,
+        manager: str,
+        dry_run: bool,
+        method: str,
+        ownership: Ownership | None = None,
+    ) -> JsonObject:
+        """Validate and commit ``new`` over ``record``; shared by update, patch and apply."""
+        old = record.obj
+        meta = _meta(new)
+        old_meta = old["metadata"]
+        name = old_meta["name"]
+        namespace = old_meta.get("namespace", "")
+        path = path_of(rules.info, namespace, name)
+        new["apiVersion"] = old["apiVersion"]
+        new["kind"] = old["kind"]
+        meta["name"] = name
+        if namespace:
+            meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
+        meta.pop("managedFields", None)
+        meta.pop("selfLink", None)
+        for key in _SYSTEM_METADATA:
+            if key in old_meta:
+                meta[key] = old_meta[key]
+            else:
+                meta.pop(key, None)
+        if "generation" in old_meta:
+            meta["generation"] = old_meta["generation"]
+        else:
+            meta.pop("generation", None)
+        problems: list[tuple[str, str, str]] = self._metadata_problems(rules, new, creating=False)
+        if old_meta.get("deletionTimestamp"):
+            added = [
+                f
+                for f in meta.get("finalizers") or []
+                if f not in (old_meta.get("finalizers") or [])
+            ]
+            if added:
+                quoted = ", ".join(f'"{f}"' for f in added)
+                problems.append(
+                    (
+                        "FieldValueForbidden",
+                        "metadata.finalizers",
+                        "Forbidden: no new finalizers can be added if the object is being "
+                        f"deleted, found new finalizers []string{{{quoted}}}",
+                    )
+                )
+        if problems:
+            raise self._invalid(rules, name, problems, method=method, path=path)
+        if rules.generation != "none" and not json_equal(
+            self._generation_relevant(rules, old), self._generation_relevant(rules, new)
+        ):
+            meta["generation"] = int(old_meta.get("generation") or 0) + 1
+        _normalize_metadata(meta)
+        if json_equal(new, old):
+            # The server skips writes that change nothing: same resourceVersion, no event.
+            return self.present(rules, old)
+        if dry_run:
+            return self.present(rules, new)
+        ownership = ownership or record.ownership
+        if (
+            old_meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and not (
+                rules.group_kind == ("", "Namespace") and (new.get("spec") or {}).get("finalizers")
+            )
+        ):
+            # The last finalizer is gone: the server deletes instead of updating. The caller
+            # gets the object it wrote (old resourceVersion); watchers get DELETED with the
+            # last stored state at a new revision.
+            self._remove(rules, record)
+            return self.present(rules, new)
+        meta["resourceVersion"] = self._bump()
+        if ownership is record.ownership:
+            record.ownership.record_update(manager, old, new)
+        else:
+            record.ownership = ownership
+        record.obj = new
+        self._emit("MODIFIED", rules, new, old)
+        self._after_write(rules, new)
+        return self.present(rules, new)
+
+    def patch(
+        self,
+        rules: KindRules,
+        namespace: str,
+        name: str,
+        patch: Patch,
+        *,
+        manager: str,
+        dry_run: bool,
+        subresource: str | None,
+    ) -> JsonObject:
+        """Patch an object with any of the four patch kinds (apply may create it)."""
+        path = path_of(rules.info, namespace, name, subresource or "")
+        if subresource not in (None, "status") or (subresource == "status" and not rules.status):
+            raise self.not_found(rules, name, method="PATCH", path=path)
+        if isinstance(patch, StrategicMergePatch) and rules.custom:
+            raise self.error(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types "
+                "include: application/json-patch+json, application/merge-patch+json, "
+                "application/apply-patch+yaml",
+                method="PATCH",
+                path=path,
+            )
+        record = self._record(rules, namespace, name)
+        if isinstance(patch, ApplyPatch):
+            return self._apply(
+                rules,
+                record=record,
+                namespace=namespace,
+                name=name,
+                patch=patch,
+                manager=manager,
+                dry_run=dry_run,
+                subresource=subresource,
+                path=path,
+            )
+        if record is None:
+            raise self.not_found(rules, name, method="PATCH", path=path)
+        old = record.obj
+        try:
+            if isinstance(patch, JsonPatch):
+                patched = json_patch(old, patch.operations)
+            elif isinstance(patch, MergePatch):
+                if not isinstance(patch.patch, Mapping):
+                    raise PatchError("a merge patch must be a JSON object")
+                patched = merge_patch(old, patch.patch)
+            else:
+                patched = strategic_merge_patch(old, patch.patch)
+        except PatchError as exc:
+            if isinstance(patch, JsonPatch):
+                raise self.error(
+                    422,
+                    "Invalid",
+                    f"the server rejected our request due to an error in our request: {exc}",
+                    method="PATCH",
+                    path=path,
+                    details={},
+                ) from None
+            raise self.error(400, "BadRequest", str(exc), method="PATCH", path=path) from None
+        if not isinstance(patched, dict):
+            raise self.error(
+                422,
+                "Invalid",
+                "the server rejected our request due to an error in our request: the patched "
+                "document is not an object",
+                method="PATCH",
+                path=path,
+            )
+        self._check_identity(rules, old, patched, path)
+        return self.update(
+            rules,
+            patched,
+            manager=manager,
+            dry_run=dry_run,
+            subresource=subresource,
+            method="PATCH",
+        )
+
+    def _check_identity(
+        self, rules: KindRules, old: JsonObject, patched: JsonObject, path: str
+    ) -> None:
+        meta = _meta(patched)
+        old_meta = old["metadata"]
+        for key, what in (("name", "name"), ("namespace", "namespace")):
+            have = meta.get(key) or ""
+            want = old_meta.get(key) or ""
+            if have != want:
+                raise self.error(
+                    400,
+                    "BadRequest",
+                    f"the {what} of the object ({have}) does not match the {what} on the URL "
+                    f"({want})",
+                    method="PATCH",
+                    path=path,
+                )
+        if meta.get("uid") != old_meta.get("uid"):
+            raise self._invalid(
+                rules,
+                old_meta["name"],
+                [
+                    (
+                        "FieldValueInvalid",
+                        "metadata.uid",
+                        f'Invalid value: "{meta.get("uid")}": field is immutable',
+                    )
+                ],
+                method="PATCH",
+                path=path,
+            )
+        if not meta.get("resourceVersion"):
+            # A patch that removes resourceVersion is not a precondition: keep the live one.
+            meta["resourceVersion"] = old_meta["resourceVersion"]
+
+    def _apply(
+        self,
+        rules: KindRules,
+        *,
+        record: Record | None,
+        namespace: str,
+        name: str,
+        patch: ApplyPatch,
+        manager: str,
+        dry_run: bool,
+        subresource: str | None,
+        path: str,
+    ) -> JsonObject:
+        config = clone(dict(patch.obj))
+        meta = _meta(config)
+        if not config.get("apiVersion") or not config.get("kind"):
+            raise self.error(
+                400,
+                "BadRequest",
+                "apiVersion and kind must be set in an apply configuration",
+                method="PATCH",
+                path=path,
+            )
+        if (meta.get("name") or "") != name:
+            raise self.error(
+                400,
+                "BadRequest",
+                f"the name of the object ({meta.get('name') or ''}) does not match the name on "
+                f"the URL ({name})",
+                method="PATCH",
+                path=path,
+            )
+        part: Literal["main", "status", "all"] = (
+            "status" if subresource == "status" else ("main" if rules.status else "all")
+        )
+        if record is None:
+            if subresource == "status":
+                raise self.not_found(rules, name, method="PATCH", path=path)
+            fresh = clone(config)
+            fresh_meta = _meta(fresh)
+            fresh_meta.pop("resourceVersion", None)
+            if namespace:
+                fresh_meta["namespace"] = namespace
+            result = self.create(rules, fresh, manager=manager, dry_run=dry_run)
+            stored = self._record(rules, namespace, name)
+            if stored is not None and not dry_run:
+                stored.ownership = Ownership()
+                apply_configuration(
+                    {}, config, stored.ownership, manager=manager, force=True, part=part
+                )
+            return result
+        rv = str(meta.get("resourceVersion") or "")
+        if rv and rv != record.obj["metadata"]["resourceVersion"]:
+            raise self._stale(rules, name, method="PATCH", path=path)
+        ownership = record.ownership.copy()
+        result, conflicts = apply_configuration(
+            record.obj, config, ownership, manager=manager, force=patch.force, part=part
+        )
+        if conflicts:
+            fields = sorted({c.field for c in conflicts})
+            managers = sorted({c.manager for c in conflicts})
+            if len(conflicts) == 1:
+                text = f'Apply failed with 1 conflict: conflict with "{managers[0]}": {fields[0]}'
+            else:
+                listed = "\n".join(f'- conflict with "{c.manager}": {c.field}' for c in conflicts)
+                text = f"Apply failed with {len(conflicts)} conflicts: \n{listed}"
+            raise self.error(
+                409,
+                "Conflict",
+                text,
+                method="PATCH",
+                path=path,
+                details={
+                    "causes": [
+                        {
+                            "reason": "FieldManagerConflict",
+                            "message": f'conflict with "{c.manager}"',
+                            "field": c.field,
+                        }
+                        for c in conflicts
+                    ]
+                },
+            )
+        return self._write(
+            rules,
+            record,
+            result,
+            manager=manager,
+            dry_run=dry_run,
+            method="PATCH",
+            ownership=ownership,
+        )
+
+    # -- deletion ------------------------------------------------------------------------------
+
+    def delete(
+        self,
+        rules: KindRules,
+        namespace: str,
+        name: str,
+        *,
+        propagation_policy: str | None,
+        uid: str | None,
+        resource_version: str | None,
+        dry_run: bool,
+    ) -> JsonObject:
+        """Delete one object: mark it while finalizers remain, else remove it."""
+        path = path_of(rules.info, namespace, name)
+        record = self._record(rules, namespace, name)
+        if record is None:
+            raise self.not_found(rules, name, method="DELETE", path=path)
+        meta = record.obj["metadata"]
+        where = f'Operation cannot be fulfilled on {rules.qualified_kind} "{name}": '
+        if uid and uid != meta["uid"]:
+            raise self.error(
+                409,
+                "Conflict",
+                where + f"the UID in the precondition ({uid}) does not match the UID in record "
+                f"({meta['uid']}). The object might have been deleted and then recreated",
+                method="DELETE",
+                path=path,
+                details=self._kind_details(rules, name),
+            )
+        if resource_version and resource_version != meta["resourceVersion"]:
+            raise self.error(
+                409,
+                "Conflict",
+                where + f"the ResourceVersion in the precondition ({resource_version}) does not "
+                f"match the ResourceVersion in record ({meta['resourceVersion']}). The object "
+                "might have been modified",
+                method="DELETE",
+                path=path,
+                details=self._kind_details(rules, name),
+            )
+        if meta.get("deletionTimestamp"):
+            return self.present(rules, record.obj)
+        finalizers = list(meta.get("finalizers") or [])
+        extra = {"Foreground": "foregroundDeletion", "Orphan": "orphan"}.get(
+            propagation_policy or ""
+        )
+        if extra and extra not in finalizers:
+            finalizers.append(extra)
+        is_namespace = rules.group_kind == ("", "Namespace")
+        if finalizers or is_namespace:
+            new = clone(record.obj)
+            new_meta = new["metadata"]
+            new_meta["deletionTimestamp"] = _now()
+            new_meta["deletionGracePeriodSeconds"] = 0
+            if finalizers:
+                new_meta["finalizers"] = finalizers
+            if int(new_meta.get("generation") or 0) > 0:
+                new_meta["generation"] += 1
+            if is_namespace:
+                new["status"] = {**(new.get("status") or {}), "phase": "Terminating"}
+            if dry_run:
+                return self.present(rules, new)
+            old = record.obj
+            new_meta["resourceVersion"] = self._bump()
+            record.obj = new
+            self._emit("MODIFIED", rules, new, old)
+            self._gc_pending = True
+            self.collect_garbage()
+            current = self._record(rules, namespace, name)
+            return self.present(rules, current.obj if current is not None else new)
+        status: JsonObject = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": {**self._resource_details(rules, name), "uid": meta["uid"]},
+        }
+        if not dry_run:
+            self._remove(rules, record)
+        return status
+
+    def _remove(self, rules: KindRules, record: Record) -> None:
+        meta = record.obj["metadata"]
+        key = _key(meta.get("namespace", ""), meta["name"])
+        self._bucket(rules).pop(key, None)
+        last = clone(record.obj)
+        last["metadata"]["resourceVersion"] = self._bump()
+        self._emit("DELETED", rules, last, record.obj)
+        self._deleted_uids.add(meta["uid"])
+        self._gc_pending = True
+        self.collect_garbage()
+
+    def delete_collection(
+        self,
+        rules: KindRules,
+        *,
+        namespace: str | None,
+        labels: str | Mapping[str, str] | None,
+        fields: str | Mapping[str, str] | None,
+        propagation_policy: str | None,
+        dry_run: bool,
+    ) -> None:
+        """Delete every matching object (each as :meth:`delete` would)."""
+        listing = self.list_objects(
+            rules,
+            namespace=namespace,
+            labels=labels,
+            fields=fields,
+            limit=None,
+            continue_token=None,
+            resource_version=None,
+            resource_version_match=None,
+        )
+        for obj in listing.items:
+            meta = obj["metadata"]
+            if self._record(rules, meta.get("namespace", ""), meta["name"]) is None:
+                continue  # already collected as a dependent of an earlier one
+            self.delete(
+                rules,
+                meta.get("namespace", ""),
+                meta["name"],
+                propagation_policy=propagation_policy,
+                uid=None,
+                resource_version=None,
+                dry_run=dry_run,
+            )
+
+    # -- garbage collection and namespace teardown ------------------------------------------
+
+    def _all(self) -> Iterable[tuple[KindRules, Record]]:
+        by_gk = {r.group_kind: r for r in self.kinds.values()}
+        for gk, bucket in list(self._objects.items()):
+            rules = by_gk.get(gk)
+            if rules is None:
+                continue
+            for record in list(bucket.values()):
+                yield rules, record
+
+    def collect_garbage(self) -> None:
+        """Do at once what the garbage collector and namespace controller do eventually.
+
+        Runs after deletions until nothing more changes. Dependents are collected
+        only for owners this fake saw deleted (see the FakeClient docstring). Not
+        re-entrant: deletions it causes are picked up by the running loop.
+        """
+        if not self._gc or self._collecting:
+            return
+        self._collecting = True
+        try:
+            while self._gc_pending:
+                self._gc_pending = False
+                progress = True
+                while progress:
+                    progress = False
+                    live_uids = {r.obj["metadata"]["uid"] for _, r in self._all()}
+                    for rules, record in list(self._all()):
+                        if not self._record_gone(rules, record) and self._collect_one(
+                            rules, record, live_uids
+                        ):
+                            progress = True
+                            break
+        finally:
+            self._collecting = False
+
+    def _record_gone(self, rules: KindRules, record: Record) -> bool:
+        meta = record.obj["metadata"]
+        return self._record(rules, meta.get("namespace", ""), meta["name"]) is not record
+
+    def _dependents(self, uid: str) -> list[tuple[KindRules, Record]]:
+        return [
+            (rules, record)
+            for rules, record in self._all()
+            if any(
+                ref.get("uid") == uid for ref in record.obj["metadata"].get("ownerReferences") or []
+            )
+        ]
+
+    def _system_update(self, rules: KindRules, record: Record, new: JsonObject) -> None:
+        self._write(
+            rules, record, new, manager="fake-garbage-collector", dry_run=False, method="PUT"
+        )
+
+    def _system_delete(self, rules: KindRules, record: Record, policy: str = "Background") -> None:
+        meta = record.obj["metadata"]
+        if meta.get("deletionTimestamp"):
+            return
+        self.delete(
+            rules,
+            meta.get("namespace", ""),
+            meta["name"],
+            propagation_policy=policy,
+            uid=None,
+            resource_version=None,
+            dry_run=False,
+        )
+
+    def _collect_one(self, rules: KindRules, record: Record, live_uids: set[str]) -> bool:
+        obj = record.obj
+        meta = obj["metadata"]
+        finalizers = meta.get("finalizers") or []
+        uid = meta["uid"]
+        if meta.get("deletionTimestamp"):
+            if "orphan" in finalizers:
+                for dep_rules, dep in self._dependents(uid):
+                    new = clone(dep.obj)
+                    refs = [r for r in new["metadata"]["ownerReferences"] if r.get("uid") != uid]
+                    if refs:
+                        new["metadata"]["ownerReferences"] = refs
+                    else:
+                        del new["metadata"]["ownerReferences"]
+                    self._system_update(dep_rules, dep, new)
+                self._drop_finalizer(rules, record, "orphan")
+                return True
+            if "foregroundDeletion" in finalizers:
+                dependents = self._dependents(uid)
+                acted = False
+                for dep_rules, dep in dependents:
+                    if not dep.obj["metadata"].get("deletionTimestamp"):
+                        self._system_delete(dep_rules, dep, "Foreground")
+                        acted = True
+                if not self._dependents(uid):
+                    self._drop_finalizer(rules, record, "foregroundDeletion")
+                    return True
+                return acted
+            if rules.group_kind == ("", "Namespace") and "kubernetes" in (
+                (obj.get("spec") or {}).get("finalizers") or []
+            ):
+                contents = [
+                    (r, rec)
+                    for r, rec in self._all()
+                    if r.info.namespaced and rec.obj["metadata"].get("namespace") == meta["name"]
+                ]
+                acted = False
+                for content_rules, content in contents:
+                    if not content.obj["metadata"].get("deletionTimestamp"):
+                        self._system_delete(content_rules, content)
+                        acted = True
+                if not contents:
+                    new = clone(obj)
+                    new["spec"]["finalizers"] = [
+                        f for f in new["spec"]["finalizers"] if f != "kubernetes"
+                    ]
+                    if not new["spec"]["finalizers"] and not finalizers:
+                        self._remove(rules, record)
+                    else:
+                        self._system_update(rules, record, new)
+                    return True
+                return acted
+        refs = meta.get("ownerReferences") or []
+        gone = [
+            r for r in refs if r.get("uid") in self._deleted_uids and r.get("uid") not in live_uids
+        ]
+        if not gone:
+            return False
+        if len(gone) == len(refs):
+            if meta.get("deletionTimestamp"):
+                return False
+            self._system_delete(rules, record)
+        else:
+            new = clone(obj)
+            new["metadata"]["ownerReferences"] = [r for r in refs if r not in gone]
+            self._system_update(rules, record, new)
+        return True
+
+    def _drop_finalizer(self, rules: KindRules, record: Record, finalizer: str) -> None:
+        new = clone(record.obj)
+        new["metadata"]["finalizers"] = [
+            f for f in new["metadata"].get("finalizers") or [] if f != finalizer
+        ]
+        self._system_update(rules, record, new)
+
+
+def crd_resources(crd: Mapping[str, Any]) -> list[ResourceInfo]:
+    """The kinds a CustomResourceDefinition serves, one :class:`ResourceInfo` per served version."""
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    group = spec.get("group") or ""
+    out = []
+    for version in spec.get("versions") or []:
+        if not version.get("served", True):
+            continue
+        subresources = set((version.get("subresources") or {}).keys())
+        out.append(
+            ResourceInfo(
+                gvk=GroupVersionKind(group, version.get("name", ""), names.get("kind", "")),
+                plural=names.get("plural", ""),
+                namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+                subresources=frozenset(subresources),
+                singular=names.get("singular", "") or "",
+                short_names=tuple(names.get("shortNames") or ()),
+            )
+        )
+    return out
+
+
+def random_token(length: int = 32) -> str:
+    """A random opaque token (for fake ServiceAccount tokens)."""
+    return "".join(random.choice(string.ascii_letters + string.digits) for _ in range(length))
