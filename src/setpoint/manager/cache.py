@@ -7,9 +7,8 @@ runnable in group ``CACHES`` that has ``wait_for_sync`` and ``synced`` is treate
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from setpoint.api.runnable import Runnable
 
@@ -42,11 +41,6 @@ def default_new_cache(client: Client) -> CacheLike:
 
     Imported when first needed, so a manager without controllers never loads the cache.
     """
-    module = importlib.import_module("setpoint.cache")
-    cache_class = getattr(module, "Cache", None)
-    if cache_class is None:
-        raise RuntimeError(
-            "setpoint.cache.Cache is not available in this installation; pass "
-            "ManagerOptions(new_cache=...) to build a cache"
-        )
-    return cast("CacheLike", cache_class(client))
+    from setpoint.cache import Cache
+
+    return Cache(client)

@@ -284,7 +284,10 @@ class LeaderElector:
            once.
 
     Guarantees:
-        - ``leader_election_master_status{name}`` is 1 exactly while ``is_leader`` is true.
+        - ``leader_election_master_status{name}`` is 1 from ``on_elected`` until
+          ``on_lost`` (or ``stop()``), 0 otherwise.
+        - ``is_leader`` turns false the instant the renew deadline passes, even before the
+          timer that calls ``on_lost`` runs (it reads the clock on every call).
         - Two electors on one lock never both consider themselves leader at the same time,
           under the assumptions below: a leader stops at most ``renew_deadline`` after it sent
           its last successful renewal; that renewal was written after it was sent and seen by
@@ -362,8 +365,14 @@ class LeaderElector:
 
     @property
     def is_leader(self) -> bool:
-        """Whether this process leads right now (between ``on_elected`` and ``on_lost``)."""
-        return self._leading
+        """Whether this process leads right now.
+
+        True between ``on_elected`` and ``on_lost``, *and* only while the renew deadline has
+        not passed. The deadline is checked against the clock on every call, so leader-only
+        code that tests it right before each action is fenced even when the process was
+        paused (SIGSTOP, a frozen VM) and the timer that calls ``on_lost`` has not fired yet.
+        """
+        return self._leading and self._clock.now() < self._renew_deadline_at
 
     @property
     def lost(self) -> bool:

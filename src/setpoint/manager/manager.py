@@ -368,8 +368,16 @@ class Manager:
 
     @property
     def is_leader(self) -> bool:
-        """Whether leader-only runnables may run now (always, once running, without election)."""
-        return self._leading
+        """Whether leader-only work may act right now.
+
+        Without leader election: true once running. With it: true while this process holds
+        the lease and its renew deadline has not passed, checked against the clock on each
+        call. Leader-only code may test it immediately before each side effect (with no
+        ``await`` in between) to stay safe even after the process was paused.
+        """
+        if self._elector is None:
+            return self._leading
+        return self._leading and self._elector.is_leader
 
     async def wait_elected(self, timeout: float | None = None) -> None:
         """Return once this process leads (at once without leader election, once running).

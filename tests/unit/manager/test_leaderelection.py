@@ -196,6 +196,21 @@ async def test_a_leader_that_cannot_renew_loses_exactly_at_the_renew_deadline(
     assert a.elector.check() == "leadership of Lease test/lock was lost"
 
 
+async def test_is_leader_reads_the_deadline_even_before_the_loss_timer_runs(
+    clock: ManualClock, electors: list[LeaderElector]
+) -> None:
+    store = LeaseStore()
+    a = candidate(store, "a", clock, electors)
+    a.start()
+    await settle()
+    assert a.elector.is_leader
+    # The process is frozen for 10 s: time jumps, and no task has run since.
+    clock.advance_to(clock.now() + 10)
+    assert not a.elector.is_leader
+    assert a.lost_at is None  # on_lost has not run yet; leader-only code is fenced anyway
+    await settle()
+
+
 async def test_a_hung_renewal_cannot_extend_leadership(
     clock: ManualClock, electors: list[LeaderElector]
 ) -> None:
