@@ -527,8 +527,8 @@ class Cache:
     def tracking_client(self, client: Client | None = None) -> TrackingClient:
         """``client`` (default: the cache's own) wrapped to record each write in this cache.
 
-        The :class:`~setpoint.cache.consistency.TrackingClient` is itself a
-        :class:`~setpoint.client.Client` sharing the wrapped one's connection pool.
+        The :class:`~setpoint.cache.consistency.TrackingClient` has the client's methods and
+        shares the wrapped client's connection pool.
         """
         from setpoint.cache.consistency import TrackingClient
 

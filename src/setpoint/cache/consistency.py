@@ -12,7 +12,7 @@ The design
 ----------
 Two pieces, joined by the :class:`~setpoint.cache.Cache`:
 
-- :class:`TrackingClient` is a :class:`~setpoint.client.Client` that, after every successful
+- :class:`TrackingClient` wraps a :class:`~setpoint.client.Client` and, after every successful
   write (create, update, status update, patch, apply, delete, scale), records the
   resourceVersion the server returned, per group/kind and object key, in the informers of
   that kind (:meth:`Informer.expect_written <setpoint.cache.informer.Informer.expect_written>`).
@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
+from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import (
     JsonObject,
     finalizers_of,
@@ -83,26 +84,24 @@ def _json(result: Any) -> JsonObject | None:
     return data
 
 
-class TrackingClient(Client):
+class TrackingClient:
     """A client whose writes the cache's consistent readers wait for. See the module docstring.
 
-    It shares the wrapped client's connection pool, RESTMapper and options; closing it does
-    nothing (close the wrapped client). Dry-run writes are not recorded. Reads (``get``,
-    ``list``, ``watch``) go to the API server, as with any client.
+    It wraps a live client (or the testing fake client) and has the same methods and
+    signatures, so it satisfies the same protocols (``Reader``, ``Writer``,
+    ``StatusWriter``, the safe-write helpers' ``SafeClient``). Writes go through the wrapped
+    client and are recorded; reads (``get``, ``list``, ``watch``) go to the API server as
+    with any client. Dry-run writes are not recorded. Closing it does nothing: the
+    connection pool belongs to the wrapped client. Attributes it does not define are read
+    from the wrapped client.
 
     Args:
-        client: The live client to send requests with.
+        client: The client to send requests with.
         cache: The cache whose informers record the writes.
 
     """
 
     def __init__(self, client: Client, cache: Cache) -> None:
-        # Deliberately not calling Client.__init__: that would open a second connection pool.
-        # Everything is shared with the wrapped client instead.
-        self.config = client.config
-        self.options = client.options
-        self.transport = client.transport
-        self.mapper = client.mapper
         self._wrapped = client
         self._cache = cache
 
@@ -115,6 +114,13 @@ class TrackingClient(Client):
     def cache(self) -> Cache:
         """The cache that records this client's writes."""
         return self._cache
+
+    def __getattr__(self, name: str) -> Any:
+        # Everything not about writes (config, mapper, transport, server_version, ...) is
+        # the wrapped client's.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._wrapped, name)
 
     async def close(self) -> None:
         """Do nothing: the connection pool belongs to the wrapped client."""
@@ -131,6 +137,26 @@ class TrackingClient(Client):
         else:
             gvk = resolve_kind(kind)[0]
         self._cache.expect_written(gvk, data)
+
+    # -- reads (not cached: this is the live client) ---------------------------------------
+
+    @overload
+    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T: ...
+    @overload
+    async def get(
+        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
+    ) -> JsonObject: ...
+    async def get(self, kind: KindLike, name: str, *, namespace: str | None = None) -> Any:
+        """Read one object from the API server (see :meth:`Client.get`)."""
+        return await self._wrapped.get(kind, name, namespace=namespace)
+
+    async def list(self, kind: KindLike, **kwargs: Any) -> ObjectList[Any]:
+        """List objects from the API server (see :meth:`Client.list`)."""
+        return await self._wrapped.list(kind, **kwargs)
+
+    async def resource_info(self, kind: KindLike) -> ResourceInfo:
+        """How the server serves ``kind`` (see :meth:`Client.resource_info`)."""
+        return await self._wrapped.resource_info(kind)
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -150,7 +176,11 @@ class TrackingClient(Client):
         field_manager: str | None = None,
     ) -> Any:
         """Create ``obj`` (see :meth:`Client.create`) and record the stored version."""
-        result = await super().create(obj, dry_run=dry_run, field_manager=field_manager)
+        result = await self._wrapped.create(
+            obj,
+            dry_run=dry_run,
+            field_manager=field_manager,
+        )
         if not dry_run:
             self._record(None, result)
         return result
@@ -182,8 +212,22 @@ class TrackingClient(Client):
         field_manager: str | None = None,
     ) -> Any:
         """Replace ``obj`` (see :meth:`Client.update`; also status) and record the version."""
-        result = await super().update(
-            obj, subresource=subresource, dry_run=dry_run, field_manager=field_manager
+        result = await self._wrapped.update(
+            obj,
+            subresource=subresource,
+            dry_run=dry_run,
+            field_manager=field_manager,
+        )
+        if not dry_run:
+            self._record(None, result)
+        return result
+
+    async def update_status(
+        self, obj: Any, *, dry_run: bool = False, field_manager: str | None = None
+    ) -> Any:
+        """Write ``obj``'s status (see :meth:`Client.update_status`) and record the version."""
+        result = await self._wrapped.update_status(
+            obj, dry_run=dry_run, field_manager=field_manager
         )
         if not dry_run:
             self._record(None, result)
@@ -224,8 +268,8 @@ class TrackingClient(Client):
         dry_run: bool = False,
         field_manager: str | None = None,
     ) -> Any:
-        """Patch an object (see :meth:`Client.patch`; ``apply`` too) and record the version."""
-        result = await super().patch(
+        """Patch an object (see :meth:`Client.patch`) and record the version."""
+        result = await self._wrapped.patch(
             kind,
             name,
             patch,
@@ -235,7 +279,48 @@ class TrackingClient(Client):
             field_manager=field_manager,
         )
         if not dry_run:
-            self._record(kind, result)
+            self._record(kind, _with_key(result, name, namespace))
+        return result
+
+    @overload
+    async def apply(
+        self,
+        obj: T,
+        *,
+        field_manager: str | None = None,
+        force: bool = False,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> T: ...
+    @overload
+    async def apply(
+        self,
+        obj: JsonObject,
+        *,
+        field_manager: str | None = None,
+        force: bool = False,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> JsonObject: ...
+    async def apply(
+        self,
+        obj: JsonObject | TypedObject,
+        *,
+        field_manager: str | None = None,
+        force: bool = False,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> Any:
+        """Server-side apply ``obj`` (see :meth:`Client.apply`) and record the version."""
+        result = await self._wrapped.apply(
+            obj,
+            field_manager=field_manager,
+            force=force,
+            subresource=subresource,
+            dry_run=dry_run,
+        )
+        if not dry_run:
+            self._record(None, result)
         return result
 
     async def delete(
@@ -254,7 +339,7 @@ class TrackingClient(Client):
         An object that stays (finalizers, a grace period) is recorded as written at the
         returned version; one that is gone is recorded as deleted.
         """
-        result = await super().delete(
+        result = await self._wrapped.delete(
             kind,
             name,
             namespace=namespace,
@@ -295,7 +380,7 @@ class TrackingClient(Client):
 
         ``scale`` and ``status`` answers carry the parent object's resourceVersion.
         """
-        result = await super().update_subresource(
+        result = await self._wrapped.update_subresource(
             kind, name, subresource, body, namespace=namespace, dry_run=dry_run
         )
         if not dry_run:
@@ -306,7 +391,7 @@ class TrackingClient(Client):
         self, kind: KindLike, name: str, replicas: int, *, namespace: str | None = None
     ) -> JsonObject:
         """Set ``spec.replicas`` through ``scale`` (see :meth:`Client.scale`); record it."""
-        result = await super().scale(kind, name, replicas, namespace=namespace)
+        result = await self._wrapped.scale(kind, name, replicas, namespace=namespace)
         self._record(kind, _with_key(result, name, namespace))
         return result
 
@@ -320,13 +405,16 @@ def _still_exists(obj: JsonObject) -> bool:
     return bool(finalizers_of(obj)) or (isinstance(grace, int) and grace > 0)
 
 
-def _with_key(result: JsonObject, name: str, namespace: str | None) -> JsonObject:
+def _with_key(result: Any, name: str, namespace: str | None) -> Any:
     # A Scale names its parent in metadata; make sure of it, the key is what we record.
-    m = dict(meta(result))
+    data = _json(result)
+    if data is None:
+        return result
+    m = dict(meta(data))
     m.setdefault("name", name)
     if namespace:
         m.setdefault("namespace", namespace)
-    return {**result, "metadata": m}
+    return {**data, "metadata": m}
 
 
 class ConsistentReader:

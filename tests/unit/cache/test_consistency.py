@@ -28,6 +28,7 @@ from setpoint.client import Client
 from setpoint.client.config import ClientConfig
 from setpoint.client.errors import NotFound
 from setpoint.client.patch import MergePatch
+from setpoint.client.protocols import Reader, StatusWriter, Writer
 from setpoint.client.transport import Response
 from setpoint.testing import eventually
 
@@ -340,8 +341,11 @@ async def test_tracking_client_records_creates_updates_and_patches(
     api: FakeApi, live: Client, transport: FakeTransport
 ) -> None:
     async with tracked(api, live) as (client, informer):
-        assert isinstance(client, Client)
+        assert isinstance(client, Reader)
+        assert isinstance(client, Writer)
+        assert isinstance(client, StatusWriter)
         assert client.wrapped is live
+        assert client.config is live.config  # everything else is the wrapped client's
         transport.replies = [stored("new", "500")]
         await client.create(widget("new"))
         assert informer._expectations[ObjectKey("default", "new")].rv == "500"
