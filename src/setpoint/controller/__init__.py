@@ -1,1 +1,85 @@
-"""setpoint.controller (see ARCHITECTURE.md)."""
+"""Controllers: reconcilers driven by cache events through a work queue.
+
+::
+
+    from setpoint.controller import Builder, Context, Request, Result
+
+    async def reconcile(ctx: Context, request: Request) -> Result | None:
+        ...
+
+    controller = Builder("tenant").for_(Tenant).owns(kinds.ConfigMap).build(
+        reconcile, client=client, cache=cache
+    )
+
+See :mod:`setpoint.controller.controller` for the lifecycle and outcome semantics,
+:mod:`setpoint.controller.builder` for the builder, :mod:`setpoint.controller.predicates`
+for event filters and :mod:`setpoint.controller.workqueue` for the queue.
+"""
+
+from setpoint.controller.builder import Builder
+from setpoint.controller.controller import Controller, ControllerError, ControllerOptions
+from setpoint.controller.handlers import KeyMapper, Source, controller_owner_key
+from setpoint.controller.predicates import (
+    AddEvent,
+    AnnotationsChanged,
+    DeleteEvent,
+    Event,
+    GenerationChanged,
+    LabelsChanged,
+    LabelSelectorPredicate,
+    Predicate,
+    ResourceVersionChanged,
+    UpdateEvent,
+    all_of,
+    any_of,
+    not_,
+)
+from setpoint.controller.reconcile import (
+    Context,
+    EventRecorder,
+    ReconcileError,
+    ReconcileFunc,
+    Reconciler,
+    ReconcilerLike,
+    ReconcileTimeout,
+    Request,
+    Result,
+    TerminalError,
+)
+from setpoint.controller.workqueue import Priority, WorkQueue, WorkQueueOptions
+
+__all__ = [
+    "AddEvent",
+    "AnnotationsChanged",
+    "Builder",
+    "Context",
+    "Controller",
+    "ControllerError",
+    "ControllerOptions",
+    "DeleteEvent",
+    "Event",
+    "EventRecorder",
+    "GenerationChanged",
+    "KeyMapper",
+    "LabelSelectorPredicate",
+    "LabelsChanged",
+    "Predicate",
+    "Priority",
+    "ReconcileError",
+    "ReconcileFunc",
+    "ReconcileTimeout",
+    "Reconciler",
+    "ReconcilerLike",
+    "Request",
+    "ResourceVersionChanged",
+    "Result",
+    "Source",
+    "TerminalError",
+    "UpdateEvent",
+    "WorkQueue",
+    "WorkQueueOptions",
+    "all_of",
+    "any_of",
+    "controller_owner_key",
+    "not_",
+]

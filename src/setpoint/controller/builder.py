@@ -1,0 +1,191 @@
+"""Build a controller: what it reconciles, what it watches, how it runs.
+
+::
+
+    controller = (
+        Builder("tenant")
+        .for_(Tenant, predicates=[GenerationChanged()])
+        .owns(kinds.ConfigMap)
+        .watches(kinds.Secret, secret_to_tenants)
+        .max_concurrent_reconciles(4)
+        .reconcile_timeout(60)
+        .build(TenantReconciler(), client=client, cache=cache)
+    )
+
+The manager offers ``manager.controller(name)``, a builder whose ``build`` fills in the
+client, cache, metrics and event recorder. Every builder method returns the builder;
+``build`` validates the whole and returns a :class:`~setpoint.controller.Controller`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any, Self
+
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.cache.cache import Cache, resolve_kind
+from setpoint.client.client import Client, KindLike
+from setpoint.controller.controller import (
+    Controller,
+    ControllerError,
+    ControllerOptions,
+    validate_name,
+)
+from setpoint.controller.handlers import KeyMapper, Source
+from setpoint.controller.predicates import Predicate, check_predicates
+from setpoint.controller.reconcile import EventRecorder, ReconcilerLike
+from setpoint.observability.metrics import Metrics
+
+__all__ = ["Builder"]
+
+
+class Builder:
+    """Describes a controller step by step; :meth:`build` makes it.
+
+    Args:
+        name: The controller's name: the ``controller`` label of its metrics and logs, and
+            its work queue's name. Unique per process.
+
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = validate_name(name)
+        self._for: Source | None = None
+        self._sources: list[Source] = []
+        self._predicates: list[Predicate] = []
+        self._options = ControllerOptions()
+
+    @property
+    def name(self) -> str:
+        """The controller's name."""
+        return self._name
+
+    def for_(self, kind: KindLike, *, predicates: Iterable[Predicate] = ()) -> Self:
+        """Reconcile objects of ``kind``: each event enqueues the object's own key.
+
+        Raises:
+            ControllerError: ``for_`` was already given (a controller reconciles one kind).
+
+        """
+        if self._for is not None:
+            raise ControllerError(
+                f"controller {self._name!r}: for_() was already called with "
+                f"{self._for.kind.kind}; a controller reconciles one kind (watch others with "
+                "owns() or watches())"
+            )
+        gvk, typed = resolve_kind(kind)
+        self._for = Source(gvk, "for", check_predicates(predicates), typed=typed)
+        return self
+
+    def owns(self, kind: KindLike, *, predicates: Iterable[Predicate] = ()) -> Self:
+        """Watch ``kind`` and enqueue each object's controlling owner of the ``for_`` kind.
+
+        The owner is the ownerReference with ``controller: true`` whose apiVersion group and
+        kind match the ``for_`` kind (any version); objects controlled by something else are
+        ignored.
+        """
+        gvk, typed = resolve_kind(kind)
+        self._sources.append(Source(gvk, "owns", check_predicates(predicates), typed=typed))
+        return self
+
+    def watches(
+        self, kind: KindLike, mapper: KeyMapper, *, predicates: Iterable[Predicate] = ()
+    ) -> Self:
+        """Watch ``kind`` and enqueue the keys ``mapper(obj)`` returns.
+
+        ``mapper`` may be a plain or an async function returning an iterable of
+        :class:`~setpoint.api.keys.ObjectKey`; it receives a typed instance when ``kind``
+        is a typed class. For updates it is called with the old and the new object.
+        """
+        if not callable(mapper):
+            raise ControllerError(
+                f"controller {self._name!r}: watches({kind!r}, ...) needs a mapper function "
+                "returning the ObjectKeys to reconcile"
+            )
+        gvk, typed = resolve_kind(kind)
+        self._sources.append(Source(gvk, "watches", check_predicates(predicates), mapper, typed))
+        return self
+
+    def with_event_filter(self, *predicates: Predicate) -> Self:
+        """Add predicates every event of every source must pass."""
+        self._predicates.extend(check_predicates(predicates))
+        return self
+
+    def with_options(self, options: ControllerOptions) -> Self:
+        """Replace all run options at once (see :class:`ControllerOptions`)."""
+        if not isinstance(options, ControllerOptions):
+            raise TypeError(f"with_options() takes a ControllerOptions, not {options!r}")
+        self._options = options
+        return self
+
+    def max_concurrent_reconciles(self, n: int) -> Self:
+        """Reconcile up to ``n`` different keys at once (default 1)."""
+        self._options = dataclasses.replace(self._options, max_concurrent_reconciles=n)
+        return self
+
+    def reconcile_timeout(self, seconds: float | None) -> Self:
+        """Cancel a reconcile after ``seconds`` (default 300) and retry it with backoff."""
+        self._options = dataclasses.replace(self._options, reconcile_timeout=seconds)
+        return self
+
+    def needs_leader_election(self, needed: bool) -> Self:
+        """Whether the controller runs only while this process leads (default ``True``)."""
+        self._options = dataclasses.replace(self._options, needs_leader_election=needed)
+        return self
+
+    @property
+    def options(self) -> ControllerOptions:
+        """The run options so far."""
+        return self._options
+
+    @property
+    def for_kind(self) -> GroupVersionKind | None:
+        """The ``for_`` kind, once given."""
+        return self._for.kind if self._for is not None else None
+
+    def build(
+        self,
+        reconciler: ReconcilerLike,
+        *,
+        client: Client,
+        cache: Cache,
+        metrics: Metrics | None = None,
+        recorder: EventRecorder | None = None,
+    ) -> Controller:
+        """Make the controller (not started: the manager, or you, call ``start``).
+
+        Args:
+            reconciler: An object with ``async reconcile(ctx, request)``, or such a function.
+            client: The live client; ``ctx.client`` wraps it to record writes.
+            cache: The shared cache the sources' informers come from.
+            metrics: Where to report ``controller_runtime_*`` and ``workqueue_*`` metrics
+                (the manager passes ``Metrics.default()``); ``None`` reports nothing.
+            recorder: Records Kubernetes Events (``ctx.recorder``); optional.
+
+        Raises:
+            ControllerError: nothing to watch, ``owns`` without ``for_``, or a reconciler
+                that is not async.
+
+        """
+        sources: list[Source] = []
+        if self._for is not None:
+            sources.append(self._for)
+        sources.extend(self._sources)
+        return Controller(
+            self._name,
+            reconciler,
+            client=client,
+            cache=cache,
+            sources=sources,
+            predicates=self._predicates,
+            options=self._options,
+            metrics=metrics,
+            recorder=recorder,
+            for_kind=self.for_kind,
+        )
+
+    def __repr__(self) -> str:
+        kinds: list[Any] = [f"{s.role}:{s.kind.kind}" for s in ([self._for] if self._for else [])]
+        kinds += [f"{s.role}:{s.kind.kind}" for s in self._sources]
+        return f"<Builder {self._name!r} {kinds}>"

@@ -1,0 +1,567 @@
+"""The controller: event sources feed a work queue, workers run the reconciler.
+
+Build one with :class:`~setpoint.controller.builder.Builder`; the manager runs it as a
+:class:`~setpoint.api.runnable.Runnable` (group ``CONTROLLERS``, leader election by default).
+
+Expected flow
+-------------
+``start()`` registers a handler on the shared informer of every source, waits for those
+informers to sync (``cache_sync_timeout``), publishes the controller's metrics and starts
+``max_concurrent_reconciles`` workers. Each worker takes a key from the queue, runs one
+reconcile with a fresh :class:`~setpoint.controller.reconcile.Context`, and acts on the
+outcome:
+
+========================================  =================================================
+outcome                                   what happens
+========================================  =================================================
+``None`` / ``Result()``                   backoff reset; ``reconcile_total{result=success}``
+``Result(requeue_after=s)``               backoff reset; queued again in ``s`` seconds;
+                                          ``result=requeue_after``
+:class:`TerminalError`                    not retried; ``errors_total`` and
+                                          ``terminal_reconcile_errors_total``; ``result=error``
+an API, cache or :class:`ReconcileError`  retried with per-key exponential backoff;
+error, or the reconcile timeout           ``errors_total``; ``result=error``
+any other exception (a bug)               as above, and ``reconcile_panics_total`` too
+========================================  =================================================
+
+Guarantees
+----------
+- A key is never reconciled by two workers at once (the queue's exclusivity); a change that
+  arrives meanwhile is reconciled again afterwards.
+- A worker never dies: every exception from a reconcile is recorded and handled as above. A
+  reconcile that exceeds ``reconcile_timeout`` is cancelled and counts as an error.
+- ``ctx.reader`` never returns an object older than this process's own last write of it
+  made through ``ctx.client`` (see :mod:`setpoint.cache.consistency`).
+
+Shutdown
+--------
+``stop(timeout)`` stops intake (handlers removed, the queue shut down), waits up to
+``timeout`` seconds for in-flight reconciles to finish, then cancels what is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.keys import ObjectKey
+from setpoint.api.meta import JsonObject, key_of
+from setpoint.api.runnable import RunnableGroup
+from setpoint.cache.cache import Cache
+from setpoint.cache.errors import CacheError
+from setpoint.cache.informer import HandlerRegistration
+from setpoint.client.client import Client
+from setpoint.client.errors import ClientError
+from setpoint.controller.handlers import EnqueueHandler, Source, check_keys, controller_owner_key
+from setpoint.controller.predicates import Predicate
+from setpoint.controller.ratelimit import RateLimiterOptions
+from setpoint.controller.reconcile import (
+    Context,
+    EventRecorder,
+    ReconcileError,
+    ReconcileFunc,
+    ReconcilerLike,
+    ReconcileTimeout,
+    Result,
+    TerminalError,
+)
+from setpoint.controller.workqueue import ShutDown, WorkQueue, WorkQueueOptions
+from setpoint.observability.logging import Logger, get_logger
+from setpoint.observability.metrics import Metrics
+
+__all__ = ["Controller", "ControllerError", "ControllerOptions", "validate_name"]
+
+_NAME = re.compile(r"^[a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?$")
+
+
+class ControllerError(Exception):
+    """A controller was misconfigured or used out of order; the message says how to fix it."""
+
+
+def validate_name(name: str) -> str:
+    """Check a controller name: it labels metrics and logs, and names the work queue."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ControllerError(
+            f"controller name {name!r} is not valid: use 1-63 letters, digits, '-', '_' or "
+            "'.', starting and ending with a letter or digit (it becomes a metrics label)"
+        )
+    return name
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControllerOptions:
+    """How a controller runs. Every default is documented on its attribute."""
+
+    max_concurrent_reconciles: int = 1
+    """Workers reconciling in parallel (different keys only; a key is never reconciled
+    twice at once). Default 1, as controller-runtime."""
+
+    reconcile_timeout: float | None = 300.0
+    """Seconds one reconcile may take before it is cancelled and retried with backoff.
+    Default 300; ``None`` disables the limit (not recommended: a hung await then holds a
+    worker forever)."""
+
+    needs_leader_election: bool = True
+    """Whether the controller runs only in the replica holding the leader lease. Default
+    ``True``: two replicas reconciling the same objects would fight."""
+
+    cache_sync_timeout: float = 120.0
+    """Seconds ``start()`` waits for the informers of the watched kinds to sync."""
+
+    read_after_write_timeout: float | None = None
+    """Seconds ``ctx.reader`` waits for the cache to reflect this process's own writes.
+    ``None``: the cache's ``read_after_write_timeout`` (10 s by default)."""
+
+    rate_limits: RateLimiterOptions = field(default_factory=RateLimiterOptions)
+    """Retry backoff: per key 5 ms doubling to 1000 s, max-of a 10 qps (burst 100) bucket
+    across the controller, as controller-runtime."""
+
+    mapper_timeout: float = 30.0
+    """Seconds an async ``watches`` mapper may take per event before it is abandoned."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_concurrent_reconciles, bool) or self.max_concurrent_reconciles < 1:
+            raise ValueError(
+                f"ControllerOptions.max_concurrent_reconciles must be >= 1, "
+                f"not {self.max_concurrent_reconciles!r}"
+            )
+        for name in ("reconcile_timeout", "read_after_write_timeout"):
+            value = getattr(self, name)
+            if value is not None and (not math.isfinite(value) or value <= 0):
+                raise ValueError(
+                    f"ControllerOptions.{name} must be a number of seconds > 0, or None"
+                )
+        if self.cache_sync_timeout <= 0 or self.mapper_timeout <= 0:
+            raise ValueError(
+                "ControllerOptions: cache_sync_timeout and mapper_timeout must be > 0 seconds"
+            )
+
+
+# Exceptions that are "returned errors" in controller-runtime's terms: failures a reconcile
+# meets in normal operation. Anything else escaping a reconcile is a bug (a Go panic).
+_EXPECTED: tuple[type[BaseException], ...] = (ReconcileError, ClientError, CacheError, TimeoutError)
+
+
+def _as_function(reconciler: ReconcilerLike) -> ReconcileFunc:
+    method = getattr(reconciler, "reconcile", None)
+    if method is not None and callable(method):
+        function: Any = method
+    elif callable(reconciler):
+        function = reconciler
+    else:
+        raise ControllerError(
+            f"{reconciler!r} is not a reconciler: pass an object with an async "
+            "reconcile(ctx, request) method, or an async function (ctx, request)"
+        )
+    plain = inspect.isfunction(function) or inspect.ismethod(function)
+    if plain and not inspect.iscoroutinefunction(function):
+        raise ControllerError(
+            f"{getattr(function, '__qualname__', function)!r} is not async: a reconciler "
+            "must be 'async def' (blocking work belongs in an executor)"
+        )
+    return function  # type: ignore[no-any-return]
+
+
+class Controller:
+    """Reconciles the keys its sources enqueue. Build it with :class:`Builder`.
+
+    See the module docstring for the flow, the outcome table and the guarantees.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        reconciler: ReconcilerLike,
+        *,
+        client: Client,
+        cache: Cache,
+        sources: Iterable[Source],
+        predicates: Iterable[Predicate] = (),
+        options: ControllerOptions | None = None,
+        metrics: Metrics | None = None,
+        recorder: EventRecorder | None = None,
+        for_kind: GroupVersionKind | None = None,
+    ) -> None:
+        self._name = validate_name(name)
+        self._reconcile = _as_function(reconciler)
+        self._reconciler = reconciler
+        self._live = client
+        self._cache = cache
+        self._sources = tuple(sources)
+        if not self._sources:
+            raise ControllerError(
+                f"controller {name!r} watches nothing: add for_(Kind), owns(Kind) or "
+                "watches(Kind, mapper) before build()"
+            )
+        if for_kind is None and any(s.role == "owns" for s in self._sources):
+            raise ControllerError(
+                f"controller {name!r} uses owns() without for_(): owns() enqueues the owner, "
+                "whose kind for_() names"
+            )
+        self._predicates = tuple(predicates)
+        self._options = options if options is not None else ControllerOptions()
+        self._metrics = metrics
+        self._recorder = recorder
+        self._for_kind = for_kind
+        self._queue: WorkQueue[ObjectKey] = WorkQueue(
+            self._name,
+            WorkQueueOptions(rate_limits=self._options.rate_limits),
+            metrics=metrics,
+        )
+        self._client = cache.tracking_client(client)
+        self._reader = cache.reader(read_after_write_timeout=self._options.read_after_write_timeout)
+        bound: dict[str, Any] = {"controller": self._name}
+        if for_kind is not None:
+            bound["gvk"] = str(for_kind)
+        self._log = get_logger("setpoint.controller", **bound)
+        self._registrations: list[HandlerRegistration] = []
+        self._workers: list[asyncio.Task[None]] = []
+        self._mapper_tasks: set[asyncio.Task[None]] = set()
+        self._started = False
+        self._stopping = False
+        self._failure: BaseException | None = None
+        self._active = 0
+
+    # -- Runnable ------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """``"controller/<name>"``, for the manager's logs and errors."""
+        return f"controller/{self._name}"
+
+    @property
+    def controller_name(self) -> str:
+        """The controller's own name (the ``controller`` label of its metrics and logs)."""
+        return self._name
+
+    @property
+    def group(self) -> RunnableGroup:
+        """:attr:`RunnableGroup.CONTROLLERS`: started after the caches, stopped first."""
+        return RunnableGroup.CONTROLLERS
+
+    @property
+    def needs_leader_election(self) -> bool:
+        """From :attr:`ControllerOptions.needs_leader_election` (default ``True``)."""
+        return self._options.needs_leader_election
+
+    @property
+    def options(self) -> ControllerOptions:
+        """The controller's options."""
+        return self._options
+
+    @property
+    def queue(self) -> WorkQueue[ObjectKey]:
+        """The work queue (for introspection and tests; enqueue with :meth:`enqueue`)."""
+        return self._queue
+
+    @property
+    def active_workers(self) -> int:
+        """Reconciles running right now."""
+        return self._active
+
+    def failure(self) -> BaseException | None:
+        """The error that killed a worker (never expected: workers catch everything)."""
+        return self._failure
+
+    def enqueue(self, key: ObjectKey, *, after: float = 0.0) -> None:
+        """Ask for a reconcile of ``key`` (now, or ``after`` seconds from now)."""
+        if after > 0:
+            self._queue.add_after(key, after)
+        else:
+            self._queue.add(key)
+
+    async def start(self) -> None:
+        """Watch the sources, wait for their informers to sync, then start the workers.
+
+        Raises:
+            ControllerError: already started, stopped, or the cache is not started.
+            KindNotServed / CacheSyncTimeout: a watched kind is not served, or its
+                informer did not sync within ``cache_sync_timeout``.
+
+        """
+        if self._started or self._stopping:
+            raise ControllerError(
+                f"controller {self._name!r} was already started; build a new controller to "
+                "start again"
+            )
+        if not self._cache.started:
+            raise ControllerError(
+                f"controller {self._name!r}: start the cache before the controller (the "
+                "manager does this in order)"
+            )
+        self._started = True
+        owner_namespaced = True
+        if self._for_kind is not None and any(s.role == "owns" for s in self._sources):
+            owner_namespaced = (await self._live.resource_info(self._for_kind)).namespaced
+        informers = []
+        try:
+            for source in self._sources:
+                informer = self._cache.informer(source.kind)
+                informers.append(informer)
+                handler = EnqueueHandler(
+                    source,
+                    self._predicates,
+                    map_keys=self._key_mapper(source, owner_namespaced),
+                    add=self._add,
+                    spawn=self._spawn_mapping,
+                    log=self._log,
+                )
+                self._registrations.append(informer.add_handler(handler))
+            timeout = self._options.cache_sync_timeout
+            async with asyncio.timeout(timeout + 1):
+                await asyncio.gather(*(i.wait_for_sync(timeout) for i in informers))
+        except BaseException:
+            for registration in self._registrations:
+                registration.remove()
+            self._registrations.clear()
+            self._queue.shutdown()
+            raise
+        if self._metrics is not None:
+            self._metrics.init_controller(
+                self._name, max_concurrent_reconciles=self._options.max_concurrent_reconciles
+            )
+        for index in range(self._options.max_concurrent_reconciles):
+            task = asyncio.create_task(self._worker(), name=f"{self.name} worker {index}")
+            task.add_done_callback(self._worker_done)
+            self._workers.append(task)
+        self._log.info(
+            "Controller started",
+            workers=self._options.max_concurrent_reconciles,
+            sources=[f"{s.role}:{s.kind.kind}" for s in self._sources],
+        )
+
+    async def stop(self, timeout: float) -> None:
+        """Stop intake, drain in-flight reconciles for up to ``timeout`` s, then cancel them."""
+        if self._stopping:
+            return
+        self._stopping = True
+        for registration in self._registrations:
+            registration.remove()
+        self._registrations.clear()
+        for task in list(self._mapper_tasks):
+            task.cancel()
+        deadline = time.monotonic() + max(0.0, timeout)
+        drained = await self._queue.shutdown_with_drain(max(0.0, timeout))
+        if not drained:
+            self._log.warning(
+                "Reconciles still running at the stop deadline; cancelling them",
+                in_flight=self._queue.in_flight_count,
+                timeout=timeout,
+            )
+        for task in self._workers:
+            if not drained:
+                task.cancel()
+        if self._workers:
+            remaining = max(0.1, deadline - time.monotonic())
+            await asyncio.wait(self._workers, timeout=remaining)
+        if self._started:
+            self._log.info("Controller stopped", drained=drained)
+
+    # -- sources ---------------------------------------------------------------------------------
+
+    def _key_mapper(self, source: Source, owner_namespaced: bool) -> Any:
+        if source.role == "for":
+
+            def own_key(obj: JsonObject) -> tuple[ObjectKey]:
+                return (key_of(obj),)
+
+            return own_key
+        if source.role == "owns":
+            owner = self._for_kind
+            assert owner is not None  # checked in __init__
+
+            def owner_key(obj: JsonObject) -> tuple[ObjectKey, ...]:
+                key = controller_owner_key(obj, owner, owner_namespaced=owner_namespaced)
+                return () if key is None else (key,)
+
+            return owner_key
+        mapper = source.mapper
+        assert mapper is not None
+        typed = source.typed
+        where = f"the watches({source.kind.kind}) mapper of controller {self._name!r}"
+
+        def mapped(obj: JsonObject) -> Iterable[ObjectKey] | Awaitable[Iterable[ObjectKey]]:
+            arg = typed.from_object(_copy(obj)) if typed is not None else obj
+            result = mapper(arg)
+            if inspect.isawaitable(result):
+                return _checked_later(result, where)
+            return check_keys(result, where)
+
+        return mapped
+
+    def _add(self, key: ObjectKey, priority: int) -> None:
+        self._queue.add(key, priority=priority)
+
+    def _spawn_mapping(self, keys: Awaitable[Iterable[ObjectKey]], priority: int) -> None:
+        if self._stopping:
+            close = getattr(keys, "close", None)
+            if close is not None:
+                close()
+            return
+
+        async def run() -> None:
+            try:
+                async with asyncio.timeout(self._options.mapper_timeout):
+                    resolved = await keys
+                for key in resolved:
+                    self._queue.add(key, priority=priority)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self._log.exception("An async watches mapper failed; the event is dropped")
+
+        task = asyncio.create_task(run(), name=f"{self.name} mapper")
+        self._mapper_tasks.add(task)
+        task.add_done_callback(self._mapper_tasks.discard)
+
+    # -- workers -----------------------------------------------------------------------------
+
+    def _worker_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None and self._failure is None:
+            self._failure = task.exception()
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key, priority = await self._queue.get_with_priority()
+            except ShutDown:
+                return
+            try:
+                await self._process(key, priority)
+            finally:
+                self._queue.done(key)
+
+    def _context(self, key: ObjectKey) -> Context:
+        reconcile_id = str(uuid.uuid4())
+        log: Logger = self._log.bind(
+            namespace=key.namespace, name=key.name, reconcile_id=reconcile_id
+        )
+        return Context(
+            request=key,
+            reconcile_id=reconcile_id,
+            log=log,
+            client=self._client,
+            reader=self._reader,
+            recorder=self._recorder,
+            controller=self._name,
+            gvk=self._for_kind,
+        )
+
+    async def _process(self, key: ObjectKey, priority: int) -> None:
+        ctx = self._context(key)
+        metrics = self._metrics
+        self._active += 1
+        if metrics is not None:
+            metrics.active_workers.labels(self._name).inc()
+        started = time.monotonic()
+        try:
+            result = await self._run(ctx, key)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the controller is stopping
+            self._failed(ctx, key, priority, ReconcileError("the reconcile was cancelled"))
+        except TerminalError as exc:
+            self._queue.forget(key)
+            self._count("error", terminal=True)
+            ctx.log.error(
+                "Reconcile failed with a terminal error; not retried", exc_info=exc, error=str(exc)
+            )
+        except Exception as exc:
+            self._failed(ctx, key, priority, exc)
+        else:
+            self._queue.forget(key)
+            if result.requeue_after is not None:
+                self._queue.add_after(key, result.requeue_after, priority=priority)
+                self._count("requeue_after")
+            else:
+                self._count("success")
+            ctx.log.debug(
+                "Reconcile finished",
+                seconds=round(time.monotonic() - started, 6),
+                requeue_after=result.requeue_after,
+            )
+        finally:
+            self._active -= 1
+            if metrics is not None:
+                metrics.active_workers.labels(self._name).dec()
+                metrics.reconcile_time_seconds.labels(self._name).observe(
+                    time.monotonic() - started
+                )
+
+    async def _run(self, ctx: Context, key: ObjectKey) -> Result:
+        timeout = self._options.reconcile_timeout
+        try:
+            async with asyncio.timeout(timeout) as scope:
+                outcome = await self._reconcile(ctx, key)
+        except TimeoutError as exc:
+            if scope.expired():
+                raise ReconcileTimeout(
+                    f"reconcile of {key} exceeded reconcile_timeout ({timeout}s) and was "
+                    "cancelled; it is retried with backoff"
+                ) from exc
+            raise
+        if outcome is None:
+            return Result()
+        if not isinstance(outcome, Result):
+            raise TypeError(
+                f"the reconciler of controller {self._name!r} returned {outcome!r}; return a "
+                "Result (or None), and raise an exception to report a failure"
+            )
+        return outcome
+
+    def _failed(self, ctx: Context, key: ObjectKey, priority: int, exc: BaseException) -> None:
+        panic = not isinstance(exc, _EXPECTED)
+        self._queue.add_rate_limited(key, priority=priority)
+        self._count("error", panic=panic)
+        retries = self._queue.num_requeues(key)
+        if panic:
+            ctx.log.error(
+                "Reconcile raised an unexpected exception (counted as a panic); retrying with "
+                "backoff",
+                exc_info=exc,
+                error=f"{type(exc).__name__}: {exc}",
+                retries=retries,
+            )
+        else:
+            ctx.log.error(
+                "Reconcile failed; retrying with backoff",
+                exc_info=exc if not isinstance(exc, ClientError | CacheError) else None,
+                error=f"{type(exc).__name__}: {exc}",
+                retries=retries,
+            )
+
+    def _count(self, result: str, *, terminal: bool = False, panic: bool = False) -> None:
+        metrics = self._metrics
+        if metrics is None:
+            return
+        metrics.reconcile_total.labels(self._name, result).inc()
+        if result == "error":
+            metrics.reconcile_errors_total.labels(self._name).inc()
+        if terminal:
+            metrics.terminal_reconcile_errors_total.labels(self._name).inc()
+        if panic:
+            metrics.reconcile_panics_total.labels(self._name).inc()
+
+    def __repr__(self) -> str:
+        state = "stopping" if self._stopping else "running" if self._started else "new"
+        return f"<Controller {self._name!r} {state} queue={self._queue!r}>"
+
+
+def _copy(obj: JsonObject) -> JsonObject:
+    copied: JsonObject = orjson.loads(orjson.dumps(obj))
+    return copied
+
+
+async def _checked_later(keys: Awaitable[Any], where: str) -> list[ObjectKey]:
+    return check_keys(await keys, where)

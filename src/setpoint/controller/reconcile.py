@@ -1,0 +1,162 @@
+"""What a reconcile receives and returns: :class:`Context`, :class:`Result` and its errors.
+
+A reconciler is level-based: it is told *which* object to look at (a request, the object's
+:class:`~setpoint.api.keys.ObjectKey`), never *what changed*. It reads the current state,
+makes the world match it, and returns::
+
+    async def reconcile(ctx: Context, request: Request) -> Result | None:
+        try:
+            tenant = await ctx.reader.get(Tenant, request.name, namespace=request.namespace)
+        except NotFound:
+            return None  # deleted: owned objects are garbage-collected
+        ...
+        return Result(requeue_after=300)  # look again in five minutes
+
+What the outcome means:
+
+- return ``None`` or ``Result()``: done; the key's retry backoff is reset.
+- return ``Result(requeue_after=s)``: done for now, look again in ``s`` seconds.
+- raise any exception: recorded and retried with exponential backoff (per key).
+- raise :class:`TerminalError`: recorded and *not* retried; the next change to the object
+  (or to anything mapped to it) triggers a new reconcile.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
+
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.keys import ObjectKey
+from setpoint.api.types import TypedObject
+from setpoint.observability.logging import Logger
+
+if TYPE_CHECKING:
+    from setpoint.cache.consistency import ConsistentReader, TrackingClient
+
+__all__ = [
+    "Context",
+    "EventRecorder",
+    "ReconcileError",
+    "ReconcileFunc",
+    "ReconcileTimeout",
+    "Reconciler",
+    "ReconcilerLike",
+    "Request",
+    "Result",
+    "TerminalError",
+]
+
+Request: TypeAlias = ObjectKey
+"""A reconcile request: the namespace and name of the object to reconcile."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Result:
+    """The outcome of a successful reconcile.
+
+    ``Result()`` means "done". There is deliberately no boolean ``requeue`` flag:
+    controller-runtime deprecated ``Result.Requeue`` because its meaning depended on the
+    other fields. To be called again, say when.
+    """
+
+    requeue_after: float | None = None
+    """Reconcile this key again after this many seconds (> 0). ``None``: only on the next
+    event. The key's retry backoff is reset either way."""
+
+    def __post_init__(self) -> None:
+        value = self.requeue_after
+        if value is not None and (
+            isinstance(value, bool) or not math.isfinite(value) or value <= 0
+        ):
+            raise ValueError(
+                f"Result(requeue_after={value!r}): give a number of seconds > 0, or None to "
+                "wait for the next event (raise an exception to retry with backoff)"
+            )
+
+
+class ReconcileError(Exception):
+    """An expected reconcile failure: retried with backoff and counted as an error.
+
+    Raising any exception retries the reconcile. Subclass this (or raise it) for failures
+    that are part of normal operation, such as "dependency not ready": they count in
+    ``controller_runtime_reconcile_errors_total`` only. Other exceptions that are not API or
+    cache errors (``KeyError``, ``TypeError``, ...) are bugs and also count in
+    ``controller_runtime_reconcile_panics_total`` (see decision 0004).
+    """
+
+
+class TerminalError(ReconcileError):
+    """A failure retrying cannot fix (invalid spec, a policy refusal): recorded, not retried.
+
+    The next event for the object reconciles it again. Use ``raise TerminalError(...) from
+    exc`` to keep the cause.
+    """
+
+
+class ReconcileTimeout(ReconcileError, TimeoutError):
+    """The reconcile exceeded its timeout and was cancelled; it is retried with backoff."""
+
+
+@runtime_checkable
+class EventRecorder(Protocol):
+    """Records Kubernetes Events about objects (implemented by the manager's recorder).
+
+    ``event`` must return at once and never raise: implementations queue the Event and send
+    it in the background.
+    """
+
+    def event(
+        self, obj: Mapping[str, Any] | TypedObject, type: str, reason: str, message: str
+    ) -> None:
+        """Record an Event of ``type`` (``"Normal"`` or ``"Warning"``) about ``obj``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Everything one reconcile gets besides the request. Built fresh for every reconcile."""
+
+    request: Request
+    """The object to reconcile (also passed as the ``request`` argument)."""
+
+    reconcile_id: str
+    """A UUID naming this reconcile in logs (as controller-runtime's ``reconcileID``)."""
+
+    log: Logger
+    """A logger bound with ``controller``, ``namespace``, ``name``, ``reconcile_id`` and
+    ``gvk``: every line it writes names this reconcile."""
+
+    client: TrackingClient
+    """The live client. Its writes are recorded, so :attr:`reader` never returns an object
+    older than this process's own last write of it."""
+
+    reader: ConsistentReader
+    """The cached reader with read-after-write (see :mod:`setpoint.cache.consistency`)."""
+
+    recorder: EventRecorder | None
+    """Records Kubernetes Events, when the controller was built with one."""
+
+    controller: str
+    """The controller's name."""
+
+    gvk: GroupVersionKind | None = None
+    """The kind the controller reconciles (its ``for_`` kind), when it has one."""
+
+
+@runtime_checkable
+class Reconciler(Protocol):
+    """An object with an async ``reconcile(ctx, request)`` method."""
+
+    async def reconcile(self, ctx: Context, request: Request) -> Result | None:
+        """Make the world match the object named by ``request``; see the module docstring."""
+        ...
+
+
+ReconcileFunc = Callable[[Context, Request], Awaitable["Result | None"]]
+"""A plain async function with the signature of :meth:`Reconciler.reconcile`."""
+
+ReconcilerLike = Reconciler | ReconcileFunc
+"""What a controller accepts: a :class:`Reconciler` or a plain async function."""
