@@ -14,6 +14,7 @@ See ``docs/guide/manager.md`` for the lifecycle, the timing rules of leader elec
 probe and metrics endpoints.
 """
 
+from setpoint.manager.builder import ManagedBuilder
 from setpoint.manager.cache import CacheFactory, CacheLike, default_new_cache
 from setpoint.manager.errors import (
     CacheSyncTimeout,
@@ -75,6 +76,7 @@ __all__ = [
     "LeaseClient",
     "LeaseLock",
     "LockNotInitialized",
+    "ManagedBuilder",
     "Manager",
     "ManagerError",
     "ManagerOptions",

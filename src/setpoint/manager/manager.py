@@ -43,6 +43,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Final, Self, cast
 
 from setpoint.api.runnable import Runnable, RunnableGroup
+from setpoint.manager.builder import ManagedBuilder
 from setpoint.manager.cache import CacheLike
 from setpoint.manager.errors import (
     CacheSyncTimeout,
@@ -257,6 +258,20 @@ class Manager:
             self.add(cache)
             self._cache = cache
         return self._cache
+
+    def controller(self, name: str) -> ManagedBuilder:
+        """A controller builder whose ``build(reconciler)`` uses this manager's parts.
+
+        ``build`` fills in the manager's client, shared cache, metrics and an Event recorder
+        reporting as ``name``, and adds the controller to the manager::
+
+            manager.controller("tenant").for_(Tenant).owns(kinds.ConfigMap).build(reconcile)
+
+        Raises:
+            ControllerError: ``name`` is not a valid controller name.
+
+        """
+        return ManagedBuilder(name, self)
 
     def event_recorder(self, reporting_controller: str) -> EventRecorder:
         """A recorder of Kubernetes Events reported by ``reporting_controller``.

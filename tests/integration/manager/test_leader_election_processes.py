@@ -199,7 +199,7 @@ async def test_a_paused_leader_never_acts_after_another_took_over(cluster: Clust
 
 
 async def test_release_on_cancel_hands_over_without_waiting_for_expiry(cluster: Cluster) -> None:
-    """With release_on_cancel, a leader stopped by SIGTERM releases the lease for a quick handover.
+    """With release_on_cancel, a leader stopped by SIGTERM hands the lease over at once.
 
     The leader stops its leader-only work first, then writes an empty holder; the standby
     takes over at its next retry instead of waiting out the lease, and the two acting

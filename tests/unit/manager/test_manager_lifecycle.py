@@ -466,3 +466,25 @@ async def test_wait_elected_without_leader_election_returns_once_running(
     assert manager.is_leader and manager.identity is None
     manager.stop()
     await run.result()
+
+
+async def test_controller_builder_is_prefilled_from_the_manager() -> None:
+    from setpoint.api import kinds
+    from setpoint.controller import ControllerError
+
+    metrics = Metrics(CollectorRegistry())
+    manager = Manager(FakeClient(), options(metrics=metrics))  # type: ignore[arg-type]
+
+    async def reconcile(ctx: Any, request: Any) -> None:
+        return None
+
+    controller = manager.controller("demo").for_(kinds.ConfigMap).build(reconcile)
+    assert controller.name == "controller/demo"
+    assert controller in manager.runnables and manager.cache in manager.runnables
+    assert controller._metrics is metrics
+    assert controller._recorder is not None
+    assert controller._recorder.reporting_controller == "demo"  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="already runs a controller named 'demo'"):
+        manager.controller("demo").for_(kinds.ConfigMap).build(reconcile)
+    with pytest.raises(ControllerError, match="is not valid"):
+        manager.controller("not/valid")

@@ -1,0 +1,73 @@
+"""``manager.controller(name)``: a controller builder pre-filled from a manager.
+
+::
+
+    manager.controller("tenant").for_(Tenant).owns(kinds.ConfigMap).build(reconcile)
+
+``build`` fills in what ``Builder.build`` otherwise needs explicitly (the manager's client,
+shared cache, metrics and an Event recorder reporting as the controller) and adds the
+controller to the manager, as controller-runtime's ``NewControllerManagedBy(mgr)...Complete``
+does. Any of the four can still be passed to override the manager's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from setpoint.cache.cache import Cache
+from setpoint.client.client import Client
+from setpoint.controller.builder import Builder
+from setpoint.controller.controller import Controller
+from setpoint.controller.reconcile import EventRecorder, ReconcilerLike
+from setpoint.observability.metrics import Metrics
+
+if TYPE_CHECKING:
+    from setpoint.manager.manager import Manager
+
+__all__ = ["ManagedBuilder"]
+
+
+class ManagedBuilder(Builder):
+    """A :class:`~setpoint.controller.Builder` whose ``build`` uses and feeds a manager."""
+
+    def __init__(self, name: str, manager: Manager) -> None:
+        super().__init__(name)
+        self._manager = manager
+
+    def build(
+        self,
+        reconciler: ReconcilerLike,
+        *,
+        client: Client | None = None,
+        cache: Cache | None = None,
+        metrics: Metrics | None = None,
+        recorder: EventRecorder | None = None,
+    ) -> Controller:
+        """Make the controller with the manager's parts, add it to the manager, return it.
+
+        Defaults: ``manager.client``, ``manager.cache``, ``manager.metrics`` and
+        ``manager.event_recorder(<controller name>)``.
+
+        Raises:
+            ControllerError: as :meth:`Builder.build`.
+            ValueError: a controller with this name was added to the manager already.
+
+        """
+        manager = self._manager
+        taken = {runnable.name for runnable in manager.runnables}
+        if f"controller/{self.name}" in taken:
+            raise ValueError(
+                f"the manager already runs a controller named {self.name!r}: names label "
+                "metrics and name work queues, so each controller needs its own"
+            )
+        controller = super().build(
+            reconciler,
+            client=client if client is not None else manager.client,
+            # The manager's cache is built by ManagerOptions.new_cache; controllers need the
+            # real setpoint.cache.Cache surface (informers, readers), which the default is.
+            cache=cache if cache is not None else cast("Cache", manager.cache),
+            metrics=metrics if metrics is not None else manager.metrics,
+            recorder=recorder if recorder is not None else manager.event_recorder(self.name),
+        )
+        manager.add(controller)
+        return controller
