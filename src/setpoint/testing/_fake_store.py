@@ -1061,6 +1061,10 @@ class Store:
         _normalize_metadata(meta)
         if json_equal(new, old):
             # The server skips writes that change nothing: same resourceVersion, no event.
+            # (An apply that only changes who owns a field is such a write here; the server
+            # records it in managedFields and so makes a new version.)
+            if ownership is not None and not dry_run:
+                record.ownership = ownership
             return self.present(rules, old)
         if dry_run:
             return self.present(rules, new)
@@ -1364,8 +1368,9 @@ class Store:
             self._emit("MODIFIED", rules, new, old)
             self._gc_pending = True
             self.collect_garbage()
-            current = self._record(rules, namespace, name)
-            return self.present(rules, current.obj if current is not None else new)
+            # The answer is the object as marked; what collection did since is not in it,
+            # just as the server answers before its garbage collector acts.
+            return self.present(rules, new)
         status: JsonObject = {
             "kind": "Status",
             "apiVersion": "v1",

@@ -109,6 +109,7 @@ from setpoint.testing.faults import Call, Faults, kind_gvk, object_call
 
 if TYPE_CHECKING:
     from setpoint.client.protocols import Reader, StatusWriter, Writer
+    from setpoint.client.safe import SafeClient
     from setpoint.testing.faults import FaultInjectingClient
 
 __all__ = ["FakeClient", "FakeOptions", "FakeWatch"]
@@ -520,13 +521,15 @@ class FakeClient:
         labels: Selector | None = None,
         fields: Selector | None = None,
         allow_bookmarks: bool = True,
-        timeout_seconds: int | None = None,
+        timeout_seconds: float | None = None,
         send_initial_events: bool = False,
     ) -> FakeWatch:
         """Watch changes after ``resource_version``; see :class:`FakeWatch`.
 
         ``None`` or ``"0"`` starts with synthetic ADDED events for what exists
-        and a BOOKMARK marking their end, as the server does.
+        and a BOOKMARK marking their end, as the server does. The watch ends
+        after ``timeout_seconds`` (fractions allowed, for tests); ``None`` or
+        ``0`` means it runs until closed or :meth:`end_watches`.
         """
         return FakeWatch(
             self,
@@ -1030,7 +1033,7 @@ class FakeWatch:
         labels: Selector | None,
         fields: Selector | None,
         allow_bookmarks: bool,
-        timeout_seconds: int | None,
+        timeout_seconds: float | None,
         send_initial_events: bool,
     ) -> None:
         self._client = client
@@ -1041,7 +1044,7 @@ class FakeWatch:
         self._labels = labels
         self._fields = fields
         self._allow_bookmarks = allow_bookmarks
-        self._timeout = timeout_seconds
+        self._timeout = timeout_seconds or None  # 0 means the default, as for the client
         self._initial = send_initial_events
         self._queue: asyncio.Queue[object] = asyncio.Queue()
         self._iterator: AsyncIterator[WatchEvent[Any]] | None = None
@@ -1279,6 +1282,6 @@ if TYPE_CHECKING:
 
     def _satisfies_protocols(
         fake: FakeClient, faulty: FaultInjectingClient
-    ) -> tuple[Reader, Writer, StatusWriter, Reader, Writer, StatusWriter]:
+    ) -> tuple[Reader, Writer, StatusWriter, SafeClient, Reader, Writer, StatusWriter, SafeClient]:
         """Checked by mypy only: both clients satisfy the client protocols."""
-        return fake, fake, fake, faulty, faulty, faulty
+        return fake, fake, fake, fake, faulty, faulty, faulty, faulty

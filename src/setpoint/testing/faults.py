@@ -30,7 +30,6 @@ when the real client sends the request.
 from __future__ import annotations
 
 import asyncio
-import copy
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -176,7 +175,12 @@ def build_error(spec: ErrorSpec | None, call: Call) -> BaseException:
     if spec is None:
         spec = InternalError
     if isinstance(spec, BaseException):
-        return copy.copy(spec)
+        # A fresh exception per raise (tracebacks would pile up on one instance); built
+        # without __init__, since typed errors take keyword-only arguments copy cannot pass.
+        fresh = type(spec).__new__(type(spec))
+        fresh.__dict__.update(spec.__dict__)
+        fresh.args = spec.args
+        return fresh
     if isinstance(spec, type):
         if issubclass(spec, ApiError):
             code, reason, text = _DEFAULT_STATUS.get(

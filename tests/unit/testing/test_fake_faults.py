@@ -1,0 +1,262 @@
+"""Fault injection: rules on the fake, and the interceptor around any client."""
+
+import asyncio
+
+import pytest
+
+from setpoint.api import kinds
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.kinds import ResourceInfo
+from setpoint.client.errors import (
+    Conflict,
+    ConnectionFailed,
+    Gone,
+    InternalError,
+    NotFound,
+    RequestTimeout,
+    ServerTimeout,
+    TooManyRequests,
+)
+from setpoint.client.patch import MergePatch
+from setpoint.testing.fake import FakeClient
+from setpoint.testing.faults import Call, FaultInjectingClient, Faults
+
+
+def cm(name: str, **data: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "ns"},
+        "data": dict(data),
+    }
+
+
+async def test_fail_next_with_a_class_builds_a_server_like_error() -> None:
+    fake = FakeClient(objects=[cm("a")])
+    rule = fake.faults.fail_next("update", kind=kinds.ConfigMap, error=Conflict)
+    current = await fake.get(kinds.ConfigMap, "a", namespace="ns")
+    with pytest.raises(Conflict) as info:
+        await fake.update(current)
+    assert info.value.code == 409
+    assert info.value.details["name"] == "a"
+    assert "injected fault" in str(info.value)
+    assert rule.hits == 1 and rule not in fake.faults.rules
+    assert (await fake.update(current))["metadata"]["name"] == "a"  # only the next one failed
+
+
+async def test_error_kinds_and_defaults() -> None:
+    fake = FakeClient(objects=[cm("a")])
+    fake.faults.fail_next("get")
+    with pytest.raises(InternalError):
+        await fake.get(kinds.ConfigMap, "a", namespace="ns")
+    fake.faults.fail_next("get", error=TooManyRequests)
+    with pytest.raises(TooManyRequests) as throttled:
+        await fake.get(kinds.ConfigMap, "a", namespace="ns")
+    assert throttled.value.retry_after == 1
+    fake.faults.fail_next("get", error=ServerTimeout)
+    with pytest.raises(ServerTimeout):
+        await fake.get(kinds.ConfigMap, "a", namespace="ns")
+    fake.faults.fail_next("get", error=ConnectionFailed)
+    with pytest.raises(ConnectionFailed):
+        await fake.get(kinds.ConfigMap, "a", namespace="ns")
+    fake.faults.fail_next("get", error=RuntimeError)
+    with pytest.raises(RuntimeError, match="injected fault on get"):
+        await fake.get(kinds.ConfigMap, "a", namespace="ns")
+    instance = NotFound("custom", code=404)
+    fake.faults.fail_next("get", error=instance, times=2)
+    for _ in range(2):
+        with pytest.raises(NotFound, match="custom") as info:
+            await fake.get(kinds.ConfigMap, "a", namespace="ns")
+        assert info.value is not instance  # a copy per raise
+    fake.faults.fail_next("get", error=lambda call: ValueError(f"no {call.name}"))
+    with pytest.raises(ValueError, match="no a"):
+        await fake.get(kinds.ConfigMap, "a", namespace="ns")
+    assert (await fake.get(kinds.ConfigMap, "a", namespace="ns"))["metadata"]["name"] == "a"
+
+
+async def test_matching_skip_times_and_removal() -> None:
+    fake = FakeClient(objects=[cm("a"), cm("b")])
+    rule = fake.faults.fail_next("get", name="b", skip=1, times=None)
+    await fake.get(kinds.ConfigMap, "a", namespace="ns")  # other name: not matched
+    await fake.get(kinds.ConfigMap, "b", namespace="ns")  # skipped
+    for _ in range(2):
+        with pytest.raises(InternalError):
+            await fake.get(kinds.ConfigMap, "b", namespace="ns")
+    assert (rule.seen, rule.hits) == (3, 2)
+    rule.remove()
+    await fake.get(kinds.ConfigMap, "b", namespace="ns")
+    fake.faults.fail_next("*", kind=kinds.Secret)
+    await fake.get(kinds.ConfigMap, "a", namespace="ns")  # other kind
+    fake.faults.fail_next(["create", "delete"], namespace="elsewhere")
+    await fake.create(cm("c"))
+    with pytest.raises(ValueError, match="unknown verb"):
+        fake.faults.fail_next("frobnicate")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="times"):
+        fake.faults.fail_next("get", times=0)
+    with pytest.raises(ValueError, match="skip"):
+        fake.faults.fail_next("get", skip=-1)
+    with pytest.raises(TypeError, match="kind must be"):
+        fake.faults.fail_next("get", kind="ConfigMap")  # type: ignore[arg-type]
+
+
+async def test_applied_failures_take_effect_first() -> None:
+    fake = FakeClient()
+    fake.faults.fail_next("create", error=ConnectionFailed, applied=True)
+    with pytest.raises(ConnectionFailed):
+        await fake.create(cm("a"))
+    assert fake.lookup(kinds.ConfigMap, "a", namespace="ns") is not None
+    fake.faults.timeout_next("delete", applied=True)
+    with pytest.raises(RequestTimeout):
+        await fake.delete(kinds.ConfigMap, "a", namespace="ns")
+    assert fake.lookup(kinds.ConfigMap, "a", namespace="ns") is None
+
+
+async def test_timeouts_and_latency_use_the_loop_clock() -> None:
+    fake = FakeClient(objects=[cm("a")])
+    loop = asyncio.get_running_loop()
+    fake.faults.timeout_next("get", after=0.02)
+    started = loop.time()
+    with pytest.raises(RequestTimeout) as info:
+        await fake.get(kinds.ConfigMap, "a", namespace="ns")
+    assert loop.time() - started >= 0.02
+    assert info.value.timeout == 0.02
+    fake.faults.add_latency("list", 0.02, times=1)
+    started = loop.time()
+    await fake.list(kinds.ConfigMap)
+    assert loop.time() - started >= 0.02
+    with pytest.raises(ValueError):
+        fake.faults.add_latency("get", -1)
+    with pytest.raises(ValueError):
+        fake.faults.timeout_next("get", after=-1)
+
+
+async def test_intercept_simulates_a_concurrent_writer() -> None:
+    fake = FakeClient(objects=[cm("a", v="1")])
+    seen: list[Call] = []
+
+    async def sneak_in(call: Call) -> None:
+        seen.append(call)
+        fake.add(cm("sneaky"))  # any write moves the global revision...
+        current = fake.lookup(kinds.ConfigMap, "a", namespace="ns")
+        current["data"] = {"v": "theirs"}
+        await fake.update(current)  # ...and this one makes the caller's copy stale
+
+    fake.faults.intercept("update", sneak_in, times=1)
+    mine = await fake.get(kinds.ConfigMap, "a", namespace="ns")
+    mine["data"] = {"v": "mine"}
+    with pytest.raises(Conflict):
+        await fake.update(mine)
+    assert seen[0].verb == "update" and seen[0].name == "a"
+    assert seen[0].body["data"] == {"v": "mine"}
+    assert fake.lookup(kinds.ConfigMap, "a", namespace="ns")["data"] == {"v": "theirs"}
+    calls = [c.verb for c in fake.faults.calls]
+    assert calls == ["get", "update", "update"]
+    assert len(fake.faults.calls_to("update", kinds.ConfigMap)) == 2
+    fake.faults.intercept("get", seen.append)
+    await fake.get(kinds.ConfigMap, "a", namespace="ns")
+    assert seen[-1].verb == "get"
+    fake.faults.clear()
+    assert fake.faults.calls == [] and fake.faults.rules == []
+
+
+async def test_watch_faults_fire_when_iteration_starts() -> None:
+    fake = FakeClient()
+    fake.faults.fail_next("watch", error=Gone)
+    watch = fake.watch(kinds.ConfigMap)
+    with pytest.raises(Gone):
+        await watch.__anext__()
+    assert fake.active_watches == 0
+
+
+async def test_interceptor_wraps_any_client() -> None:
+    inner = FakeClient(objects=[cm("a")])
+    faults = Faults()
+    client = FaultInjectingClient(inner, faults)
+    assert client.default_namespace == "default"  # passed through
+    faults.fail_next("patch", error=Conflict)
+    with pytest.raises(Conflict):
+        await client.patch(kinds.ConfigMap, "a", MergePatch({"data": {"x": "1"}}), namespace="ns")
+    patched = await client.patch(
+        kinds.ConfigMap, "a", MergePatch({"data": {"x": "1"}}), namespace="ns"
+    )
+    assert patched["data"] == {"x": "1"}
+    assert (await client.get(kinds.ConfigMap, "a", namespace="ns"))["data"] == {"x": "1"}
+    await client.create(cm("b"))
+    got = await client.get(kinds.ConfigMap, "b", namespace="ns")
+    got["data"] = {"y": "2"}
+    await client.update(got)
+    await client.apply(cm("c", z="3"), field_manager="m")
+    assert len(await client.list(kinds.ConfigMap, namespace="ns")) == 3
+    page = await client.list_page(kinds.ConfigMap, namespace="ns", limit=1)
+    assert page.continue_token
+    await client.delete(kinds.ConfigMap, "c", namespace="ns")
+    await client.delete_collection(kinds.ConfigMap, namespace="ns", labels="none")
+    verbs = [c.verb for c in faults.calls]
+    assert verbs == [
+        "patch",
+        "patch",
+        "get",
+        "create",
+        "get",
+        "update",
+        "apply",
+        "list",
+        "list_page",
+        "delete",
+        "delete_collection",
+    ]
+    faults.fail_next("watch", error=Gone)
+    with pytest.raises(Gone):
+        await client.watch(kinds.ConfigMap, namespace="ns").__anext__()
+    async with client.watch(kinds.ConfigMap, namespace="ns") as watch:
+        first = await watch.__anext__()
+        assert first.type == "ADDED"
+        assert watch.resource_version
+        assert (await watch.__anext__()).type == "ADDED"
+    async with client:
+        pass
+    assert inner.active_watches == 0
+
+
+async def test_interceptor_subresource_verbs() -> None:
+    thing = GroupVersionKind("things.example.com", "v1", "Thing")
+    inner = FakeClient(
+        resources=[ResourceInfo(thing, "things", True, frozenset({"status", "scale"}))]
+    )
+    client = FaultInjectingClient(inner)
+    made = await client.create(
+        {
+            "apiVersion": "things.example.com/v1",
+            "kind": "Thing",
+            "metadata": {"name": "t", "namespace": "ns"},
+            "spec": {"replicas": 1},
+        }
+    )
+    made["status"] = {"ok": True}
+    assert (await client.update_status(made))["status"] == {"ok": True}
+    client.faults.fail_next(["get_scale", "scale"], times=2, error=TooManyRequests)
+    with pytest.raises(TooManyRequests):
+        await client.get_scale(thing, "t", namespace="ns")
+    with pytest.raises(TooManyRequests):
+        await client.scale(thing, "t", 3, namespace="ns")
+    assert (await client.scale(thing, "t", 3, namespace="ns"))["spec"]["replicas"] == 3
+    assert (await client.get_scale(thing, "t", namespace="ns"))["spec"]["replicas"] == 3
+    scale = await client.get_subresource(thing, "t", "scale", namespace="ns")
+    scale["spec"]["replicas"] = 5
+    assert (await client.update_subresource(thing, "t", "scale", scale, namespace="ns"))["spec"][
+        "replicas"
+    ] == 5
+    await client.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "sa", "namespace": "ns"},
+        }
+    )
+    token = await client.create_subresource(kinds.ServiceAccount, "sa", "token", {}, namespace="ns")
+    assert token["status"]["token"]
+    assert [c.subresource for c in client.faults.calls if c.verb.endswith("subresource")] == [
+        "scale",
+        "scale",
+        "token",
+    ]
