@@ -139,7 +139,6 @@ class Manager:
         self._state = _State.NEW
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake = asyncio.Event()
-        self._stop_requested = False
         self._fatal: BaseException | None = None
         self._signals = 0
         self._deadline = 0.0
@@ -430,7 +429,6 @@ class Manager:
         self._request_stop()
 
     def _request_stop(self) -> None:
-        self._stop_requested = True
         self._wake.set()
 
     async def run(self) -> None:
