@@ -73,11 +73,16 @@ async def test_a_controller_built_from_the_manager_uses_its_parts(
 
         async def seen_event() -> list[dict[str, Any]]:
             listed = await k8s.list(kinds.Event, namespace=namespace)
-            return [e for e in listed.items if e["reason"] == "Seen"]
+            # Only "watched": kube-controller-manager adds kube-root-ca.crt to every namespace.
+            return [
+                e
+                for e in listed.items
+                if e["reason"] == "Seen" and e["regarding"]["name"] == "watched"
+            ]
 
         (event,) = await eventually(seen_event, timeout=30, description="the Event exists")
         assert event["reportingController"] == "cm-watch"
-        assert event["regarding"]["name"] == "watched"
+        assert event["note"] == "reconciled watched"
         success = metrics.reconcile_total.labels("cm-watch", "success")
         assert success._value.get() >= 1
     finally:
