@@ -149,6 +149,11 @@ class CacheOptions:
     """Seconds :meth:`Cache.reader` waits for the cache to catch up with this process's own
     write of an object before failing the read (:class:`ReadAfterWriteTimeout`)."""
 
+    backoff_max: float = 30.0
+    """Longest delay, in seconds, between an informer's attempts after repeated list or watch
+    failures (the first is 0.2 s, doubling). Lower it to recover sooner after an outage, at
+    the cost of more requests to a struggling server."""
+
     def __post_init__(self) -> None:
         if any(not ns for ns in self.namespaces):
             raise ValueError(
@@ -156,6 +161,8 @@ class CacheOptions:
             )
         if self.resync_period is not None and self.resync_period <= 0:
             raise ValueError("CacheOptions.resync_period must be > 0 seconds, or None")
+        if self.backoff_max <= 0:
+            raise ValueError("CacheOptions.backoff_max must be > 0 seconds")
         if self.sync_timeout <= 0 or self.read_after_write_timeout <= 0:
             raise ValueError(
                 "CacheOptions: sync_timeout and read_after_write_timeout must be > 0 seconds"
@@ -183,6 +190,8 @@ class CacheOptions:
             resync_period=(
                 over.resync_period if over.resync_period is not None else self.resync_period
             ),
+            backoff_initial=min(0.2, self.backoff_max),
+            backoff_max=self.backoff_max,
         )
 
 
