@@ -16,7 +16,7 @@ import re
 import string
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -208,6 +208,10 @@ class Record:
     ownership: Ownership = field(default_factory=Ownership)
 
 
+_Slot = tuple[tuple[str, str], str]
+"""Where a record lives: (group, kind) and its key."""
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """One committed change: the object after it (for DELETED: the last state) and before it."""
@@ -297,7 +301,12 @@ class Store:
         self._gc = garbage_collection
         self._require_namespaces = require_namespaces
         self._deleted_uids: set[str] = set()
-        self._gc_pending = False
+        # Indexes for garbage collection, so a deletion costs O(dependents), not O(objects).
+        self._rules_by_gk: dict[tuple[str, str], KindRules] = {}
+        self._uids: dict[str, _Slot] = {}
+        self._owned: dict[str, set[_Slot]] = {}
+        self._in_namespace: dict[str, set[_Slot]] = {}
+        self._gc_queue: deque[_Slot] = deque()
         self._collecting = False
 
     # -- kinds ------------------------------------------------------------------------
@@ -306,6 +315,7 @@ class Store:
         """Serve ``info``'s kind from now on (a later registration of the same GVK replaces it)."""
         rules = rules_for(info)
         self.kinds[info.gvk] = rules
+        self._rules_by_gk.setdefault(rules.group_kind, rules)
         return rules
 
     # -- errors -----------------------------------------------------------------------
@@ -817,9 +827,12 @@ class Store:
         record = Record(new)
         record.ownership.record_update(manager, None, new)
         self._bucket(rules)[_key(namespace, name)] = record
+        self._index(rules, new)
         self._emit("ADDED", rules, new, None)
         self._after_write(rules, new)
-        return self.present(rules, new)
+        answer = self.present(rules, new)
+        self.collect_garbage()  # an owner that is already gone makes it garbage at once
+        return answer
 
     def seed(self, rules: KindRules, obj: JsonObject) -> None:
         """Store ``obj`` as given (status and deletion state included), for test setup.
@@ -887,6 +900,7 @@ class Store:
             self._initialize(rules, new)
         meta["resourceVersion"] = self._bump()
         self._bucket(rules)[_key(namespace, name)] = Record(new)
+        self._index(rules, new)
         self._emit("ADDED", rules, new, None)
         self._after_write(rules, new)
 
@@ -1086,9 +1100,14 @@ class Store:
             record.ownership.record_update(manager, old, new)
         else:
             record.ownership = ownership
+        self._unindex(rules, old)
         record.obj = new
+        self._index(rules, new)
         self._emit("MODIFIED", rules, new, old)
         self._after_write(rules, new)
+        if meta.get("deletionTimestamp"):
+            self._enqueue(rules, new)
+            self.collect_garbage()
         return self.present(rules, new)
 
     def patch(
@@ -1364,9 +1383,11 @@ class Store:
                 return self.present(rules, new)
             old = record.obj
             new_meta["resourceVersion"] = self._bump()
+            self._unindex(rules, old)
             record.obj = new
+            self._index(rules, new)
             self._emit("MODIFIED", rules, new, old)
-            self._gc_pending = True
+            self._enqueue(rules, new)
             self.collect_garbage()
             # The answer is the object as marked; what collection did since is not in it,
             # just as the server answers before its garbage collector acts.
@@ -1386,11 +1407,22 @@ class Store:
         meta = record.obj["metadata"]
         key = _key(meta.get("namespace", ""), meta["name"])
         self._bucket(rules).pop(key, None)
+        self._unindex(rules, record.obj)
         last = clone(record.obj)
         last["metadata"]["resourceVersion"] = self._bump()
         self._emit("DELETED", rules, last, record.obj)
-        self._deleted_uids.add(meta["uid"])
-        self._gc_pending = True
+        uid = meta["uid"]
+        self._deleted_uids.add(uid)
+        # Who may act now: dependents (their owner is gone), owners waiting in foreground
+        # deletion, and a terminating namespace waiting for its content.
+        for slot in self._owned.get(uid, ()):
+            self._enqueue_slot(slot)
+        for ref in meta.get("ownerReferences") or []:
+            owner = self._uids.get(str(ref.get("uid")))
+            if owner is not None:
+                self._enqueue_slot(owner)
+        if meta.get("namespace"):
+            self._enqueue_slot((("", "Namespace"), meta["namespace"]))
         self.collect_garbage()
 
     def delete_collection(
@@ -1430,53 +1462,77 @@ class Store:
 
     # -- garbage collection and namespace teardown ------------------------------------------
 
-    def _all(self) -> Iterable[tuple[KindRules, Record]]:
-        by_gk = {r.group_kind: r for r in self.kinds.values()}
-        for gk, bucket in list(self._objects.items()):
-            rules = by_gk.get(gk)
-            if rules is None:
-                continue
-            for record in list(bucket.values()):
-                yield rules, record
+    def _slot(self, rules: KindRules, obj: JsonObject) -> _Slot:
+        meta = obj["metadata"]
+        return (rules.group_kind, _key(meta.get("namespace", ""), meta["name"]))
+
+    def _index(self, rules: KindRules, obj: JsonObject) -> None:
+        slot = self._slot(rules, obj)
+        meta = obj["metadata"]
+        self._uids[meta["uid"]] = slot
+        for ref in meta.get("ownerReferences") or []:
+            uid = str(ref.get("uid"))
+            self._owned.setdefault(uid, set()).add(slot)
+            if uid in self._deleted_uids and uid not in self._uids:
+                self._enqueue_slot(slot)  # created after its owner went
+        if meta.get("namespace"):
+            self._in_namespace.setdefault(meta["namespace"], set()).add(slot)
+
+    def _unindex(self, rules: KindRules, obj: JsonObject) -> None:
+        slot = self._slot(rules, obj)
+        meta = obj["metadata"]
+        if self._uids.get(meta["uid"]) == slot:
+            del self._uids[meta["uid"]]
+        for ref in meta.get("ownerReferences") or []:
+            uid = str(ref.get("uid"))
+            owned = self._owned.get(uid)
+            if owned is not None:
+                owned.discard(slot)
+                if not owned:
+                    del self._owned[uid]
+        namespace = meta.get("namespace")
+        if namespace and namespace in self._in_namespace:
+            self._in_namespace[namespace].discard(slot)
+            if not self._in_namespace[namespace]:
+                del self._in_namespace[namespace]
+
+    def _enqueue(self, rules: KindRules, obj: JsonObject) -> None:
+        self._enqueue_slot(self._slot(rules, obj))
+
+    def _enqueue_slot(self, slot: _Slot) -> None:
+        if self._gc:
+            self._gc_queue.append(slot)
+
+    def _resolve(self, slot: _Slot) -> tuple[KindRules, Record] | None:
+        rules = self._rules_by_gk.get(slot[0])
+        record = self._objects.get(slot[0], {}).get(slot[1])
+        if rules is None or record is None:
+            return None
+        return rules, record
 
     def collect_garbage(self) -> None:
         """Do at once what the garbage collector and namespace controller do eventually.
 
-        Runs after deletions until nothing more changes. Dependents are collected
-        only for owners this fake saw deleted (see the FakeClient docstring). Not
-        re-entrant: deletions it causes are picked up by the running loop.
+        Works through the objects that changes made interesting (dependents of a
+        removed owner, objects marked for deletion, namespaces losing content)
+        until none is left. Dependents are collected only for owners this fake
+        saw deleted (see the FakeClient docstring). Not re-entrant: work that
+        collection causes is queued and picked up by the running loop.
         """
         if not self._gc or self._collecting:
             return
         self._collecting = True
         try:
-            while self._gc_pending:
-                self._gc_pending = False
-                progress = True
-                while progress:
-                    progress = False
-                    live_uids = {r.obj["metadata"]["uid"] for _, r in self._all()}
-                    for rules, record in list(self._all()):
-                        if not self._record_gone(rules, record) and self._collect_one(
-                            rules, record, live_uids
-                        ):
-                            progress = True
-                            break
+            while self._gc_queue:
+                found = self._resolve(self._gc_queue.popleft())
+                if found is not None:
+                    self._collect_one(*found)
         finally:
             self._collecting = False
 
-    def _record_gone(self, rules: KindRules, record: Record) -> bool:
-        meta = record.obj["metadata"]
-        return self._record(rules, meta.get("namespace", ""), meta["name"]) is not record
-
     def _dependents(self, uid: str) -> list[tuple[KindRules, Record]]:
-        return [
-            (rules, record)
-            for rules, record in self._all()
-            if any(
-                ref.get("uid") == uid for ref in record.obj["metadata"].get("ownerReferences") or []
-            )
-        ]
+        found = (self._resolve(slot) for slot in sorted(self._owned.get(uid, ())))
+        return [f for f in found if f is not None]
 
     def _system_update(self, rules: KindRules, record: Record, new: JsonObject) -> None:
         self._write(
@@ -1497,7 +1553,7 @@ class Store:
             dry_run=False,
         )
 
-    def _collect_one(self, rules: KindRules, record: Record, live_uids: set[str]) -> bool:
+    def _collect_one(self, rules: KindRules, record: Record) -> None:
         obj = record.obj
         meta = obj["metadata"]
         finalizers = meta.get("finalizers") or []
@@ -1513,57 +1569,50 @@ class Store:
                         del new["metadata"]["ownerReferences"]
                     self._system_update(dep_rules, dep, new)
                 self._drop_finalizer(rules, record, "orphan")
-                return True
+                return
             if "foregroundDeletion" in finalizers:
-                dependents = self._dependents(uid)
-                acted = False
-                for dep_rules, dep in dependents:
-                    if not dep.obj["metadata"].get("deletionTimestamp"):
-                        self._system_delete(dep_rules, dep, "Foreground")
-                        acted = True
-                if not self._dependents(uid):
+                for dep_rules, dep in self._dependents(uid):
+                    self._system_delete(dep_rules, dep, "Foreground")
+                if not self._dependents(uid) and self._resolve(self._slot(rules, obj)):
                     self._drop_finalizer(rules, record, "foregroundDeletion")
-                    return True
-                return acted
+                return
             if rules.group_kind == ("", "Namespace") and "kubernetes" in (
                 (obj.get("spec") or {}).get("finalizers") or []
             ):
                 contents = [
-                    (r, rec)
-                    for r, rec in self._all()
-                    if r.info.namespaced and rec.obj["metadata"].get("namespace") == meta["name"]
+                    self._resolve(s) for s in sorted(self._in_namespace.get(meta["name"], ()))
                 ]
-                acted = False
-                for content_rules, content in contents:
-                    if not content.obj["metadata"].get("deletionTimestamp"):
-                        self._system_delete(content_rules, content)
-                        acted = True
-                if not contents:
-                    new = clone(obj)
-                    new["spec"]["finalizers"] = [
-                        f for f in new["spec"]["finalizers"] if f != "kubernetes"
-                    ]
-                    if not new["spec"]["finalizers"] and not finalizers:
-                        self._remove(rules, record)
-                    else:
-                        self._system_update(rules, record, new)
-                    return True
-                return acted
+                for found in contents:
+                    if found is not None:
+                        self._system_delete(*found)
+                if (
+                    meta["name"] in self._in_namespace
+                    or self._resolve(self._slot(rules, obj)) is None
+                ):
+                    return
+                new = clone(record.obj)
+                new["spec"]["finalizers"] = [
+                    f for f in new["spec"]["finalizers"] if f != "kubernetes"
+                ]
+                if not new["spec"]["finalizers"] and not new["metadata"].get("finalizers"):
+                    self._remove(rules, record)
+                else:
+                    self._system_update(rules, record, new)
+                return
         refs = meta.get("ownerReferences") or []
         gone = [
-            r for r in refs if r.get("uid") in self._deleted_uids and r.get("uid") not in live_uids
+            r
+            for r in refs
+            if r.get("uid") in self._deleted_uids and str(r.get("uid")) not in self._uids
         ]
         if not gone:
-            return False
+            return
         if len(gone) == len(refs):
-            if meta.get("deletionTimestamp"):
-                return False
             self._system_delete(rules, record)
         else:
             new = clone(obj)
             new["metadata"]["ownerReferences"] = [r for r in refs if r not in gone]
             self._system_update(rules, record, new)
-        return True
 
     def _drop_finalizer(self, rules: KindRules, record: Record, finalizer: str) -> None:
         new = clone(record.obj)

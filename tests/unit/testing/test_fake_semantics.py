@@ -286,3 +286,41 @@ async def test_namespaces() -> None:
     assert (await relaxed.create(cm("anywhere", namespace="nowhere")))["metadata"][
         "namespace"
     ] == "nowhere"
+
+
+async def test_dependent_created_after_its_owner_went_is_collected(fake: FakeClient) -> None:
+    owner = await fake.create(cm("owner"))
+    await fake.delete(kinds.ConfigMap, "owner", namespace="ns")
+    ref = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": "owner",
+        "uid": owner["metadata"]["uid"],
+    }
+    made = await fake.create(cm("late", ownerReferences=[ref]))
+    assert made["metadata"]["name"] == "late"  # the create itself succeeds...
+    assert fake.lookup(kinds.ConfigMap, "late", namespace="ns") is None  # ...then it is collected
+
+
+async def test_cascades_through_generations_and_many_dependents(fake: FakeClient) -> None:
+    root = await fake.create(cm("root"))
+    parents = []
+    for i in range(50):
+        ref = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": "root",
+            "uid": root["metadata"]["uid"],
+        }
+        parents.append(await fake.create(cm(f"p{i}", ownerReferences=[ref])))
+    for i, parent in enumerate(parents):
+        ref = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": f"p{i}",
+            "uid": parent["metadata"]["uid"],
+        }
+        await fake.create(cm(f"c{i}", ownerReferences=[ref]))
+    await fake.create(cm("bystander"))
+    await fake.delete(kinds.ConfigMap, "root", namespace="ns", propagation_policy="Foreground")
+    assert [o["metadata"]["name"] for o in fake.contents(kinds.ConfigMap)] == ["bystander"]
