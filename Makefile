@@ -24,8 +24,8 @@ demo: controlplane
 	$(PY) -m setpoint demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench examples
-	$(VENV)/bin/ruff format --check src tests bench examples
+	$(VENV)/bin/ruff check src tests bench examples scripts
+	$(VENV)/bin/ruff format --check src tests bench examples scripts
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
