@@ -532,7 +532,8 @@ class Store:
             raise self.error(
                 400,
                 "BadRequest",
-                f"invalid resource version {value!r}: resourceVersion must be an integer",
+                f'invalid resource version: resourceVersion: Invalid value: "{value}": '
+                f'strconv.ParseUint: parsing "{value}": invalid syntax',
                 method="GET",
                 path=path,
             ) from None
@@ -616,6 +617,40 @@ class Store:
 
     # -- validation -----------------------------------------------------------------------
 
+    def _check_decodable(
+        self, rules: KindRules, obj: JsonObject, *, method: str, path: str
+    ) -> None:
+        """Refuse metadata the server could not even decode into ObjectMeta (400)."""
+        meta = _meta(obj)
+        gvk = rules.info.gvk
+        prefix = f'{gvk.kind} in version "{gvk.version}" cannot be handled as a {gvk.kind}: json: '
+        for field_name in ("labels", "annotations"):
+            values = meta.get(field_name)
+            if values is not None and (
+                not isinstance(values, Mapping)
+                or not all(isinstance(v, str) for v in values.values())
+            ):
+                raise self.error(
+                    400,
+                    "BadRequest",
+                    prefix + "cannot unmarshal into Go struct field ObjectMeta.metadata."
+                    f"{field_name} of type map[string]string",
+                    method=method,
+                    path=path,
+                )
+        finalizers = meta.get("finalizers")
+        if finalizers is not None and (
+            not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)
+        ):
+            raise self.error(
+                400,
+                "BadRequest",
+                prefix + "cannot unmarshal into Go struct field ObjectMeta.metadata.finalizers "
+                "of type []string",
+                method=method,
+                path=path,
+            )
+
     def _metadata_problems(
         self, rules: KindRules, obj: JsonObject, *, creating: bool
     ) -> list[tuple[str, str, str]]:
@@ -626,7 +661,15 @@ class Store:
             label_only = (rules.info.gvk.group, rules.info.gvk.kind) == ("", "Namespace")
             pattern, limit = (_DNS1123_LABEL, 63) if label_only else (_DNS1123_SUBDOMAIN, 253)
             what = "RFC 1123 label" if label_only else "RFC 1123 subdomain"
-            if len(name) > limit or not pattern.fullmatch(name):
+            if label_only and "." in name:
+                problems.append(
+                    (
+                        "FieldValueInvalid",
+                        "metadata.name",
+                        f'Invalid value: "{name}": must not contain dots',
+                    )
+                )
+            elif len(name) > limit or not pattern.fullmatch(name):
                 problems.append(
                     (
                         "FieldValueInvalid",
@@ -638,60 +681,36 @@ class Store:
                         f"{limit} characters)",
                     )
                 )
-        for key, value in (meta.get("labels") or {}).items():
-            problem = label_key_problem(str(key))
-            if problem is not None:
-                problems.append(
-                    ("FieldValueInvalid", "metadata.labels", f'Invalid value: "{key}": {problem}')
-                )
-            if not isinstance(value, str):
-                problems.append(
-                    ("FieldValueInvalid", f"metadata.labels[{key}]", "label values are strings")
-                )
-            else:
-                problem = label_value_problem(value)
+        for field_name in ("labels", "annotations"):
+            for key, value in (meta.get(field_name) or {}).items():
+                problem = label_key_problem(str(key))
                 if problem is not None:
                     problems.append(
                         (
                             "FieldValueInvalid",
-                            "metadata.labels",
-                            f'Invalid value: "{value}": {problem}',
+                            f"metadata.{field_name}",
+                            f'Invalid value: "{key}": {problem}',
                         )
                     )
-        for key, value in (meta.get("annotations") or {}).items():
-            problem = label_key_problem(str(key))
-            if problem is not None:
-                problems.append(
-                    (
-                        "FieldValueInvalid",
-                        "metadata.annotations",
-                        f'Invalid value: "{key}": {problem}',
+                value_problem = label_value_problem(value) if field_name == "labels" else None
+                if value_problem is not None:
+                    problems.append(
+                        (
+                            "FieldValueInvalid",
+                            "metadata.labels",
+                            f'Invalid value: "{value}": {value_problem}',
+                        )
                     )
-                )
-            if not isinstance(value, str):
-                problems.append(
-                    (
-                        "FieldValueInvalid",
-                        f"metadata.annotations[{key}]",
-                        "annotation values are strings",
+        for index, ref in enumerate(meta.get("ownerReferences") or []):
+            for key in ("apiVersion", "kind", "name", "uid"):
+                if not (isinstance(ref, Mapping) and ref.get(key)):
+                    problems.append(
+                        (
+                            "FieldValueRequired",
+                            f"metadata.ownerReferences[{index}].{key}",
+                            "Required value: must not be empty",
+                        )
                     )
-                )
-        finalizers = meta.get("finalizers") or []
-        if not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers):
-            problems.append(
-                ("FieldValueInvalid", "metadata.finalizers", "finalizers are a list of strings")
-            )
-        for ref in meta.get("ownerReferences") or []:
-            if not isinstance(ref, Mapping) or not all(
-                ref.get(k) for k in ("apiVersion", "kind", "name", "uid")
-            ):
-                problems.append(
-                    (
-                        "FieldValueRequired",
-                        "metadata.ownerReferences",
-                        "Required value: an owner reference needs apiVersion, kind, name and uid",
-                    )
-                )
         return problems
 
     # -- generation --------------------------------------------------------------------------
@@ -793,6 +812,7 @@ class Store:
                 method="POST",
                 path=path,
             )
+        self._check_decodable(rules, new, method="POST", path=path)
         problems = self._metadata_problems(rules, new, creating=True)
         if problems:
             raise self._invalid(rules, name, problems, method="POST", path=path)
@@ -876,6 +896,7 @@ class Store:
                 path=path,
                 details=self._resource_details(rules, name),
             )
+        self._check_decodable(rules, new, method="POST", path=path)
         problems = self._metadata_problems(rules, new, creating=True)
         if problems:
             raise self._invalid(rules, name, problems, method="POST", path=path)
@@ -984,6 +1005,14 @@ class Store:
                 method=method,
                 path=path,
             )
+        if rv and not rv.isdigit():
+            raise self.error(
+                500,
+                "",
+                f'strconv.ParseUint: parsing "{rv}": invalid syntax',
+                method=method,
+                path=path,
+            )
         if rv and rv != old["metadata"]["resourceVersion"]:
             raise self._stale(rules, name, method=method, path=path)
         uid = meta.get("uid")
@@ -1049,6 +1078,7 @@ class Store:
             meta["generation"] = old_meta["generation"]
         else:
             meta.pop("generation", None)
+        self._check_decodable(rules, new, method=method, path=path)
         problems: list[tuple[str, str, str]] = self._metadata_problems(rules, new, creating=False)
         if old_meta.get("deletionTimestamp"):
             added = [

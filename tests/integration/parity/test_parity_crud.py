@@ -9,7 +9,14 @@ import pytest
 
 from setpoint.api import kinds
 from setpoint.client import Preconditions
-from setpoint.client.errors import AlreadyExists, Conflict, InternalError, Invalid, NotFound
+from setpoint.client.errors import (
+    AlreadyExists,
+    BadRequest,
+    Conflict,
+    InternalError,
+    Invalid,
+    NotFound,
+)
 from setpoint.client.patch import MergePatch
 
 if TYPE_CHECKING:
@@ -316,3 +323,46 @@ async def test_pagination_and_exact_snapshot(api: Api) -> None:
     assert by_name["page-0"]["data"] == {"i": "0"}
     assert "page-late" not in by_name
     assert then.resource_version == before
+
+
+async def test_metadata_validation_details(api: Api) -> None:
+    """Invalid metadata is refused with the server's status, field paths and reasons.
+
+    Undecodable metadata (a number as a label value) is 400 Bad Request; bad
+    keys and incomplete owner references are one 422 with a cause each; a
+    dotted Namespace name and a non-numeric resourceVersion are refused as the
+    server refuses them.
+    """
+    c = api.client
+    with pytest.raises(BadRequest) as undecodable:
+        await c.create(api.cm("num", labels={"n": 5}))
+    assert "cannot be handled as a ConfigMap" in undecodable.value.status["message"]
+
+    broken = api.cm(
+        "broken",
+        labels={"bad key": "x"},
+        annotations={"also bad": "y"},
+        ownerReferences=[{"kind": "X", "name": "o"}],
+    )
+    with pytest.raises(Invalid) as info:
+        await c.create(broken)
+    assert sorted((x.field, x.reason) for x in info.value.causes) == [
+        ("metadata.annotations", "FieldValueInvalid"),
+        ("metadata.labels", "FieldValueInvalid"),
+        ("metadata.ownerReferences[0].apiVersion", "FieldValueRequired"),
+        ("metadata.ownerReferences[0].uid", "FieldValueRequired"),
+    ]
+    assert info.value.status["message"].startswith('ConfigMap "broken" is invalid: [')
+
+    with pytest.raises(Invalid) as dotted:
+        await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a.b"}})
+    assert dotted.value.causes[0].message == 'Invalid value: "a.b": must not contain dots'
+
+    made = await c.create(api.cm("rv"))
+    made["metadata"]["resourceVersion"] = "abc"
+    with pytest.raises(InternalError) as bad_rv:
+        await c.update(made)
+    assert bad_rv.value.status["message"] == 'strconv.ParseUint: parsing "abc": invalid syntax'
+    with pytest.raises(BadRequest) as bad_list:
+        await c.list(kinds.ConfigMap, namespace=api.namespace, resource_version="abc")
+    assert bad_list.value.status["message"].startswith("invalid resource version")

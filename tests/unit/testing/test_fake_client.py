@@ -183,11 +183,29 @@ async def test_create_errors_and_generate_name() -> None:
         await fake.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a.b"}})
     labelled = cm("l")
     labelled["metadata"]["labels"] = {"ok": "fine", "bad key": "x", "k": "bad value!"}
-    labelled["metadata"]["annotations"] = {"bad key": "x", "n": 5}
+    labelled["metadata"]["annotations"] = {"bad key": "x"}
+    labelled["metadata"]["ownerReferences"] = [{"kind": "X", "name": "o"}]
     with pytest.raises(Invalid) as many:
         await fake.create(labelled)
-    assert len(many.value.causes) == 4
+    assert [c.field for c in many.value.causes] == [
+        "metadata.labels",
+        "metadata.labels",
+        "metadata.annotations",
+        "metadata.ownerReferences[0].apiVersion",
+        "metadata.ownerReferences[0].uid",
+    ]
     assert many.value.status["message"].startswith('ConfigMap "l" is invalid: [')
+    for undecodable in ({"labels": {"n": 5}}, {"annotations": []}, {"finalizers": "x"}):
+        bad = cm("undecodable")
+        bad["metadata"].update(undecodable)
+        with pytest.raises(BadRequest, match="cannot be handled as a ConfigMap"):
+            await fake.create(bad)
+    made = await fake.create(cm("rv"))
+    made["metadata"]["resourceVersion"] = "abc"
+    with pytest.raises(InternalError, match=r"strconv\.ParseUint"):
+        await fake.update(made)
+    with pytest.raises(BadRequest, match="invalid resource version"):
+        await fake.list(kinds.ConfigMap, resource_version="abc")
 
 
 async def test_dry_run_changes_nothing() -> None:
