@@ -41,10 +41,13 @@ suite in ``tests/integration/parity``):
   ``metadata.namespace`` (plus a few per-kind fields the server supports).
 - Watches: ADDED/MODIFIED/DELETED from a resourceVersion (a selector change
   turns into ADDED/DELETED, as on the server), synthetic ADDED events and the
-  ``k8s.io/initial-events-end`` BOOKMARK when starting without one, 410
-  Expired for a compacted version (:meth:`FakeClient.compact`).
+  ``k8s.io/initial-events-end`` BOOKMARK when starting without one.
 - Lists: consistent pages with continue tokens, ``resourceVersionMatch=Exact``
-  snapshots from history, 410 Expired once compacted.
+  snapshots from history.
+- After :meth:`FakeClient.compact` (or beyond ``FakeOptions.history``), 410
+  Expired for watches, Exact lists and continue tokens from older versions.
+  This one is not in the parity suite: compacting the shared test server
+  would disturb other tests.
 
 Where the fake does not agree with the server (see also docs/guide/testing.md):
 
@@ -68,8 +71,8 @@ Where the fake does not agree with the server (see also docs/guide/testing.md):
 - **One storage version**: a kind served in several versions shares one store
   and objects are not converted, only relabelled with the asked apiVersion.
 - A list at a future resourceVersion fails at once (504) instead of waiting;
-  bookmarks come only from :meth:`FakeClient.send_bookmark`; watches never
-  time out unless given ``timeout_seconds``.
+  periodic bookmarks come only from :meth:`FakeClient.send_bookmark`; watches
+  never time out unless given ``timeout_seconds``.
 """
 
 from __future__ import annotations
