@@ -491,7 +491,7 @@ class Store:
                 raise self.error(
                     410,
                     "Expired",
-                    f"too old resource version: {revision} ({self.compacted})"
+                    "The resourceVersion for the provided list is too old."
                     if not continue_token
                     else "The provided continue parameter is too old to display a consistent "
                     "list result. You can start a new list without the continue parameter, or "

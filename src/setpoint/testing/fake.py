@@ -46,8 +46,6 @@ suite in ``tests/integration/parity``):
   snapshots from history.
 - After :meth:`FakeClient.compact` (or beyond ``FakeOptions.history``), 410
   Expired for watches, Exact lists and continue tokens from older versions.
-  This one is not in the parity suite: compacting the shared test server
-  would disturb other tests.
 
 Where the fake does not agree with the server (see also docs/guide/testing.md):
 
