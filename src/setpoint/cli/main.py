@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from setpoint.cli import controlplane, demo, generate
+from setpoint.cli import controlplane, demo, generate, run
 from setpoint.client.errors import ClientError
 from setpoint.testing.controlplane import ControlPlaneError
 
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     controlplane.register(sub)
     demo.register(sub)
     generate.register(sub)
+    run.register(sub)
     return parser
 
 

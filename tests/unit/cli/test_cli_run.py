@@ -1,0 +1,568 @@
+"""``setpoint run``: settings from flags and environment, target resolution, exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from setpoint.cli import run
+from setpoint.cli.main import build_parser, main
+from setpoint.manager import LeaderElectionLost, Manager, ManagerOptions
+from setpoint.testing.fake import FakeClient
+
+# Written out, not read from run.py, so a variable dropped from the table fails the tests.
+ENV_VARS = (
+    "KUBECONFIG",
+    "SETPOINT_CONTEXT",
+    "SETPOINT_LOG_LEVEL",
+    "SETPOINT_LOG_FORMAT",
+    "SETPOINT_METRICS_BIND_ADDRESS",
+    "SETPOINT_HEALTH_PROBE_BIND_ADDRESS",
+    "SETPOINT_LEADER_ELECT",
+    "SETPOINT_LEADER_ELECTION_NAMESPACE",
+    "SETPOINT_LEADER_ELECTION_ID",
+    "SETPOINT_WATCH_NAMESPACES",
+    "SETPOINT_GRACEFUL_SHUTDOWN_TIMEOUT",
+)
+
+FLAGS = (
+    "--kubeconfig",
+    "--context",
+    "--log-level",
+    "--log-format",
+    "--metrics-bind-address",
+    "--health-probe-bind-address",
+    "--leader-elect",
+    "--no-leader-elect",
+    "--leader-election-namespace",
+    "--leader-election-id",
+    "--namespace",
+    "--graceful-shutdown-timeout",
+)
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """``run`` configures the root logger; put it back so later tests log as before."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["run", *argv])
+
+
+def settings(*argv: str, env: dict[str, str] | None = None) -> run.RunSettings:
+    return run.resolve_settings(parse(*argv), env or {})
+
+
+# -- help --
+
+
+def test_help_lists_every_flag_env_var_and_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse("--help")
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    flat = " ".join(text.split())  # argparse wraps lines; compare on words
+    for name in ENV_VARS:
+        assert f"[env {name}]" in flat, name
+    for flag in FLAGS:
+        assert flag in flat, flag
+    assert "(default: ':8080')" in flat
+    assert "(default: ':8081')" in flat
+    assert "(default: 30)" in flat
+    for code, meaning in (("0", "clean shutdown"), ("1", "error"), ("3", "leadership lost")):
+        assert f"{code} {meaning}" in flat
+
+
+def test_run_is_a_registered_command() -> None:
+    args = parse("tenants")
+    assert args.func is run._cmd_run
+    assert args.target == "tenants"
+
+
+# -- precedence --
+
+
+def test_defaults_are_the_manager_options_defaults() -> None:
+    resolved = settings("op")
+    defaults = ManagerOptions()
+    assert resolved.metrics_bind_address == defaults.metrics_bind_address == ":8080"
+    assert resolved.health_probe_bind_address == defaults.health_probe_bind_address == ":8081"
+    assert resolved.graceful_shutdown_timeout == defaults.graceful_shutdown_timeout == 30.0
+    assert resolved.leader_elect is False
+    assert resolved.log_level == "info"
+    assert resolved.log_format == "console"
+    assert resolved.namespaces == ()
+    assert resolved.kubeconfig is None
+    assert resolved.context is None
+    assert resolved.leader_election_id is None
+    assert resolved.leader_election_namespace is None
+
+
+ENV = {
+    "SETPOINT_CONTEXT": "env-ctx",
+    "SETPOINT_LOG_LEVEL": "WARNING",
+    "SETPOINT_LOG_FORMAT": "json",
+    "SETPOINT_METRICS_BIND_ADDRESS": "127.0.0.1:9000",
+    "SETPOINT_HEALTH_PROBE_BIND_ADDRESS": "0",
+    "SETPOINT_LEADER_ELECT": "true",
+    "SETPOINT_LEADER_ELECTION_NAMESPACE": "ops",
+    "SETPOINT_LEADER_ELECTION_ID": "env-lease",
+    "SETPOINT_WATCH_NAMESPACES": "a, b,,c",
+    "SETPOINT_GRACEFUL_SHUTDOWN_TIMEOUT": "12.5",
+}
+
+
+def test_environment_overrides_defaults() -> None:
+    resolved = settings("op", env=ENV)
+    assert resolved.context == "env-ctx"
+    assert resolved.log_level == "warning"
+    assert resolved.log_format == "json"
+    assert resolved.metrics_bind_address == "127.0.0.1:9000"
+    assert resolved.health_probe_bind_address == "0"
+    assert resolved.leader_elect is True
+    assert resolved.leader_election_namespace == "ops"
+    assert resolved.leader_election_id == "env-lease"
+    assert resolved.namespaces == ("a", "b", "c")
+    assert resolved.graceful_shutdown_timeout == 12.5
+
+
+def test_flags_override_environment() -> None:
+    resolved = settings(
+        "op",
+        "--context=flag-ctx",
+        "--log-level=debug",
+        "--log-format=console",
+        "--metrics-bind-address=:9100",
+        "--health-probe-bind-address=127.0.0.1:9101",
+        "--no-leader-elect",
+        "--leader-election-namespace=flag-ns",
+        "--leader-election-id=flag-lease",
+        "--namespace=x",
+        "--namespace=y",
+        "--graceful-shutdown-timeout=3",
+        env=ENV,
+    )
+    assert resolved.context == "flag-ctx"
+    assert resolved.log_level == "debug"
+    assert resolved.log_format == "console"
+    assert resolved.metrics_bind_address == ":9100"
+    assert resolved.health_probe_bind_address == "127.0.0.1:9101"
+    assert resolved.leader_elect is False
+    assert resolved.leader_election_namespace == "flag-ns"
+    assert resolved.leader_election_id == "flag-lease"
+    assert resolved.namespaces == ("x", "y")  # the flags replace the variable's list
+    assert resolved.graceful_shutdown_timeout == 3.0
+
+
+def test_leader_elect_flag_turns_it_on_over_a_false_variable() -> None:
+    assert settings("op", "--leader-elect", env={"SETPOINT_LEADER_ELECT": "0"}).leader_elect
+    assert settings("op", env={"SETPOINT_LEADER_ELECT": "yes"}).leader_elect
+    assert not settings("op", env={"SETPOINT_LEADER_ELECT": "off"}).leader_elect
+
+
+def test_empty_variables_count_as_unset() -> None:
+    resolved = settings("op", env=dict.fromkeys(ENV, ""))
+    assert resolved == settings("op")
+
+
+def test_kubeconfig_variable_is_left_to_the_kubeconfig_loader() -> None:
+    # $KUBECONFIG may be a ':'-separated list that only the loader merges.
+    assert settings("op", env={"KUBECONFIG": "/a:/b"}).kubeconfig is None
+    assert settings("op", "--kubeconfig", "/c", env={"KUBECONFIG": "/a"}).kubeconfig == "/c"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "hint"),
+    [
+        ("SETPOINT_LOG_LEVEL", "loud", "use one of debug"),
+        ("SETPOINT_LOG_FORMAT", "xml", "use console or json"),
+        ("SETPOINT_METRICS_BIND_ADDRESS", "8080", "it needs a port"),
+        ("SETPOINT_HEALTH_PROBE_BIND_ADDRESS", "::1:80", "IPv6"),
+        ("SETPOINT_LEADER_ELECT", "maybe", "use true or false"),
+        ("SETPOINT_LEADER_ELECTION_NAMESPACE", "Not_OK", "not a namespace name"),
+        ("SETPOINT_WATCH_NAMESPACES", "good,Bad!", "'Bad!' is not a namespace name"),
+        ("SETPOINT_GRACEFUL_SHUTDOWN_TIMEOUT", "-1", "positive"),
+        ("SETPOINT_GRACEFUL_SHUTDOWN_TIMEOUT", "soon", "number of seconds"),
+    ],
+)
+def test_invalid_variable_names_the_variable_and_the_rule(
+    variable: str, value: str, hint: str
+) -> None:
+    with pytest.raises(ValueError) as error:
+        settings("op", env={variable: value})
+    message = str(error.value)
+    assert message.startswith(f"{variable}={value!r}")
+    assert hint in message
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--log-level", "loud"],
+        ["--metrics-bind-address", "nope"],
+        ["--namespace", "UPPER"],
+        ["--graceful-shutdown-timeout", "0"],
+    ],
+)
+def test_invalid_flag_is_a_usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse("op", *argv)
+    assert exit_info.value.code == 2
+    assert argv[0] in capsys.readouterr().err
+
+
+def test_invalid_variable_exits_1_with_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SETPOINT_LOG_FORMAT", "xml")
+    assert main(["run", "op"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("setpoint: error: SETPOINT_LOG_FORMAT='xml'")
+    assert "Traceback" not in err
+
+
+# -- manager options --
+
+
+def test_manager_options_without_leader_election() -> None:
+    options = run.build_manager_options(settings("op", "--metrics-bind-address=0"), "op")
+    assert options.leader_election is None
+    assert options.metrics_bind_address == "0"
+    assert options.health_probe_bind_address == ":8081"
+
+
+def test_leader_election_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run, "SERVICE_ACCOUNT_DIR", str(tmp_path / "absent"))
+    options = run.build_manager_options(settings("x", "--leader-elect"), "my_operator.main")
+    le = options.leader_election
+    assert le is not None
+    assert le.name == "my-operator-main-leader-election"
+    assert le.namespace == "default"
+    assert le.release_on_cancel is True
+
+
+def test_leader_election_namespace_in_a_pod(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "namespace").write_text("tenant-system\n")
+    monkeypatch.setattr(run, "SERVICE_ACCOUNT_DIR", str(tmp_path))
+    options = run.build_manager_options(settings("x", "--leader-elect"), "tenants")
+    assert options.leader_election is not None
+    assert options.leader_election.namespace == "tenant-system"
+    explicit = run.build_manager_options(
+        settings("x", "--leader-elect", "--leader-election-namespace=ops"), "tenants"
+    )
+    assert explicit.leader_election is not None
+    assert explicit.leader_election.namespace == "ops"
+
+
+@pytest.mark.parametrize(
+    ("module", "lease"),
+    [
+        ("tenants", "tenants-leader-election"),
+        ("Acme_Ops.controllers", "acme-ops-controllers-leader-election"),
+        ("__main__", "main-leader-election"),
+    ],
+)
+def test_default_leader_election_id(module: str, lease: str) -> None:
+    assert run.default_leader_election_id(module) == lease
+
+
+def test_watch_namespaces_restrict_the_manager_cache() -> None:
+    options = run.build_manager_options(settings("op", "--namespace=a", "--namespace=b"), "op")
+    cache = options.new_cache(FakeClient())  # type: ignore[arg-type]
+    assert cache.options.namespaces == ("a", "b")  # type: ignore[attr-defined]
+    unrestricted = run.build_manager_options(settings("op"), "op")
+    assert unrestricted.new_cache(FakeClient()).options.namespaces == ()  # type: ignore[arg-type,attr-defined]
+
+
+def test_equal_bind_addresses_are_rejected() -> None:
+    with pytest.raises(ValueError, match="different ports"):
+        run.build_manager_options(
+            settings("op", "--metrics-bind-address=:9000", "--health-probe-bind-address=:9000"),
+            "op",
+        )
+
+
+# -- loading the operator --
+
+
+@pytest.fixture
+def clean_imports() -> Iterator[None]:
+    """Undo what loading operators does to sys.path and sys.modules."""
+    path, modules = list(sys.path), set(sys.modules)
+    yield
+    sys.path[:] = path
+    for name in set(sys.modules) - modules:
+        del sys.modules[name]
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.mark.usefixtures("clean_imports")
+def test_load_a_module_by_name_from_the_current_directory(tmp_path: Path) -> None:
+    write(tmp_path / "op_by_name.py", "def setup(manager):\n    return 'ok'\n")
+    loaded = run.load_operator("op_by_name", cwd=tmp_path)
+    assert loaded.name == "op_by_name"
+    assert loaded.setup(None) == "ok"
+
+
+@pytest.mark.usefixtures("clean_imports")
+def test_load_a_package_directory_with_relative_imports(tmp_path: Path) -> None:
+    write(tmp_path / "src" / "op_pkg" / "__init__.py", "from .wiring import setup\n")
+    write(tmp_path / "src" / "op_pkg" / "wiring.py", "def setup(manager):\n    return 'pkg'\n")
+    loaded = run.load_operator("src/op_pkg", cwd=tmp_path)
+    assert loaded.name == "op_pkg"
+    assert loaded.setup(None) == "pkg"
+    assert str(tmp_path / "src") in sys.path
+
+
+@pytest.mark.usefixtures("clean_imports")
+def test_load_a_file_inside_a_package_keeps_its_package(tmp_path: Path) -> None:
+    write(tmp_path / "op_outer" / "__init__.py", "")
+    write(tmp_path / "op_outer" / "helpers.py", "VALUE = 'helped'\n")
+    write(
+        tmp_path / "op_outer" / "main.py",
+        "from .helpers import VALUE\ndef setup(manager):\n    return VALUE\n",
+    )
+    loaded = run.load_operator(str(tmp_path / "op_outer" / "main.py"))
+    assert loaded.name == "op_outer.main"
+    assert loaded.setup(None) == "helped"
+
+
+@pytest.mark.usefixtures("clean_imports")
+def test_unknown_module_is_not_found(tmp_path: Path) -> None:
+    with pytest.raises(run.OperatorLoadError) as error:
+        run.load_operator("op_does_not_exist", cwd=tmp_path)
+    assert "not found: no module named 'op_does_not_exist'" in str(error.value)
+    assert not error.value.in_user_code
+
+
+@pytest.mark.usefixtures("clean_imports")
+def test_missing_path_is_not_found(tmp_path: Path) -> None:
+    with pytest.raises(run.OperatorLoadError, match="no such file or directory"):
+        run.load_operator("./missing.py", cwd=tmp_path)
+
+
+@pytest.mark.usefixtures("clean_imports")
+def test_directory_without_init_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(run.OperatorLoadError, match="not a Python package"):
+        run.load_operator("plain", cwd=tmp_path)
+
+
+@pytest.mark.usefixtures("clean_imports")
+def test_import_error_quotes_the_failing_line(tmp_path: Path) -> None:
+    write(tmp_path / "op_raises.py", "x = 1\nraise RuntimeError('no database')\n")
+    with pytest.raises(run.OperatorLoadError) as error:
+        run.load_operator("op_raises.py", cwd=tmp_path)
+    message = str(error.value)
+    assert "RuntimeError: no database" in message
+    assert f"{tmp_path / 'op_raises.py'}:2: raise RuntimeError('no database')" in message
+    assert error.value.in_user_code
+
+
+@pytest.mark.usefixtures("clean_imports")
+def test_missing_dependency_is_an_import_error_not_a_missing_operator(tmp_path: Path) -> None:
+    write(tmp_path / "op_dep.py", "import op_absent_dependency_xyz\n")
+    with pytest.raises(run.OperatorLoadError) as error:
+        run.load_operator("op_dep", cwd=tmp_path)
+    message = str(error.value)
+    assert "importing 'op_dep' failed" in message
+    assert "No module named 'op_absent_dependency_xyz'" in message
+    assert "op_dep.py:1: import op_absent_dependency_xyz" in message
+
+
+@pytest.mark.usefixtures("clean_imports")
+def test_syntax_error_shows_file_line_and_text(tmp_path: Path) -> None:
+    write(tmp_path / "op_syntax.py", "def broken(:\n    pass\n")
+    with pytest.raises(run.OperatorLoadError) as error:
+        run.load_operator("op_syntax.py", cwd=tmp_path)
+    message = str(error.value)
+    assert f"{tmp_path / 'op_syntax.py'}:1: SyntaxError" in message
+    assert "def broken(:" in message
+
+
+@pytest.mark.usefixtures("clean_imports")
+def test_module_without_setup(tmp_path: Path) -> None:
+    write(tmp_path / "op_nosetup.py", "def start(manager):\n    pass\n")
+    with pytest.raises(run.OperatorLoadError, match=r"defines no setup\(\) function"):
+        run.load_operator("op_nosetup", cwd=tmp_path)
+
+
+@pytest.mark.usefixtures("clean_imports")
+def test_setup_that_is_not_callable(tmp_path: Path) -> None:
+    write(tmp_path / "op_setupvar.py", "setup = {'controllers': []}\n")
+    with pytest.raises(run.OperatorLoadError, match="is a dict, not a function"):
+        run.load_operator("op_setupvar", cwd=tmp_path)
+
+
+@pytest.mark.usefixtures("clean_imports")
+async def test_setup_raising_names_setup_and_the_line(tmp_path: Path) -> None:
+    write(
+        tmp_path / "op_badsetup.py",
+        "def setup(manager):\n    raise KeyError('TENANTS_DIRECTORY_PATH')\n",
+    )
+    loaded = run.load_operator("op_badsetup", cwd=tmp_path)
+    with pytest.raises(run.OperatorLoadError) as error:
+        await run._call_setup(loaded, object())
+    message = str(error.value)
+    assert message.startswith(
+        "op_badsetup.setup(manager) raised KeyError: 'TENANTS_DIRECTORY_PATH'"
+    )
+    assert "op_badsetup.py:2: raise KeyError('TENANTS_DIRECTORY_PATH')" in message
+    assert error.value.in_user_code
+
+
+@pytest.mark.usefixtures("clean_imports")
+async def test_async_setup_is_awaited(tmp_path: Path) -> None:
+    write(
+        tmp_path / "op_async.py",
+        "async def setup(manager):\n    manager.append('registered')\n",
+    )
+    loaded = run.load_operator("op_async", cwd=tmp_path)
+    seen: list[str] = []
+    await run._call_setup(loaded, seen)
+    assert seen == ["registered"]
+
+
+# -- whole command: exit codes, no tracebacks --
+
+
+def kubeconfig(tmp_path: Path) -> Path:
+    """A kubeconfig for a server nobody listens on: building a client does not connect."""
+    return write(
+        tmp_path / "kubeconfig",
+        """\
+        apiVersion: v1
+        kind: Config
+        clusters:
+        - name: c
+          cluster: {server: "https://127.0.0.1:9", insecure-skip-tls-verify: true}
+        users:
+        - name: u
+          user: {token: t}
+        contexts:
+        - name: ctx
+          context: {cluster: c, user: u}
+        current-context: ctx
+        """,
+    )
+
+
+@pytest.mark.usefixtures("clean_imports")
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("def setup(manager):\n    raise ValueError('bad setting')\n", "raised ValueError"),
+        ("import op_gone_dependency_xyz\n", "importing"),
+        ("x = 1\n", "defines no setup()"),
+    ],
+)
+def test_operator_failures_exit_1_without_traceback(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    source: str,
+    expected: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "op_cmd.py", source)
+    code = main(["run", "op_cmd.py", "--kubeconfig", str(kubeconfig(tmp_path))])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("setpoint: error: ")
+    assert expected in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.usefixtures("clean_imports")
+def test_debug_level_shows_the_operators_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "op_dbg.py", "def setup(manager):\n    raise ValueError('bad setting')\n")
+    code = main(
+        ["run", "op_dbg.py", "--log-level=debug", "--kubeconfig", str(kubeconfig(tmp_path))]
+    )
+    assert code == 1
+    assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("clean_imports")
+def test_unknown_context_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "op_ctx.py", "def setup(manager):\n    pass\n")
+    code = main(["run", "op_ctx.py", "--kubeconfig", str(kubeconfig(tmp_path)), "--context=nope"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "nope" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.usefixtures("clean_imports")
+@pytest.mark.parametrize(
+    ("outcome", "code"),
+    [
+        (None, run.EXIT_OK),
+        (LeaderElectionLost("Lease default/op", "me"), run.EXIT_LEADERSHIP_LOST),
+    ],
+)
+def test_exit_codes_of_the_manager_run(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    outcome: BaseException | None,
+    code: int,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(
+        tmp_path / "op_exit.py",
+        "def setup(manager):\n    manager.setup_called = True\n",
+    )
+    seen: list[Any] = []
+
+    async def fake_run(self: Manager) -> None:
+        seen.append((getattr(self, "setup_called", False), self.options))
+        if outcome is not None:
+            raise outcome
+
+    monkeypatch.setattr(Manager, "run", fake_run)
+    assert (
+        main(
+            [
+                "run",
+                "op_exit.py",
+                "--kubeconfig",
+                str(kubeconfig(tmp_path)),
+                "--leader-elect",
+                "--leader-election-namespace=ops",
+            ]
+        )
+        == code
+    )
+    [(setup_called, options)] = seen
+    assert setup_called  # setup ran before the manager
+    assert options.leader_election.name == "op-exit-leader-election"
+    assert options.leader_election.namespace == "ops"
+    if outcome is not None:
+        assert "lost leadership" in capsys.readouterr().err
