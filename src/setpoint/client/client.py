@@ -408,7 +408,12 @@ class Client:
         timeout_seconds: int | None = None,
         send_initial_events: bool = False,
     ) -> Watch:
-        """Watch changes after ``resource_version`` (``None``: from now; ``"0"``: any state).
+        """Watch changes after ``resource_version``.
+
+        With ``resource_version=None`` the server first sends a synthetic
+        ``ADDED`` for every existing object, then changes ("get state and start
+        at most recent"); ``"0"`` does the same from any cached state; a list's
+        resourceVersion gives exactly the changes after that list.
 
         Returns a :class:`Watch`: iterate it with ``async for``, and close it
         (``async with`` does) to release the connection. A ``resource_version``
@@ -814,7 +819,8 @@ class Watch:
         self._timeout_seconds = timeout_seconds
         self._send_initial_events = send_initial_events
         self._iterator: AsyncIterator[WatchEvent[Any]] | None = None
-        self._stream_cm: Any = None
+        self._response: Any = None
+        self._closing = False
 
     async def __aenter__(self) -> Self:
         return self
@@ -836,9 +842,17 @@ class Watch:
         return await self._iterator.__anext__()
 
     async def aclose(self) -> None:
-        """Stop the watch and release its connection."""
+        """Stop the watch and release its connection.
+
+        Safe to call from another task while one is iterating: the connection is
+        closed under it, and that iteration ends cleanly (``StopAsyncIteration``).
+        """
+        self._closing = True
+        response = self._response
+        if response is not None:
+            response.close()
         iterator, self._iterator = self._iterator, None
-        if iterator is not None:
+        if iterator is not None and not getattr(iterator, "ag_running", False):
             await iterator.aclose()  # type: ignore[attr-defined]
 
     async def _events(self) -> AsyncIterator[WatchEvent[Any]]:
@@ -863,40 +877,40 @@ class Watch:
         async with client.transport.stream(
             "GET", path, params=params, read_timeout=self._timeout_seconds + 30
         ) as resp:
-            buffer = b""
+            self._response = resp
+            buffer = bytearray()
             try:
                 async for chunk in resp.content.iter_any():
                     buffer += chunk
-                    while True:
-                        line, sep, rest = buffer.partition(b"\n")
-                        if not sep:
-                            break
-                        buffer = rest
+                    start = 0
+                    while (end := buffer.find(b"\n", start)) != -1:
+                        line = bytes(buffer[start:end])
+                        start = end + 1
                         if not line.strip():
                             continue
                         event = self._event(line, api_version, kind_name, url)
                         if event is not None:
                             yield event
-            except TimeoutError as exc:
-                raise ConnectionFailed(
-                    f"watch {url} was silent for {self._timeout_seconds + 30}s; the connection "
-                    f"is presumed dead. Re-watch from resourceVersion {self.resource_version}",
-                    url=url,
-                ) from exc
-            except OSError as exc:
-                raise ConnectionFailed(
-                    f"watch {url} broke: {exc}. Re-watch from resourceVersion "
-                    f"{self.resource_version}",
-                    url=url,
-                ) from exc
+                    del buffer[:start]
             except Exception as exc:
-                if type(exc).__module__.startswith("aiohttp"):
+                if self._closing:
+                    return  # aclose() closed the connection under us: a clean stop
+                if isinstance(exc, TimeoutError):
+                    raise ConnectionFailed(
+                        f"watch {url} was silent for {self._timeout_seconds + 30}s; the "
+                        "connection is presumed dead. Re-watch from resourceVersion "
+                        f"{self.resource_version}",
+                        url=url,
+                    ) from exc
+                if isinstance(exc, OSError) or type(exc).__module__.startswith("aiohttp"):
                     raise ConnectionFailed(
                         f"watch {url} broke: {exc}. Re-watch from resourceVersion "
                         f"{self.resource_version}",
                         url=url,
                     ) from exc
                 raise
+            finally:
+                self._response = None
 
     def _event(
         self, line: bytes, api_version: str, kind_name: str, url: str

@@ -1,4 +1,4 @@
-"""Testing kit: a real local control plane, pytest fixtures, waits, and (later) a fake client.
+"""Testing kit: a real local control plane, pytest fixtures, waits, a fake client, faults.
 
 Integration tests run against real Kubernetes. Import what you need::
 
@@ -11,12 +11,21 @@ from setpoint.testing.controlplane import (
     ControlPlaneOptions,
     find_binaries,
 )
+from setpoint.testing.fake import FakeClient, FakeOptions, FakeWatch
+from setpoint.testing.faults import Call, FaultInjectingClient, Faults, Rule
 from setpoint.testing.waits import WaitTimeout, eventually
 
 __all__ = [
+    "Call",
     "ControlPlane",
     "ControlPlaneError",
     "ControlPlaneOptions",
+    "FakeClient",
+    "FakeOptions",
+    "FakeWatch",
+    "FaultInjectingClient",
+    "Faults",
+    "Rule",
     "WaitTimeout",
     "eventually",
     "find_binaries",

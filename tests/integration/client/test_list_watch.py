@@ -7,7 +7,7 @@ import pytest
 from setpoint.api import kinds
 from setpoint.client import Client, ClientOptions
 from setpoint.client.errors import Gone
-from setpoint.testing import ControlPlane
+from setpoint.testing import ControlPlane, eventually
 
 
 async def make_configmaps(k8s: Client, namespace: str, count: int) -> None:
@@ -152,3 +152,27 @@ async def test_watch_from_expired_resource_version_raises_gone(
         async with k8s.watch(kinds.ConfigMap, namespace=namespace, resource_version=stale) as w:
             await asyncio.wait_for(anext(w), 30)
     assert info.value.code == 410
+
+
+async def test_watch_closed_from_another_task_ends_cleanly(k8s: Client, namespace: str) -> None:
+    """aclose() from another task stops a watch that is blocked waiting for events.
+
+    Informers stop their watches this way on shutdown: the iterating task must
+    end without an error, and the connection must be released.
+    """
+    watch = k8s.watch(kinds.ConfigMap, namespace=namespace)
+    started = asyncio.Event()
+    received: list[str] = []
+
+    async def consume() -> None:
+        started.set()
+        async for event in watch:
+            received.append(event.type)
+
+    task = asyncio.create_task(consume())
+    await started.wait()
+    # the request reached the server and the consumer blocks on the open stream
+    await eventually(lambda: watch._response is not None, timeout=10, description="stream open")
+    await watch.aclose()
+    await asyncio.wait_for(task, 10)
+    assert task.exception() is None
