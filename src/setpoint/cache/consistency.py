@@ -506,3 +506,14 @@ class ConsistentReader:
         informer = await self._cache._ready_informer(kind)
         await informer.wait_scope_caught_up(None, self._timeout)
         return await self._cache.list_by_index(kind, index, value)
+
+
+if TYPE_CHECKING:
+    from setpoint.client.protocols import Reader, StatusWriter, Writer
+
+    def _conforms(
+        reader: ConsistentReader, cache: Cache, client: TrackingClient
+    ) -> tuple[Reader, Reader, Reader, Writer, StatusWriter]:
+        # Checked by mypy only: the readers and the tracking client satisfy the client's
+        # protocols, so code written against them accepts either.
+        return reader, cache, client, client, client
