@@ -7,6 +7,8 @@ lease involved and says what to check.
 
 from __future__ import annotations
 
+from setpoint.cache import errors as _cache_errors
+
 __all__ = [
     "CacheSyncTimeout",
     "DuplicateCheckError",
@@ -38,8 +40,11 @@ class RunnableFailed(ManagerError):
         """The failed runnable's name."""
 
 
-class CacheSyncTimeout(RunnableFailed):
+class CacheSyncTimeout(RunnableFailed, _cache_errors.CacheSyncTimeout):
     """A cache did not finish its initial list within ``ManagerOptions.cache_sync_timeout``.
+
+    It is also a :class:`setpoint.cache.CacheSyncTimeout`, so one ``except`` clause
+    catches a sync timeout whether the cache or the manager reported it.
 
     Usually RBAC (the service account may not list/watch one of the kinds), a CRD that is not
     installed, or an API server too slow for a very large initial list.
