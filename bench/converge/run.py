@@ -1,0 +1,765 @@
+"""Converge benchmark: setpoint, kopf and controller-runtime make N Widgets Ready, cold start.
+
+The workload (issue 3): N Widgets exist before the operator starts; for each, the operator
+creates a child ConfigMap with a controller owner reference and sets the status condition
+Ready=True. Every implementation runs against its own fresh control plane (etcd and
+kube-apiserver, no kube-controller-manager), with the same N, the same objects and the same
+concurrency, as its own process. The implementations run alternately, ``--repeat`` times.
+
+Measured from outside each process, the same way for all:
+
+- converge: from spawning the process until a watch on the Widgets has seen all N Ready;
+- API requests per object: kube-apiserver's ``apiserver_request_total`` for widgets and
+  configmaps, scraped before the spawn and after convergence plus a settle period, over N;
+- peak RSS (``VmHWM``) and CPU seconds (``/proc/<pid>/stat``) of the process at convergence;
+- memory per object: (RSS at convergence - idle RSS) / N, and for setpoint also the Python
+  heap a synced cache of the same objects holds (``tracemalloc``, ``widget_operator.py
+  --measure-cache``);
+- start to first Ready: on the same fresh plane before the N objects exist, spawn the
+  operator, create one Widget, time until it is Ready; the idle RSS is sampled a second
+  after that;
+- import time and RSS of ``import setpoint`` (lazy), of what the operator imports, and of
+  ``import kopf``.
+
+The floor (``floor.py``) does the same writes with no cache or queue; results are reported
+as ratios to it. The table is printed; everything is written as JSON to
+``~/.cache/setpoint/bench/converge-<date>.json``::
+
+    .venv/bin/python bench/converge/run.py --n 2000 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from setpoint import Client, GroupVersionKind, NotFound, kinds
+from setpoint.testing import ControlPlane, ControlPlaneOptions
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+PYTHON = sys.executable
+CACHE = Path.home() / ".cache" / "setpoint" / "bench"
+GO_PEER = REPO / "bench" / "peers" / "controller-runtime"
+GO_BINARY = CACHE / "widget-operator-controller-runtime"
+WIDGET = GroupVersionKind("bench.setpoint.dev", "v1", "Widget")
+NAMESPACE = "bench"
+COUNTED = ("widgets", "configmaps")
+"""Resources whose requests count as the operator's work (everything else is reported apart)."""
+SETTLE = 3.0
+"""Seconds to keep the operator running after convergence before the "after" scrape, so the
+follow-up reconciles its own writes trigger are counted too."""
+
+IMPLEMENTATIONS = ("floor", "setpoint", "setpoint-lean", "kopf", "controller-runtime")
+
+
+def command(impl: str, workers: int, profile: Path | None = None) -> list[str]:
+    """The argv that runs ``impl`` with ``workers`` concurrent reconciles.
+
+    With ``profile`` (Python implementations only), the process runs under pyinstrument,
+    which writes its text report there when the process exits.
+    """
+    w = str(workers)
+    ours = str(HERE / "widget_operator.py")
+    kopf = str(REPO / "bench" / "peers" / "kopf" / "kopf_operator.py")
+    argv = {
+        "floor": [PYTHON, str(HERE / "floor.py"), "--workers", w, "--namespace", NAMESPACE],
+        "setpoint": [PYTHON, ours, "--workers", w, "--style", "safe"],
+        "setpoint-lean": [PYTHON, ours, "--workers", w, "--style", "lean"],
+        "kopf": [PYTHON, kopf, "--workers", w],
+        "controller-runtime": [str(GO_BINARY), "--workers", w],
+    }[impl]
+    if profile is not None and argv[0] == PYTHON:
+        argv = [PYTHON, "-m", "pyinstrument", "-r", "pyisession", "-o", str(profile), *argv[1:]]
+    return argv
+
+
+# --------------------------------------------------------------------------- processes
+
+
+@dataclass
+class ProcStats:
+    """What /proc says about a running process."""
+
+    rss_mib: float = 0.0
+    peak_rss_mib: float = 0.0
+    cpu_seconds: float = 0.0
+
+
+def proc_stats(pid: int) -> ProcStats:
+    """RSS, peak RSS and user+system CPU of ``pid`` now (zeros if it has exited)."""
+    stats = ProcStats()
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    stats.rss_mib = int(line.split()[1]) / 1024
+                elif line.startswith("VmHWM:"):
+                    stats.peak_rss_mib = int(line.split()[1]) / 1024
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        stats.cpu_seconds = (int(fields[11]) + int(fields[12])) / ticks
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        pass
+    return stats
+
+
+class Process:
+    """An implementation's process: spawned with ``KUBECONFIG``, output to a log file."""
+
+    def __init__(self, argv: Sequence[str], kubeconfig: Path, log: Path) -> None:
+        env = dict(os.environ, KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self.log = log
+        self._out = log.open("wb")
+        self.spawned = time.time()
+        self.popen = subprocess.Popen(
+            list(argv), env=env, stdout=self._out, stderr=subprocess.STDOUT, cwd=REPO
+        )
+        self.peak_sampled = 0.0
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def exited(self) -> bool:
+        return self.popen.poll() is not None
+
+    async def sample(self, interval: float = 0.25) -> None:
+        """Track the highest RSS seen (for processes that exit before they are read)."""
+        while not self.exited():
+            self.peak_sampled = max(self.peak_sampled, proc_stats(self.pid).peak_rss_mib)
+            await asyncio.sleep(interval)
+
+    async def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM, wait up to ``timeout`` s, then SIGKILL; return the exit code."""
+        if not self.exited():
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(self.popen.wait, timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                await asyncio.to_thread(self.popen.wait, 10)
+        self._out.close()
+        return self.popen.returncode
+
+
+# --------------------------------------------------------------------------- cluster helpers
+
+
+def widget(name: str, size: int) -> dict[str, Any]:
+    """A Widget to create."""
+    return {
+        "apiVersion": WIDGET.api_version,
+        "kind": WIDGET.kind,
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"size": size},
+    }
+
+
+def is_ready(obj: dict[str, Any]) -> bool:
+    """Whether ``obj`` has status condition Ready=True."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+async def prepare(client: Client) -> None:
+    """Install the Widget CRD and the namespace, and wait until Widgets are served."""
+    crd = yaml.safe_load((HERE / "widget-crd.yaml").read_text())
+    await client.create(crd)
+    await client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    deadline = time.monotonic() + 60
+    while True:
+        current = await client.get(kinds.CustomResourceDefinition, crd["metadata"]["name"])
+        conditions = (current.get("status") or {}).get("conditions") or []
+        if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError("the Widget CRD was not Established within 60 s")
+        await asyncio.sleep(0.1)
+    while True:  # discovery can lag the Established condition by a moment
+        try:
+            await client.list(WIDGET, namespace=NAMESPACE)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+async def create_widgets(client: Client, n: int, concurrency: int = 16) -> None:
+    """Create widget-00000 ... with ``concurrency`` tasks."""
+    names = iter(range(n))
+
+    async def worker() -> None:
+        for i in names:
+            await client.create(widget(f"widget-{i:05d}", i))
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def wait_ready(
+    client: Client, expected: int, resource_version: str, timeout: float
+) -> float | None:
+    """Watch Widgets from ``resource_version`` until ``expected`` are Ready; return when."""
+    ready: set[str] = set()
+    deadline = time.monotonic() + timeout
+    rv = resource_version
+    while time.monotonic() < deadline:
+        remaining = max(1, int(deadline - time.monotonic()))
+        async with client.watch(
+            WIDGET, namespace=NAMESPACE, resource_version=rv, timeout_seconds=remaining
+        ) as watch:
+            async for event in watch:
+                rv = event.resource_version or rv
+                if event.type in ("ADDED", "MODIFIED") and is_ready(event.object):
+                    ready.add(event.object["metadata"]["name"])
+                    if len(ready) >= expected:
+                        return time.time()
+    return None
+
+
+_SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+async def scrape(client: Client) -> Counter[tuple[str, str, str, str]]:
+    """``apiserver_request_total`` by (resource, subresource, verb, code)."""
+    response = await client.transport.request("GET", "/metrics", accept="text/plain")
+    counts: Counter[tuple[str, str, str, str]] = Counter()
+    for line in str(response.body).splitlines():
+        match = _SAMPLE.match(line)
+        if match is None:
+            continue
+        labels = dict(_LABEL.findall(match["labels"]))
+        key = (
+            labels.get("resource", ""),
+            labels.get("subresource", ""),
+            labels.get("verb", ""),
+            labels.get("code", ""),
+        )
+        counts[key] += int(float(match["value"]))
+    return counts
+
+
+def delta(
+    after: Counter[tuple[str, str, str, str]], before: Counter[tuple[str, str, str, str]]
+) -> dict[str, int]:
+    """Requests between two scrapes, keyed ``"VERB resource[/sub] code"``."""
+    out: dict[str, int] = {}
+    for key, value in after.items():
+        diff = value - before.get(key, 0)
+        if diff > 0:
+            resource, sub, verb, code = key
+            out[f"{verb} {resource}{'/' + sub if sub else ''} {code}"] = diff
+    return dict(sorted(out.items()))
+
+
+def counted(requests: dict[str, int]) -> int:
+    """The requests to the operator's own resources (widgets, configmaps)."""
+    return sum(v for k, v in requests.items() if k.split()[1].split("/")[0] in COUNTED)
+
+
+# --------------------------------------------------------------------------- one run
+
+
+@dataclass
+class RunResult:
+    """One implementation on one fresh control plane."""
+
+    impl: str
+    repeat: int
+    ok: bool = False
+    error: str = ""
+    converge_seconds: float = 0.0
+    requests: dict[str, int] = field(default_factory=dict)
+    requests_counted: int = 0
+    peak_rss_mib: float = 0.0
+    rss_converged_mib: float = 0.0
+    cpu_seconds: float = 0.0
+    startup_seconds: float | None = None
+    idle_rss_mib: float | None = None
+    bytes_per_object_rss: float | None = None
+    cache_bytes_per_object: float | None = None
+    exit_code: int | None = None
+
+
+async def startup_probe(
+    impl: str, argv: Sequence[str], plane: ControlPlane, client: Client, log: Path
+) -> tuple[float, float]:
+    """Spawn the operator with no Widgets, create one, time until Ready; (seconds, idle RSS)."""
+    listed = await client.list_page(WIDGET, namespace=NAMESPACE, limit=1)
+    proc = Process(argv, plane.kubeconfig_path, log)
+    try:
+        waiter = asyncio.create_task(
+            wait_ready(client, 1, str(listed.resource_version), timeout=120)
+        )
+        await client.create(widget("probe", 0))
+        ready_at = await waiter
+        if ready_at is None:
+            raise RuntimeError(f"{impl}: the probe Widget was not Ready within 120 s")
+        await asyncio.sleep(1.0)  # let start-up garbage settle before reading idle RSS
+        idle = proc_stats(proc.pid).rss_mib
+        return ready_at - proc.spawned, idle
+    finally:
+        await proc.stop()
+        # No kube-controller-manager (so no garbage collector): remove the child by hand.
+        await client.delete(WIDGET, "probe", namespace=NAMESPACE)
+        with contextlib.suppress(NotFound):
+            await client.delete(kinds.ConfigMap, "probe", namespace=NAMESPACE)
+
+
+async def one_run(
+    impl: str,
+    repeat: int,
+    plane: ControlPlane,
+    *,
+    n: int,
+    workers: int,
+    logs: Path,
+    profile: Path | None = None,
+) -> RunResult:
+    """Run ``impl`` once against the (fresh) ``plane``."""
+    result = RunResult(impl, repeat)
+    argv = command(impl, workers, profile)
+    async with Client.from_kubeconfig(str(plane.kubeconfig_path)) as client:
+        await prepare(client)
+        if impl != "floor" and profile is None:
+            result.startup_seconds, result.idle_rss_mib = await startup_probe(
+                impl, argv, plane, client, logs / f"{impl}-{repeat}-startup.log"
+            )
+        await create_widgets(client, n)
+        listed = await client.list_page(WIDGET, namespace=NAMESPACE, limit=1)
+        watcher = asyncio.create_task(
+            wait_ready(client, n, str(listed.resource_version), timeout=900)
+        )
+        await asyncio.sleep(0.5)  # the watch is open before the "before" scrape
+        before = await scrape(client)
+        proc = Process(argv, plane.kubeconfig_path, logs / f"{impl}-{repeat}.log")
+        sampler = asyncio.create_task(proc.sample())
+        try:
+            done_at = await watcher
+            if done_at is None:
+                result.error = f"not all {n} Widgets were Ready within 900 s"
+                return result
+            result.converge_seconds = done_at - proc.spawned
+            stats = proc_stats(proc.pid)
+            await asyncio.sleep(SETTLE)
+            after = await scrape(client)
+            later = proc_stats(proc.pid)
+            result.requests = delta(after, before)
+            # The driver's own watch (opened before the "before" scrape) ended at convergence
+            # and was counted then: it is not the operator's.
+            driver_watch = "WATCH widgets 200"
+            if result.requests.get(driver_watch, 0) > 0:
+                result.requests[driver_watch] -= 1
+                if not result.requests[driver_watch]:
+                    del result.requests[driver_watch]
+            result.requests_counted = counted(result.requests)
+            result.cpu_seconds = stats.cpu_seconds
+            result.peak_rss_mib = max(later.peak_rss_mib, proc.peak_sampled)
+            result.rss_converged_mib = later.rss_mib or stats.rss_mib
+            if result.idle_rss_mib is not None and result.rss_converged_mib:
+                result.bytes_per_object_rss = (
+                    (result.rss_converged_mib - result.idle_rss_mib) * 2**20 / n
+                )
+            result.ok = True
+        finally:
+            sampler.cancel()
+            result.exit_code = await proc.stop()
+        if impl == "setpoint" and profile is None:
+            result.cache_bytes_per_object = await measure_cache(plane)
+    return result
+
+
+async def measure_cache(plane: ControlPlane) -> float | None:
+    """The tracemalloc bytes per cached object, from ``widget_operator.py --measure-cache``."""
+    env = dict(os.environ, KUBECONFIG=str(plane.kubeconfig_path))
+    proc = await asyncio.create_subprocess_exec(
+        PYTHON,
+        str(HERE / "widget_operator.py"),
+        "--measure-cache",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await proc.communicate()
+    try:
+        return float(json.loads(out.decode().strip().splitlines()[-1])["bytes_per_object"])
+    except (ValueError, IndexError, KeyError):
+        return None
+
+
+def run_on_fresh_plane(
+    impl: str, repeat: int, *, n: int, workers: int, logs: Path, profile: Path | None = None
+) -> tuple[RunResult, str]:
+    """Start a control plane, run ``impl`` on it, stop it; also return the server version."""
+    with ControlPlane(ControlPlaneOptions(controller_manager=False)) as plane:
+
+        async def go() -> tuple[RunResult, str]:
+            result = await one_run(
+                impl, repeat, plane, n=n, workers=workers, logs=logs, profile=profile
+            )
+            async with Client.from_kubeconfig(str(plane.kubeconfig_path)) as client:
+                version = str((await client.server_version()).get("gitVersion", "?"))
+            return result, version
+
+        return asyncio.run(go())
+
+
+# --------------------------------------------------------------------------- imports, versions
+
+
+_IMPORT_PROBE = """
+import time
+started = time.perf_counter()
+{code}
+elapsed = time.perf_counter() - started
+with open("/proc/self/status") as f:
+    hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+print(elapsed, hwm / 1024)
+"""
+
+
+def measure_import(code: str, runs: int = 5) -> dict[str, float]:
+    """Median in-process time and peak RSS of running ``code`` in a fresh interpreter.
+
+    Both are read inside the child: ``ru_maxrss`` of a child would include the pages it
+    shared with this (large) parent before ``exec``.
+    """
+    times: list[float] = []
+    rss: list[float] = []
+    for _ in range(runs):
+        out = subprocess.run(
+            [PYTHON, "-c", _IMPORT_PROBE.format(code=code)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        times.append(float(out[0]))
+        rss.append(float(out[1]))
+    return {"seconds": statistics.median(times), "rss_mib": statistics.median(rss)}
+
+
+IMPORTS = {
+    "python (no import)": "pass",
+    "import setpoint": "import setpoint",
+    "setpoint operator imports": (
+        "from setpoint import Manager, apply_child, update_status, set_condition; "
+        "import setpoint.controller, setpoint.cache"
+    ),
+    "import kopf": "import kopf",
+}
+
+
+def render_profile(session: Path) -> str:
+    """Render a pyinstrument session as a call tree and a flat self-time list; return the stem."""
+    stem = session.with_suffix("")
+    for suffix, options in ((".tree.txt", ["--show-all"]), (".flat.txt", ["-p", "flat"])):
+        render = [PYTHON, "-m", "pyinstrument", "--load", str(session), "-r", "text"]
+        subprocess.run([*render, *options, "-o", str(stem) + suffix], check=False)
+    return str(stem)
+
+
+def build_go_peer() -> str | None:
+    """Build the controller-runtime peer into the cache; return why it failed, or None."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run(
+            ["go", "build", "-o", str(GO_BINARY), "."],
+            cwd=GO_PEER,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"go build could not run: {exc}"
+    if done.returncode != 0:
+        return f"go build failed: {done.stderr.strip()[-2000:]}"
+    return None
+
+
+def versions() -> dict[str, str]:
+    """Versions of everything measured."""
+    out: dict[str, str] = {"python": platform.python_version()}
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "src"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    # The runtime runs from the working tree: say so when it differs from the commit.
+    out["setpoint"] = (commit or "?") + (" + uncommitted changes in src/" if dirty else "")
+    try:
+        out["kopf"] = importlib.metadata.version("kopf")
+    except importlib.metadata.PackageNotFoundError:
+        out["kopf"] = "not installed"
+    go_mod = (GO_PEER / "go.mod").read_text()
+    for module in ("sigs.k8s.io/controller-runtime", "k8s.io/client-go"):
+        match = re.search(rf"^\s*{re.escape(module)} (\S+)", go_mod, re.MULTILINE)
+        out[module] = match.group(1) if match else "?"
+    with contextlib.suppress(OSError):
+        out["go"] = subprocess.run(
+            ["go", "version"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+    return out
+
+
+# --------------------------------------------------------------------------- report
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    """Median, low, high of ``values``."""
+    return {"median": statistics.median(values), "low": min(values), "high": max(values)}
+
+
+def fmt(values: Sequence[float], digits: int = 1, scale: float = 1.0) -> str:
+    """``"median [low-high]"``."""
+    if not values:
+        return "n/a"
+    s = summary([v * scale for v in values])
+    return f"{s['median']:.{digits}f} [{s['low']:.{digits}f}-{s['high']:.{digits}f}]"
+
+
+def table(results: Sequence[RunResult], n: int, impls: Sequence[str]) -> str:
+    """The Markdown table: absolute numbers and ratios to the floor (medians)."""
+    by = {i: [r for r in results if r.impl == i and r.ok] for i in impls}
+    floor = by.get("floor") or []
+    floor_time = statistics.median([r.converge_seconds for r in floor]) if floor else 0.0
+    floor_req = statistics.median([r.requests_counted / n for r in floor]) if floor else 0.0
+    floor_cpu = statistics.median([r.cpu_seconds for r in floor]) if floor else 0.0
+    headers = [
+        "implementation",
+        "converge s",
+        "x floor",
+        "requests/object",
+        "x floor",
+        "CPU s",
+        "x floor",
+        "peak RSS MiB",
+        "start to first Ready s",
+        "idle RSS MiB",
+        "KiB/object (RSS)",
+    ]
+    lines = ["| " + " | ".join(headers) + " |", "| :--- |" + " ---: |" * (len(headers) - 1)]
+    for impl in impls:
+        runs = by.get(impl) or []
+        failed = [r for r in results if r.impl == impl and not r.ok]
+        if not runs:
+            reason = failed[0].error if failed else "not run"
+            lines.append(f"| {impl} | failed: {reason} |" + " |" * (len(headers) - 2))
+            continue
+        t = [r.converge_seconds for r in runs]
+        q = [r.requests_counted / n for r in runs]
+        c = [r.cpu_seconds for r in runs]
+
+        def x(values: list[float], base: float) -> str:
+            return f"{statistics.median(values) / base:.2f}x" if base else "n/a"
+
+        startup = [r.startup_seconds for r in runs if r.startup_seconds is not None]
+        idle = [r.idle_rss_mib for r in runs if r.idle_rss_mib is not None]
+        per_object = [r.bytes_per_object_rss for r in runs if r.bytes_per_object_rss is not None]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    impl + (f" ({len(failed)} failed)" if failed else ""),
+                    fmt(t),
+                    x(t, floor_time),
+                    fmt(q, 2),
+                    x(q, floor_req),
+                    fmt(c),
+                    x(c, floor_cpu),
+                    fmt([r.peak_rss_mib for r in runs]),
+                    fmt(startup, 2),
+                    fmt(idle),
+                    fmt(per_object, 1, 1 / 1024),
+                ]
+            )
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def request_breakdown(results: Sequence[RunResult], n: int, impls: Sequence[str]) -> str:
+    """Median requests per object by verb, resource and code, per implementation."""
+    lines = []
+    for impl in impls:
+        runs = [r for r in results if r.impl == impl and r.ok]
+        if not runs:
+            continue
+        keys = sorted({k for r in runs for k in r.requests})
+        parts = []
+        for key in keys:
+            if key.split()[1].split("/")[0] not in COUNTED:
+                continue
+            value = statistics.median([r.requests.get(key, 0) for r in runs])
+            parts.append(f"{key}: {value / n:.3f}")
+        other = statistics.median([sum(r.requests.values()) - r.requests_counted for r in runs])
+        lines.append(f"- {impl}: " + ", ".join(parts) + f"; other resources: {other:.0f} total")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=2000, help="Widgets to converge")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per implementation")
+    parser.add_argument("--workers", type=int, default=8, help="concurrent reconciles, all")
+    parser.add_argument(
+        "--impls", default=",".join(IMPLEMENTATIONS), help="comma-separated, in run order"
+    )
+    parser.add_argument(
+        "--profile",
+        default="",
+        help="comma-separated Python implementations to run once more under pyinstrument "
+        "(not counted in the table); reports go next to the JSON",
+    )
+    args = parser.parse_args()
+    impls = [i for i in args.impls.split(",") if i]
+    unknown = sorted(set(impls) - set(IMPLEMENTATIONS))
+    if unknown:
+        parser.error(f"unknown implementations {unknown}; choose from {IMPLEMENTATIONS}")
+
+    started = datetime.datetime.now(datetime.UTC)
+    stamp = started.strftime("%Y-%m-%d-%H%M")
+    logs = CACHE / f"converge-{stamp}-logs"
+    skipped: dict[str, str] = {}
+    if "controller-runtime" in impls:
+        why = build_go_peer()
+        if why is not None:
+            skipped["controller-runtime"] = why
+            print(f"controller-runtime skipped: {why}", file=sys.stderr)
+    if "kopf" in impls and versions()["kopf"] == "not installed":
+        skipped["kopf"] = "kopf is not installed in this venv (pip install kopf)"
+    runnable = [i for i in impls if i not in skipped]
+
+    imports = {label: measure_import(code) for label, code in IMPORTS.items()}
+    results: list[RunResult] = []
+    server = "?"
+    for repeat in range(args.repeat):
+        # Rotate the order each round, so no implementation always runs first or last.
+        order = runnable[repeat % len(runnable) :] + runnable[: repeat % len(runnable)]
+        for impl in order:
+            t0 = time.monotonic()
+            try:
+                result, server = run_on_fresh_plane(
+                    impl, repeat, n=args.n, workers=args.workers, logs=logs
+                )
+            except Exception as exc:
+                result = RunResult(impl, repeat, error=f"{type(exc).__name__}: {exc}")
+            results.append(result)
+            print(
+                f"[{repeat}] {impl}: ok={result.ok} converge={result.converge_seconds:.1f}s "
+                f"requests={result.requests_counted} cpu={result.cpu_seconds:.1f}s "
+                f"peak={result.peak_rss_mib:.0f}MiB startup={result.startup_seconds} "
+                f"({time.monotonic() - t0:.0f}s) {result.error}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    profiles: dict[str, str] = {}
+    for impl in [i for i in args.profile.split(",") if i]:
+        target = CACHE / f"converge-{stamp}-profile-{impl}.pyisession"
+        try:
+            profiled, _ = run_on_fresh_plane(
+                impl, -1, n=args.n, workers=args.workers, logs=logs, profile=target
+            )
+        except Exception as exc:
+            print(f"profile of {impl} failed: {exc}", file=sys.stderr)
+            continue
+        profiles[impl] = render_profile(target)
+        print(
+            f"[profile] {impl}: converge={profiled.converge_seconds:.1f}s -> {target}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    info = versions()
+    info["kubernetes"] = server
+    header = [
+        f"- Date: {started.strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- Command: `.venv/bin/python {shlex.join(['bench/converge/run.py', *sys.argv[1:]])}`",
+        f"- N = {args.n}, workers = {args.workers}, repeats = {args.repeat}",
+        "- Versions: " + ", ".join(f"{k} {v}" for k, v in info.items()),
+        f"- Machine: {os.cpu_count()} CPUs visible, {platform.machine()}, shared and noisy",
+    ]
+    report = "\n".join(
+        [
+            *header,
+            "",
+            table(results, args.n, runnable),
+            "",
+            "Requests per object (median), by verb, resource and code:",
+            request_breakdown(results, args.n, runnable),
+            "",
+            "setpoint cache, traced Python heap per cached object (Widgets + ConfigMaps): "
+            + fmt(
+                [r.cache_bytes_per_object for r in results if r.cache_bytes_per_object],
+                0,
+            )
+            + " bytes",
+            "",
+            "Imports (median of 5 runs):",
+            *(
+                f"- {label}: {v['seconds']:.3f} s, {v['rss_mib']:.1f} MiB max RSS"
+                for label, v in imports.items()
+            ),
+            *(f"- {impl} skipped: {why}" for impl, why in skipped.items()),
+        ]
+    )
+    print(report)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    out = CACHE / f"converge-{stamp}.json"
+    out.write_text(
+        json.dumps(
+            {
+                "date": started.isoformat(),
+                "argv": sys.argv,
+                "n": args.n,
+                "workers": args.workers,
+                "versions": info,
+                "imports": imports,
+                "skipped": skipped,
+                "profiles": profiles,
+                "results": [asdict(r) for r in results],
+                "report": report,
+                "logs": str(logs),
+            },
+            indent=2,
+        )
+    )
+    print(f"\nJSON: {out}\nLogs: {logs}")
+
+
+if __name__ == "__main__":
+    main()
