@@ -1,0 +1,117 @@
+"""``setpoint demo``'s offline parts: the table, its live redraw, the directory reader."""
+
+from __future__ import annotations
+
+import io
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+from setpoint.cli import demo
+
+
+def complete_row(name: str, namespaces: list[str], *, isolated: bool) -> demo.TenantRow:
+    row = demo.TenantRow(name, namespaces, isolated, exists=True, ready="True")
+    row.ready_reason = "Provisioned"
+    row.degraded = "False"
+    row.namespaces = len(namespaces)
+    row.registered = True
+    for title, _, per_isolation in demo.CHILD_KINDS:
+        row.children[title] = row.expected(per_isolation)
+    return row
+
+
+def test_progress_counts_namespaces_children_registration_and_ready() -> None:
+    row = demo.TenantRow("acme", ["a", "b"], True)
+    assert row.progress == 0.0
+    assert not row.converged
+    done = complete_row("acme", ["a", "b"], isolated=True)
+    assert done.progress == 1.0
+    assert done.converged
+    done.ready = "False"
+    assert not done.converged
+    # Extra children (a stale one not yet deleted) do not make up for a missing namespace.
+    partial = complete_row("acme", ["a", "b"], isolated=True)
+    partial.namespaces = 1
+    partial.children["QUOTA"] = 5
+    assert not partial.converged
+
+
+def test_network_policies_are_expected_only_when_isolated() -> None:
+    open_row = demo.TenantRow("globex", ["g"], False)
+    closed_row = demo.TenantRow("acme", ["a", "b"], True)
+    assert open_row.expected(per_isolation=True) == 0
+    assert closed_row.expected(per_isolation=True) == 2
+    assert open_row.expected(per_isolation=False) == 1
+
+
+def test_table_fits_100_columns_and_shows_state() -> None:
+    rows = {
+        "acme": complete_row("acme", ["acme-dev", "acme-prod"], isolated=True),
+        "globex": complete_row("globex", ["globex"], isolated=False),
+        "initech": demo.TenantRow("initech", ["initech-web", "initech-api"], True),
+    }
+    rows["initech"].exists = True
+    rows["initech"].deleting = True
+    lines = demo.render_table(rows)
+    assert len(lines) == 4
+    assert all(len(line) <= 100 for line in lines), [len(line) for line in lines]
+    assert lines[0].split()[:3] == ["TENANT", "READY", "DEGRADED"]
+    assert lines[1].startswith("acme     True Provisioned")
+    assert lines[1].endswith("[##########] 100%")
+    assert " 2/2 " in lines[1]
+    netpol = lines[0].split().index("NETPOL")
+    assert lines[2].split()[netpol + 1] == "-"  # globex is not isolated: no NetworkPolicy
+    assert "deleting" in lines[3]
+    assert lines[3].endswith("[..........]   0%")
+
+
+def test_screen_appends_changed_snapshots_without_escapes_when_not_a_terminal() -> None:
+    out = io.StringIO()
+    screen = demo.Screen(out, tty=False, started=time.monotonic())
+    screen.table(["T", "a 0%"])
+    screen.table(["T", "a 50%"])  # within a second of the last: skipped
+    screen.table(["T", "a 100%"], final=True)  # the final state is always shown
+    screen.table(["T", "a 100%"], final=True)  # unchanged: not repeated
+    text = out.getvalue()
+    assert "\x1b[" not in text
+    assert text.count("-- ") == 2
+    assert "a 0%" in text
+    assert "a 50%" not in text
+    assert text.count("a 100%") == 1
+
+
+def test_screen_redraws_in_place_on_a_terminal() -> None:
+    out = io.StringIO()
+    screen = demo.Screen(out, tty=True, started=time.monotonic())
+    screen.table(["T", "a 0%", "b 0%"])
+    screen.table(["T", "a 50%", "b 0%"])
+    text = out.getvalue()
+    assert text.count("\x1b[3F\x1b[J") == 1  # up over the 3 lines drawn, clear, redraw
+    screen.end_table()
+    screen.line("after")
+    screen.table(["T", "c"])
+    assert out.getvalue().count("\x1b[J") == 1  # a new table after other output: no erase
+
+
+def test_read_directory(tmp_path: Path) -> None:
+    path = tmp_path / "directory.db"
+    assert demo.read_directory(path) is None
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE other (x)")
+    assert demo.read_directory(path) is None  # no tenants table yet
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE tenants (name TEXT PRIMARY KEY, uid TEXT)")
+        db.executemany("INSERT INTO tenants VALUES (?, ?)", [("globex", "2"), ("acme", "1")])
+    assert demo.read_directory(path) == ["acme", "globex"]
+
+
+def test_operator_command_is_what_a_user_types(tmp_path: Path) -> None:
+    command = demo.operator_command(tmp_path / "kubeconfig", 1234, 1235)
+    shown = " ".join(demo._short(arg) for arg in command)
+    assert shown.startswith("python -m setpoint run examples/tenants/tenants --kubeconfig ")
+    assert "--leader-elect" in command
+    assert "127.0.0.1:1234" in command
+    assert "127.0.0.1:1235" in command
+    assert command[0] == sys.executable
