@@ -577,15 +577,17 @@ def load_operator(target: str, *, cwd: Path | None = None) -> LoadedOperator:
         if path.is_file() and path.suffix != ".py":
             raise OperatorLoadError(f"operator {target!r} is not a .py file or a package")
         name, root = _module_name_for(path)
-        if not name.replace(".", "").replace("_", "a").isalnum():
+        if not name or not all(part.isidentifier() for part in name.split(".")):
             raise OperatorLoadError(
                 f"operator {target!r} gives the module name {name!r}, which Python cannot "
                 "import; rename the file or directory to a valid identifier"
             )
         search_root = root
+        expected: Path | None = path / "__init__.py" if path.is_dir() else path
     else:
         name = target
         search_root = base
+        expected = None
     if str(search_root) not in sys.path:
         sys.path.insert(0, str(search_root))
     try:
@@ -600,8 +602,13 @@ def load_operator(target: str, *, cwd: Path | None = None) -> LoadedOperator:
         raise OperatorLoadError(_describe_import_error(name, exc), in_user_code=True) from exc
     except Exception as exc:
         raise OperatorLoadError(_describe_import_error(name, exc), in_user_code=True) from exc
-    setup = getattr(module, "setup", None)
     where = getattr(module, "__file__", None) or name
+    if expected is not None and Path(where).resolve() != expected:
+        raise OperatorLoadError(
+            f"operator {target!r} is imported as {name!r}, but that name is already taken by "
+            f"{where}; rename the file or directory"
+        )
+    setup = getattr(module, "setup", None)
     if setup is None:
         raise OperatorLoadError(
             f"module {name!r} ({where}) defines no setup() function; an operator module "

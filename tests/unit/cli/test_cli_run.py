@@ -348,6 +348,22 @@ def test_load_a_file_inside_a_package_keeps_its_package(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("clean_imports")
+def test_file_whose_name_is_taken_by_an_imported_module(tmp_path: Path) -> None:
+    # The standard library's `operator` is imported already; a file of that name would
+    # silently load the wrong module.
+    write(tmp_path / "operator.py", "def setup(manager):\n    pass\n")
+    with pytest.raises(run.OperatorLoadError, match="already taken by"):
+        run.load_operator("operator.py", cwd=tmp_path)
+
+
+@pytest.mark.usefixtures("clean_imports")
+def test_path_that_is_not_a_valid_module_name(tmp_path: Path) -> None:
+    write(tmp_path / "my-operator.py", "def setup(manager):\n    pass\n")
+    with pytest.raises(run.OperatorLoadError, match="which Python cannot import"):
+        run.load_operator("my-operator.py", cwd=tmp_path)
+
+
+@pytest.mark.usefixtures("clean_imports")
 def test_unknown_module_is_not_found(tmp_path: Path) -> None:
     with pytest.raises(run.OperatorLoadError) as error:
         run.load_operator("op_does_not_exist", cwd=tmp_path)
