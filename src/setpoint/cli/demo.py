@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,7 @@ import aiohttp
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.cli.run import default_leader_election_id
+from setpoint.client.errors import ClientError
 from setpoint.testing.controlplane import (
     ControlPlane,
     ControlPlaneError,
@@ -865,7 +867,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
     out = sys.stdout
     screen = Screen(out, tty=out.isatty(), started=started)
-    operator_path()  # fail now, with the hint, outside a checkout
+    try:
+        operator_path()  # fail now, with the hint, outside a checkout
+    except DemoError as exc:
+        print(f"setpoint: error: {exc}", file=sys.stderr)
+        return 1
     workdir = Path(tempfile.mkdtemp(prefix="setpoint-demo-"))
     screen.line(f"setpoint demo: the tenants operator on a local control plane ({workdir})")
     op: Operator | None = None
@@ -886,10 +892,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             screen.line(f"operator pid {op.proc.pid}, log {op.log_path}")
             asyncio.run(_main(plane, op, screen, args.keep))
             failed = False
-        except DemoError as exc:
+        except Exception as exc:
             screen.end_table()
             screen.line()
-            screen.line(f"demo failed: {exc}")
+            expected = (DemoError, ControlPlaneError, ClientError, OSError)
+            what = str(exc) if isinstance(exc, DemoError) else f"{type(exc).__name__}: {exc}"
+            screen.line(f"demo failed: {what}")
+            if not isinstance(exc, expected):  # a bug in the demo: show where
+                screen.line(traceback.format_exc().rstrip())
             if op is not None:
                 screen.line(f"-- last lines of the operator log ({op.log_path}):")
                 screen.line(op.log_tail())
@@ -901,8 +911,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             screen.section("cleaning up")
             code = None
             if op is not None:
+                exited = op.proc.poll() is not None
                 code = op.stop()
-                screen.line(f"operator stopped with SIGTERM: exit code {code}")
+                how = "had exited by itself" if exited else "stopped with SIGTERM"
+                screen.line(f"operator {how}: exit code {code}")
                 if code != 0 and not failed:
                     screen.line("demo failed: the operator did not exit cleanly")
                     screen.line(op.log_tail())
