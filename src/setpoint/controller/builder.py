@@ -7,6 +7,7 @@
         .for_(Tenant, predicates=[GenerationChanged()])
         .owns(kinds.ConfigMap)
         .watches(kinds.Secret, secret_to_tenants)
+        .finalizer("tenants.example.com/directory", release_directory, deadline=30)
         .max_concurrent_reconciles(4)
         .reconcile_timeout(60)
         .build(TenantReconciler(), client=client, cache=cache)
@@ -32,6 +33,7 @@ from setpoint.controller.controller import (
     ControllerOptions,
     validate_name,
 )
+from setpoint.controller.finalizers import Cleanup, CleanupRetry, FinalizerHandler, Finalizers
 from setpoint.controller.handlers import KeyMapper, Source
 from setpoint.controller.predicates import Predicate, check_predicates
 from setpoint.controller.reconcile import EventRecorder, ReconcilerLike
@@ -54,6 +56,7 @@ class Builder:
         self._for: Source | None = None
         self._sources: list[Source] = []
         self._predicates: list[Predicate] = []
+        self._finalizers: list[FinalizerHandler] = []
         self._options = ControllerOptions()
 
     @property
@@ -105,6 +108,47 @@ class Builder:
             )
         gvk, typed = resolve_kind(kind)
         self._sources.append(Source(gvk, "watches", check_predicates(predicates), mapper, typed))
+        return self
+
+    def finalizer(
+        self,
+        name: str,
+        cleanup: Cleanup,
+        *,
+        deadline: float = 30.0,
+        retry: CleanupRetry | None = None,
+    ) -> Self:
+        """Protect each ``for_`` object with finalizer ``name``; run ``cleanup`` before it goes.
+
+        ``cleanup`` is ``async def cleanup(ctx, obj) -> None``; ``obj`` is typed when the
+        ``for_`` kind is a typed class. With a finalizer registered, the controller adds it to
+        every live object *before* calling reconcile, and for an object being deleted runs
+        the cleanup (cancelled after ``deadline`` seconds, retried with ``retry`` backoff on
+        failure) and removes the finalizer once it succeeded; reconcile is then not called
+        for deleting or deleted objects. Cleanups must be idempotent. See
+        :mod:`setpoint.controller.finalizers` for the states, guarantees and failure
+        reporting. Call it once per finalizer; several run last-registered first.
+
+        Raises:
+            ControllerError: ``name`` is not domain-qualified, was registered already, the
+                cleanup is not an async function, or ``deadline`` is not > 0.
+
+        """
+        if any(h.name == name for h in self._finalizers):
+            raise ControllerError(
+                f"controller {self._name!r}: finalizer {name!r} is registered twice; give each "
+                "cleanup its own finalizer name"
+            )
+        try:
+            handler = FinalizerHandler(
+                name=name,
+                cleanup=cleanup,
+                deadline=deadline,
+                retry=retry if retry is not None else CleanupRetry(),
+            )
+        except (TypeError, ValueError) as exc:
+            raise ControllerError(f"controller {self._name!r}: {exc}") from exc
+        self._finalizers.append(handler)
         return self
 
     def with_event_filter(self, *predicates: Predicate) -> Self:
@@ -164,10 +208,24 @@ class Builder:
             recorder: Records Kubernetes Events (``ctx.recorder``); optional.
 
         Raises:
-            ControllerError: nothing to watch, ``owns`` without ``for_``, or a reconciler
-                that is not async.
+            ControllerError: nothing to watch, ``owns`` or ``finalizer`` without ``for_``, or
+                a reconciler that is not async.
 
         """
+        finalizers: Finalizers | None = None
+        if self._finalizers:
+            if self._for is None:
+                raise ControllerError(
+                    f"controller {self._name!r}: finalizer() needs for_(Kind): a finalizer "
+                    "protects the objects the controller reconciles"
+                )
+            finalizers = Finalizers(
+                self._name,
+                self._finalizers,
+                kind=self._for.kind,
+                typed=self._for.typed,
+                metrics=metrics,
+            )
         sources: list[Source] = []
         if self._for is not None:
             sources.append(self._for)
@@ -183,6 +241,7 @@ class Builder:
             metrics=metrics,
             recorder=recorder,
             for_kind=self.for_kind,
+            finalizers=finalizers,
         )
 
     def __repr__(self) -> str:

@@ -22,7 +22,14 @@ outcome                                   what happens
 an API, cache or :class:`ReconcileError`  retried with per-key exponential backoff;
 error, or the reconcile timeout           ``errors_total``; ``result=error``
 any other exception (a bug)               as above, and ``reconcile_panics_total`` too
+:class:`CleanupFailed` (a finalizer's     retried after its own :class:`CleanupRetry`
+cleanup)                                  backoff; ``errors_total`` (and ``panics`` as above)
 ========================================  =================================================
+
+With finalizer handlers (``Builder.finalizer``), each reconcile first runs the finalizer
+step (:mod:`setpoint.controller.finalizers`): missing finalizers are added before reconcile
+is called, and for an object being deleted (or gone) the cleanups run *instead of*
+reconcile.
 
 Guarantees
 ----------
@@ -62,6 +69,7 @@ from setpoint.cache.errors import CacheError
 from setpoint.cache.informer import HandlerRegistration
 from setpoint.client.client import Client
 from setpoint.client.errors import ClientError
+from setpoint.controller.finalizers import CleanupFailed, Finalizers
 from setpoint.controller.handlers import EnqueueHandler, Source, check_keys, controller_owner_key
 from setpoint.controller.predicates import Predicate
 from setpoint.controller.ratelimit import RateLimiterOptions
@@ -191,6 +199,7 @@ class Controller:
         metrics: Metrics | None = None,
         recorder: EventRecorder | None = None,
         for_kind: GroupVersionKind | None = None,
+        finalizers: Finalizers | None = None,
     ) -> None:
         self._name = validate_name(name)
         self._reconcile = _as_function(reconciler)
@@ -208,6 +217,13 @@ class Controller:
                 f"controller {name!r} uses owns() without for_(): owns() enqueues the owner, "
                 "whose kind for_() names"
             )
+        if finalizers is not None and finalizers.kind != for_kind:
+            raise ControllerError(
+                f"controller {name!r}: finalizers are for {finalizers.kind.kind} but the "
+                f"controller reconciles {for_kind.kind if for_kind else 'no for_() kind'}; "
+                "finalizer handlers need for_() of the kind they finalize"
+            )
+        self._finalizers = finalizers
         self._predicates = tuple(predicates)
         self._options = options if options is not None else ControllerOptions()
         self._metrics = metrics
@@ -273,6 +289,14 @@ class Controller:
         """The error that killed a worker (never expected: workers catch everything)."""
         return self._failure
 
+    @property
+    def finalizers(self) -> tuple[str, ...]:
+        """The finalizers this controller handles (``Builder.finalizer``), in registration order.
+
+        The manager advertises them on its leader-election Lease for ``setpoint doctor``.
+        """
+        return self._finalizers.names if self._finalizers is not None else ()
+
     def enqueue(self, key: ObjectKey, *, after: float = 0.0) -> None:
         """Ask for a reconcile of ``key`` (now, or ``after`` seconds from now)."""
         if after > 0:
@@ -317,6 +341,10 @@ class Controller:
                     log=self._log,
                 )
                 self._registrations.append(informer.add_handler(handler))
+            if self._finalizers is not None:
+                # Feeds the pending-objects gauges from the for_ kind's events.
+                informer = self._cache.informer(self._finalizers.kind)
+                self._registrations.append(informer.add_handler(self._finalizers.pending))
             timeout = self._options.cache_sync_timeout
             async with asyncio.timeout(timeout + 1):
                 await asyncio.gather(*(i.wait_for_sync(timeout) for i in informers))
@@ -330,6 +358,8 @@ class Controller:
             self._metrics.init_controller(
                 self._name, max_concurrent_reconciles=self._options.max_concurrent_reconciles
             )
+        if self._finalizers is not None:
+            self._finalizers.publish_metrics()
         for index in range(self._options.max_concurrent_reconciles):
             task = asyncio.create_task(self._worker(), name=f"{self.name} worker {index}")
             task.add_done_callback(self._worker_done)
@@ -364,6 +394,8 @@ class Controller:
         if self._workers:
             remaining = max(0.1, deadline - time.monotonic())
             await asyncio.wait(self._workers, timeout=remaining)
+        if self._finalizers is not None:
+            self._finalizers.unpublish_metrics()
         if self._started:
             self._log.info("Controller stopped", drained=drained)
 
@@ -500,6 +532,11 @@ class Controller:
                 )
 
     async def _run(self, ctx: Context, key: ObjectKey) -> Result:
+        if self._finalizers is not None:
+            # Cleanups are bounded by their own deadlines, not by reconcile_timeout.
+            handled = await self._finalizers.prepare(ctx)
+            if handled is not None:
+                return handled
         timeout = self._options.reconcile_timeout
         try:
             async with asyncio.timeout(timeout) as scope:
@@ -521,8 +558,13 @@ class Controller:
         return outcome
 
     def _failed(self, ctx: Context, key: ObjectKey, priority: int, exc: BaseException) -> None:
-        panic = not isinstance(exc, _EXPECTED)
-        self._queue.add_rate_limited(key, priority=priority)
+        if isinstance(exc, CleanupFailed):
+            # A cleanup has its own backoff (CleanupRetry), which also gates early events.
+            panic = not isinstance(exc.cause, _EXPECTED)
+            self._queue.add_after(key, exc.retry_after, priority=priority)
+        else:
+            panic = not isinstance(exc, _EXPECTED)
+            self._queue.add_rate_limited(key, priority=priority)
         self._count("error", panic=panic)
         retries = self._queue.num_requeues(key)
         if panic:
@@ -534,9 +576,11 @@ class Controller:
                 retries=retries,
             )
         else:
+            cause = exc.cause if isinstance(exc, CleanupFailed) else exc
+            quiet = isinstance(cause, ClientError | CacheError | TimeoutError)
             ctx.log.error(
                 "Reconcile failed; retrying with backoff",
-                exc_info=exc if not isinstance(exc, ClientError | CacheError) else None,
+                exc_info=None if quiet else exc,
                 error=f"{type(exc).__name__}: {exc}",
                 retries=retries,
             )
