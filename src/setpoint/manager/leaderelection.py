@@ -15,7 +15,7 @@ import os
 import random
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
@@ -189,6 +189,11 @@ class LeaseLock:
     (a PUT carrying its ``resourceVersion``), so a concurrent writer makes the update fail
     with ``Conflict`` instead of being overwritten. Fields of the Lease spec this lock does
     not own (``preferredHolder``, ``strategy``) are kept as they are.
+
+    ``labels`` and ``annotations()`` are merged into the Lease's metadata on every create
+    and update (the manager advertises there which finalizers its controllers handle, for
+    ``setpoint doctor``); other labels and annotations are kept. ``annotations`` is called
+    for each write, so what it returns may change while the process runs.
     """
 
     def __init__(
@@ -199,12 +204,16 @@ class LeaseLock:
         name: str,
         identity: str,
         recorder: EventRecorderLike | None = None,
+        labels: Mapping[str, str] | None = None,
+        annotations: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self._client = client
         self._namespace = namespace
         self._name = name
         self._identity = identity
         self._recorder = recorder
+        self._labels = dict(labels or {})
+        self._annotations = annotations
         self._lease: JsonObject | None = None
 
     @property
@@ -233,6 +242,7 @@ class LeaseLock:
             "metadata": {"name": self._name, "namespace": self._namespace},
             "spec": record.to_lease_spec(),
         }
+        self._advertise(lease)
         self._lease = await self._client.create(lease)
 
     async def update(self, record: LeaderElectionRecord) -> None:
@@ -251,7 +261,19 @@ class LeaseLock:
         lease = copy.deepcopy(self._lease)
         spec = lease.get("spec")
         lease["spec"] = {**(spec if isinstance(spec, dict) else {}), **record.to_lease_spec()}
+        self._advertise(lease)
         self._lease = await self._client.update(lease)
+
+    def _advertise(self, lease: JsonObject) -> None:
+        """Merge this lock's labels and annotations into ``lease`` (a private copy)."""
+        extra = dict(self._annotations()) if self._annotations is not None else {}
+        if not self._labels and not extra:
+            return
+        metadata = lease.setdefault("metadata", {})
+        for field_name, values in (("labels", self._labels), ("annotations", extra)):
+            if values:
+                current = metadata.get(field_name)
+                metadata[field_name] = {**(current if isinstance(current, dict) else {}), **values}
 
     def record_event(self, message: str) -> None:
         """Record a ``Normal`` ``LeaderElection`` Event on the Lease (if it has a recorder)."""

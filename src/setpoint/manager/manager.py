@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import signal
 from collections.abc import Callable, Iterable
@@ -43,6 +44,8 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Final, Self, cast
 
 from setpoint.api.runnable import Runnable, RunnableGroup
+from setpoint.controller.controller import Controller
+from setpoint.controller.finalizers import ADVERTISES_FINALIZERS_LABEL, OWNED_FINALIZERS_ANNOTATION
 from setpoint.manager.builder import ManagedBuilder
 from setpoint.manager.cache import CacheLike
 from setpoint.manager.errors import (
@@ -373,6 +376,23 @@ class Manager:
         if problem is not None:
             raise RuntimeError(problem)
 
+    def lease_annotations(self) -> dict[str, str]:
+        """What the manager writes on its Lease: which finalizers its controllers handle.
+
+        ``{"setpoint.dev/finalizers": '{"<finalizer>": "<controller>", ...}'}`` (JSON, ``{}``
+        when none), so ``setpoint doctor finalizers`` can tell whether the controller that
+        owns a stuck object's finalizer is running: its Lease is then fresh. Written on every
+        create and renewal of the Lease; without leader election there is no Lease.
+        """
+        owned: dict[str, str] = {}
+        for entry in self._entries:
+            runnable = entry.runnable
+            if isinstance(runnable, Controller):
+                for finalizer in runnable.finalizers:
+                    owned[finalizer] = runnable.controller_name
+        text = json.dumps(owned, sort_keys=True, separators=(",", ":"))
+        return {OWNED_FINALIZERS_ANNOTATION: text}
+
     # -- state -------------------------------------------------------------------------------
 
     @property
@@ -526,6 +546,8 @@ class Manager:
                     name=le.name,
                     identity=self._identity,
                     recorder=self._event_broadcaster().recorder(_LEADER_ELECTION_REPORTER),
+                    labels={ADVERTISES_FINALIZERS_LABEL: "true"},
+                    annotations=self.lease_annotations,
                 )
             self._elector = LeaderElector(lock, le, clock=self.options.clock, metrics=self.metrics)
             self._elector.start(self._on_elected, self._on_lost)
