@@ -1,0 +1,665 @@
+"""``setpoint doctor``: diagnose a cluster's setpoint operators from the outside.
+
+``setpoint doctor finalizers`` lists objects stuck in deletion: their ``deletionTimestamp``
+is older than ``--older-than`` (5 minutes by default) and finalizers still hold them. For
+each finalizer it shows how long the object has waited, the last cleanup error the
+controller recorded on the object (the ``cleanup.setpoint.dev/...`` annotation, see
+:mod:`setpoint.controller.finalizers`), and whether the controller that owns the finalizer
+is running: a setpoint manager with leader election writes the finalizers its controllers
+handle on its Lease (``setpoint.dev/finalizers``), and a Lease renewed within its
+``leaseDurationSeconds`` means its holder is alive. So one command tells "the cleanup keeps
+failing with X" from "nobody is running the cleanup".
+
+Which kinds it scans: every resource discovery lists (the RESTMapper), in the version the
+server prefers, each with one paginated *metadata-only* list (``PartialObjectMetadataList``:
+names, timestamps, finalizers and annotations, no spec or status). There is no server-side
+filter on ``deletionTimestamp``, so the cost is one LIST per resource type and the metadata
+of every object: trivial on a local control plane, seconds and tens of megabytes on a large
+cluster. ``--kind`` (repeatable) and ``-n`` narrow the scan.
+
+Exit status: 0 when the scan ran (stuck objects or not), 1 on an error (unreachable server,
+unknown ``--kind``, bad duration).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from setpoint.api import kinds
+from setpoint.api.kinds import ResourceInfo
+from setpoint.api.meta import finalizers_of, meta
+from setpoint.client.client import Client
+from setpoint.client.errors import ApiError, ClientError, Expired, MethodNotAllowed, NotFound
+from setpoint.controller.finalizers import (
+    ADVERTISES_FINALIZERS_LABEL,
+    CleanupRecord,
+    parse_owned_finalizers,
+    read_cleanup_records,
+)
+
+__all__ = [
+    "FinalizerReport",
+    "OwnerStatus",
+    "StuckFinalizer",
+    "StuckObject",
+    "diagnose",
+    "format_duration",
+    "main",
+    "owner_status",
+    "parse_duration",
+    "register",
+    "render_table",
+    "scan",
+]
+
+_METADATA_ONLY = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"
+_PAGE = 500
+_CONCURRENT_LISTS = 8
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``"90"``, ``"45s"``, ``"5m"``, ``"1h30m"`` or ``"2d"``.
+
+    Raises:
+        ValueError: naming the text and the accepted forms.
+
+    """
+    value = text.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pos, seconds = 0, 0.0
+        for match in _DURATION.finditer(value):
+            if match.start() != pos:
+                break
+            seconds += float(match.group(1)) * _UNITS[match.group(2)]
+            pos = match.end()
+        if pos != len(value) or not value:
+            raise ValueError(
+                f"duration {text!r} is not valid: use seconds (90) or units like 45s, 5m, 1h30m, 2d"
+            ) from None
+    if seconds < 0:
+        raise ValueError(f"duration {text!r} must not be negative")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """``"3d4h"``, ``"2h5m"``, ``"4m10s"`` or ``"12s"``: two units at most, as kubectl does."""
+    total = max(0, int(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m{secs}s" if secs else f"{minutes}m"
+    return f"{secs}s"
+
+
+def _epoch(value: object) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return None
+
+
+# -- the model ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class OwnerStatus:
+    """Whether the controller handling one finalizer is running, as its Lease says."""
+
+    state: str
+    """``running`` (a Lease advertising the finalizer is fresh), ``stopped`` (advertised
+    only by expired or released Leases) or ``unknown`` (no Lease advertises it)."""
+    detail: str
+    """One sentence for humans: which Lease, who holds it, how fresh, or why unknown."""
+    controller: str | None = None
+    """The controller's name, from the Lease."""
+    lease: str | None = None
+    """``namespace/name`` of the Lease."""
+    holder: str | None = None
+    """The Lease's ``holderIdentity``."""
+    renewed_seconds_ago: float | None = None
+    """Seconds since ``renewTime`` (by this machine's clock)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (camelCase keys)."""
+        return {
+            "state": self.state,
+            "detail": self.detail,
+            "controller": self.controller,
+            "lease": self.lease,
+            "holder": self.holder,
+            "renewedSecondsAgo": (
+                round(self.renewed_seconds_ago, 3) if self.renewed_seconds_ago is not None else None
+            ),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class StuckFinalizer:
+    """One finalizer holding a stuck object."""
+
+    name: str
+    """The finalizer."""
+    last_error: CleanupRecord | None
+    """The last cleanup failure recorded on the object for it, if any."""
+    owner: OwnerStatus
+    """Whether its controller runs."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        error = self.last_error
+        return {
+            "name": self.name,
+            "lastError": (
+                {
+                    "error": error.error,
+                    "reason": error.reason,
+                    "controller": error.controller,
+                    "failures": error.failures,
+                    "firstFailure": error.first_failure,
+                    "lastFailure": error.last_failure,
+                }
+                if error is not None
+                else None
+            ),
+            "owner": self.owner.to_json(),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class StuckObject:
+    """An object whose deletion waits on finalizers for longer than the threshold."""
+
+    api_version: str
+    """Its apiVersion."""
+    kind: str
+    """Its kind."""
+    namespace: str
+    """Its namespace (empty when cluster-scoped)."""
+    name: str
+    """Its name."""
+    uid: str
+    """Its UID."""
+    deletion_timestamp: str
+    """When deletion was requested (RFC 3339)."""
+    waiting_seconds: float
+    """Seconds since then, by this machine's clock."""
+    finalizers: tuple[StuckFinalizer, ...]
+    """The finalizers still on it, in the object's order."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "uid": self.uid,
+            "deletionTimestamp": self.deletion_timestamp,
+            "waitingSeconds": round(self.waiting_seconds, 3),
+            "finalizers": [f.to_json() for f in self.finalizers],
+        }
+
+
+@dataclass(kw_only=True)
+class FinalizerReport:
+    """What ``setpoint doctor finalizers`` found."""
+
+    older_than: float
+    """The threshold, in seconds."""
+    namespace: str | None
+    """The namespace scanned, or ``None`` for all."""
+    stuck: list[StuckObject] = field(default_factory=list)
+    """Objects stuck in deletion, the longest-waiting first."""
+    resources_scanned: int = 0
+    """Resource types listed."""
+    objects_scanned: int = 0
+    """Objects seen in those lists."""
+    not_listable: int = 0
+    """Resource types that do not support list (``tokenreviews``, ``bindings``, ...)."""
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    """``(resource, why)`` for resources that support list but failed (``Forbidden``, ...)."""
+    leases_note: str | None = None
+    """Why Lease information is missing, when it is."""
+    seconds: float = 0.0
+    """How long the scan took."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form printed by ``-o json``."""
+        return {
+            "olderThanSeconds": self.older_than,
+            "namespace": self.namespace,
+            "stuck": [s.to_json() for s in self.stuck],
+            "resourcesScanned": self.resources_scanned,
+            "objectsScanned": self.objects_scanned,
+            "notListable": self.not_listable,
+            "skipped": [{"resource": r, "reason": why} for r, why in self.skipped],
+            "leasesNote": self.leases_note,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+# -- pure diagnosis ---------------------------------------------------------------------------
+
+
+_NO_LEASE = (
+    "no Lease advertises this finalizer: its controller runs without leader election (then "
+    "there is no Lease to read), is not a setpoint controller, or has not run on this cluster"
+)
+
+
+def _builtin(finalizer: str) -> bool:
+    return "/" not in finalizer or finalizer.split("/", 1)[0].endswith("kubernetes.io")
+
+
+def owner_status(finalizer: str, leases: Iterable[Mapping[str, Any]], now: float) -> OwnerStatus:
+    """Whether a controller handling ``finalizer`` runs, judged from the managers' Leases.
+
+    A Lease whose ``setpoint.dev/finalizers`` annotation names the finalizer is *fresh* when
+    it has a holder and ``renewTime + leaseDurationSeconds`` is not in the past (by this
+    machine's clock: a skew between it and the operator's shifts the verdict by that much).
+    """
+    stale: OwnerStatus | None = None
+    for lease in leases:
+        owned = parse_owned_finalizers(lease)
+        if owned is None or finalizer not in owned:
+            continue
+        raw_spec = lease.get("spec")
+        spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
+        where = f"{meta(lease).get('namespace', '')}/{meta(lease).get('name', '')}"
+        holder = str(spec.get("holderIdentity") or "")
+        duration = spec.get("leaseDurationSeconds")
+        duration = duration if isinstance(duration, int | float) else 0
+        renewed = _epoch(spec.get("renewTime"))
+        ago = now - renewed if renewed is not None else None
+        controller = owned[finalizer]
+        if holder and ago is not None and ago <= duration:
+            return OwnerStatus(
+                state="running",
+                detail=(
+                    f"controller {controller!r} is running: Lease {where} held by {holder}, "
+                    f"renewed {format_duration(ago)} ago"
+                ),
+                controller=controller,
+                lease=where,
+                holder=holder,
+                renewed_seconds_ago=ago,
+            )
+        if not holder:
+            why = "was released (its holder shut down cleanly)"
+        elif ago is None:
+            why = "has never been renewed"
+        else:
+            why = (
+                f"expired {format_duration(ago - duration)} ago (last renewed by {holder} "
+                f"{format_duration(ago)} ago)"
+            )
+        stale = OwnerStatus(
+            state="stopped",
+            detail=f"controller {controller!r} is not running: Lease {where} {why}",
+            controller=controller,
+            lease=where,
+            holder=holder or None,
+            renewed_seconds_ago=ago,
+        )
+    if stale is not None:
+        return stale
+    detail = _NO_LEASE
+    if _builtin(finalizer):
+        detail = "a Kubernetes finalizer, handled by the API server or kube-controller-manager"
+    return OwnerStatus(state="unknown", detail=detail)
+
+
+def diagnose(
+    objects: Iterable[Mapping[str, Any]],
+    leases: Sequence[Mapping[str, Any]],
+    *,
+    now: float,
+    older_than: float,
+) -> list[StuckObject]:
+    """The stuck objects among ``objects`` (JSON or metadata-only), longest-waiting first.
+
+    An object is stuck when it has a ``deletionTimestamp`` at least ``older_than`` seconds
+    old and still lists finalizers.
+    """
+    stuck: list[StuckObject] = []
+    for obj in objects:
+        data = meta(obj)
+        since = _epoch(data.get("deletionTimestamp"))
+        names = finalizers_of(obj)
+        if since is None or not names or now - since < older_than:
+            continue
+        records = read_cleanup_records(obj)
+        stuck.append(
+            StuckObject(
+                api_version=str(obj.get("apiVersion") or ""),
+                kind=str(obj.get("kind") or ""),
+                namespace=str(data.get("namespace") or ""),
+                name=str(data.get("name") or ""),
+                uid=str(data.get("uid") or ""),
+                deletion_timestamp=str(data.get("deletionTimestamp")),
+                waiting_seconds=now - since,
+                finalizers=tuple(
+                    StuckFinalizer(
+                        name=name,
+                        last_error=records.get(name),
+                        owner=owner_status(name, leases, now),
+                    )
+                    for name in names
+                ),
+            )
+        )
+    stuck.sort(key=lambda s: (-s.waiting_seconds, s.kind, s.namespace, s.name))
+    return stuck
+
+
+def _truncate(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render_table(report: FinalizerReport) -> str:
+    """The human-readable report: one row per stuck object and finalizer, then notes."""
+    scope = f"namespace {report.namespace}" if report.namespace else "all namespaces"
+    lines: list[str] = []
+    if not report.stuck:
+        lines.append(
+            f"No objects stuck in deletion for more than {format_duration(report.older_than)} "
+            f"({scope})."
+        )
+    else:
+        header = ("KIND", "NAMESPACE", "NAME", "FINALIZER", "WAITING", "OWNER", "LAST ERROR")
+        rows: list[tuple[str, ...]] = []
+        for obj in report.stuck:
+            group = obj.api_version.rpartition("/")[0]
+            kind = f"{obj.kind}.{group}" if group else obj.kind
+            for fin in obj.finalizers:
+                error = fin.last_error
+                last = (
+                    f"{error.error} ({error.failures}x, last {error.last_failure})"
+                    if error is not None
+                    else "-"
+                )
+                rows.append(
+                    (
+                        kind,
+                        obj.namespace or "-",
+                        obj.name,
+                        fin.name,
+                        format_duration(obj.waiting_seconds),
+                        fin.owner.state,
+                        _truncate(last, 100),
+                    )
+                )
+        widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header) - 1)]
+        for row in (header, *rows):
+            cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
+            lines.append("   ".join([*cells, row[-1]]).rstrip())
+        lines.append("")
+        lines.append("Owners:")
+        seen: set[str] = set()
+        for obj in report.stuck:
+            for fin in obj.finalizers:
+                if fin.name not in seen:
+                    seen.add(fin.name)
+                    lines.append(f"  {fin.name}: {fin.owner.state}: {fin.owner.detail}")
+    lines.append("")
+    lines.append(
+        f"Scanned {report.objects_scanned} objects of {report.resources_scanned} resource types "
+        f"in {report.seconds:.1f}s ({scope}; metadata-only lists; narrow with --kind / -n; "
+        f"{report.not_listable} types do not support list)."
+    )
+    if report.leases_note:
+        lines.append(f"Leases: {report.leases_note}")
+    if report.skipped:
+        lines.append(f"Skipped {len(report.skipped)} resource types that could not be listed:")
+        lines.extend(f"  {resource}: {why}" for resource, why in report.skipped)
+    return "\n".join(lines)
+
+
+# -- I/O ----------------------------------------------------------------------------------------
+
+
+def _collection_path(info: ResourceInfo, namespace: str | None) -> str:
+    gvk = info.gvk
+    base = f"/api/{gvk.version}" if not gvk.group else f"/apis/{gvk.group}/{gvk.version}"
+    if info.namespaced and namespace:
+        base += f"/namespaces/{namespace}"
+    return f"{base}/{info.plural}"
+
+
+def _resource_name(info: ResourceInfo) -> str:
+    group = info.gvk.group
+    return (
+        f"{info.plural}.{info.gvk.version}.{group}"
+        if group
+        else f"{info.plural}.{info.gvk.version}"
+    )
+
+
+async def _list_metadata(
+    client: Client, info: ResourceInfo, namespace: str | None
+) -> list[dict[str, Any]]:
+    """Every object of ``info`` as metadata only, following ``continue`` tokens."""
+    path = _collection_path(info, namespace)
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        params = {"limit": str(_PAGE)}
+        if token:
+            params["continue"] = token
+        try:
+            response = await client.transport.request(
+                "GET", path, params=params, accept=_METADATA_ONLY
+            )
+        except Expired:
+            if token is None:
+                raise
+            # The snapshot expired mid-way: start over from a fresh one, unpaginated.
+            items.clear()
+            token = None
+            response = await client.transport.request("GET", path, accept=_METADATA_ONLY)
+        body = response.body if isinstance(response.body, dict) else {}
+        for item in body.get("items") or []:
+            if isinstance(item, dict):
+                # Metadata-only items say PartialObjectMetadata; name the real kind.
+                item["apiVersion"] = info.gvk.api_version
+                item["kind"] = info.gvk.kind
+                items.append(item)
+        token = (body.get("metadata") or {}).get("continue") or None
+        if not token:
+            return items
+
+
+async def _resources(client: Client, kinds_wanted: Sequence[str]) -> list[ResourceInfo]:
+    mapper = client.mapper
+    if kinds_wanted:
+        found: dict[Any, ResourceInfo] = {}
+        for name in kinds_wanted:
+            matches = await mapper.lookup(name)
+            if not matches:
+                raise ValueError(
+                    f"--kind {name!r}: the server serves no such resource (use a plural, "
+                    "singular, short or kind name, optionally as name.group, as in "
+                    "'kubectl api-resources')"
+                )
+            for info in matches:
+                preferred = await mapper.preferred_version(info.gvk.group, info.gvk.kind)
+                if info.gvk.version == preferred:
+                    found[info.gvk] = info
+        return list(found.values())
+    await mapper.refresh()
+    chosen: list[ResourceInfo] = []
+    for info in mapper.known():
+        preferred = await mapper.preferred_version(info.gvk.group, info.gvk.kind)
+        if info.gvk.version == preferred:
+            chosen.append(info)
+    return sorted(chosen, key=lambda i: (i.gvk.group, i.plural))
+
+
+async def _leases(client: Client) -> tuple[list[dict[str, Any]], str | None]:
+    try:
+        found = await client.list(kinds.Lease, labels=f"{ADVERTISES_FINALIZERS_LABEL}=true")
+    except ApiError as exc:
+        return [], f"could not list Leases ({exc}); controller status is unknown"
+    return list(found), None
+
+
+async def scan(
+    client: Client,
+    *,
+    older_than: float,
+    namespace: str | None = None,
+    kinds_wanted: Sequence[str] = (),
+    now: float | None = None,
+) -> FinalizerReport:
+    """List objects stuck in deletion for at least ``older_than`` seconds (see the module doc).
+
+    ``namespace=None`` scans every namespace and cluster-scoped kinds; a namespace scans
+    only namespaced kinds, in it. ``kinds_wanted`` restricts the scan to those resources.
+    """
+    started = time.monotonic()
+    report = FinalizerReport(older_than=older_than, namespace=namespace)
+    resources = await _resources(client, kinds_wanted)
+    if namespace:
+        resources = [r for r in resources if r.namespaced]
+    leases, report.leases_note = await _leases(client)
+    limit = asyncio.Semaphore(_CONCURRENT_LISTS)
+
+    async def one(info: ResourceInfo) -> list[dict[str, Any]] | None:
+        async with limit:
+            try:
+                return await _list_metadata(client, info, namespace)
+            except (MethodNotAllowed, NotFound):
+                # Create-only resources (reviews, bindings): nothing is stored to list.
+                report.not_listable += 1
+                return None
+            except ClientError as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+                report.skipped.append((_resource_name(info), _truncate(reason, 200)))
+                return None
+
+    listed = await asyncio.gather(*(one(info) for info in resources))
+    objects: list[dict[str, Any]] = []
+    for items in listed:
+        if items is not None:
+            report.resources_scanned += 1
+            objects.extend(items)
+    report.objects_scanned = len(objects)
+    current = time.time() if now is None else now
+    report.stuck = diagnose(objects, leases, now=current, older_than=older_than)
+    report.skipped.sort()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+# -- the command --------------------------------------------------------------------------------
+
+
+async def _run_finalizers(args: argparse.Namespace) -> FinalizerReport:
+    client = Client.from_kubeconfig(args.kubeconfig, context=args.context)
+    try:
+        return await scan(
+            client,
+            older_than=args.older_than,
+            namespace=None if args.all_namespaces else args.namespace,
+            kinds_wanted=args.kind or (),
+        )
+    finally:
+        await client.close()
+
+
+def _cmd_finalizers(args: argparse.Namespace) -> int:
+    report = asyncio.run(_run_finalizers(args))
+    if args.output == "json":
+        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
+        sys.stdout.write("\n")
+    else:
+        print(render_table(report))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``doctor`` command group (``doctor finalizers``)."""
+    doctor = subparsers.add_parser(
+        "doctor", help="diagnose setpoint operators on a cluster (stuck finalizers, ...)"
+    )
+    checks = doctor.add_subparsers(dest="check", required=True, metavar="CHECK")
+    parser = checks.add_parser(
+        "finalizers",
+        help="list objects stuck in deletion, their last cleanup error and whether the "
+        "controller owning the finalizer runs",
+        description=(
+            "List objects whose deletion waits on finalizers for longer than --older-than. "
+            "Every resource type the server serves is listed once, metadata only (one LIST "
+            "per type: cheap on a local control plane, heavy on a big cluster; narrow with "
+            "--kind and -n)."
+        ),
+    )
+    parser.add_argument(
+        "--older-than",
+        type=parse_duration,
+        default=300.0,
+        metavar="DURATION",
+        help="report objects deleting for at least this long (90, 45s, 5m, 1h30m; default 5m)",
+    )
+    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default $KUBECONFIG)")
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument(
+        "-n", "--namespace", default=None, help="scan only namespaced kinds in this namespace"
+    )
+    scope.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="scan every namespace and cluster-scoped kinds (the default)",
+    )
+    parser.add_argument(
+        "--kind",
+        action="append",
+        metavar="KIND",
+        help="scan only this resource (plural, singular, short or kind name, optionally "
+        "name.group); repeatable",
+    )
+    parser.add_argument(
+        "-o", "--output", choices=("table", "json"), default="table", help="output format"
+    )
+    parser.set_defaults(func=_cmd_finalizers)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m setpoint.cli.doctor finalizers ...``: the doctor without the other commands."""
+    parser = argparse.ArgumentParser(prog="setpoint")
+    register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    args = parser.parse_args(["doctor", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return int(args.func(args) or 0)
+    except (ClientError, ValueError, OSError) as exc:
+        print(f"setpoint: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
