@@ -116,6 +116,8 @@ PUBLIC_API: dict[str, list[str]] = {
     "setpoint.controller": [
         "AddEvent",
         "AnnotationsChanged",
+        "CleanupFailed",
+        "CleanupRetry",
         "DeleteEvent",
         "ReconcileTimeout",
         "UpdateEvent",

@@ -53,6 +53,7 @@ from setpoint.api.meta import (
     JsonObject,
     finalizers_of,
     gvk_of,
+    key_of,
     meta,
     resource_version_of,
     uid_of,
@@ -136,6 +137,15 @@ class TrackingClient:
                 return
         else:
             gvk = resolve_kind(kind)[0]
+        if meta(data).get("deletionTimestamp") and not _still_exists(data):
+            # This write removed the last finalizer of a deleting object. The server
+            # answers at the old resourceVersion and deletes the object right after, so
+            # waiting for "this version or newer" would accept the stale cached copy:
+            # wait for the deletion instead.
+            self._cache.expect_deleted(
+                gvk, key_of(data), uid=uid_of(data), resource_version=resource_version_of(data)
+            )
+            return
         self._cache.expect_written(gvk, data)
 
     # -- reads (not cached: this is the live client) ---------------------------------------

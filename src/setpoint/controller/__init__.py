@@ -18,6 +18,13 @@ for event filters and :mod:`setpoint.controller.workqueue` for the queue.
 
 from setpoint.controller.builder import Builder
 from setpoint.controller.controller import Controller, ControllerError, ControllerOptions
+from setpoint.controller.finalizers import (
+    Cleanup,
+    CleanupFailed,
+    CleanupRetry,
+    FinalizerHandler,
+    Finalizers,
+)
 from setpoint.controller.handlers import KeyMapper, Source, controller_owner_key
 from setpoint.controller.predicates import (
     AddEvent,
@@ -52,6 +59,9 @@ __all__ = [
     "AddEvent",
     "AnnotationsChanged",
     "Builder",
+    "Cleanup",
+    "CleanupFailed",
+    "CleanupRetry",
     "Context",
     "Controller",
     "ControllerError",
@@ -59,6 +69,8 @@ __all__ = [
     "DeleteEvent",
     "Event",
     "EventRecorder",
+    "FinalizerHandler",
+    "Finalizers",
     "GenerationChanged",
     "KeyMapper",
     "LabelSelectorPredicate",

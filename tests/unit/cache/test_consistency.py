@@ -405,3 +405,33 @@ async def test_closing_the_tracking_client_keeps_the_pool(
     async with tracked(api, live) as (client, _):
         await client.close()
         assert not transport.closed
+
+
+async def test_removing_the_last_finalizer_is_recorded_as_a_delete(
+    api: FakeApi, live: Client, transport: FakeTransport
+) -> None:
+    """A patch that strips a deleting object's last finalizer deletes it.
+
+    The server answers at the object's old resourceVersion and sends DELETED later at a
+    newer one, so "this version or newer" would accept the stale cached copy (finalizer
+    included) and a finalizer cleanup would run twice. The write must be recorded as a
+    deletion instead.
+    """
+    async with tracked(api, live) as (client, informer):
+        transport.replies = [
+            stored("b", "700", deletionTimestamp="2024-01-01T00:00:00Z", finalizers=[])
+        ]
+        await client.patch(
+            WIDGET, "b", MergePatch({"metadata": {"finalizers": None}}), namespace="default"
+        )
+        expectation = informer._expectations[ObjectKey("default", "b")]
+        assert expectation.deleted
+
+        # A deleting object that still holds another finalizer is an ordinary write.
+        transport.replies = [
+            stored("c", "701", deletionTimestamp="2024-01-01T00:00:00Z", finalizers=["x/y"])
+        ]
+        await client.patch(
+            WIDGET, "c", MergePatch({"metadata": {"finalizers": ["x/y"]}}), namespace="default"
+        )
+        assert not informer._expectations[ObjectKey("default", "c")].deleted
