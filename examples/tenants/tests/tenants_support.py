@@ -1,0 +1,284 @@
+"""Helpers of the tenants operator's tests: run the operator, make Tenants, read their state."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prometheus_client import CollectorRegistry
+from tenants import Tenant, TenantReconciler, TenantsSettings, setup
+
+import setpoint as sp
+from setpoint.testing import eventually
+
+EXAMPLE_DIR = Path(__file__).resolve().parent.parent
+"""examples/tenants."""
+PACKAGE_DIR = EXAMPLE_DIR / "tenants"
+CONFIG_DIR = EXAMPLE_DIR / "config"
+REPO_ROOT = EXAMPLE_DIR.parent.parent
+
+TENANT = Tenant.gvk
+CRD_NAME = "tenants.tenants.setpoint.dev"
+
+
+def load_yaml(path: Path) -> list[dict[str, Any]]:
+    """The documents of a YAML file."""
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def unique(prefix: str) -> str:
+    """A name unlikely to collide with other tests' (Tenants and Namespaces are cluster-wide)."""
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def tenant_manifest(
+    name: str,
+    namespaces: list[str],
+    *,
+    admin_group: str = "tenant-admins",
+    quota: dict[str, Any] | None = None,
+    isolated: bool | None = None,
+) -> dict[str, Any]:
+    """A Tenant as a user would write it."""
+    spec: dict[str, Any] = {"namespaces": namespaces, "adminGroup": admin_group}
+    if quota is not None:
+        spec["quota"] = quota
+    if isolated is not None:
+        spec["isolated"] = isolated
+    return {
+        "apiVersion": TENANT.api_version,
+        "kind": "Tenant",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    """The condition of type ``kind`` in ``obj``'s status."""
+    for item in (obj.get("status") or {}).get("conditions") or []:
+        if item.get("type") == kind:
+            return dict(item)
+    return None
+
+
+def is_ready(obj: dict[str, Any]) -> bool:
+    """Ready=True for the Tenant's current generation."""
+    ready = condition(obj, "Ready")
+    return (
+        ready is not None
+        and ready["status"] == "True"
+        and (obj.get("status") or {}).get("observedGeneration") == obj["metadata"]["generation"]
+    )
+
+
+async def wait_ready(client: sp.Client, name: str, *, timeout: float = 60) -> dict[str, Any]:
+    """Wait until Tenant ``name`` is Ready for its current generation; return it."""
+
+    async def ready() -> dict[str, Any] | None:
+        obj = await client.get(TENANT, name)
+        return obj if is_ready(obj) else None
+
+    result = await eventually(ready, timeout=timeout, description=f"Tenant {name} Ready")
+    assert result is not None
+    return result
+
+
+async def wait_gone(
+    client: sp.Client,
+    kind: sp.GroupVersionKind,
+    name: str,
+    *,
+    namespace: str | None = None,
+    timeout: float = 120,
+) -> None:
+    """Wait until the object is NotFound."""
+
+    async def gone() -> bool:
+        try:
+            await client.get(kind, name, namespace=namespace)
+        except sp.NotFound:
+            return True
+        return False
+
+    await eventually(gone, timeout=timeout, description=f"{kind.kind} {name} gone")
+
+
+async def install_crd(client: sp.Client) -> None:
+    """Apply the generated CRD (config/crd/bases) and wait until it is served."""
+    for doc in load_yaml(CONFIG_DIR / "crd" / "bases" / "tenants.setpoint.dev_tenants.yaml"):
+        await client.apply(doc, field_manager="tenants-tests", force=True)
+
+    async def established() -> bool:
+        crd = await client.get(
+            sp.GroupVersionKind("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            CRD_NAME,
+        )
+        conditions = (crd.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    await eventually(established, timeout=60, description="the Tenant CRD Established")
+
+    async def served() -> bool:
+        await client.list(TENANT)
+        return True
+
+    await eventually(served, timeout=60, description="the Tenant kind served")
+
+
+@dataclass
+class Operator:
+    """The operator running in this process (a Manager in a task, leader election off)."""
+
+    manager: sp.Manager
+    reconciler: TenantReconciler
+    metrics: sp.Metrics
+    task: asyncio.Task[None]
+
+    @property
+    def directory_path(self) -> Path:
+        """The SQLite file of its directory."""
+        return self.reconciler.directory.path
+
+
+@contextlib.asynccontextmanager
+async def running_operator(
+    kubeconfig: Path,
+    settings: TenantsSettings,
+    *,
+    leader_election: str | None = None,
+    leader_election_namespace: str | None = None,
+) -> AsyncIterator[Operator]:
+    """Run the operator in-process with its own client until the block ends.
+
+    Without ``leader_election`` (a Lease name) it runs as the only replica, elected at once.
+    """
+    client = sp.Client(sp.load_kubeconfig(str(kubeconfig)))
+    metrics = sp.Metrics(CollectorRegistry())
+    options = sp.ManagerOptions(
+        metrics=metrics,
+        metrics_bind_address="0",
+        health_probe_bind_address="0",
+        handle_signals=False,
+        leader_election=(
+            sp.LeaderElectionOptions(name=leader_election, namespace=leader_election_namespace)
+            if leader_election
+            else None
+        ),
+    )
+    manager = sp.Manager(client, options)
+    reconciler = setup(manager, settings)
+    task = asyncio.create_task(manager.run())
+    try:
+        await manager.wait_elected(timeout=60)
+        yield Operator(manager, reconciler, metrics, task)
+    finally:
+        manager.stop()
+        try:
+            await asyncio.wait_for(task, 60)
+        finally:
+            await client.close()
+
+
+@dataclass
+class Tenants:
+    """Creates Tenants for one test and deletes them (waiting until gone) at its end."""
+
+    client: sp.Client
+    created: list[str] = field(default_factory=list)
+
+    async def create(self, name: str, namespaces: list[str], **spec: Any) -> dict[str, Any]:
+        """Create a Tenant (see :func:`tenant_manifest` for ``spec``)."""
+        obj = await self.client.create(tenant_manifest(name, namespaces, **spec))
+        self.created.append(name)
+        return obj
+
+    async def delete_all(self, *, timeout: float = 120) -> None:
+        """Delete every Tenant created here and wait until they are gone."""
+        for name in self.created:
+            with contextlib.suppress(sp.NotFound):
+                await self.client.delete(TENANT, name)
+        for name in self.created:
+            await wait_gone(self.client, TENANT, name, timeout=timeout)
+
+    async def abandon_all(self) -> None:
+        """Delete every Tenant created here without an operator: drop the finalizer too.
+
+        For the end of a failed test whose operator is gone; a Tenant left with its
+        finalizer would otherwise stay forever (and its directory entry is a temp file).
+        """
+        for name in self.created:
+            with contextlib.suppress(sp.NotFound):
+                await self.client.delete(TENANT, name)
+                await self.client.patch(
+                    TENANT, name, sp.MergePatch({"metadata": {"finalizers": None}})
+                )
+
+
+class OperatorProcess:
+    """The operator as users run it: ``python -m setpoint run examples/tenants/tenants``."""
+
+    def __init__(self, kubeconfig: Path, directory: Path, log_path: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.directory = directory
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start it (leader election, probes and metrics off: one replica, no ports)."""
+        env = dict(os.environ)
+        env.update(
+            KUBECONFIG=str(self.kubeconfig),
+            TENANTS_DIRECTORY_PATH=str(self.directory),
+            SETPOINT_LOG_LEVEL="info",
+        )
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "setpoint",
+                "run",
+                str(PACKAGE_DIR),
+                "--no-leader-elect",
+                "--metrics-bind-address=0",
+                "--health-probe-bind-address=0",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO_ROOT,
+        )
+        log.close()
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no cleanup, as a crashed node or an OOM kill."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc is not None else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(timeout=30)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of its log, for failure messages."""
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
