@@ -149,6 +149,41 @@ class Operator:
         """The SQLite file of its directory."""
         return self.reconciler.directory.path
 
+    def _sample(self, name: str) -> float:
+        """Sum of the samples called ``name`` that belong to the tenant controller."""
+        return sum(
+            sample.value
+            for metric in self.metrics.registry.collect()
+            for sample in metric.samples
+            if sample.name == name
+            and "tenant" in (sample.labels.get("controller"), sample.labels.get("name"))
+        )
+
+    def _activity(self) -> tuple[float, float, float]:
+        """(keys queued so far, queue depth, busy workers) of the tenant controller."""
+        return (
+            self._sample("workqueue_adds_total"),
+            self._sample("workqueue_depth"),
+            self._sample("controller_runtime_active_workers"),
+        )
+
+    async def quiescent(self, *, timeout: float = 30) -> None:
+        """Wait until the controller is idle: nothing queued or running, no new adds.
+
+        After a Tenant turns Ready, the events of its own writes (children created, status
+        written) still queue a few reconciles. A drift test that edits a child before they
+        ran would see the edit repaired by one of them, not by the watch it means to test.
+        """
+        last: list[float] = [-1.0]
+
+        def idle() -> bool:
+            adds, depth, busy = self._activity()
+            settled = depth == 0 and busy == 0 and adds == last[0]
+            last[0] = adds
+            return settled
+
+        await eventually(idle, timeout=timeout, interval=0.5, description="controller idle")
+
 
 @contextlib.asynccontextmanager
 async def running_operator(

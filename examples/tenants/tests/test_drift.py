@@ -27,6 +27,7 @@ async def test_a_child_deleted_by_hand_is_recreated(
     ns = f"{name}-a"
     await tenants.create(name, [ns], quota={"pods": 5})
     await wait_ready(k8s, name)
+    await operator.quiescent()
     for kind, child in (
         (kinds.ResourceQuota, "tenant-quota"),
         (kinds.NetworkPolicy, "tenant-isolation"),
@@ -57,16 +58,18 @@ async def replaced(
 async def test_an_owned_field_changed_by_hand_is_restored(
     k8s: sp.Client, operator: Operator, tenants: Tenants
 ) -> None:
-    """Raising a quota or removing the tenant label by hand is undone.
+    """Raising a quota or removing the tenant label by hand is undone, each on its own.
 
-    Another writer (field manager "kubectl-edit") raises the pod quota and removes the tenant
-    label from the namespace; both are fields the operator applies, so the next reconcile
-    (triggered by those very updates) takes them back.
+    Another writer (field manager "kubectl-edit") raises the pod quota; that update of an
+    owned kind reconciles the Tenant, which applies the quota again. Then the writer removes
+    the tenant label from the namespace, and the Namespace update brings it back. Each
+    change is repaired before the next is made, so each proves its own watch.
     """
     name = unique("edited")
     ns = f"{name}-a"
     await tenants.create(name, [ns], quota={"pods": 5})
     await wait_ready(k8s, name)
+    await operator.quiescent()
 
     await k8s.patch(
         kinds.ResourceQuota,
@@ -75,6 +78,13 @@ async def test_an_owned_field_changed_by_hand_is_restored(
         namespace=ns,
         field_manager="kubectl-edit",
     )
+
+    async def quota_restored() -> bool:
+        quota = await k8s.get(kinds.ResourceQuota, "tenant-quota", namespace=ns)
+        return bool(quota["spec"]["hard"]["pods"] == "5")
+
+    await eventually(quota_restored, timeout=30, description="pod quota restored")
+
     await k8s.patch(
         kinds.Namespace,
         ns,
@@ -82,15 +92,11 @@ async def test_an_owned_field_changed_by_hand_is_restored(
         field_manager="kubectl-edit",
     )
 
-    async def restored() -> bool:
-        quota = await k8s.get(kinds.ResourceQuota, "tenant-quota", namespace=ns)
+    async def label_restored() -> bool:
         namespace = await k8s.get(kinds.Namespace, ns)
-        return (
-            quota["spec"]["hard"]["pods"] == "5"
-            and (namespace["metadata"].get("labels") or {}).get(TENANT_LABEL) == name
-        )
+        return (namespace["metadata"].get("labels") or {}).get(TENANT_LABEL) == name
 
-    await eventually(restored, timeout=30, description="quota and label restored")
+    await eventually(label_restored, timeout=30, description="tenant label restored")
 
 
 async def test_fields_other_managers_own_are_left_alone(
@@ -106,6 +112,7 @@ async def test_fields_other_managers_own_are_left_alone(
     ns = f"{name}-a"
     await tenants.create(name, [ns], quota={"pods": 5})
     await wait_ready(k8s, name)
+    await operator.quiescent()
     for kind, obj_name, namespace in (
         (kinds.Namespace, ns, None),
         (kinds.ResourceQuota, "tenant-quota", ns),
