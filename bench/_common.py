@@ -1,0 +1,98 @@
+"""Helpers shared by the benchmark scripts: summaries, ratios, tables and process resources.
+
+Benchmarks here are scripts, not tests. Each one measures its candidates and a baseline in the
+same run and reports ratios to that baseline, because absolute numbers from a shared 2-core
+machine drift from minute to minute while ratios measured side by side hold up much better.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import shlex
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MACHINE_NOTE = "2 cores, shared, noisy"
+"""How docs/benchmarks.md describes the machine every number was taken on."""
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The median of repeated measurements, with the lowest and highest value as the spread."""
+
+    median: float
+    low: float
+    high: float
+    runs: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Summary:
+        """Summarise ``values`` (at least one)."""
+        if not values:
+            raise ValueError("Summary.of needs at least one measurement")
+        return cls(statistics.median(values), min(values), max(values), len(values))
+
+    def spread(self, scale: float = 1.0, digits: int = 0) -> str:
+        """``"median [low-high]"`` with each value multiplied by ``scale``."""
+        return (
+            f"{self.median * scale:.{digits}f} "
+            f"[{self.low * scale:.{digits}f}-{self.high * scale:.{digits}f}]"
+        )
+
+
+def ratio(value: float, baseline: float) -> str:
+    """``value`` as a multiple of ``baseline``, e.g. ``"1.37x"`` (the baseline itself is 1.00x)."""
+    if baseline <= 0:
+        return "n/a"
+    return f"{value / baseline:.2f}x"
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A GitHub-flavoured Markdown table; the first column is left-aligned, the rest right."""
+    align = [":---"] + ["---:"] * (len(headers) - 1)
+    lines = [
+        "| " + " | ".join(headers) + " |",
+        "| " + " | ".join(align) + " |",
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def current_rss_mib() -> float:
+    """Resident set size of this process now, in MiB (Linux ``/proc/self/statm``)."""
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def peak_rss_mib() -> float:
+    """Highest resident set size of this process image so far, in MiB (Linux ``VmHWM``).
+
+    Not ``getrusage().ru_maxrss``: that survives ``execve``, so a child process started from a
+    large parent would report the parent's peak instead of its own.
+    """
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("/proc/self/status has no VmHWM line; this needs Linux")
+
+
+def run_header(argv: Sequence[str] | None = None) -> str:
+    """The lines that head every result: date, exact command, machine note and Python version."""
+    args = sys.argv if argv is None else argv
+    command = ".venv/bin/python " + shlex.join(args)
+    today = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return "\n".join(
+        [
+            f"- Date: {today}",
+            f"- Command: `{command}`",
+            f"- Machine: {MACHINE_NOTE} ({os.cpu_count()} CPUs visible, {platform.machine()}, "
+            f"Linux {platform.release()})",
+            f"- Python {platform.python_version()}",
+        ]
+    )
