@@ -13,6 +13,11 @@ Two reconcilers, both written only with setpoint's public API:
   the cache, create it if missing, then ``update_status``). It isolates the runtime's cost
   (cache, queue, workers) from the cost of the safe-write helpers' extra requests.
 
+``--no-trust-env`` is an experiment, not a setting an operator would use: it makes the
+client's aiohttp session ignore the environment (``trust_env=False``). With the environment
+trusted, aiohttp looks up ``~/.netrc`` and the proxy variables in a worker thread for every
+request; the experiment measures what those two thread hops per request cost.
+
 ``--measure-cache`` does not reconcile: it starts a cache of Widgets and ConfigMaps with
 ``tracemalloc`` on and prints the Python heap it took per cached object, as JSON.
 """
@@ -104,6 +109,19 @@ async def reconcile_lean(ctx: Context, request: Request) -> None:
     await update_status(ctx.client, widget, mark_ready)
 
 
+def ignore_environment() -> None:
+    """Make every aiohttp session ignore proxy variables and ~/.netrc (the experiment)."""
+    import aiohttp
+
+    original = aiohttp.ClientSession.__init__
+
+    def init(self: aiohttp.ClientSession, *args: Any, **kwargs: Any) -> None:
+        kwargs["trust_env"] = False
+        original(self, *args, **kwargs)
+
+    aiohttp.ClientSession.__init__ = init  # type: ignore[method-assign]
+
+
 async def run_operator(workers: int, style: str) -> None:
     """Run the manager with one controller until SIGTERM."""
     configure_logging(level="info")
@@ -152,7 +170,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=8, help="max concurrent reconciles")
     parser.add_argument("--style", choices=("safe", "lean"), default="safe")
     parser.add_argument("--measure-cache", action="store_true")
+    parser.add_argument("--no-trust-env", action="store_true", help="an experiment; see above")
     args = parser.parse_args()
+    if args.no_trust_env:
+        ignore_environment()
     if args.measure_cache:
         asyncio.run(measure_cache())
     else:
