@@ -79,7 +79,8 @@ def command(impl: str, workers: int, profile: Path | None = None) -> list[str]:
     """The argv that runs ``impl`` with ``workers`` concurrent reconciles.
 
     With ``profile`` (Python implementations only), the process runs under pyinstrument,
-    which writes its text report there when the process exits.
+    which writes its session there when the process exits; a ``.pstats`` path instead runs
+    a setpoint variant under cProfile, timing the main thread's CPU.
     """
     w = str(workers)
     ours = str(HERE / "widget_operator.py")
@@ -94,7 +95,11 @@ def command(impl: str, workers: int, profile: Path | None = None) -> list[str]:
         "setpoint-no-trust-env": [PYTHON, ours, "--workers", w, "--no-trust-env"],
         "setpoint-lean-no-trust-env": [*lean, "--no-trust-env"],
     }[impl]
-    if profile is not None and argv[0] == PYTHON:
+    if profile is not None and profile.suffix == ".pstats":
+        if argv[1] != ours:
+            raise ValueError(f"--cprofile works with the setpoint variants only, not {impl}")
+        argv = [*argv, "--cprofile", str(profile)]
+    elif profile is not None and argv[0] == PYTHON:
         argv = [PYTHON, "-m", "pyinstrument", "-r", "pyisession", "-o", str(profile), *argv[1:]]
     return argv
 
@@ -515,6 +520,20 @@ def render_profile(session: Path) -> str:
     return str(stem)
 
 
+def render_pstats(stats_path: Path) -> str:
+    """Write the top functions by own and by cumulative CPU next to ``stats_path``."""
+    import io
+    import pstats
+
+    out = io.StringIO()
+    stats = pstats.Stats(str(stats_path), stream=out)
+    stats.sort_stats("tottime").print_stats(40)
+    stats.sort_stats("cumtime").print_stats(60)
+    text_path = stats_path.with_suffix(".txt")
+    text_path.write_text(out.getvalue())
+    return str(text_path)
+
+
 def build_go_peer() -> str | None:
     """Build the controller-runtime peer into the cache; return why it failed, or None."""
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -677,6 +696,12 @@ def main() -> None:
         help="comma-separated Python implementations to run once more under pyinstrument "
         "(not counted in the table); reports go next to the JSON",
     )
+    parser.add_argument(
+        "--cprofile",
+        default="",
+        help="comma-separated setpoint variants to run once more under cProfile, timing the "
+        "event loop thread's CPU (not counted in the table)",
+    )
     args = parser.parse_args()
     impls = [i for i in args.impls.split(",") if i]
     unknown = sorted(set(impls) - set(IMPLEMENTATIONS) - set(EXPERIMENTS))
@@ -735,6 +760,23 @@ def main() -> None:
         profiles[impl] = render_profile(target)
         print(
             f"[profile] {impl}: converge={profiled.converge_seconds:.1f}s -> {target}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    for impl in [i for i in args.cprofile.split(",") if i]:
+        target = CACHE / f"converge-{stamp}-cprofile-{impl}.pstats"
+        try:
+            profiled, _ = run_on_fresh_plane(
+                impl, -1, n=args.n, workers=args.workers, logs=logs, profile=target
+            )
+        except Exception as exc:
+            print(f"cProfile of {impl} failed: {exc}", file=sys.stderr)
+            continue
+        profiles[f"{impl} (cProfile)"] = render_pstats(target)
+        print(
+            f"[cprofile] {impl}: converge={profiled.converge_seconds:.1f}s "
+            f"cpu={profiled.cpu_seconds:.1f}s -> {target}",
             file=sys.stderr,
             flush=True,
         )
