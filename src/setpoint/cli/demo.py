@@ -713,8 +713,14 @@ async def delete_tenant(client: Client, op: Operator, screen: Screen, directory:
 
     spec = dict(DEMO_TENANTS)[DELETED_TENANT]
     namespaces: list[str] = list(spec["namespaces"])
-    before = await asyncio.to_thread(read_directory, directory)
-    screen.line(f"directory {directory.name} before: {', '.join(before or [])}")
+
+    async def registered() -> list[str] | None:
+        return await asyncio.to_thread(read_directory, directory)
+
+    before = await poll(
+        "reading the directory", registered, timeout=STEP_TIMEOUT, alive=op.check_alive
+    )
+    screen.line(f"directory {directory.name} before: {', '.join(before)}")
     started = time.monotonic()
     await client.delete(TENANT, DELETED_TENANT)
     screen.line(f"  +0.0s  deleted Tenant {DELETED_TENANT}")
@@ -739,12 +745,14 @@ async def delete_tenant(client: Client, op: Operator, screen: Screen, directory:
                 "unregistered",
                 f"directory: {DELETED_TENANT} unregistered (rows now: {', '.join(rows)})",
             )
+        if tenant is None and "unregistered" not in seen:
+            if rows is None:
+                return None  # the file was busy (the operator writing): read it again
+            raise DemoError(
+                f"Tenant {DELETED_TENANT} went away while still in the directory: the "
+                "finalizer did not hold it"
+            )
         if tenant is None:
-            if "unregistered" not in seen:
-                raise DemoError(
-                    f"Tenant {DELETED_TENANT} went away while still in the directory: the "
-                    "finalizer did not hold it"
-                )
             event("gone", f"Tenant {DELETED_TENANT} is gone (its finalizer was removed)")
         remaining = []
         for name in namespaces:
