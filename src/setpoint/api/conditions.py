@@ -360,13 +360,19 @@ def is_condition_false(target: Any, /, type: str) -> bool:
     return i >= 0 and _read(items[i], "status") == "False"
 
 
-def set_observed_generation(obj: Any) -> bool:
-    """Set ``status.observedGeneration`` to ``metadata.generation``; return whether it changed.
+def set_observed_generation(obj: Any, generation: int | None = None) -> bool:
+    """Set ``status.observedGeneration``; return whether it changed.
 
     Works on a JSON object (``status`` is created when missing) and on a typed
     resource whose status model declares ``observed_generation``. Call it in the
     status mutation after acting on the spec: readers then know the status
     describes the current spec.
+
+    Pass ``generation``: the ``metadata.generation`` of the object the reconcile
+    *acted on*. Without it the object's own generation is used, which is wrong
+    inside a mutation that :func:`~setpoint.client.safe.update_status` re-runs
+    on a fresher copy after a Conflict: that copy may carry a newer spec the
+    reconcile never saw, and the status would claim it was handled.
 
     Raises:
         ValueError: the object has no ``metadata.generation`` (it was not read
@@ -374,7 +380,8 @@ def set_observed_generation(obj: Any) -> bool:
 
     """
     if isinstance(obj, MutableMapping):
-        generation = generation_of(obj)
+        if generation is None:
+            generation = generation_of(obj)
         if generation <= 0:
             raise ValueError(
                 f"{describe(obj)} has no metadata.generation; pass the object as read from "
@@ -388,7 +395,9 @@ def set_observed_generation(obj: Any) -> bool:
         status["observedGeneration"] = generation
         return True
     metadata = getattr(obj, "metadata", None)
-    typed_generation = getattr(metadata, "generation", None)
+    typed_generation = (
+        generation if generation is not None else getattr(metadata, "generation", None)
+    )
     if not isinstance(typed_generation, int) or typed_generation <= 0:
         raise ValueError(
             f"{type(obj).__name__} {getattr(metadata, 'name', '')!r} has no metadata.generation; "

@@ -17,6 +17,7 @@ from setpoint.api.keys import ObjectKey
 __all__ = [
     "JsonObject",
     "annotations_of",
+    "deletion_timestamp_of",
     "describe",
     "finalizers_of",
     "generation_of",
@@ -83,6 +84,16 @@ def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
     """``metadata.annotations`` (read-only view; empty when unset)."""
     annotations = meta(obj).get("annotations")
     return annotations if isinstance(annotations, Mapping) else {}
+
+
+def deletion_timestamp_of(obj: Mapping[str, Any]) -> str | None:
+    """``metadata.deletionTimestamp`` (RFC 3339), or ``None`` when the object is not being deleted.
+
+    Its presence is what "being deleted" means: the object stays until its
+    finalizers are gone.
+    """
+    value = meta(obj).get("deletionTimestamp")
+    return str(value) if value else None
 
 
 def finalizers_of(obj: Mapping[str, Any]) -> list[str]:

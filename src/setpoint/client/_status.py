@@ -106,6 +106,11 @@ async def update_status(
         - The kind serves a ``status`` subresource.
 
     Caveats:
+        - A retry runs ``mutate`` on a fresher copy, whose spec may be newer
+          than the one the reconcile acted on. Capture what you acted on
+          before calling (``generation = obj.metadata.generation``) and write
+          that (``set_observed_generation(o, generation)``), never the fresh
+          copy's own generation.
         - A stale ``target`` costs one failed write (Conflict) before the
           re-read; pass ``(kind, key)`` to always read first.
         - Starting from a stale ``target`` whose status already looks

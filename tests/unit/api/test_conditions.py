@@ -278,3 +278,11 @@ def test_setting_twice_is_idempotent(
     assert holder["conditions"] == snapshot
     found = find_condition(holder, "Ready")
     assert found is not None and found.reason == reason
+
+
+def test_observed_generation_can_be_the_one_acted_on() -> None:
+    """A retried mutation on a fresher copy must not claim the newer generation."""
+    fresher = {"metadata": {"name": "t", "generation": 5}, "status": {"observedGeneration": 3}}
+    assert set_observed_generation(fresher, 4)
+    assert fresher["status"]["observedGeneration"] == 4
+    assert not set_observed_generation(fresher, 4)
