@@ -9,9 +9,10 @@ from pathlib import Path
 import psutil
 
 from setpoint.api import kinds
-from setpoint.client import Client
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.client import Client, NotFound
 from setpoint.client.config import load_kubeconfig
-from setpoint.testing import ControlPlane, ControlPlaneOptions
+from setpoint.testing import ControlPlane, ControlPlaneOptions, eventually
 from setpoint.testing.controlplane import DEFAULT_KUBERNETES_VERSION, find_binaries
 
 
@@ -162,3 +163,74 @@ def test_cli_up_env_down(tmp_path: Path) -> None:
     )
     assert gone.returncode == 1
     assert "not running" in gone.stderr
+
+
+async def test_crds_installed_before_the_controller_manager_cascade_at_once() -> None:
+    """CRDs given to ControlPlaneOptions are Established before kube-controller-manager starts.
+
+    Its garbage collector then handles the kind from its first sync: deleting a custom
+    resource removes its dependents at once, instead of after the collector's 30-second
+    rescan for new kinds.
+    """
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.early.setpoint.dev"},
+        "spec": {
+            "group": "early.setpoint.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    gadget = GroupVersionKind("early.setpoint.dev", "v1", "Gadget")
+    with ControlPlane(ControlPlaneOptions(crds=[crd])) as plane:
+        async with Client(load_kubeconfig(str(plane.kubeconfig_path))) as client:
+            owner = await client.create(
+                {
+                    "apiVersion": "early.setpoint.dev/v1",
+                    "kind": "Gadget",
+                    "metadata": {"name": "g", "namespace": "default"},
+                }
+            )
+            await client.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {
+                        "name": "dependent",
+                        "namespace": "default",
+                        "ownerReferences": [
+                            {
+                                "apiVersion": "early.setpoint.dev/v1",
+                                "kind": "Gadget",
+                                "name": "g",
+                                "uid": owner["metadata"]["uid"],
+                            }
+                        ],
+                    },
+                }
+            )
+            await client.delete(gadget, "g", namespace="default")
+
+            async def collected() -> bool:
+                try:
+                    await client.get(kinds.ConfigMap, "dependent", namespace="default")
+                except NotFound:
+                    return True
+                return False
+
+            # Well under the collector's 30 s rescan period.
+            await eventually(collected, timeout=15, description="dependent collected")

@@ -104,7 +104,6 @@ QUOTA_TENANT: Final = "acme"
 QUOTA_NAMESPACE: Final = "acme-dev"
 REPAIRED_NAMESPACE: Final = "acme-prod"
 DELETED_TENANT: Final = "initech"
-GC_PROBE: Final = "setpoint-demo-gc-probe"
 
 # Column title, kind, and whether the operator creates one per namespace only when isolated.
 CHILD_KINDS: Final = (
@@ -490,26 +489,26 @@ def start_operator(workdir: Path, kubeconfig: Path, directory: Path) -> Operator
 # -- the steps ------------------------------------------------------------------------------------
 
 
-async def install_crd(client: Client, screen: Screen) -> None:
-    """Generate the Tenant CRD from the operator's types and install it (Established)."""
-    from setpoint.client.errors import AlreadyExists
+def tenant_crds(screen: Screen) -> list[dict[str, Any]]:
+    """Generate the Tenant CRD from the operator's Python types, as ``setpoint generate crd`` does.
+
+    The plane installs it before kube-controller-manager starts. Its garbage
+    collector rescans the API for new kinds only every 30 s; a CRD that exists
+    when it starts is handled from the first second, so deletion cascades at once.
+    """
     from setpoint.crd import find_resources, generate_crds, import_targets
 
     modules = import_targets([str(operator_path())])
-    manifests = generate_crds(find_resources(modules))
-    for manifest in manifests:
+    crds: list[dict[str, Any]] = []
+    for manifest in generate_crds(find_resources(modules)):
         for crd in manifest.documents:
-            name = crd["metadata"]["name"]
-            screen.line(f"generated {manifest.path} from the Python types; installing {name}")
-            with contextlib.suppress(AlreadyExists):
-                await client.create(crd)
+            screen.line(f"generated {manifest.path} from the Python types")
+            crds.append(crd)
+    return crds
 
-            async def established(name: str = name) -> bool | None:
-                got = await client.get(kinds.CustomResourceDefinition, name)
-                conditions = {c["type"]: c["status"] for c in got["status"]["conditions"]}
-                return True if conditions.get("Established") == "True" else None
 
-            await poll(f"CRD {name} Established", established, timeout=STEP_TIMEOUT, alive=_ok)
+async def wait_discoverable(client: Client) -> None:
+    """Wait until the API server's discovery serves the Tenant kind."""
 
     async def discoverable() -> bool:
         await client.resource_info(TENANT)
@@ -520,70 +519,6 @@ async def install_crd(client: Client, screen: Screen) -> None:
 
 def _ok() -> None:
     """``alive`` for steps that run before the operator exists."""
-
-
-async def plant_gc_probe(client: Client) -> None:
-    """Leave a ConfigMap owned by a deleted Tenant, for :func:`wait_gc_probe`.
-
-    kube-controller-manager's garbage collector rescans the API's kinds every 30 s; until it
-    has picked up the new Tenant kind, deleting a Tenant does not yet delete what it owns.
-    The probe is collected once it has, which is when the demo's own deletion will be crisp.
-    Created before the operator starts, so the operator never sees the probe Tenant.
-    """
-    tenant = await client.create(
-        {
-            "apiVersion": TENANT.api_version,
-            "kind": TENANT.kind,
-            "metadata": {"name": GC_PROBE},
-            "spec": {"namespaces": [GC_PROBE], "adminGroup": "nobody"},
-        }
-    )
-    await client.create(
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": GC_PROBE,
-                "namespace": "default",
-                "ownerReferences": [
-                    {
-                        "apiVersion": TENANT.api_version,
-                        "kind": TENANT.kind,
-                        "name": GC_PROBE,
-                        "uid": tenant["metadata"]["uid"],
-                    }
-                ],
-            },
-        }
-    )
-    await client.delete(TENANT, GC_PROBE)
-
-
-async def wait_gc_probe(client: Client, op: Operator, screen: Screen) -> None:
-    """Wait until the garbage collector collected the probe (it then handles Tenants)."""
-    from setpoint.client.errors import NotFound
-
-    async def collected() -> bool | None:
-        try:
-            await client.get(kinds.ConfigMap, GC_PROBE, namespace="default")
-        except NotFound:
-            return True
-        return None
-
-    if await collected():
-        return
-    screen.line(
-        "waiting for kube-controller-manager's garbage collector to pick up the new Tenant "
-        "kind (it rescans API kinds every 30 s)..."
-    )
-    started = time.monotonic()
-    await poll(
-        "the garbage collector handling Tenants",
-        collected,
-        timeout=STEP_TIMEOUT,
-        alive=op.check_alive,
-    )
-    screen.line(f"it does now (after {time.monotonic() - started:.0f}s more)")
 
 
 async def repair_child(client: Client, op: Operator, screen: Screen) -> None:
@@ -803,7 +738,6 @@ async def _main(plane: ControlPlane, op: Operator, screen: Screen, keep: bool) -
         await repair_child(client, op, screen)
 
         screen.section(f"deleting Tenant {DELETED_TENANT}")
-        await wait_gc_probe(client, op, screen)
         await delete_tenant(client, op, screen, directory)
 
         screen.section("metrics")
@@ -840,8 +774,7 @@ async def _prepare(plane: ControlPlane, screen: Screen) -> None:
     from setpoint.client.client import Client
 
     async with Client.from_kubeconfig(str(plane.kubeconfig_path)) as client:
-        await install_crd(client, screen)
-        await plant_gc_probe(client)
+        await wait_discoverable(client)
 
 
 @contextlib.contextmanager
@@ -889,10 +822,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         try:
             _ensure_binaries(screen)
             screen.section("control plane")
-            plane = ControlPlane(ControlPlaneOptions(base_dir=workdir / "plane"))
+            crds = tenant_crds(screen)
+            plane = ControlPlane(ControlPlaneOptions(base_dir=workdir / "plane", crds=crds))
             plane.start()
             screen.line(f"etcd, kube-apiserver, kube-controller-manager up at {plane.server}")
-            screen.section("CRD and operator")
+            screen.line(
+                "the Tenant CRD was installed before kube-controller-manager started, so its "
+                "garbage collector handles Tenants from the start"
+            )
+            screen.section("operator")
             asyncio.run(_prepare(plane, screen))
             # Forked from the main thread, after asyncio.run joined its worker threads.
             op = start_operator(workdir, plane.kubeconfig_path, workdir / "tenants-directory.db")
