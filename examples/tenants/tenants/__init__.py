@@ -14,8 +14,6 @@ own settings come from ``TENANTS_*`` environment variables (:class:`TenantsSetti
 
 from __future__ import annotations
 
-from typing import cast
-
 import setpoint as sp
 from setpoint import kinds
 
@@ -71,8 +69,8 @@ def setup(manager: sp.Manager, settings: TenantsSettings | None = None) -> Tenan
     )
     manager.add(directory)
     reconciler = TenantReconciler(settings, directory)
-    # The manager's default cache is a setpoint Cache; the indexes must exist before it syncs.
-    reconciler.attach(cast(sp.Cache, manager.cache))
+    # The indexes must exist before the manager's cache syncs.
+    reconciler.attach(manager.cache)
     (
         manager.controller(CONTROLLER_NAME)
         .for_(Tenant)

@@ -12,7 +12,7 @@ does. Any of the four can still be passed to override the manager's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from setpoint.cache.cache import Cache
 from setpoint.client.client import Client
@@ -63,9 +63,7 @@ class ManagedBuilder(Builder):
         controller = super().build(
             reconciler,
             client=client if client is not None else manager.client,
-            # The manager's cache is built by ManagerOptions.new_cache; controllers need the
-            # real setpoint.cache.Cache surface (informers, readers), which the default is.
-            cache=cache if cache is not None else cast("Cache", manager.cache),
+            cache=cache if cache is not None else manager.cache,
             metrics=metrics if metrics is not None else manager.metrics,
             recorder=recorder if recorder is not None else manager.event_recorder(self.name),
         )

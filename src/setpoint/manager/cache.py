@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from setpoint.api.runnable import Runnable
 
 if TYPE_CHECKING:
+    from setpoint.cache import Cache
     from setpoint.client.client import Client
 
 __all__ = ["CacheFactory", "CacheLike", "default_new_cache"]
@@ -32,11 +33,15 @@ class CacheLike(Runnable, Protocol):
         ...
 
 
-CacheFactory = Callable[["Client"], CacheLike]
-"""Builds a cache from the manager's client (``ManagerOptions.new_cache``)."""
+CacheFactory = Callable[["Client"], "Cache"]
+"""Builds the shared cache from the manager's client (``ManagerOptions.new_cache``).
+
+It returns a :class:`setpoint.cache.Cache` (or a subclass): controllers and users add
+indexes and read through it. The manager itself only relies on :class:`CacheLike`, so a
+test may inject any object with that shape."""
 
 
-def default_new_cache(client: Client) -> CacheLike:
+def default_new_cache(client: Client) -> Cache:
     """Build ``setpoint.cache.Cache(client)``, the manager's default shared cache.
 
     Imported when first needed, so a manager without controllers never loads the cache.

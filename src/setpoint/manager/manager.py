@@ -63,6 +63,7 @@ from setpoint.observability.events import EventBroadcaster, EventRecorder
 from setpoint.observability.metrics import Metrics, render
 
 if TYPE_CHECKING:
+    from setpoint.cache import Cache
     from setpoint.client.client import Client
     from setpoint.client.transport import RequestHook
 
@@ -156,7 +157,7 @@ class Manager:
         self._lost_task: asyncio.Task[None] | None = None
         self._late_tasks: set[asyncio.Task[None]] = set()
 
-        self._cache: CacheLike | None = None
+        self._cache: Cache | None = None
         self._broadcaster: EventBroadcaster | None = None
 
         self._healthz = HealthChecks("healthz", timeout=opts.health_check_timeout)
@@ -253,8 +254,12 @@ class Manager:
         return [entry.runnable for entry in self._entries]
 
     @property
-    def cache(self) -> CacheLike:
-        """The shared cache, built by ``ManagerOptions.new_cache`` and added on first use."""
+    def cache(self) -> Cache:
+        """The shared cache, built by ``ManagerOptions.new_cache`` and added on first use.
+
+        Add indexes here (``manager.cache.add_index(kind, name, fn)``) before the manager
+        runs; controllers built with :meth:`controller` read through it.
+        """
         if self._cache is None:
             cache = self.options.new_cache(self.client)
             self.add(cache)
