@@ -72,8 +72,11 @@ _RESERVED: Final = frozenset({"ts", "level", "logger", "msg", "error", "stacktra
 class Logger:
     """A stdlib logger plus bound key/value pairs. Immutable: :meth:`bind` returns a new one.
 
-    Methods take a message and keyword pairs; the pairs are merged over the bound ones (the
-    call wins). Levels below the stdlib logger's effective level cost one comparison.
+    Methods take a message and keyword pairs, added to the bound ones. A call's pair never
+    replaces a bound one with a different value: bound pairs name the context (controller,
+    namespace, name, reconcile_id), and a line that silently names another object misleads.
+    The call's value is kept as ``arg.<key>`` instead. Use :meth:`bind` to change context.
+    Levels below the stdlib logger's effective level cost one comparison.
     """
 
     __slots__ = ("_bound", "_logger")
@@ -135,7 +138,12 @@ class Logger:
     def _emit(
         self, level: int, msg: str, kv: Mapping[str, Any], exc_info: BaseException | bool | None
     ) -> None:
-        fields = {**self._bound, **kv} if kv else dict(self._bound)
+        fields = dict(self._bound)
+        for key, value in kv.items():
+            if key in fields and fields[key] != value:
+                fields[f"arg.{key}"] = value
+            else:
+                fields[key] = value
         # stacklevel 3: the caller of debug()/info()/..., so %(funcName)s and %(lineno)d in a
         # user's own formatter point at the code that logged, not at this module.
         self._logger.log(

@@ -190,3 +190,18 @@ def test_import_is_cheap() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == ""
+
+
+def test_a_call_never_replaces_bound_context(restore_root: None) -> None:
+    """ctx.log.info(..., namespace=x) must not make the line name another object."""
+    stream = io.StringIO()
+    configure_logging(level="info", format="json", stream=stream)
+    log = get_logger("setpoint.test.clash").bind(namespace="tenant-a", name="t")
+    log.info("created", namespace="child-ns", extra="1")
+    line = json.loads(stream.getvalue().strip().splitlines()[-1])
+    assert line["namespace"] == "tenant-a"
+    assert line["arg.namespace"] == "child-ns"
+    assert line["extra"] == "1"
+    log.info("same value is not duplicated", namespace="tenant-a")
+    line = json.loads(stream.getvalue().strip().splitlines()[-1])
+    assert "arg.namespace" not in line
