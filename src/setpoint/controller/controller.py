@@ -290,6 +290,43 @@ class Controller:
         return self._failure
 
     @property
+    def idle(self) -> bool:
+        """Nothing ready to reconcile and nothing reconciling (delayed re-queues may wait)."""
+        return self._queue.ready_count == 0 and self._queue.in_flight_count == 0
+
+    async def wait_idle(self, *, timeout: float = 30.0, settle: float = 0.5) -> None:
+        """Wait until the controller has been :attr:`idle` for ``settle`` seconds.
+
+        After a reconcile writes, the events of its own writes queue the key again a
+        moment later; ``settle`` covers that gap, so "idle" means the controller has
+        caught up with the world, not that it paused between two reconciles. For tests
+        (a drift test must not have its edit repaired by a reconcile already queued) and
+        for benchmarks.
+
+        Raises:
+            TimeoutError: not idle for ``settle`` seconds within ``timeout``, naming the
+                queue's state.
+
+        """
+        deadline = time.monotonic() + timeout
+        quiet_since: float | None = None
+        while True:
+            now = time.monotonic()
+            if self.idle:
+                quiet_since = quiet_since if quiet_since is not None else now
+                if now - quiet_since >= settle:
+                    return
+            else:
+                quiet_since = None
+            if now >= deadline:
+                raise TimeoutError(
+                    f"controller {self._name!r} was not idle for {settle}s within {timeout}s "
+                    f"(ready={self._queue.ready_count}, "
+                    f"in flight={self._queue.in_flight_count})"
+                )
+            await asyncio.sleep(min(0.05, settle / 4))
+
+    @property
     def finalizers(self) -> tuple[str, ...]:
         """The finalizers this controller handles (``Builder.finalizer``), in registration order.
 

@@ -460,6 +460,33 @@ class Metrics:
                 _default_metrics = cls(registry)
             return _default_metrics
 
+    @classmethod
+    def isolated(cls) -> Metrics:
+        """Return an instance on a fresh private registry (for tests and side-by-side managers).
+
+        Two managers in one process (a test running two operators, say) would otherwise
+        count into the same series.
+        """
+        from prometheus_client import CollectorRegistry  # noqa: PLC0415, RUF100
+
+        return cls(CollectorRegistry())
+
+    def value(self, name: str, **labels: str) -> float:
+        """The sum of the samples called ``name`` whose labels include ``labels``.
+
+        ``metrics.value("controller_runtime_reconcile_total", controller="tenant",
+        result="success")``; histogram parts are addressed by their sample names
+        (``..._count``, ``..._sum``). 0.0 when nothing matches. For tests and tools: a
+        scrape reads the same registry.
+        """
+        return sum(
+            sample.value
+            for metric in self.registry.collect()
+            for sample in metric.samples
+            if sample.name == name
+            and all(sample.labels.get(key) == want for key, want in labels.items())
+        )
+
     def init_controller(self, controller: str, *, max_concurrent_reconciles: int) -> None:
         """Publish a controller's series at their starting values before its first reconcile.
 

@@ -13,6 +13,7 @@ from setpoint.testing.controlplane import (
 )
 from setpoint.testing.fake import FakeClient, FakeOptions, FakeWatch
 from setpoint.testing.faults import Call, FaultInjectingClient, Faults, Rule
+from setpoint.testing.operator import RunningOperator, run_operator
 from setpoint.testing.waits import WaitTimeout, eventually
 
 __all__ = [
@@ -26,7 +27,9 @@ __all__ = [
     "FaultInjectingClient",
     "Faults",
     "Rule",
+    "RunningOperator",
     "WaitTimeout",
     "eventually",
     "find_binaries",
+    "run_operator",
 ]

@@ -236,3 +236,13 @@ def test_render_leaves_out_created_samples_like_client_golang(accept: str) -> No
     prometheus_client.Gauge("objects_created", "A gauge.", registry=registry).set(3)
     body, _ = render(registry, accept)
     assert "objects_created 3.0" in body.decode()
+
+
+def test_isolated_instances_do_not_share_series() -> None:
+    from setpoint.observability.metrics import Metrics
+
+    a, b = Metrics.isolated(), Metrics.isolated()
+    a.reconcile_total.labels(controller="c", result="success").inc(3)
+    assert a.value("controller_runtime_reconcile_total", controller="c", result="success") == 3
+    assert b.value("controller_runtime_reconcile_total", controller="c") == 0
+    assert a.value("controller_runtime_reconcile_total", controller="other") == 0
