@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
@@ -15,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from prometheus_client import CollectorRegistry
 from tenants import Tenant, TenantReconciler, TenantsSettings, setup
 
 import setpoint as sp
-from setpoint.testing import eventually
+from setpoint.testing import RunningOperator, eventually, run_operator
 
 EXAMPLE_DIR = Path(__file__).resolve().parent.parent
 """examples/tenants."""
@@ -136,53 +134,41 @@ async def install_crd(client: sp.Client) -> None:
 
 
 @dataclass
+@dataclass
 class Operator:
-    """The operator running in this process (a Manager in a task, leader election off)."""
+    """The operator running in this process (see ``setpoint.testing.run_operator``)."""
 
-    manager: sp.Manager
-    reconciler: TenantReconciler
-    metrics: sp.Metrics
-    task: asyncio.Task[None]
+    running: RunningOperator
+
+    @property
+    def manager(self) -> sp.Manager:
+        """The manager it runs in."""
+        return self.running.manager
+
+    @property
+    def metrics(self) -> sp.Metrics:
+        """Its private metrics registry."""
+        return self.running.metrics
+
+    @property
+    def reconciler(self) -> TenantReconciler:
+        """What ``setup`` returned: the reconciler (its directory, its settings)."""
+        reconciler: TenantReconciler = self.running.setup_result
+        return reconciler
 
     @property
     def directory_path(self) -> Path:
         """The SQLite file of its directory."""
         return self.reconciler.directory.path
 
-    def _sample(self, name: str) -> float:
-        """Sum of the samples called ``name`` that belong to the tenant controller."""
-        return sum(
-            sample.value
-            for metric in self.metrics.registry.collect()
-            for sample in metric.samples
-            if sample.name == name
-            and "tenant" in (sample.labels.get("controller"), sample.labels.get("name"))
-        )
-
-    def _activity(self) -> tuple[float, float, float]:
-        """(keys queued so far, queue depth, busy workers) of the tenant controller."""
-        return (
-            self._sample("workqueue_adds_total"),
-            self._sample("workqueue_depth"),
-            self._sample("controller_runtime_active_workers"),
-        )
-
     async def quiescent(self, *, timeout: float = 30) -> None:
-        """Wait until the controller is idle: nothing queued or running, no new adds.
+        """Wait until the controller is idle: nothing queued or running, for a moment.
 
         After a Tenant turns Ready, the events of its own writes (children created, status
         written) still queue a few reconciles. A drift test that edits a child before they
         ran would see the edit repaired by one of them, not by the watch it means to test.
         """
-        last: list[float] = [-1.0]
-
-        def idle() -> bool:
-            adds, depth, busy = self._activity()
-            settled = depth == 0 and busy == 0 and adds == last[0]
-            last[0] = adds
-            return settled
-
-        await eventually(idle, timeout=timeout, interval=0.5, description="controller idle")
+        await self.running.wait_idle(timeout=timeout)
 
 
 @contextlib.asynccontextmanager
@@ -197,31 +183,17 @@ async def running_operator(
 
     Without ``leader_election`` (a Lease name) it runs as the only replica, elected at once.
     """
-    client = sp.Client(sp.load_kubeconfig(str(kubeconfig)))
-    metrics = sp.Metrics(CollectorRegistry())
-    options = sp.ManagerOptions(
-        metrics=metrics,
-        metrics_bind_address="0",
-        health_probe_bind_address="0",
-        handle_signals=False,
-        leader_election=(
-            sp.LeaderElectionOptions(name=leader_election, namespace=leader_election_namespace)
-            if leader_election
-            else None
-        ),
+    election = (
+        sp.LeaderElectionOptions(name=leader_election, namespace=leader_election_namespace)
+        if leader_election
+        else None
     )
-    manager = sp.Manager(client, options)
-    reconciler = setup(manager, settings)
-    task = asyncio.create_task(manager.run())
-    try:
-        await manager.wait_elected(timeout=60)
-        yield Operator(manager, reconciler, metrics, task)
-    finally:
-        manager.stop()
-        try:
-            await asyncio.wait_for(task, 60)
-        finally:
-            await client.close()
+    async with run_operator(
+        lambda manager: setup(manager, settings),
+        kubeconfig=kubeconfig,
+        leader_election=election,
+    ) as running:
+        yield Operator(running)
 
 
 @dataclass
