@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test check lint typecheck layers unit integration e2e controlplane bench clean
+.PHONY: demo test check lint typecheck layers docs-check unit integration e2e controlplane bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,10 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(VENV)/bin/lint-imports
 
-check: lint typecheck layers
+docs-check: $(STAMP)
+	$(PY) scripts/gen_test_index.py --check
+
+check: lint typecheck layers docs-check
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit -q

@@ -33,11 +33,12 @@ class TestDoc:
 
 
 def _is_test_file(path: Path) -> bool:
-    return (
-        path.name.startswith("test_")
-        and path.suffix == ".py"
-        and ("integration" in path.parts or "e2e" in path.parts or "examples" in path.parts)
-    )
+    # An example's tests mix unit tests (test_unit_*.py, no server) and integration tests.
+    if path.suffix != ".py" or not path.name.startswith("test_"):
+        return False
+    if path.name.startswith("test_unit_"):
+        return False
+    return "integration" in path.parts or "e2e" in path.parts or "examples" in path.parts
 
 
 def collect() -> tuple[list[TestDoc], list[str]]:

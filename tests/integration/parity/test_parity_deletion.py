@@ -161,7 +161,9 @@ async def _gone(api: Api, expected: set[str]) -> bool:
 
 
 async def test_foreground_and_orphan_propagation(api: Api) -> None:
-    """Foreground deletion holds the owner (foregroundDeletion finalizer) until dependents go;
+    """Foreground and orphan propagation behave as the real server's.
+
+    Foreground deletion holds the owner (foregroundDeletion finalizer) until dependents go;
     orphan deletion (orphan finalizer) strips the owner references and keeps the dependents.
     """
     c, ns = api.client, api.namespace
