@@ -1,4 +1,4 @@
-"""A running cache and controller survive an API server restart with compacted history.
+"""A running manager (cache and controller) survives an API server restart with compacted history.
 
 The test starts its own control plane (it restarts kube-apiserver and compacts etcd) and
 reaches it through a proxy it can cut, so objects change while the controller is
@@ -21,7 +21,9 @@ from setpoint.api.meta import key_of
 from setpoint.cache import Cache, CacheOptions, FuncHandler
 from setpoint.client import Client, NotFound, load_kubeconfig
 from setpoint.client.patch import MergePatch
-from setpoint.controller import Builder, Context, Request, Result
+from setpoint.controller import Context, Request, Result
+from setpoint.manager import Manager, ManagerOptions
+from setpoint.observability.metrics import Metrics
 from setpoint.testing import ControlPlane, ControlPlaneOptions, eventually
 
 NAMESPACE = "outage"
@@ -58,7 +60,8 @@ async def test_controller_recovers_from_restart_with_compacted_history(
 ) -> None:
     """After an outage with changes, compaction and a restart, everything is reconciled.
 
-    With 40 objects converged, the proxy is cut; while the controller is disconnected some
+    The controller runs in a Manager, as in production. With 40 objects converged, the
+    proxy is cut; while the controller is disconnected some
     objects are resized, some deleted and some created, etcd is compacted and
     kube-apiserver restarted, and more changes follow. When the proxy is restored the
     informers get 410 Gone, relist, and the controller reconciles every change: deleted
@@ -72,7 +75,19 @@ async def test_controller_recovers_from_restart_with_compacted_history(
     client = proxied_client(
         plane.kubeconfig_path, proxy, on_request=lambda method, host, code: codes.append(code)
     )
-    cache = Cache(client, options=CacheOptions(namespaces=(NAMESPACE,), backoff_max=1.0))
+    manager = Manager(
+        client,
+        ManagerOptions(
+            metrics=Metrics.isolated(),
+            metrics_bind_address="0",
+            health_probe_bind_address="0",
+            handle_signals=False,
+            new_cache=lambda c: Cache(
+                c, options=CacheOptions(namespaces=(NAMESPACE,), backoff_max=1.0)
+            ),
+        ),
+    )
+    cache = manager.cache
     reconciled: list[ObjectKey] = []
 
     async def reconcile(ctx: Context, request: Request) -> Result | None:
@@ -80,21 +95,22 @@ async def test_controller_recovers_from_restart_with_compacted_history(
         return await reconcile_gizmo(ctx, request)
 
     controller = (
-        Builder("outage")
+        manager.controller("outage")
         .for_(GIZMO)
         .owns(kinds.ConfigMap)
         .max_concurrent_reconciles(4)
-        .build(reconcile, client=client, cache=cache)
+        .build(reconcile)
     )
     inferred_deletes: list[str] = []
+    running: asyncio.Task[None] | None = None
     try:
         await install_crd(direct)
         await direct.create(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         )
         await create_gizmos(direct, NAMESPACE, 40)
-        await cache.start()
-        await controller.start()
+        running = asyncio.create_task(manager.run())
+        await manager.wait_elected(timeout=60)
         cache.informer(GIZMO).add_handler(
             FuncHandler(
                 delete=lambda obj, unknown: (
@@ -139,9 +155,11 @@ async def test_controller_recovers_from_restart_with_compacted_history(
         assert "409" not in codes
         assert controller.failure() is None
         assert cache.failure() is None
+        assert not running.done(), "the manager stopped during the outage"
     finally:
-        await controller.stop(10)
-        await cache.stop(5)
+        manager.stop()
+        if running is not None:
+            await asyncio.wait_for(running, 30)
         await client.close()
         await proxy.close()
         await direct.close()
