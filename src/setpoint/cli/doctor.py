@@ -272,15 +272,24 @@ def _builtin(finalizer: str) -> bool:
     return "/" not in finalizer or finalizer.split("/", 1)[0].endswith("kubernetes.io")
 
 
-def owner_status(finalizer: str, leases: Iterable[Mapping[str, Any]], now: float) -> OwnerStatus:
+def owner_status(
+    finalizer: str,
+    leases: Iterable[Mapping[str, Any]],
+    now: float,
+    *,
+    namespace: str = "",
+) -> OwnerStatus:
     """Whether a controller handling ``finalizer`` runs, judged from the managers' Leases.
 
     A Lease whose ``setpoint.dev/finalizers`` annotation names the finalizer is *fresh* when
     it has a holder and ``renewTime + leaseDurationSeconds`` is not in the past (by this
     machine's clock: a skew between it and the operator's shifts the verdict by that much).
+    When several Leases name it (one operator deployed per namespace, say), those in the
+    stuck object's ``namespace`` are considered first.
     """
     stale: OwnerStatus | None = None
-    for lease in leases:
+    ordered = sorted(leases, key=lambda lease: meta(lease).get("namespace") != namespace)
+    for lease in ordered:
         owned = parse_owned_finalizers(lease)
         if owned is None or finalizer not in owned:
             continue
@@ -363,7 +372,9 @@ def diagnose(
                     StuckFinalizer(
                         name=name,
                         last_error=records.get(name),
-                        owner=owner_status(name, leases, now),
+                        owner=owner_status(
+                            name, leases, now, namespace=str(data.get("namespace") or "")
+                        ),
                     )
                     for name in names
                 ),

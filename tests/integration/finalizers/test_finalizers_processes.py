@@ -227,9 +227,14 @@ async def test_hanging_cleanup_shows_in_doctor_and_metrics(
     the recorded deadline error and its owner running (the manager's Lease advertises the
     finalizer and is fresh); the operator's /metrics counts the failures and reports one
     pending object. After the operator is killed, the doctor reports the owner stopped once
-    its Lease expires: a leak diagnosed in one command.
+    its Lease expires: a leak diagnosed in one command. (The finalizer name is unique to
+    this test: another test's operator, killed a moment ago, may still hold a fresh Lease
+    advertising the usual one, and the doctor would rightly name that Lease.)
     """
-    process = operators.spawn("--leader-election", "--cleanup", "hang", "--deadline", "1")
+    fin = f"widgets.test.setpoint.dev/hang-{uuid.uuid4().hex[:8]}"
+    process = operators.spawn(
+        "--leader-election", "--cleanup", "hang", "--deadline", "1", "--finalizer", fin
+    )
     try:
         await widget_with_finalizer(k8s, namespace, operators)
         await k8s.delete(WIDGET, "w1", namespace=namespace)
@@ -241,7 +246,7 @@ async def test_hanging_cleanup_shows_in_doctor_and_metrics(
 
         async def recorded() -> bool:
             obj = await k8s.get(WIDGET, "w1", namespace=namespace)
-            return FIN in read_cleanup_records(obj)
+            return fin in read_cleanup_records(obj)
 
         await eventually(recorded, timeout=30, description="failure recorded on the object")
 
@@ -251,7 +256,7 @@ async def test_hanging_cleanup_shows_in_doctor_and_metrics(
         assert entry["namespace"] == namespace
         assert entry["waitingSeconds"] >= 0
         [finalizer] = entry["finalizers"]
-        assert finalizer["name"] == FIN
+        assert finalizer["name"] == fin
         assert finalizer["lastError"]["reason"] == "CleanupDeadlineExceeded"
         assert "deadline of 1s" in finalizer["lastError"]["error"]
         assert finalizer["lastError"]["failures"] >= 1
@@ -260,19 +265,19 @@ async def test_hanging_cleanup_shows_in_doctor_and_metrics(
         assert finalizer["owner"]["lease"] == f"{namespace}/{LEASE}"
 
         table = await doctor(operators.kubeconfig, "--kind", "widgets", "--older-than", "0")
-        assert "w1" in table and FIN in table and "running" in table
+        assert "w1" in table and fin in table and "running" in table
 
         [up] = operators.records("up", pid=process.pid)
         samples = await asyncio.to_thread(scrape, up["metrics"])
         failures = samples[
             (
                 "setpoint_finalizer_cleanup_failures_total",
-                (("controller", "widgets"), ("finalizer", FIN)),
+                (("controller", "widgets"), ("finalizer", fin)),
             )
         ]
         assert failures >= 1
-        assert samples[("setpoint_finalizer_pending_objects", (("finalizer", FIN),))] == 1
-        assert samples[("setpoint_finalizer_oldest_pending_seconds", (("finalizer", FIN),))] > 0
+        assert samples[("setpoint_finalizer_pending_objects", (("finalizer", fin),))] == 1
+        assert samples[("setpoint_finalizer_oldest_pending_seconds", (("finalizer", fin),))] > 0
 
         await kill(process)
 
@@ -282,7 +287,7 @@ async def test_hanging_cleanup_shows_in_doctor_and_metrics(
 
         await eventually(owner_stopped, timeout=60, interval=1, description="owner stopped")
     finally:
-        await release(k8s, namespace)
+        await release(k8s, namespace, fin)
 
 
 async def test_doctor_says_unknown_without_leader_election(

@@ -227,3 +227,30 @@ def test_main_reports_errors_in_one_line(capsys: pytest.CaptureFixture[str]) -> 
     assert doctor.main(["finalizers", "--kubeconfig", "/nonexistent/kubeconfig"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("setpoint: error:") and err.count("\n") == 1
+
+
+def test_owner_prefers_a_lease_in_the_objects_namespace() -> None:
+    """Two operators (one per namespace) advertise one finalizer: name the object's own."""
+    import json as _json
+
+    from setpoint.cli.doctor import owner_status
+
+    def lease(namespace: str) -> dict:
+        return {
+            "metadata": {
+                "namespace": namespace,
+                "name": "op",
+                "annotations": {"setpoint.dev/finalizers": _json.dumps({"x.dev/f": "c"})},
+                "labels": {"setpoint.dev/advertises-finalizers": "true"},
+            },
+            "spec": {
+                "holderIdentity": f"pod-{namespace}",
+                "leaseDurationSeconds": 15,
+                "renewTime": "2026-01-01T00:00:00.000000Z",
+            },
+        }
+
+    now = 1767225600.0 + 1  # one second after that renewTime
+    leases = [lease("team-a"), lease("team-b")]
+    assert owner_status("x.dev/f", leases, now, namespace="team-b").lease == "team-b/op"
+    assert owner_status("x.dev/f", leases, now, namespace="team-a").lease == "team-a/op"
