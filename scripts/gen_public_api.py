@@ -74,6 +74,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "MergePatch",
         "NotFound",
         "Preconditions",
+        "ReadWriter",
         "Reader",
         "RequestTimeout",
         "StatusWriter",

@@ -519,11 +519,11 @@ class ConsistentReader:
 
 
 if TYPE_CHECKING:
-    from setpoint.client.protocols import Reader, StatusWriter, Writer
+    from setpoint.client.protocols import Reader, ReadWriter, StatusWriter, Writer
 
     def _conforms(
         reader: ConsistentReader, cache: Cache, client: TrackingClient
-    ) -> tuple[Reader, Reader, Reader, Writer, StatusWriter]:
+    ) -> tuple[Reader, Reader, Reader, Writer, StatusWriter, ReadWriter]:
         # Checked by mypy only: the readers and the tracking client satisfy the client's
         # protocols, so code written against them accepts either.
-        return reader, cache, client, client, client
+        return reader, cache, client, client, client, client

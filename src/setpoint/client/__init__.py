@@ -45,7 +45,7 @@ from setpoint.client.errors import (
     UnknownKind,
 )
 from setpoint.client.patch import ApplyPatch, JsonPatch, MergePatch, Patch, StrategicMergePatch
-from setpoint.client.protocols import Reader, StatusWriter, Writer
+from setpoint.client.protocols import Reader, ReadWriter, StatusWriter, Writer
 from setpoint.client.transport import TransportOptions
 
 __all__ = [
@@ -73,6 +73,7 @@ __all__ = [
     "Patch",
     "Preconditions",
     "PropagationPolicy",
+    "ReadWriter",
     "Reader",
     "RequestTimeout",
     "Selector",

@@ -12,15 +12,14 @@ import inspect
 import random
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, Protocol, TypeAlias, TypeVar
+from typing import Any, Generic, NamedTuple, TypeAlias, TypeVar
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
-from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import JsonObject, gvk_of, key_of
 from setpoint.api.types import TypedObject
 from setpoint.client.errors import ApiError, Conflict, Invalid
-from setpoint.client.patch import Patch
+from setpoint.client.protocols import ReadWriter
 
 __all__ = [
     "MutateFn",
@@ -49,63 +48,11 @@ Target: TypeAlias = "JsonObject | TypedObject | tuple[Any, ObjectKey]"
 ``(kind, ObjectKey(namespace, name))`` where kind is a GVK or a typed class."""
 
 
-class SafeClient(Protocol):
-    """The client surface the safe-write helpers use.
+SafeClient: TypeAlias = ReadWriter
+"""The client surface the safe-write helpers use (:class:`~setpoint.client.protocols.ReadWriter`).
 
-    :class:`setpoint.client.Client` satisfies it, and so does the testing
-    fake client (the helpers run unchanged against both).
-    """
-
-    async def get(self, kind: Any, name: str, *, namespace: str | None = None) -> Any:
-        """Read one object."""
-        ...
-
-    async def create(
-        self, obj: Any, *, dry_run: bool = False, field_manager: str | None = None
-    ) -> Any:
-        """Create an object."""
-        ...
-
-    async def update(
-        self,
-        obj: Any,
-        *,
-        subresource: str | None = None,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> Any:
-        """Replace an object (or its status), optimistically on resourceVersion."""
-        ...
-
-    async def patch(
-        self,
-        kind: Any,
-        name: str,
-        patch: Patch,
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> Any:
-        """Patch an object."""
-        ...
-
-    async def apply(
-        self,
-        obj: Any,
-        *,
-        field_manager: str | None = None,
-        force: bool = False,
-        subresource: str | None = None,
-        dry_run: bool = False,
-    ) -> Any:
-        """Server-side apply an object."""
-        ...
-
-    async def resource_info(self, kind: Any) -> ResourceInfo:
-        """Plural, scope and subresources of a kind."""
-        ...
+:class:`setpoint.client.Client` satisfies it, and so do the tracking client and the
+testing fake client (the helpers run unchanged against all of them)."""
 
 
 class OperationResult(enum.Enum):
