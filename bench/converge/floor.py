@@ -94,7 +94,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=8, help="concurrent tasks")
     parser.add_argument("--namespace", default="bench")
+    parser.add_argument(
+        "--no-trust-env", action="store_true", help="an experiment: see _experiments.py"
+    )
     args = parser.parse_args()
+    if args.no_trust_env:
+        from _experiments import ignore_environment
+
+        ignore_environment()
     print(f"started {STARTED:.6f}", flush=True)
     asyncio.run(run(args.workers, args.namespace))
 

@@ -71,8 +71,8 @@ SETTLE = 3.0
 follow-up reconciles its own writes trigger are counted too."""
 
 IMPLEMENTATIONS = ("floor", "setpoint", "setpoint-lean", "kopf", "controller-runtime")
-EXPERIMENTS = ("setpoint-no-trust-env", "setpoint-lean-no-trust-env")
-"""Variants run only when named in ``--impls`` (see ``widget_operator.py --no-trust-env``)."""
+EXPERIMENTS = ("floor-no-trust-env", "setpoint-no-trust-env", "setpoint-lean-no-trust-env")
+"""Variants run only when named in ``--impls`` (see ``_experiments.py``)."""
 
 
 def command(impl: str, workers: int, profile: Path | None = None) -> list[str]:
@@ -92,6 +92,7 @@ def command(impl: str, workers: int, profile: Path | None = None) -> list[str]:
         "setpoint-lean": lean,
         "kopf": [PYTHON, kopf, "--workers", w],
         "controller-runtime": [str(GO_BINARY), "--workers", w],
+        "floor-no-trust-env": [PYTHON, str(HERE / "floor.py"), "--workers", w, "--no-trust-env"],
         "setpoint-no-trust-env": [PYTHON, ours, "--workers", w, "--no-trust-env"],
         "setpoint-lean-no-trust-env": [*lean, "--no-trust-env"],
     }[impl]
@@ -383,7 +384,7 @@ async def one_run(
     argv = command(impl, workers, profile)
     async with Client.from_kubeconfig(str(plane.kubeconfig_path)) as client:
         await prepare(client)
-        if impl != "floor" and profile is None:
+        if not impl.startswith("floor") and profile is None:
             result.startup_seconds, result.idle_rss_mib = await startup_probe(
                 impl, argv, plane, client, logs / f"{impl}-{repeat}-startup.log"
             )

@@ -13,10 +13,8 @@ Two reconcilers, both written only with setpoint's public API:
   the cache, create it if missing, then ``update_status``). It isolates the runtime's cost
   (cache, queue, workers) from the cost of the safe-write helpers' extra requests.
 
-``--no-trust-env`` is an experiment, not a setting an operator would use: it makes the
-client's aiohttp session ignore the environment (``trust_env=False``). With the environment
-trusted, aiohttp looks up ``~/.netrc`` and the proxy variables in a worker thread for every
-request; the experiment measures what those two thread hops per request cost.
+``--no-trust-env`` is an experiment, not a setting an operator would use: see
+``_experiments.ignore_environment``.
 
 ``--cprofile PATH`` runs the operator under cProfile with the main thread's CPU time as the
 clock (``time.thread_time``), so waiting for the network, for the GIL or for a CPU on a busy
@@ -113,19 +111,6 @@ async def reconcile_lean(ctx: Context, request: Request) -> None:
     await update_status(ctx.client, widget, mark_ready)
 
 
-def ignore_environment() -> None:
-    """Make every aiohttp session ignore proxy variables and ~/.netrc (the experiment)."""
-    import aiohttp
-
-    original = aiohttp.ClientSession.__init__
-
-    def init(self: aiohttp.ClientSession, *args: Any, **kwargs: Any) -> None:
-        kwargs["trust_env"] = False
-        original(self, *args, **kwargs)
-
-    aiohttp.ClientSession.__init__ = init  # type: ignore[method-assign]
-
-
 async def run_operator(workers: int, style: str) -> None:
     """Run the manager with one controller until SIGTERM."""
     configure_logging(level="info")
@@ -178,6 +163,8 @@ def main() -> None:
     parser.add_argument("--cprofile", metavar="PATH", help="write main-thread CPU stats here")
     args = parser.parse_args()
     if args.no_trust_env:
+        from _experiments import ignore_environment
+
         ignore_environment()
     if args.measure_cache:
         asyncio.run(measure_cache())
