@@ -41,10 +41,9 @@ import types
 import typing
 from collections.abc import Mapping, MutableMapping, MutableSequence
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from setpoint.api.meta import describe, generation_of
-from setpoint.api.resource import Model, field
 
 __all__ = [
     "Condition",
@@ -88,31 +87,26 @@ _JSON_NAMES = {
 }
 
 
+if TYPE_CHECKING:
+    from setpoint.api._condition import Condition
+
+
+def __getattr__(name: str) -> Any:
+    # Condition is a pydantic model: it loads pydantic only when a program uses it (typed
+    # statuses do), so helpers over JSON statuses stay light (about 8 MiB less).
+    if name == "Condition":
+        return _condition_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _condition_class() -> type[Condition]:
+    from setpoint.api._condition import Condition
+
+    return Condition
+
+
 class ConditionError(ValueError):
     """A condition the API server would reject. The message names the field and the rule."""
-
-
-class Condition(Model):
-    """One status condition, field for field ``metav1.Condition``.
-
-    Use it as the item type of a typed status's ``conditions`` list; the CRD
-    schema generated from it carries the API server's validation rules.
-    Build and change conditions with :func:`set_condition`, which keeps
-    ``lastTransitionTime`` right.
-    """
-
-    type: str = field(pattern=TYPE_PATTERN, max_length=TYPE_MAX_LENGTH)
-    """What the condition is about, in CamelCase (``Ready``), optionally domain-prefixed."""
-    status: ConditionStatus
-    """``True``, ``False`` or ``Unknown``."""
-    observed_generation: int | None = field(default=None, minimum=0)
-    """The ``metadata.generation`` the condition was computed from; unset when not tracked."""
-    last_transition_time: datetime
-    """When ``status`` last changed (not when the condition was last written)."""
-    reason: str = field(pattern=REASON_PATTERN, min_length=1, max_length=REASON_MAX_LENGTH)
-    """Machine-readable CamelCase reason for the last transition (``MinimumReplicasAvailable``)."""
-    message: str = field(default="", max_length=MESSAGE_MAX_LENGTH)
-    """Human-readable details; may be empty."""
 
 
 def validate_condition(
@@ -195,7 +189,7 @@ def _holder_list(target: Any, *, create: bool) -> tuple[MutableSequence[Any], ty
             if create:
                 target.conditions = items
                 items = target.conditions
-        return items, item_type or Condition
+        return items, item_type or _condition_class()
     raise TypeError(
         f"cannot find conditions in a {type(target).__name__}: pass the status dict, a typed "
         "status model with a 'conditions' field, or the conditions list itself"
@@ -330,7 +324,8 @@ def find_condition(target: Any, /, type: str) -> Condition | None:
     if i < 0:
         return None
     item = items[i]
-    if isinstance(item, Condition):
+    condition = _condition_class()
+    if isinstance(item, condition):
         return item
     data = (
         dict(item)
@@ -338,7 +333,7 @@ def find_condition(target: Any, /, type: str) -> Condition | None:
         else {json: _read(item, name) for name, json in _JSON_NAMES.items()}
     )
     try:
-        return Condition.model_validate(data)
+        return condition.model_validate(data)
     except ValueError as exc:
         raise ConditionError(f"stored condition {type!r} is malformed: {exc}") from exc
 

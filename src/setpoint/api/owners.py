@@ -33,7 +33,7 @@ from setpoint.api.gvk import GroupVersionKind, split_api_version
 from setpoint.api.kinds import BUILTIN_RESOURCES, ResourceInfo
 from setpoint.api.meta import JsonObject, gvk_of, meta
 from setpoint.api.resource import OwnerReference
-from setpoint.api.types import TypedObject
+from setpoint.api.types import TypedObject, is_typed
 
 __all__ = [
     "AlreadyOwned",
@@ -75,11 +75,11 @@ class AlreadyOwned(OwnerError):
 
 
 def _as_json(obj: Any) -> Mapping[str, Any]:
-    return obj.to_object() if isinstance(obj, TypedObject) else obj
+    return obj.to_object() if is_typed(obj) else obj
 
 
 def _gvk(obj: Any) -> GroupVersionKind:
-    return type(obj).gvk if isinstance(obj, TypedObject) else gvk_of(obj)
+    return type(obj).gvk if is_typed(obj) else gvk_of(obj)
 
 
 def _describe(data: Mapping[str, Any]) -> str:

@@ -501,6 +501,20 @@ class Cache:
         for informer in self._informers_of(kind):
             informer.expect_written(obj)
 
+    def peek(self, kind: GroupVersionKind, key: ObjectKey) -> JsonObject | None:
+        """The stored object, or ``None`` when it is absent or ``kind`` is not watched yet.
+
+        Never creates an informer and never waits; the object is the store's own (do not
+        change it). For fast paths that fall back to the API server when the cache cannot
+        answer, such as :func:`~setpoint.client.safe.apply_child` skipping a GET.
+        """
+        informer = self._informers.get(kind)
+        if informer is None or not informer.synced:
+            return None
+        if key.namespace and not informer.covers_namespace(key.namespace):
+            return None
+        return informer.store.get(key)
+
     def expect_deleted(
         self, kind: GroupVersionKind, key: ObjectKey, *, uid: str = "", resource_version: str = ""
     ) -> None:

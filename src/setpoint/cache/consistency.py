@@ -58,7 +58,7 @@ from setpoint.api.meta import (
     resource_version_of,
     uid_of,
 )
-from setpoint.api.types import TypedObject
+from setpoint.api.types import TypedObject, is_typed
 from setpoint.cache.cache import resolve_kind
 from setpoint.client.client import (
     Client,
@@ -79,7 +79,7 @@ T = TypeVar("T", bound=TypedObject)
 
 
 def _json(result: Any) -> JsonObject | None:
-    data = result.to_object() if isinstance(result, TypedObject) else result
+    data = result.to_object() if is_typed(result) else result
     if not isinstance(data, dict) or data.get("kind") == "Status":
         return None
     return data

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
-from setpoint.api.gvk import split_api_version
-from setpoint.api.meta import JsonObject, key_of, resource_version_of
+import orjson
+
+from setpoint.api.gvk import GroupVersionKind, split_api_version
+from setpoint.api.keys import ObjectKey
+from setpoint.api.meta import JsonObject, annotations_of, key_of, resource_version_of
 from setpoint.api.owners import AlreadyOwned, controller_of, set_controller_reference
-from setpoint.api.types import TypedObject
+from setpoint.api.types import is_typed
 from setpoint.client._fieldpath import (
     IDENTITY_METADATA,
     apply_is_noop,
@@ -316,7 +320,15 @@ async def _apply(
         owner_info = await client.resource_info(kind_of(owner))
         child_info = await client.resource_info(kind)
         set_controller_reference(data, owner, owner_info=owner_info, dependent_info=child_info)
-    typed = isinstance(desired, TypedObject)
+    typed = is_typed(desired)
+    if not subresource:
+        # Remember what this manager applied, so the next reconcile can tell from the
+        # cache alone that nothing changed (see _unchanged_in_cache).
+        marker_key, marker = applied_marker(field_manager, data)
+        data.setdefault("metadata", {}).setdefault("annotations", {})[marker_key] = marker
+        cached = _unchanged_in_cache(client, kind, key, (marker_key, marker), data)
+        if cached is not None:
+            return WriteResult(OperationResult.UNCHANGED, _decode(kind, cached, typed))
     try:
         current = await client.get(kind, key.name, namespace=key.namespace or None)
     except NotFound:
@@ -348,6 +360,69 @@ async def _apply(
     )
 
 
+def applied_marker(field_manager: str, data: JsonObject) -> tuple[str, str]:
+    """The annotation recording what ``field_manager`` last applied: ``(key, fingerprint)``.
+
+    The key carries a hash of the manager's name (managers may not be valid annotation
+    names, and two managers applying one object must not fight over one key); the value
+    is a hash of the applied configuration.
+    """
+    manager = hashlib.sha256(field_manager.encode()).hexdigest()[:10]
+    digest = hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:20]
+    return f"setpoint.dev/applied-{manager}", digest
+
+
+def _unchanged_in_cache(
+    client: SafeClient, kind: Any, key: ObjectKey, marker: tuple[str, str], data: JsonObject
+) -> JsonObject | None:
+    """The cached child, when the cache alone proves an apply would change nothing.
+
+    That needs two things. The child carries this manager's marker for exactly this
+    desired configuration, so the set of fields it owns is the one it would apply now
+    (an apply that *drops* a field must go to the server, and a new configuration has a
+    new marker). And every value it would apply is still there: drift in an owned field
+    shows as a difference and takes the slow path, which restores it. Anything the cache
+    cannot answer (no informer for the kind, not synced) also takes the slow path: a GET
+    and the managedFields comparison. The cache strips managedFields, hence the marker.
+
+    A stale cache can only make this answer "changed" (the slow path then reads the
+    server) or "unchanged" for a version that did match; the event of any newer change
+    reconciles the owner again, so level-based correctness holds.
+    """
+    cache = getattr(client, "cache", None)
+    peek = getattr(cache, "peek", None)
+    if peek is None:
+        return None
+    gvk = kind if isinstance(kind, GroupVersionKind) else kind.gvk
+    cached = peek(gvk, key)
+    marker_key, fingerprint = marker
+    if not isinstance(cached, dict) or annotations_of(cached).get(marker_key) != fingerprint:
+        return None
+    if not _covers(cached, data):
+        return None
+    copied: JsonObject = deep_copy(cached)
+    return copied
+
+
+def _covers(current: Any, desired: Any) -> bool:
+    """Whether every value in ``desired`` is present, equal, in ``current``.
+
+    Maps may hold more (server defaults, other managers' fields); lists must match item
+    by item, each item covered, since their merge keys are not known here.
+    """
+    if isinstance(desired, dict):
+        return isinstance(current, dict) and all(
+            k in current and _covers(current[k], v) for k, v in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(current, list)
+            and len(current) == len(desired)
+            and all(_covers(c, d) for c, d in zip(current, desired, strict=True))
+        )
+    return type(current) is type(desired) and current == desired
+
+
 def _same_owner(a: JsonObject, b: JsonObject) -> bool:
     # Group, kind and name, as owners.set_controller_reference compares: a recreated
     # owner (new UID) is the same owner.
@@ -360,6 +435,6 @@ def _same_owner(a: JsonObject, b: JsonObject) -> bool:
 
 
 def _decode(kind: Any, data: Any, typed: bool) -> Any:
-    if typed and not isinstance(data, TypedObject):
+    if typed and not is_typed(data):
         return kind.from_object(data)
     return data

@@ -28,7 +28,7 @@ import orjson
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import JsonObject, describe, gvk_of, name_of, namespace_of
-from setpoint.api.types import TypedObject
+from setpoint.api.types import TypedObject, is_typed
 from setpoint.client.config import ClientConfig, load_config, load_kubeconfig
 from setpoint.client.discovery import RESTMapper
 from setpoint.client.errors import BadRequest, ConnectionFailed, Expired, Gone, error_from_response
@@ -133,7 +133,7 @@ def _selector(value: Selector | None) -> str | None:
 
 
 def _to_json(obj: JsonObject | TypedObject) -> JsonObject:
-    return obj.to_object() if isinstance(obj, TypedObject) else obj
+    return obj.to_object() if is_typed(obj) else obj
 
 
 class Client:
@@ -462,7 +462,7 @@ class Client:
 
         """
         data = _to_json(obj)
-        kind: KindLike = type(obj) if isinstance(obj, TypedObject) else gvk_of(data)
+        kind: KindLike = type(obj) if is_typed(obj) else gvk_of(data)
         _, path = await self._path(kind, namespace=namespace_of(data) or None)
         resp = await self.transport.request(
             "POST",
@@ -505,7 +505,7 @@ class Client:
         ``subresource="status"`` writes only status (the server ignores the rest).
         """
         data = _to_json(obj)
-        kind: KindLike = type(obj) if isinstance(obj, TypedObject) else gvk_of(data)
+        kind: KindLike = type(obj) if is_typed(obj) else gvk_of(data)
         _, path = await self._path(
             kind,
             namespace=namespace_of(data) or None,
@@ -614,7 +614,7 @@ class Client:
         ``obj`` should contain only the fields this manager wants to own.
         """
         data = _to_json(obj)
-        kind: KindLike = type(obj) if isinstance(obj, TypedObject) else gvk_of(data)
+        kind: KindLike = type(obj) if is_typed(obj) else gvk_of(data)
         result = await self.patch(
             kind if isinstance(kind, GroupVersionKind) else kind.gvk,
             self._name(data),

@@ -24,6 +24,7 @@ import logging
 import random
 import ssl
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -128,6 +129,20 @@ class _TokenBucket:
                 await asyncio.sleep((1 - self._tokens) / self._qps)
 
 
+def _proxy_from_environment(server: str) -> str | None:
+    """The proxy ``HTTPS_PROXY``/``HTTP_PROXY`` name for ``server``, unless ``NO_PROXY`` exempts it.
+
+    Read once per transport, the same rules as client-go's ``http.ProxyFromEnvironment``
+    (the kubeconfig's ``proxy-url`` wins over it).
+    """
+    parts = urlsplit(server)
+    proxies = urllib.request.getproxies_environment()
+    host = parts.hostname or ""
+    if not proxies or urllib.request.proxy_bypass(host):
+        return None
+    return proxies.get(parts.scheme) or None
+
+
 def _retry_after(headers: Mapping[str, str]) -> float | None:
     value = headers.get("Retry-After")
     if not value:
@@ -168,6 +183,7 @@ class Transport:
         self._ssl: ssl.SSLContext | bool | None = None
         self._client_cert: tuple[bytes, bytes] | None = None
         self._host = urlsplit(config.server).netloc
+        self._proxy = config.proxy_url or _proxy_from_environment(config.server)
         self._limiter = (
             _TokenBucket(self.options.qps, self.options.burst) if self.options.qps else None
         )
@@ -211,7 +227,11 @@ class Transport:
                 # Our own JSON codec; never let aiohttp guess.
                 json_serialize=lambda o: orjson.dumps(o).decode(),
                 auto_decompress=True,
-                trust_env=self.config.proxy_url is None,
+                # trust_env makes aiohttp look up ~/.netrc and the proxy variables in a
+                # worker thread on *every* request (about 0.4 ms of CPU each, half of a
+                # plain client's CPU in the runtime benchmark); the proxy is resolved once
+                # in __init__ instead, and the API server never uses netrc credentials.
+                trust_env=False,
             )
         return self._session
 
@@ -247,8 +267,8 @@ class Transport:
         kwargs: dict[str, Any] = {}
         if self.config.tls_server_name:
             kwargs["server_hostname"] = self.config.tls_server_name
-        if self.config.proxy_url:
-            kwargs["proxy"] = self.config.proxy_url
+        if self._proxy:
+            kwargs["proxy"] = self._proxy
         return kwargs
 
     async def request(

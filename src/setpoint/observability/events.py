@@ -47,7 +47,7 @@ from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.meta import JsonObject
 from setpoint.api.runnable import RunnableGroup
-from setpoint.api.types import TypedObject
+from setpoint.api.types import TypedObject, is_typed
 
 __all__ = [
     "NORMAL",
@@ -164,7 +164,7 @@ def micro_time(moment: datetime) -> str:
 
 
 def _reference(obj: Mapping[str, Any] | TypedObject) -> JsonObject:
-    data = obj.to_object() if isinstance(obj, TypedObject) else obj
+    data = obj.to_object() if is_typed(obj) else obj
     metadata = data.get("metadata")
     metadata = metadata if isinstance(metadata, Mapping) else {}
     api_version, kind, name = data.get("apiVersion"), data.get("kind"), metadata.get("name")

@@ -86,7 +86,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, overload
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import BUILTIN_RESOURCES, ResourceInfo
 from setpoint.api.meta import JsonObject, describe, gvk_of, name_of, namespace_of
-from setpoint.api.types import TypedObject
+from setpoint.api.types import TypedObject, is_typed
 from setpoint.client.client import (
     KindLike,
     ObjectList,
@@ -1231,11 +1231,11 @@ class FakeWatch:
 
 
 def _to_json(obj: JsonObject | TypedObject) -> JsonObject:
-    return obj.to_object() if isinstance(obj, TypedObject) else obj
+    return obj.to_object() if is_typed(obj) else obj
 
 
 def _kind_of(obj: JsonObject | TypedObject, data: JsonObject) -> KindLike:
-    return type(obj) if isinstance(obj, TypedObject) else gvk_of(data)
+    return type(obj) if is_typed(obj) else gvk_of(data)
 
 
 def _decode(kind: KindLike, data: JsonObject) -> Any:

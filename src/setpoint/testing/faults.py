@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, cast
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.meta import JsonObject, gvk_of, name_of, namespace_of
-from setpoint.api.types import TypedObject
+from setpoint.api.types import TypedObject, is_typed
 from setpoint.client.errors import (
     ApiError,
     ConnectionFailed,
@@ -523,10 +523,10 @@ def kind_gvk(kind: Any) -> GroupVersionKind | None:
 
 def object_call(verb: str, obj: Any, *, subresource: str | None = None) -> Call:
     """The :class:`Call` for a write that carries an object (create, update, apply)."""
-    data: JsonObject = obj.to_object() if isinstance(obj, TypedObject) else obj
+    data: JsonObject = obj.to_object() if is_typed(obj) else obj
     try:
         gvk: GroupVersionKind | None = (
-            type(obj).gvk if isinstance(obj, TypedObject) else gvk_of(data)
+            type(obj).gvk if is_typed(obj) else gvk_of(data)
         )
     except ValueError:
         gvk = None

@@ -6,10 +6,12 @@ from safewrites_support import RequestLog, gizmo
 
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.keys import ObjectKey
 from setpoint.api.owners import is_controlled_by
 from setpoint.client import Client
 from setpoint.client.patch import JsonPatch, MergePatch, json_pointer
 from setpoint.client.safe import OperationResult, apply_child
+from setpoint.testing import eventually
 
 MANAGER = "gizmo-controller"
 
@@ -134,3 +136,66 @@ async def test_declarative_child_writes_only_on_real_drift(
     result, _ = await apply_child(client, smaller, field_manager=MANAGER, owner=owner)
     assert result is OperationResult.UNCHANGED
     assert log.writes() == []
+
+
+async def test_apply_child_through_the_cache_sends_no_request_when_nothing_changed(
+    k8s: Client, namespace: str, counted: tuple[Client, RequestLog]
+) -> None:
+    """With a controller's tracking client, an unchanged child costs no request at all.
+
+    apply_child records what it applied in an annotation; when the cache shows that
+    marker and every applied value, it answers "unchanged" without a GET. Drift in an
+    owned field is still seen (in the cache) and restored, and a new desired state that
+    drops a field goes to the server, which removes the field.
+    """
+    from setpoint.cache import Cache, CacheOptions
+
+    client, log = counted
+    cache = Cache(client, options=CacheOptions(namespaces=(namespace,)))
+    await cache.start()
+    try:
+        cache.informer(kinds.ConfigMap)
+        await cache.wait_for_sync(30)
+        tracking = cache.tracking_client()
+        desired = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "child", "namespace": namespace},
+            "data": {"a": "1", "b": "2"},
+        }
+        created = await apply_child(tracking, desired, field_manager=MANAGER)
+        assert created.result is OperationResult.CREATED
+
+        async def cached_with_marker() -> bool:
+            got = cache.peek(kinds.ConfigMap, ObjectKey(namespace, "child"))
+            annotations = (got or {}).get("metadata", {}).get("annotations", {})
+            return any(k.startswith("setpoint.dev/applied-") for k in annotations)
+
+        await eventually(cached_with_marker, timeout=30, description="child in the cache")
+        log.clear()
+        again = await apply_child(tracking, desired, field_manager=MANAGER)
+        assert again.result is OperationResult.UNCHANGED
+        assert log.requests == [], log.requests
+
+        # Drift in an owned field: seen in the cache, restored through the server.
+        await k8s.patch(
+            kinds.ConfigMap, "child", MergePatch({"data": {"a": "drifted"}}), namespace=namespace
+        )
+
+        async def drift_cached() -> bool:
+            got = cache.peek(kinds.ConfigMap, ObjectKey(namespace, "child"))
+            return (got or {}).get("data", {}).get("a") == "drifted"
+
+        await eventually(drift_cached, timeout=30, description="drift seen by the cache")
+        restored = await apply_child(tracking, desired, field_manager=MANAGER)
+        assert restored.result is OperationResult.UPDATED
+        assert (await k8s.get(kinds.ConfigMap, "child", namespace=namespace))["data"]["a"] == "1"
+
+        # Dropping a field must reach the server (the cache cannot tell it is owned).
+        smaller = {**desired, "data": {"a": "1"}}
+        dropped = await apply_child(tracking, smaller, field_manager=MANAGER)
+        assert dropped.result is OperationResult.UPDATED
+        final = await k8s.get(kinds.ConfigMap, "child", namespace=namespace)
+        assert final["data"] == {"a": "1"}
+    finally:
+        await cache.stop(5)

@@ -257,3 +257,18 @@ def test_transport_options_are_validated() -> None:
         TransportOptions(request_timeout=1, connect_timeout=5)
     with pytest.raises(ValueError, match="timeouts must be > 0"):
         TransportOptions(request_timeout=0)
+
+
+def test_proxy_comes_from_the_environment_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "internal.example")
+    from setpoint.client.transport import _proxy_from_environment
+
+    assert _proxy_from_environment("https://api.example:6443") == "http://proxy.example:3128"
+    assert _proxy_from_environment("https://internal.example:6443") is None
+    explicit = Transport(
+        ClientConfig(server="https://api.example:6443", proxy_url="http://mine:8080")
+    )
+    assert explicit._request_kwargs()["proxy"] == "http://mine:8080"
+    monkeypatch.delenv("HTTPS_PROXY")
+    assert _proxy_from_environment("https://api.example:6443") is None

@@ -1,0 +1,44 @@
+"""The typed :class:`Condition` model (see :mod:`setpoint.api.conditions`).
+
+Kept apart so that the condition helpers, which work on JSON statuses too, do not
+load pydantic for programs that never use typed statuses.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from setpoint.api.conditions import (
+    MESSAGE_MAX_LENGTH,
+    REASON_MAX_LENGTH,
+    REASON_PATTERN,
+    TYPE_MAX_LENGTH,
+    TYPE_PATTERN,
+    ConditionStatus,
+)
+from setpoint.api.resource import Model, field
+
+__all__ = ["Condition"]
+
+
+class Condition(Model):
+    """One status condition, field for field ``metav1.Condition``.
+
+    Use it as the item type of a typed status's ``conditions`` list; the CRD
+    schema generated from it carries the API server's validation rules.
+    Build and change conditions with :func:`set_condition`, which keeps
+    ``lastTransitionTime`` right.
+    """
+
+    type: str = field(pattern=TYPE_PATTERN, max_length=TYPE_MAX_LENGTH)
+    """What the condition is about, in CamelCase (``Ready``), optionally domain-prefixed."""
+    status: ConditionStatus
+    """``True``, ``False`` or ``Unknown``."""
+    observed_generation: int | None = field(default=None, minimum=0)
+    """The ``metadata.generation`` the condition was computed from; unset when not tracked."""
+    last_transition_time: datetime
+    """When ``status`` last changed (not when the condition was last written)."""
+    reason: str = field(pattern=REASON_PATTERN, min_length=1, max_length=REASON_MAX_LENGTH)
+    """Machine-readable CamelCase reason for the last transition (``MinimumReplicasAvailable``)."""
+    message: str = field(default="", max_length=MESSAGE_MAX_LENGTH)
+    """Human-readable details; may be empty."""
