@@ -272,3 +272,23 @@ def test_proxy_comes_from_the_environment_once(monkeypatch: pytest.MonkeyPatch) 
     assert explicit._request_kwargs()["proxy"] == "http://mine:8080"
     monkeypatch.delenv("HTTPS_PROXY")
     assert _proxy_from_environment("https://api.example:6443") is None
+
+
+def test_large_bodies_decode_with_gc_paused_and_restored() -> None:
+    import gc
+
+    import orjson
+
+    from setpoint.client.transport import _LARGE_BODY, _decode
+
+    body = orjson.dumps({"items": [{"v": "x" * 100}] * (_LARGE_BODY // 100 + 1)})
+    assert len(body) > _LARGE_BODY
+    assert gc.isenabled()
+    assert len(_decode(body, "application/json")["items"]) == _LARGE_BODY // 100 + 1
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        _decode(body, "application/json")
+        assert not gc.isenabled(), "a caller's disabled GC must stay disabled"
+    finally:
+        gc.enable()
