@@ -525,9 +525,7 @@ def object_call(verb: str, obj: Any, *, subresource: str | None = None) -> Call:
     """The :class:`Call` for a write that carries an object (create, update, apply)."""
     data: JsonObject = obj.to_object() if is_typed(obj) else obj
     try:
-        gvk: GroupVersionKind | None = (
-            type(obj).gvk if is_typed(obj) else gvk_of(data)
-        )
+        gvk: GroupVersionKind | None = type(obj).gvk if is_typed(obj) else gvk_of(data)
     except ValueError:
         gvk = None
     return Call(
