@@ -705,13 +705,31 @@ class Client:
 
     # -- subresources ---------------------------------------------------------------
 
+    async def _subresource(
+        self,
+        method: str,
+        kind: KindLike,
+        name: str,
+        subresource: str,
+        *,
+        namespace: str | None,
+        body: JsonObject | None = None,
+        params: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> JsonObject:
+        # Subresources answer with their own kinds (Scale, TokenRequest, ...), never the
+        # parent's typed class, so the body comes back as JSON whatever ``kind`` is.
+        _, path = await self._path(kind, namespace=namespace, name=name, subresource=subresource)
+        resp = await self.transport.request(
+            method, path, params=params, body=body, content_type=content_type
+        )
+        return resp.body if isinstance(resp.body, dict) else {}
+
     async def get_subresource(
         self, kind: KindLike, name: str, subresource: str, *, namespace: str | None = None
     ) -> JsonObject:
         """Read a subresource (``scale``, ``status``) of one object, as JSON."""
-        _, path = await self._path(kind, namespace=namespace, name=name, subresource=subresource)
-        resp = await self.transport.request("GET", path)
-        return resp.body if isinstance(resp.body, dict) else {}
+        return await self._subresource("GET", kind, name, subresource, namespace=namespace)
 
     async def create_subresource(
         self,
@@ -724,11 +742,15 @@ class Client:
         dry_run: bool = False,
     ) -> JsonObject:
         """POST to a subresource: a ServiceAccount ``token``, a Pod ``eviction``, ..."""
-        _, path = await self._path(kind, namespace=namespace, name=name, subresource=subresource)
-        resp = await self.transport.request(
-            "POST", path, params=self._params(dry_run=dry_run), body=body
+        return await self._subresource(
+            "POST",
+            kind,
+            name,
+            subresource,
+            namespace=namespace,
+            body=body,
+            params=self._params(dry_run=dry_run),
         )
-        return resp.body if isinstance(resp.body, dict) else {}
 
     async def update_subresource(
         self,
@@ -741,11 +763,15 @@ class Client:
         dry_run: bool = False,
     ) -> JsonObject:
         """PUT a subresource, e.g. a ``Scale`` object to ``scale``."""
-        _, path = await self._path(kind, namespace=namespace, name=name, subresource=subresource)
-        resp = await self.transport.request(
-            "PUT", path, params=self._params(dry_run=dry_run), body=body
+        return await self._subresource(
+            "PUT",
+            kind,
+            name,
+            subresource,
+            namespace=namespace,
+            body=body,
+            params=self._params(dry_run=dry_run),
         )
-        return resp.body if isinstance(resp.body, dict) else {}
 
     async def get_scale(
         self, kind: KindLike, name: str, *, namespace: str | None = None
@@ -757,15 +783,16 @@ class Client:
         self, kind: KindLike, name: str, replicas: int, *, namespace: str | None = None
     ) -> JsonObject:
         """Set ``spec.replicas`` through the ``scale`` subresource (a merge patch)."""
-        _, path = await self._path(kind, namespace=namespace, name=name, subresource="scale")
-        resp = await self.transport.request(
+        return await self._subresource(
             "PATCH",
-            path,
-            params=self._params(),
+            kind,
+            name,
+            "scale",
+            namespace=namespace,
             body={"spec": {"replicas": replicas}},
+            params=self._params(),
             content_type="application/merge-patch+json",
         )
-        return resp.body if isinstance(resp.body, dict) else {}
 
     # -- helpers ----------------------------------------------------------------------
 
