@@ -1,27 +1,25 @@
 """Fixtures of the tenants operator's tests.
 
-The example is not installed: its package (``examples/tenants/tenants``) and these helpers
-are put on ``sys.path`` here, as ``setpoint run examples/tenants/tenants`` does for a path.
+The example is not installed: the repository's pytest configuration puts examples/tenants on
+the import path (``pythonpath``), as ``setpoint run examples/tenants/tenants`` does for a
+path, so ``import tenants`` is the operator package. The tests' own helpers are in
+``tenants_support.py`` next to them, imported relatively.
 Tests that need a cluster use the setpoint pytest plugin's session control plane (real
 kube-apiserver, etcd and kube-controller-manager, RBAC enforced).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from tenants import TenantsSettings
-from tenants_support import Operator, Tenants, install_crd, running_operator
 
 import setpoint as sp
+
+from .tenants_support import Operator, Tenants, install_crd, running_operator
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from tenants import TENANT_LABEL
-from tenants_support import TENANT, Operator, Tenants, condition, unique, wait_ready
 
 import setpoint as sp
 from setpoint import kinds
 from setpoint.testing import eventually
+
+from .tenants_support import TENANT, Operator, Tenants, condition, unique, wait_ready
 
 
 async def test_a_namespace_claimed_by_another_tenant_is_reported_and_left_alone(

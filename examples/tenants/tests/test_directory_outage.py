@@ -8,11 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tenants import FINALIZER
-from tenants_support import TENANT, Operator, Tenants, condition, unique, wait_gone, wait_ready
 
 import setpoint as sp
 from setpoint import kinds
 from setpoint.testing import eventually
+
+from .tenants_support import TENANT, Operator, Tenants, condition, unique, wait_gone, wait_ready
 
 
 @contextlib.contextmanager

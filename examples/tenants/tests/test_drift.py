@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from tenants import TENANT_LABEL
-from tenants_support import TENANT, Operator, Tenants, unique, wait_ready
 
 import setpoint as sp
 from setpoint import kinds
 from setpoint.testing import eventually
+
+from .tenants_support import TENANT, Operator, Tenants, unique, wait_ready
 
 OTHER_LABEL = "cost.example.com/center"
 

@@ -7,7 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from tenants import TenantsSettings
-from tenants_support import (
+
+import setpoint as sp
+from setpoint import kinds
+from setpoint.testing import eventually
+
+from .tenants_support import (
     CONFIG_DIR,
     TENANT,
     Tenants,
@@ -17,10 +22,6 @@ from tenants_support import (
     wait_gone,
     wait_ready,
 )
-
-import setpoint as sp
-from setpoint import kinds
-from setpoint.testing import eventually
 
 RBAC_FILES = (
     "service_account.yaml",

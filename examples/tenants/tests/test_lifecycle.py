@@ -6,11 +6,12 @@ import time
 from typing import Any
 
 from tenants import TENANT_LABEL, Tenant
-from tenants_support import TENANT, Operator, Tenants, unique, wait_gone, wait_ready
 
 import setpoint as sp
 from setpoint import kinds
 from setpoint.testing import eventually
+
+from .tenants_support import TENANT, Operator, Tenants, unique, wait_gone, wait_ready
 
 CHILDREN = (
     (kinds.ResourceQuota, "tenant-quota"),

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from tenants_support import TENANT, Operator, Tenants, unique, wait_ready
-
 import setpoint as sp
 from setpoint import kinds
 from setpoint.testing import eventually
+
+from .tenants_support import TENANT, Operator, Tenants, unique, wait_ready
 
 
 async def test_a_pod_in_a_tenant_namespace_shows_in_the_tenant_status(

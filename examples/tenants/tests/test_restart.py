@@ -5,7 +5,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from tenants_support import (
+import setpoint as sp
+from setpoint import kinds
+from setpoint.testing import eventually
+
+from .tenants_support import (
     TENANT,
     OperatorProcess,
     Tenants,
@@ -14,10 +18,6 @@ from tenants_support import (
     wait_gone,
     wait_ready,
 )
-
-import setpoint as sp
-from setpoint import kinds
-from setpoint.testing import eventually
 
 
 def directory_rows(path: Path) -> list[tuple[str, str]]:

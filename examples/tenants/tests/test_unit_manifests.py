@@ -6,7 +6,8 @@ import subprocess
 import sys
 
 import pytest
-from tenants_support import EXAMPLE_DIR
+
+from .tenants_support import EXAMPLE_DIR
 
 
 @pytest.mark.parametrize("what", ["crd", "rbac"])

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tenants_support import tenant_manifest, unique
 
 import setpoint as sp
+
+from .tenants_support import tenant_manifest, unique
 
 
 def causes(error: sp.Invalid) -> dict[str, str]:

@@ -8,7 +8,6 @@ disconnected, deterministically.
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,9 +20,7 @@ from setpoint.api.meta import JsonObject
 from setpoint.cache import Cache, CacheOptions, FuncHandler, Informer
 from setpoint.client import Client, load_kubeconfig
 from setpoint.testing import ControlPlane, ControlPlaneOptions, eventually
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from outage_proxy import OutageProxy, proxied_client
+from tests._support.outage_proxy import OutageProxy, proxied_client
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

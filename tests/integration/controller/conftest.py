@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest_asyncio
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.client import Client
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cache"))
-from gizmos import GIZMO, install_crd
+from tests._support.gizmos import GIZMO, install_crd
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest_asyncio
-from gizmos import GIZMO, converged, create_gizmos, reconcile_gizmo
 from prometheus_client import CollectorRegistry
 
 from setpoint.api import kinds
@@ -21,6 +20,7 @@ from setpoint.client.patch import MergePatch
 from setpoint.controller import Builder, Context, Controller, Request, Result
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import eventually
+from tests._support.gizmos import GIZMO, converged, create_gizmos, reconcile_gizmo
 
 COUNT = 500
 

@@ -12,8 +12,6 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest_asyncio
-from gizmos import GIZMO, converged, create_gizmos, gizmo, install_crd, reconcile_gizmo
-from outage_proxy import OutageProxy, proxied_client
 
 from setpoint.api import kinds
 from setpoint.api.keys import ObjectKey
@@ -25,6 +23,15 @@ from setpoint.controller import Context, Request, Result
 from setpoint.manager import Manager, ManagerOptions
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import ControlPlane, ControlPlaneOptions, eventually
+from tests._support.gizmos import (
+    GIZMO,
+    converged,
+    create_gizmos,
+    gizmo,
+    install_crd,
+    reconcile_gizmo,
+)
+from tests._support.outage_proxy import OutageProxy, proxied_client
 
 NAMESPACE = "outage"
 

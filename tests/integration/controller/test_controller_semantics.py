@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest_asyncio
-from gizmos import GIZMO, create_gizmos
 from prometheus_client import CollectorRegistry
 
 from setpoint.api.gvk import GroupVersionKind
@@ -30,6 +29,7 @@ from setpoint.controller import (
 from setpoint.controller.ratelimit import RateLimiterOptions
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import eventually
+from tests._support.gizmos import GIZMO, create_gizmos
 
 Start = Callable[..., Awaitable[tuple[Controller, Metrics]]]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest_asyncio
-from gizmos import GIZMO
 
 import setpoint as sp
 from setpoint.api.gvk import GroupVersionKind
@@ -14,6 +13,7 @@ from setpoint.cache import Cache, CacheOptions
 from setpoint.client import Client, NotFound
 from setpoint.controller import Builder, Context, Request, Result
 from setpoint.testing import eventually
+from tests._support.gizmos import GIZMO
 
 
 class GizmoSpec(sp.Model):

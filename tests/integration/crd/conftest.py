@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest_asyncio
-from crd_server_support import fixture_crds, is_established, load_fixture_types
 
 from setpoint.api import kinds
 from setpoint.client import AlreadyExists, Client
 from setpoint.testing.waits import eventually
+from tests._support.crd_golden import load_fixtures
+from tests._support.crd_server import fixture_crds, is_established
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -33,7 +34,7 @@ async def installed_crds(k8s: Client) -> dict[str, dict[str, Any]]:
         result[name] = await eventually(
             established, timeout=60, description=f"CRD {name} Established"
         )
-    types = load_fixture_types()
+    types = load_fixtures()
     for cls in (types.Widget, types.Gadget, types.Thing):
         await eventually(
             lambda cls=cls: k8s.resource_info(cls),

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crd_server_support import fixture_crds, kubectl, load_fixture_types
 
 from setpoint.client import Client
 from setpoint.client.errors import UnknownKind
+from tests._support.crd_golden import load_fixtures
+from tests._support.crd_server import fixture_crds, kubectl
 
-TYPES = load_fixture_types()
+TYPES = load_fixtures()
 
 
 async def test_every_generated_crd_is_accepted_and_established(

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from crd_server_support import load_fixture_types
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.client import Client
 from setpoint.client.errors import Invalid
 from setpoint.client.patch import MergePatch
+from tests._support.crd_golden import load_fixtures
 
-TYPES = load_fixture_types()
+TYPES = load_fixtures()
 WIDGET = GroupVersionKind("fixtures.setpoint.dev", "v1", "Widget")
 
 

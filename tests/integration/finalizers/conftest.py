@@ -1,16 +1,14 @@
 """Fixtures of the finalizer integration tests.
 
 ``backend`` is parametrized over ``("fake", "real")``: the controller-level finalizer tests
-of tests/unit/controller/test_finalizers_flow.py run against both, so the fake is held to
+of tests/_support/finalizer_flow.py run against both, so the fake is held to
 the real API server's behaviour where those tests depend on it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -19,10 +17,7 @@ from setpoint.api import kinds
 from setpoint.client import AlreadyExists, Client
 from setpoint.testing.fake import FakeClient, FakeOptions
 from setpoint.testing.waits import eventually
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "controller"))
-from test_finalizers_flow import CRDS, GADGET, WIDGET, Backend
+from tests._support.finalizer_flow import CRDS, GADGET, WIDGET, Backend
 
 
 @pytest_asyncio.fixture(loop_scope="session", scope="session")

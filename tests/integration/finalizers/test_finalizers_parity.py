@@ -1,6 +1,6 @@
 """Finalizer handlers on a controller, against the fake and the real API server.
 
-Each test runs the scenario of the same name in tests/unit/controller/test_finalizers_flow.py
+Each test runs the scenario of the same name in tests/_support/finalizer_flow.py
 with this directory's ``backend`` fixture, once on the fake client and once on the real
 control plane: a scenario that passes on the fake but fails on the server shows where the
 fake is wrong (and the unit tests, which use the fake, would be lying).
@@ -8,8 +8,8 @@ fake is wrong (and the unit tests, which use the fake, would be lying).
 
 from __future__ import annotations
 
-import test_finalizers_flow as flow
-from test_finalizers_flow import Backend
+from tests._support import finalizer_flow as flow
+from tests._support.finalizer_flow import Backend
 
 
 async def test_finalizer_is_in_place_before_reconcile_runs(backend: Backend) -> None:
@@ -18,7 +18,7 @@ async def test_finalizer_is_in_place_before_reconcile_runs(backend: Backend) -> 
     Every object reconcile reads already carries the finalizer (added with a guarded JSON
     patch), so whatever reconcile creates outside the object is protected from the start.
     """
-    await flow.test_finalizer_is_in_place_before_reconcile_runs(backend)
+    await flow.finalizer_is_in_place_before_reconcile_runs(backend)
 
 
 async def test_delete_runs_cleanup_removes_finalizer_and_skips_reconcile(
@@ -29,7 +29,7 @@ async def test_delete_runs_cleanup_removes_finalizer_and_skips_reconcile(
     Another controller's finalizer stays until its owner removes it; reconcile is never
     called for the deleting object; the object goes once the last finalizer is gone.
     """
-    await flow.test_delete_runs_cleanup_removes_finalizer_and_skips_reconcile(backend)
+    await flow.delete_runs_cleanup_removes_finalizer_and_skips_reconcile(backend)
 
 
 async def test_failing_cleanup_is_recorded_retried_with_backoff_then_completes(
@@ -42,7 +42,7 @@ async def test_failing_cleanup_is_recorded_retried_with_backoff_then_completes(
     doubling delays although recording the failure writes the object; once the cleanup
     succeeds the object goes and the pending-objects gauge returns to zero.
     """
-    await flow.test_failing_cleanup_is_recorded_retried_with_backoff_then_completes(backend)
+    await flow.failing_cleanup_is_recorded_retried_with_backoff_then_completes(backend)
 
 
 async def test_hanging_cleanup_hits_its_deadline_and_is_retried(backend: Backend) -> None:
@@ -51,7 +51,7 @@ async def test_hanging_cleanup_hits_its_deadline_and_is_retried(backend: Backend
     The record says CleanupDeadlineExceeded with the deadline; the cleanup sees the
     cancellation; when it stops hanging, the object goes.
     """
-    await flow.test_hanging_cleanup_hits_its_deadline_and_is_retried(backend)
+    await flow.hanging_cleanup_hits_its_deadline_and_is_retried(backend)
 
 
 async def test_kind_without_status_subresource_gets_the_annotation_only(
@@ -62,7 +62,7 @@ async def test_kind_without_status_subresource_gets_the_annotation_only(
     No status is written (there is no status subresource to write it through); the
     annotation, which every kind has, carries the error.
     """
-    await flow.test_kind_without_status_subresource_gets_the_annotation_only(backend)
+    await flow.kind_without_status_subresource_gets_the_annotation_only(backend)
 
 
 async def test_no_finalizer_is_added_to_an_object_already_being_deleted(
@@ -73,7 +73,7 @@ async def test_no_finalizer_is_added_to_an_object_already_being_deleted(
     The controller adds nothing (the server would refuse it), runs no cleanup and does not
     reconcile it; another controller's finalizer is untouched.
     """
-    await flow.test_no_finalizer_is_added_to_an_object_already_being_deleted(backend)
+    await flow.no_finalizer_is_added_to_an_object_already_being_deleted(backend)
 
 
 async def test_cleanup_pending_from_before_a_restart_runs_on_start(backend: Backend) -> None:
@@ -82,7 +82,7 @@ async def test_cleanup_pending_from_before_a_restart_runs_on_start(backend: Back
     This is what a restarted operator meets after a crash: the cleanup runs from the initial
     list, the finalizer is removed and the object goes, without a reconcile.
     """
-    await flow.test_cleanup_pending_from_before_a_restart_runs_on_start(backend)
+    await flow.cleanup_pending_from_before_a_restart_runs_on_start(backend)
 
 
 async def test_two_finalizers_of_one_controller_clean_up_last_registered_first(
@@ -94,7 +94,7 @@ async def test_two_finalizers_of_one_controller_clean_up_last_registered_first(
     runs first and each cleanup runs exactly once (the cache is told that removing the last
     finalizer deleted the object, so no stale read runs a cleanup again).
     """
-    await flow.test_two_finalizers_of_one_controller_clean_up_last_registered_first(backend)
+    await flow.two_finalizers_of_one_controller_clean_up_last_registered_first(backend)
 
 
 async def test_cleanup_of_a_typed_kind_receives_a_typed_object(backend: Backend) -> None:
@@ -102,7 +102,7 @@ async def test_cleanup_of_a_typed_kind_receives_a_typed_object(backend: Backend)
 
     The instance is built from the deleting object (deletionTimestamp set).
     """
-    await flow.test_cleanup_of_a_typed_kind_receives_a_typed_object(backend)
+    await flow.cleanup_of_a_typed_kind_receives_a_typed_object(backend)
 
 
 async def test_two_controllers_with_different_finalizers_on_one_kind(backend: Backend) -> None:
@@ -113,4 +113,4 @@ async def test_two_controllers_with_different_finalizers_on_one_kind(backend: Ba
     controller dropped the other's finalizer, an object would have vanished before the
     other cleanup ran.
     """
-    await flow.test_two_controllers_with_different_finalizers_on_one_kind(backend)
+    await flow.two_controllers_with_different_finalizers_on_one_kind(backend)

@@ -1,9 +1,10 @@
 """Finalizer handlers in a real operator process: crashes, deadlines, and ``setpoint doctor``.
 
-Each test runs ``finalizer_operator.py`` with ``sys.executable`` against the session's
-control plane. Its cleanup journals ``start`` and ``end`` (with its pid) to a file the test
-reads; ``setpoint doctor finalizers`` runs as a subprocess too (``python -m
-setpoint.cli.doctor``, the same command as ``setpoint doctor``) with the plane's kubeconfig.
+Each test runs ``tests/_support/finalizer_operator.py`` (``python -m``, from the repository
+root) with ``sys.executable`` against the session's control plane. Its cleanup journals
+``start`` and ``end`` (with its pid) to a file the test reads; ``setpoint doctor
+finalizers`` runs as a subprocess too (``python -m setpoint.cli.doctor``, the same command
+as ``setpoint doctor``) with the plane's kubeconfig.
 """
 
 from __future__ import annotations
@@ -21,15 +22,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_finalizers_flow import FIN, WIDGET
 
 from setpoint.api.meta import finalizers_of, meta
 from setpoint.client import Client, NotFound
 from setpoint.client.safe import remove_finalizer
 from setpoint.controller.finalizers import read_cleanup_records
 from setpoint.testing.waits import eventually
+from tests._support.finalizer_flow import FIN, WIDGET
 
-SCRIPT = Path(__file__).with_name("finalizer_operator.py")
+ROOT = Path(__file__).resolve().parents[3]
+"""The repository root: the operator runs as a module of the tests package from there."""
+SCRIPT = "tests._support.finalizer_operator"
 LEASE = "finalizer-operator"
 
 pytestmark = pytest.mark.usefixtures("finalizer_crds")
@@ -51,7 +54,8 @@ class Operators:
         process = subprocess.Popen(
             [
                 sys.executable,
-                str(SCRIPT),
+                "-m",
+                SCRIPT,
                 "--kubeconfig",
                 str(self.kubeconfig),
                 "--namespace",
@@ -61,6 +65,7 @@ class Operators:
                 *extra,
             ],
             stdout=log,
+            cwd=ROOT,
             stderr=subprocess.STDOUT,
         )
         self.processes.append(process)

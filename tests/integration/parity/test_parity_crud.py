@@ -20,7 +20,7 @@ from setpoint.client.errors import (
 from setpoint.client.patch import MergePatch
 
 if TYPE_CHECKING:
-    from conftest import Api
+    from tests._support.parity import Api
 
 
 async def test_create_get_list_update_delete(api: Api) -> None:

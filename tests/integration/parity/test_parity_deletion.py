@@ -13,7 +13,7 @@ from setpoint.client.patch import JsonPatch, MergePatch
 from setpoint.testing.waits import eventually
 
 if TYPE_CHECKING:
-    from conftest import Api
+    from tests._support.parity import Api
 
 FINALIZER = "parity.setpoint.dev/cleanup"
 

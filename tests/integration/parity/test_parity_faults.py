@@ -11,7 +11,7 @@ from setpoint.client.errors import Conflict, Gone, NotFound, RequestTimeout, Too
 from setpoint.testing.faults import Call, FaultInjectingClient
 
 if TYPE_CHECKING:
-    from conftest import Api
+    from tests._support.parity import Api
 
 
 async def test_injected_errors_stop_the_call(api: Api) -> None:

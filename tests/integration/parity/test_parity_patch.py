@@ -11,7 +11,7 @@ from setpoint.client.errors import Conflict, Invalid, UnsupportedMediaType
 from setpoint.client.patch import JsonPatch, MergePatch, StrategicMergePatch, json_pointer
 
 if TYPE_CHECKING:
-    from conftest import Api
+    from tests._support.parity import Api
 
 
 async def test_json_patch_test_failure_applies_nothing(crds: Api) -> None:

@@ -10,7 +10,7 @@ from setpoint.api import kinds
 from setpoint.client.errors import BadRequest
 
 if TYPE_CHECKING:
-    from conftest import Api
+    from tests._support.parity import Api
 
 LABELLED = {
     "l0": {"app": "web", "tier": "fe", "rank": "3"},

@@ -12,7 +12,7 @@ from setpoint.client.errors import NotFound
 from setpoint.client.patch import MergePatch
 
 if TYPE_CHECKING:
-    from conftest import Api
+    from tests._support.parity import Api
 
 
 async def test_generation_bumps_on_spec_only_with_status_subresource(crds: Api) -> None:

@@ -10,7 +10,7 @@ from setpoint.client.patch import MergePatch
 from setpoint.testing.waits import eventually
 
 if TYPE_CHECKING:
-    from conftest import Api
+    from tests._support.parity import Api
 
 
 async def _collect(watch: Any, count: int, *, timeout: float = 10.0) -> list[tuple[str, Any]]:

@@ -7,13 +7,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest_asyncio
-from safewrites_support import GIZMO, GIZMO_CRD, RequestLog
 
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.client import AlreadyExists, Client
 from setpoint.client.config import load_kubeconfig
 from setpoint.testing.waits import eventually
+from tests._support.safewrites import GIZMO, GIZMO_CRD, RequestLog
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from safewrites_support import RequestLog, gizmo
-
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
@@ -12,6 +10,7 @@ from setpoint.client import Client
 from setpoint.client.patch import JsonPatch, MergePatch, json_pointer
 from setpoint.client.safe import OperationResult, apply_child
 from setpoint.testing import eventually
+from tests._support.safewrites import RequestLog, gizmo
 
 MANAGER = "gizmo-controller"
 

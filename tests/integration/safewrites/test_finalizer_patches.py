@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 
 import pytest
-from safewrites_support import RequestLog
 
 from setpoint.api import kinds
 from setpoint.api.keys import ObjectKey
@@ -18,6 +17,7 @@ from setpoint.client.safe import (
     remove_finalizer,
 )
 from setpoint.testing.waits import eventually
+from tests._support.safewrites import RequestLog
 
 ROUNDS = 25
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from safewrites_support import RequestLog
 
 from setpoint.api import kinds
 from setpoint.api.owners import (
@@ -20,6 +19,7 @@ from setpoint.client import Client, NotFound
 from setpoint.client.patch import JsonPatch, MergePatch, json_pointer
 from setpoint.client.safe import OperationResult, apply_child, create_or_patch, create_or_update
 from setpoint.testing.waits import eventually
+from tests._support.safewrites import RequestLog
 
 LABEL_WRITES = 40
 

@@ -6,7 +6,6 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from safewrites_support import RequestLog, gizmo
 
 from setpoint.api.conditions import (
     Condition,
@@ -26,6 +25,7 @@ from setpoint.client.safe import (
     apply_status,
     update_status,
 )
+from tests._support.safewrites import RequestLog, gizmo
 
 WRITERS = 20
 ENTRIES = 50

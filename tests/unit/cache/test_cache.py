@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 import pytest
-from cache_fakeapi import CLUSTER_THING, WIDGET, FakeApi, widget
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.runnable import Runnable, RunnableGroup
@@ -27,6 +26,7 @@ from setpoint.cache.selectors import SelectorError
 from setpoint.client.errors import NotFound
 from setpoint.client.protocols import Reader
 from setpoint.testing import eventually
+from tests._support.cache_fakeapi import CLUSTER_THING, WIDGET, FakeApi, widget
 
 
 @dataclass

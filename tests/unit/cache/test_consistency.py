@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from cache_fakeapi import WIDGET, FakeApi, widget
 
 from setpoint.api.keys import ObjectKey
 from setpoint.api.kinds import ResourceInfo
@@ -31,6 +30,7 @@ from setpoint.client.patch import MergePatch
 from setpoint.client.protocols import Reader, StatusWriter, Writer
 from setpoint.client.transport import Response
 from setpoint.testing import eventually
+from tests._support.cache_fakeapi import WIDGET, FakeApi, widget
 
 KEY = ObjectKey("default", "a")
 

@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from cache_fakeapi import CLUSTER_THING, WIDGET, FakeApi, widget
 
 from setpoint.api.keys import ObjectKey
 from setpoint.cache import (
@@ -28,6 +27,7 @@ from setpoint.cache import (
 )
 from setpoint.client.errors import ConnectionFailed, ServiceUnavailable, UnknownKind
 from setpoint.testing import eventually
+from tests._support.cache_fakeapi import CLUSTER_THING, WIDGET, FakeApi, widget
 
 FAST = {"backoff_initial": 0.005, "backoff_max": 0.02}
 

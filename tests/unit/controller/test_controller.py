@@ -1,6 +1,6 @@
 """Controller semantics on a scripted API: sources, outcomes, metrics, exclusivity, shutdown.
 
-The informers list and watch the scripted API of tests/unit/cache (cache_fakeapi.py), so
+The informers list and watch the scripted API of tests/_support/cache_fakeapi.py, so
 these tests drive events deterministically; the same behaviour against the real API server
 is in tests/integration/controller.
 """
@@ -8,10 +8,8 @@ is in tests/integration/controller.
 from __future__ import annotations
 
 import asyncio
-import sys
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,9 +34,7 @@ from setpoint.controller import (
 from setpoint.controller.ratelimit import RateLimiterOptions
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import eventually
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cache"))
-from cache_fakeapi import WIDGET, FakeApi, widget
+from tests._support.cache_fakeapi import WIDGET, FakeApi, widget
 
 PARENT = GroupVersionKind("test.setpoint.dev", "v1", "Parent")
 FAST_RETRIES = RateLimiterOptions(base_delay=0.001, max_delay=0.05)

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from test_finalizers_flow import CRDS, FIN, FIN2, FOREIGN, WIDGET
 
 from setpoint.api import kinds
 from setpoint.api.keys import ObjectKey
@@ -42,6 +41,7 @@ from setpoint.manager.leaderelection import LeaderElectionRecord
 from setpoint.observability.logging import get_logger
 from setpoint.observability.metrics import Metrics
 from setpoint.testing.fake import FakeClient
+from tests._support.finalizer_flow import CRDS, FIN, FIN2, FOREIGN, WIDGET
 
 NS = "ns"
 

@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 import pytest
-from test_finalizers_flow import FIN, FIN2, FOREIGN
 
 from setpoint.cli import doctor
 from setpoint.cli.doctor import (
@@ -27,6 +26,7 @@ from setpoint.controller.finalizers import (
     CleanupRecord,
     cleanup_annotation,
 )
+from tests._support.finalizer_flow import FIN, FIN2, FOREIGN
 
 NOON = 1714564800.0  # 2024-05-01T12:00:00Z
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from crd_test_support import GOLDEN_CONFIG, GOLDEN_DIR
 
 from setpoint.cli.generate import register
 from setpoint.crd import LoadError, find_rbac_rules, find_resources, import_targets
+from tests._support.crd_golden import GOLDEN_CONFIG, GOLDEN_DIR
 
 API_MODULE = """
 from setpoint.api.resource import Model, Resource, resource

@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 
 import pytest
-from crd_test_support import load_fixtures
 from pydantic import Field
 
 from setpoint.api.resource import Model, PrinterColumn, Resource, Scale, field, resource
 from setpoint.crd import CRDGenerationError, crd_for, crd_path, generate_crds, version_priority
+from tests._support.crd_golden import load_fixtures
 
 GROUP = "gen.setpoint.dev"
 FIXTURES = load_fixtures()

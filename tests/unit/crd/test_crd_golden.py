@@ -10,8 +10,6 @@ from __future__ import annotations
 import difflib
 import os
 
-from crd_test_support import GOLDEN_CONFIG, UPDATE_ENV, load_fixtures
-
 from setpoint.crd import (
     Manifest,
     find_rbac_rules,
@@ -20,6 +18,7 @@ from setpoint.crd import (
     generate_rbac,
     write_manifests,
 )
+from tests._support.crd_golden import GOLDEN_CONFIG, UPDATE_ENV, load_fixtures
 
 FIXTURES = load_fixtures()
 

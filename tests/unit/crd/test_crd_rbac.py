@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from crd_test_support import load_fixtures
 
 from setpoint.api import kinds
 from setpoint.api.rbac import PolicyRule, declared_rbac_rules, rbac, rbac_rules_of
 from setpoint.crd import find_rbac_rules, generate_rbac, normalize_rules
+from tests._support.crd_golden import load_fixtures
 
 FIXTURES = load_fixtures()
 

@@ -10,13 +10,13 @@ import copy
 from typing import Any
 
 import pytest
-from crd_strategies import for_schema
-from crd_test_support import load_fixtures
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from setpoint.api.resource import Resource
 from setpoint.crd import find_resources, resource_schema, validate_default
+from tests._support.crd_golden import load_fixtures
+from tests._support.crd_strategies import for_schema
 
 FIXTURES = load_fixtures()
 RESOURCES = find_resources([FIXTURES])

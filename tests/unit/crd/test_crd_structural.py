@@ -6,7 +6,6 @@ import copy
 from typing import Any
 
 import pytest
-from crd_test_support import load_fixtures
 
 from setpoint.crd import (
     StructuralError,
@@ -16,6 +15,7 @@ from setpoint.crd import (
     validate_structural,
 )
 from setpoint.crd.errors import field_path_of
+from tests._support.crd_golden import load_fixtures
 
 FIXTURES = load_fixtures()
 

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from manager_fakes import ConflictError, LeaseStore, MemoryLock, advance, settle
 from prometheus_client import CollectorRegistry
 
 from setpoint.api import kinds
@@ -22,6 +21,7 @@ from setpoint.manager import (
     LockNotInitialized,
 )
 from setpoint.observability.metrics import Metrics
+from tests._support.manager_fakes import ConflictError, LeaseStore, MemoryLock, advance, settle
 
 OPTIONS = LeaderElectionOptions(
     name="test-lease", lease_duration=4, renew_deadline=3, retry_period=1, request_timeout=0.5

@@ -9,7 +9,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from manager_fakes import FakeCache, FakeClient, FakeHttpServer
 from prometheus_client import CollectorRegistry
 
 from setpoint.manager import (
@@ -23,6 +22,7 @@ from setpoint.manager import (
     ManagerOptions,
 )
 from setpoint.observability.metrics import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT, Metrics
+from tests._support.manager_fakes import FakeCache, FakeClient, FakeHttpServer
 
 
 def get(path: str, **query: tuple[str, ...]) -> HttpRequest:

@@ -9,16 +9,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from manager_fakes import (
-    FakeCache,
-    FakeClient,
-    FakeHttpServer,
-    FakeRunnable,
-    LeaseStore,
-    MemoryLock,
-    advance,
-    settle,
-)
 from prometheus_client import CollectorRegistry
 
 from setpoint.api.runnable import RunnableGroup
@@ -36,6 +26,16 @@ from setpoint.manager import (
 )
 from setpoint.observability.metrics import Metrics
 from setpoint.testing.waits import eventually
+from tests._support.manager_fakes import (
+    FakeCache,
+    FakeClient,
+    FakeHttpServer,
+    FakeRunnable,
+    LeaseStore,
+    MemoryLock,
+    advance,
+    settle,
+)
 
 G = RunnableGroup
 

@@ -4,25 +4,16 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from setpoint.crd import find_resources, generate_crds, import_targets
+from setpoint.crd import find_resources, generate_crds
 from setpoint.testing.controlplane import find_binaries
-
-FIXTURES_FILE = Path(__file__).resolve().parents[2] / "golden" / "crd" / "crd_golden_fixtures.py"
-"""The fixture types that also produce the golden files."""
-
-
-def load_fixture_types() -> ModuleType:
-    """The fixture types module (tests/golden/crd/crd_golden_fixtures.py)."""
-    (module,) = import_targets([str(FIXTURES_FILE)])
-    return module
+from tests._support.crd_golden import load_fixtures
 
 
 def fixture_crds() -> list[dict[str, Any]]:
     """The CRDs generated for the fixture types, exactly as `setpoint generate crd` writes them."""
-    manifests = generate_crds(find_resources([load_fixture_types()]))
+    manifests = generate_crds(find_resources([load_fixtures()]))
     return [manifest.documents[0] for manifest in manifests]
 
 

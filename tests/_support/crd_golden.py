@@ -1,4 +1,4 @@
-"""Shared helpers for the CRD tests: the golden fixture types and where their golden files live."""
+"""The CRD tests' fixture types (tests/golden/crd) and where their golden files live."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import ModuleType
 
 from setpoint.crd import import_targets
 
-GOLDEN_DIR = Path(__file__).resolve().parents[2] / "golden" / "crd"
+GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden" / "crd"
 """tests/golden/crd: the fixture types module and the golden config/ tree."""
 
 GOLDEN_CONFIG = GOLDEN_DIR / "config"

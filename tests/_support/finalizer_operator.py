@@ -1,11 +1,11 @@
 """A small operator with one finalizer handler, run as a separate process by the tests.
 
-Run as ``python finalizer_operator.py --kubeconfig K --namespace N --journal FILE
-[--cleanup slow|hang] [--cleanup-seconds S] [--deadline D] [--leader-election]
-[--finalizer NAME]``.
+Run from the repository root as ``python -m tests._support.finalizer_operator --kubeconfig K
+--namespace N --journal FILE [--cleanup slow|hang] [--cleanup-seconds S] [--deadline D]
+[--leader-election] [--finalizer NAME]``.
 
 It runs a Manager (metrics on 127.0.0.1, a free port) with controller ``widgets``:
-``for_(Widget)`` (the CRD of tests/unit/controller/test_finalizers_flow.py) with finalizer
+``for_(Widget)`` (the CRD of tests/_support/finalizer_flow.py) with finalizer
 ``widgets.test.setpoint.dev/directory`` (or ``--finalizer``). The cleanup journals
 ``start`` when it begins and ``end`` when it returns; ``slow`` sleeps ``--cleanup-seconds``
 in between, ``hang`` never returns (so only the deadline ends it). With
@@ -25,7 +25,6 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from setpoint.api.runnable import RunnableGroup
@@ -34,9 +33,7 @@ from setpoint.client.config import load_kubeconfig
 from setpoint.controller import Context, Request, Result
 from setpoint.controller.finalizers import CleanupRetry
 from setpoint.manager import LeaderElectionOptions, Manager, ManagerOptions
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "controller"))
-from test_finalizers_flow import FIN, WIDGET
+from tests._support.finalizer_flow import FIN, WIDGET
 
 LEASE_NAME = "finalizer-operator"
 TIMINGS = {"lease_duration": 4, "renew_deadline": 3, "retry_period": 1, "request_timeout": 1}
