@@ -1,10 +1,21 @@
-"""The fake API server's storage and write semantics (synchronous, one global revision).
+"""The fake API server's storage: objects, one global revision, history, reads and writes.
 
 Every public method of :class:`Store` does one whole request without
 awaiting, so under asyncio each request is atomic, as an etcd transaction is.
-The async :class:`~setpoint.testing.fake.FakeClient` wraps it. The rules
-implemented here were checked against a real kube-apiserver by the parity
-suite (``tests/integration/parity``); where a rule is the fake's own
+The async :class:`~setpoint.testing.fake.FakeClient` wraps it. The store keeps
+objects by kind and key, assigns resourceVersions, keeps the event history that
+watches and old-version lists read, and implements the write semantics (create,
+update, the four patch kinds, delete). It leans on its neighbours for the rest:
+
+- :mod:`~setpoint.testing._fake_kinds`: per-kind rules (scope, status, generation);
+- :mod:`~setpoint.testing._fake_validation`: what a write may store (400s and 422s);
+- :mod:`~setpoint.testing._fake_errors`: errors worded as the server words them;
+- :mod:`~setpoint.testing._fake_gc`: garbage collection and namespace teardown;
+- :mod:`~setpoint.testing._fake_apply`, :mod:`~setpoint.testing._fake_patch`: server-side
+  apply and the patch formats.
+
+The rules implemented here were checked against a real kube-apiserver by the
+parity suite (``tests/integration/parity``); where a rule is the fake's own
 simplification, the comment says so.
 """
 
@@ -12,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import random
-import re
 import string
 import uuid
 from collections import deque
@@ -26,9 +36,26 @@ import orjson
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import JsonObject
-from setpoint.client.errors import ApiError, error_from_response
+from setpoint.client.errors import ApiError
 from setpoint.client.patch import ApplyPatch, JsonPatch, MergePatch, Patch, StrategicMergePatch
 from setpoint.testing._fake_apply import Ownership, apply_configuration
+from setpoint.testing._fake_errors import (
+    api_error,
+    invalid,
+    kind_details,
+    not_found,
+    resource_details,
+    stale,
+)
+from setpoint.testing._fake_gc import GC_MANAGER, GarbageCollector, Slot
+from setpoint.testing._fake_kinds import (
+    KindRules,
+    crd_resources,
+    generation_relevant,
+    path_of,
+    rules_for,
+    storage_key,
+)
 from setpoint.testing._fake_patch import (
     PatchError,
     json_equal,
@@ -40,101 +67,20 @@ from setpoint.testing._fake_selectors import (
     FieldSelector,
     LabelSelector,
     SelectorError,
-    label_key_problem,
-    label_value_problem,
     parse_field_selector,
     parse_label_selector,
 )
+from setpoint.testing._fake_validation import (
+    check_decodable,
+    finalizers_added_while_deleting,
+    metadata_problems,
+    normalize_metadata,
+)
 
-__all__ = ["BUILTIN_GROUPS", "Event", "KindRules", "Store", "rules_for"]
+__all__ = ["INITIAL_EVENTS_END", "Event", "Listing", "Record", "Store", "clone", "random_token"]
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
-BUILTIN_GROUPS: frozenset[str] = frozenset(
-    {
-        "",
-        "admissionregistration.k8s.io",
-        "apiextensions.k8s.io",
-        "apiregistration.k8s.io",
-        "apps",
-        "authentication.k8s.io",
-        "authorization.k8s.io",
-        "autoscaling",
-        "batch",
-        "certificates.k8s.io",
-        "coordination.k8s.io",
-        "discovery.k8s.io",
-        "events.k8s.io",
-        "flowcontrol.apiserver.k8s.io",
-        "internal.apiserver.k8s.io",
-        "networking.k8s.io",
-        "node.k8s.io",
-        "policy",
-        "rbac.authorization.k8s.io",
-        "resource.k8s.io",
-        "scheduling.k8s.io",
-        "storage.k8s.io",
-        "storagemigration.k8s.io",
-    }
-)
-"""API groups served by kube-apiserver itself; every other group is a custom resource."""
-
-# Built-in kinds whose strategy bumps metadata.generation, and on what.
-_SPEC_GENERATION = frozenset(
-    {
-        ("", "Pod"),
-        ("", "ReplicationController"),
-        ("apps", "StatefulSet"),
-        ("apps", "DaemonSet"),
-        ("apps", "ReplicaSet"),
-        ("batch", "Job"),
-        ("batch", "CronJob"),
-        ("networking.k8s.io", "NetworkPolicy"),
-        ("networking.k8s.io", "Ingress"),
-        ("policy", "PodDisruptionBudget"),
-        ("autoscaling", "HorizontalPodAutoscaler"),
-        ("apiextensions.k8s.io", "CustomResourceDefinition"),
-    }
-)
-# Deployments also bump on annotation changes: annotations are copied to ReplicaSets.
-_SPEC_AND_ANNOTATIONS_GENERATION = frozenset({("apps", "Deployment")})
-
-_BASE_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
-_EXTRA_FIELDS: dict[tuple[str, str], frozenset[str]] = {
-    ("", "Pod"): frozenset(
-        {
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        }
-    ),
-    ("", "Secret"): frozenset({"type"}),
-    ("", "Namespace"): frozenset({"status.phase"}),
-    ("", "Node"): frozenset({"spec.unschedulable"}),
-    ("", "Event"): frozenset(
-        {
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        }
-    ),
-}
-
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # The alphabet of generateName suffixes (no vowels, no confusable characters), as the server.
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _SYSTEM_METADATA = (
@@ -149,67 +95,12 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 """Annotation of the bookmark that ends the initial events of a watch."""
 
 
-@dataclass(frozen=True, slots=True)
-class KindRules:
-    """How the server treats one kind: custom or built-in, status subresource, generation."""
-
-    info: ResourceInfo
-    custom: bool
-    status: bool
-    generation: Literal["none", "spec", "spec+annotations", "all"]
-    fields: frozenset[str]
-
-    @property
-    def group_kind(self) -> tuple[str, str]:
-        """The storage identity: objects are shared between versions of a kind."""
-        return (self.info.gvk.group, self.info.gvk.kind)
-
-    @property
-    def resource(self) -> str:
-        """``plural`` or ``plural.group``, as the server names the resource in messages."""
-        gvk = self.info.gvk
-        return f"{self.info.plural}.{gvk.group}" if gvk.group else self.info.plural
-
-    @property
-    def qualified_kind(self) -> str:
-        """``Kind`` or ``Kind.group``, as the server names the kind in validation messages."""
-        gvk = self.info.gvk
-        return f"{gvk.kind}.{gvk.group}" if gvk.group else gvk.kind
-
-
-def rules_for(info: ResourceInfo) -> KindRules:
-    """The server's rules for the kind ``info`` describes."""
-    gvk = info.gvk
-    custom = gvk.group not in BUILTIN_GROUPS
-    key = (gvk.group, gvk.kind)
-    generation: Literal["none", "spec", "spec+annotations", "all"]
-    if custom:
-        generation = "all"
-    elif key in _SPEC_AND_ANNOTATIONS_GENERATION:
-        generation = "spec+annotations"
-    elif key in _SPEC_GENERATION:
-        generation = "spec"
-    else:
-        generation = "none"
-    return KindRules(
-        info=info,
-        custom=custom,
-        status="status" in info.subresources,
-        generation=generation,
-        fields=_BASE_FIELDS | _EXTRA_FIELDS.get(key, frozenset()),
-    )
-
-
 @dataclass(slots=True)
 class Record:
     """One stored object and the fake's private field-ownership record for it."""
 
     obj: JsonObject
     ownership: Ownership = field(default_factory=Ownership)
-
-
-_Slot = tuple[tuple[str, str], str]
-"""Where a record lives: (group, kind) and its key."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,35 +142,6 @@ def _meta(obj: JsonObject) -> dict[str, Any]:
     return meta
 
 
-def _normalize_metadata(meta: dict[str, Any]) -> None:
-    # ObjectMeta's fields are omitempty, so every kind (custom ones too) stores an emptied
-    # labels map or finalizers list as absent.
-    for key in ("labels", "annotations", "finalizers", "ownerReferences", "generateName"):
-        if key in meta and not meta[key]:
-            del meta[key]
-
-
-def _key(namespace: str, name: str) -> str:
-    # etcd orders keys as strings, so "a-b/x" sorts before "a/x"; lists follow that order.
-    return f"{namespace}/{name}" if namespace else name
-
-
-def path_of(
-    info: ResourceInfo, namespace: str | None, name: str | None = None, sub: str = ""
-) -> str:
-    """The REST path of a request, for error messages: ``/api/v1/namespaces/ns/configmaps/x``."""
-    gvk = info.gvk
-    path = f"/apis/{gvk.group}/{gvk.version}" if gvk.group else f"/api/{gvk.version}"
-    if namespace:
-        path += f"/namespaces/{namespace}"
-    path += f"/{info.plural}"
-    if name:
-        path += f"/{name}"
-    if sub:
-        path += f"/{sub}"
-    return path
-
-
 class Store:
     """All objects of a fake cluster, one revision counter, the event history and watchers."""
 
@@ -298,16 +160,9 @@ class Store:
         self.compacted = 0
         """Revisions up to this one are no longer in the history (watch/list from them: 410)."""
         self._listeners: list[Callable[[Event], None]] = []
-        self._gc = garbage_collection
         self._require_namespaces = require_namespaces
-        self._deleted_uids: set[str] = set()
-        # Indexes for garbage collection, so a deletion costs O(dependents), not O(objects).
         self._rules_by_gk: dict[tuple[str, str], KindRules] = {}
-        self._uids: dict[str, _Slot] = {}
-        self._owned: dict[str, set[_Slot]] = {}
-        self._in_namespace: dict[str, set[_Slot]] = {}
-        self._gc_queue: deque[_Slot] = deque()
-        self._collecting = False
+        self._gc = GarbageCollector(self, enabled=garbage_collection)
 
     # -- kinds ------------------------------------------------------------------------
 
@@ -318,90 +173,17 @@ class Store:
         self._rules_by_gk.setdefault(rules.group_kind, rules)
         return rules
 
-    # -- errors -----------------------------------------------------------------------
+    def resolve(self, slot: Slot) -> tuple[KindRules, Record] | None:
+        """The rules and record stored at ``slot`` (for the garbage collector)."""
+        rules = self._rules_by_gk.get(slot[0])
+        record = self._objects.get(slot[0], {}).get(slot[1])
+        if rules is None or record is None:
+            return None
+        return rules, record
 
-    @staticmethod
-    def error(
-        code: int,
-        reason: str,
-        message: str,
-        *,
-        method: str,
-        path: str,
-        details: Mapping[str, Any] | None = None,
-    ) -> ApiError:
-        """A typed error built from a ``Status`` exactly as the live client builds it."""
-        status: dict[str, Any] = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": message,
-            "reason": reason,
-            "code": code,
-        }
-        if details is not None:
-            status["details"] = dict(details)
-        return error_from_response(code, status, method=method, url=f"fake://{path}")
-
-    def _resource_details(self, rules: KindRules, name: str) -> dict[str, Any]:
-        details: dict[str, Any] = {"name": name}
-        if rules.info.gvk.group:
-            details["group"] = rules.info.gvk.group
-        details["kind"] = rules.info.plural
-        return details
-
-    def _kind_details(self, rules: KindRules, name: str) -> dict[str, Any]:
-        details: dict[str, Any] = {"name": name}
-        if rules.info.gvk.group:
-            details["group"] = rules.info.gvk.group
-        details["kind"] = rules.info.gvk.kind
-        return details
-
-    def not_found(self, rules: KindRules, name: str, *, method: str, path: str) -> ApiError:
-        """404 for one object, worded as the server words it."""
-        return self.error(
-            404,
-            "NotFound",
-            f'{rules.resource} "{name}" not found',
-            method=method,
-            path=path,
-            details=self._resource_details(rules, name),
-        )
-
-    def _stale(self, rules: KindRules, name: str, *, method: str, path: str) -> ApiError:
-        return self.error(
-            409,
-            "Conflict",
-            f'Operation cannot be fulfilled on {rules.resource} "{name}": the object has been '
-            "modified; please apply your changes to the latest version and try again",
-            method=method,
-            path=path,
-            details=self._resource_details(rules, name),
-        )
-
-    def _invalid(
-        self,
-        rules: KindRules,
-        name: str,
-        causes: list[tuple[str, str, str]],
-        *,
-        method: str,
-        path: str,
-    ) -> ApiError:
-        """422 with ``causes`` as (reason, field, message) triples."""
-        parts = [f"{f}: {m}" for _, f, m in causes]
-        text = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
-        details = self._kind_details(rules, name)
-        details["causes"] = [{"reason": r, "message": m, "field": f} for r, f, m in causes]
-        return self.error(
-            422,
-            "Invalid",
-            f'{rules.qualified_kind} "{name}" is invalid: {text}',
-            method=method,
-            path=path,
-            details=details,
-        )
+    def system_update(self, rules: KindRules, record: Record, new: JsonObject) -> None:
+        """Replace ``record``'s object as the garbage collector (no preconditions)."""
+        self._write(rules, record, new, manager=GC_MANAGER, dry_run=False, method="PUT")
 
     # -- reads ------------------------------------------------------------------------
 
@@ -409,7 +191,7 @@ class Store:
         return self._objects.setdefault(rules.group_kind, {})
 
     def _record(self, rules: KindRules, namespace: str, name: str) -> Record | None:
-        return self._objects.get(rules.group_kind, {}).get(_key(namespace, name))
+        return self._objects.get(rules.group_kind, {}).get(storage_key(namespace, name))
 
     def present(self, rules: KindRules, obj: JsonObject) -> JsonObject:
         """A copy of a stored object as the client sees it: apiVersion of the asked version."""
@@ -422,9 +204,7 @@ class Store:
         """One object, or NotFound."""
         record = self._record(rules, namespace, name)
         if record is None:
-            raise self.not_found(
-                rules, name, method="GET", path=path_of(rules.info, namespace, name)
-            )
+            raise not_found(rules, name, method="GET", path=path_of(rules.info, namespace, name))
         return self.present(rules, record.obj)
 
     def selectors(
@@ -442,7 +222,7 @@ class Store:
                 parse_field_selector(fields, rules.fields, custom=rules.custom),
             )
         except SelectorError as exc:
-            raise self.error(400, "BadRequest", str(exc), method="GET", path=path) from None
+            raise api_error(400, "BadRequest", str(exc), method="GET", path=path) from None
 
     def snapshot(self, rules: KindRules, revision: int) -> dict[str, JsonObject]:
         """The objects of one kind as they were at ``revision`` (undoing newer events)."""
@@ -452,7 +232,7 @@ class Store:
                 break
             if event.group_kind != rules.group_kind:
                 continue
-            key = _key(event.namespace, event.obj["metadata"]["name"])
+            key = storage_key(event.namespace, event.obj["metadata"]["name"])
             if event.previous is None:
                 state.pop(key, None)
             else:
@@ -488,7 +268,7 @@ class Store:
             revision = self.revision
         if revision < self.revision:
             if revision < self.compacted:
-                raise self.error(
+                raise api_error(
                     410,
                     "Expired",
                     "The resourceVersion for the provided list is too old."
@@ -529,7 +309,7 @@ class Store:
         try:
             return int(value or "0")
         except ValueError:
-            raise self.error(
+            raise api_error(
                 400,
                 "BadRequest",
                 f'invalid resource version: resourceVersion: Invalid value: "{value}": '
@@ -541,7 +321,7 @@ class Store:
     def _too_large(self, revision: int, path: str) -> ApiError:
         # The server waits a few seconds for the revision before giving up; the fake cannot
         # reach a future revision by waiting, so it answers at once.
-        return self.error(
+        return api_error(
             504,
             "Timeout",
             f"Timeout: Too large resource version: {revision}, current: {self.revision}",
@@ -565,7 +345,7 @@ class Store:
             data = orjson.loads(base64.urlsafe_b64decode(token.encode()))
             return int(data["rv"]), str(data["start"])
         except (ValueError, KeyError, TypeError):
-            raise self.error(
+            raise api_error(
                 400,
                 "BadRequest",
                 f"continue key is not valid: {token!r}",
@@ -615,119 +395,6 @@ class Store:
         for listener in list(self._listeners):
             listener(event)
 
-    # -- validation -----------------------------------------------------------------------
-
-    def _check_decodable(
-        self, rules: KindRules, obj: JsonObject, *, method: str, path: str
-    ) -> None:
-        """Refuse metadata the server could not even decode into ObjectMeta (400)."""
-        meta = _meta(obj)
-        gvk = rules.info.gvk
-        prefix = f'{gvk.kind} in version "{gvk.version}" cannot be handled as a {gvk.kind}: json: '
-        for field_name in ("labels", "annotations"):
-            values = meta.get(field_name)
-            if values is not None and (
-                not isinstance(values, Mapping)
-                or not all(isinstance(v, str) for v in values.values())
-            ):
-                raise self.error(
-                    400,
-                    "BadRequest",
-                    prefix + "cannot unmarshal into Go struct field ObjectMeta.metadata."
-                    f"{field_name} of type map[string]string",
-                    method=method,
-                    path=path,
-                )
-        finalizers = meta.get("finalizers")
-        if finalizers is not None and (
-            not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)
-        ):
-            raise self.error(
-                400,
-                "BadRequest",
-                prefix + "cannot unmarshal into Go struct field ObjectMeta.metadata.finalizers "
-                "of type []string",
-                method=method,
-                path=path,
-            )
-
-    def _metadata_problems(
-        self, rules: KindRules, obj: JsonObject, *, creating: bool
-    ) -> list[tuple[str, str, str]]:
-        meta = _meta(obj)
-        problems: list[tuple[str, str, str]] = []
-        name = meta.get("name") or ""
-        if creating and name:
-            label_only = (rules.info.gvk.group, rules.info.gvk.kind) == ("", "Namespace")
-            pattern, limit = (_DNS1123_LABEL, 63) if label_only else (_DNS1123_SUBDOMAIN, 253)
-            what = "RFC 1123 label" if label_only else "RFC 1123 subdomain"
-            if label_only and "." in name:
-                problems.append(
-                    (
-                        "FieldValueInvalid",
-                        "metadata.name",
-                        f'Invalid value: "{name}": must not contain dots',
-                    )
-                )
-            elif len(name) > limit or not pattern.fullmatch(name):
-                problems.append(
-                    (
-                        "FieldValueInvalid",
-                        "metadata.name",
-                        f'Invalid value: "{name}": a lowercase {what} must consist of lower '
-                        "case alphanumeric characters, '-'"
-                        + ("" if label_only else " or '.'")
-                        + f", and must start and end with an alphanumeric character (at most "
-                        f"{limit} characters)",
-                    )
-                )
-        for field_name in ("labels", "annotations"):
-            for key, value in (meta.get(field_name) or {}).items():
-                problem = label_key_problem(str(key))
-                if problem is not None:
-                    problems.append(
-                        (
-                            "FieldValueInvalid",
-                            f"metadata.{field_name}",
-                            f'Invalid value: "{key}": {problem}',
-                        )
-                    )
-                value_problem = label_value_problem(value) if field_name == "labels" else None
-                if value_problem is not None:
-                    problems.append(
-                        (
-                            "FieldValueInvalid",
-                            "metadata.labels",
-                            f'Invalid value: "{value}": {value_problem}',
-                        )
-                    )
-        for index, ref in enumerate(meta.get("ownerReferences") or []):
-            for key in ("apiVersion", "kind", "name", "uid"):
-                if not (isinstance(ref, Mapping) and ref.get(key)):
-                    problems.append(
-                        (
-                            "FieldValueRequired",
-                            f"metadata.ownerReferences[{index}].{key}",
-                            "Required value: must not be empty",
-                        )
-                    )
-        return problems
-
-    # -- generation --------------------------------------------------------------------------
-
-    @staticmethod
-    def _generation_relevant(rules: KindRules, obj: JsonObject) -> Any:
-        if rules.generation == "all":
-            return {
-                k: v
-                for k, v in obj.items()
-                if k not in ("metadata", "apiVersion", "kind")
-                and not (k == "status" and rules.status)
-            }
-        if rules.generation == "spec+annotations":
-            return [obj.get("spec"), _meta(obj).get("annotations") or {}]
-        return obj.get("spec")
-
     # -- writes --------------------------------------------------------------------------------
 
     def _bump(self) -> str:
@@ -743,7 +410,7 @@ class Store:
         ns_record = self._objects.get(("", "Namespace"), {}).get(namespace) if ns_rules else None
         if ns_record is None:
             if self._require_namespaces:
-                raise self.error(
+                raise api_error(
                     404,
                     "NotFound",
                     f'namespaces "{namespace}" not found',
@@ -753,7 +420,7 @@ class Store:
                 )
             return
         if ns_record.obj["metadata"].get("deletionTimestamp"):
-            raise self.error(
+            raise api_error(
                 403,
                 "Forbidden",
                 f'{rules.resource} "{name}" is forbidden: unable to create new content in '
@@ -761,7 +428,7 @@ class Store:
                 method=method,
                 path=path,
                 details={
-                    **self._resource_details(rules, name),
+                    **resource_details(rules, name),
                     "causes": [
                         {
                             "reason": "NamespaceTerminating",
@@ -781,7 +448,7 @@ class Store:
         namespace = str(meta.get("namespace") or "")
         path = path_of(rules.info, namespace)
         if meta.get("resourceVersion"):
-            raise self.error(
+            raise api_error(
                 500,
                 "",
                 "resourceVersion should not be set on objects to be created",
@@ -794,12 +461,12 @@ class Store:
             while True:
                 suffix = "".join(random.choice(_NAME_ALPHABET) for _ in range(5))
                 candidate = f"{meta['generateName']}{suffix}"
-                if _key(namespace, candidate) not in bucket:
+                if storage_key(namespace, candidate) not in bucket:
                     break
             name = candidate
             meta["name"] = name
         if not name:
-            raise self._invalid(
+            raise invalid(
                 rules,
                 "",
                 [
@@ -812,26 +479,26 @@ class Store:
                 method="POST",
                 path=path,
             )
-        self._check_decodable(rules, new, method="POST", path=path)
-        problems = self._metadata_problems(rules, new, creating=True)
+        check_decodable(rules, new, method="POST", path=path)
+        problems = metadata_problems(rules, new, creating=True)
         if problems:
-            raise self._invalid(rules, name, problems, method="POST", path=path)
+            raise invalid(rules, name, problems, method="POST", path=path)
         self._check_namespace(rules, namespace, name, method="POST", path=path)
         existing = self._record(rules, namespace, name)
         if existing is not None:
             deleting = bool(existing.obj["metadata"].get("deletionTimestamp"))
-            raise self.error(
+            raise api_error(
                 409,
                 "AlreadyExists",
                 ("object is being deleted: " if deleting else "")
                 + f'{rules.resource} "{name}" already exists',
                 method="POST",
                 path=path,
-                details=self._resource_details(rules, name),
+                details=resource_details(rules, name),
             )
         for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"):
             meta.pop(key, None)
-        _normalize_metadata(meta)
+        normalize_metadata(meta)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = _now()
         if rules.generation != "none":
@@ -846,12 +513,12 @@ class Store:
         meta["resourceVersion"] = self._bump()
         record = Record(new)
         record.ownership.record_update(manager, None, new)
-        self._bucket(rules)[_key(namespace, name)] = record
-        self._index(rules, new)
+        self._bucket(rules)[storage_key(namespace, name)] = record
+        self._gc.index(rules, new)
         self._emit("ADDED", rules, new, None)
         self._after_write(rules, new)
         answer = self.present(rules, new)
-        self.collect_garbage()  # an owner that is already gone makes it garbage at once
+        self._gc.collect()  # an owner that is already gone makes it garbage at once
         return answer
 
     def seed(self, rules: KindRules, obj: JsonObject) -> None:
@@ -888,20 +555,20 @@ class Store:
             )
         path = path_of(rules.info, namespace)
         if self._record(rules, namespace, name) is not None:
-            raise self.error(
+            raise api_error(
                 409,
                 "AlreadyExists",
                 f'{rules.resource} "{name}" already exists',
                 method="POST",
                 path=path,
-                details=self._resource_details(rules, name),
+                details=resource_details(rules, name),
             )
-        self._check_decodable(rules, new, method="POST", path=path)
-        problems = self._metadata_problems(rules, new, creating=True)
+        check_decodable(rules, new, method="POST", path=path)
+        problems = metadata_problems(rules, new, creating=True)
         if problems:
-            raise self._invalid(rules, name, problems, method="POST", path=path)
+            raise invalid(rules, name, problems, method="POST", path=path)
         meta.pop("managedFields", None)
-        _normalize_metadata(meta)
+        normalize_metadata(meta)
         meta.setdefault("uid", str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", _now())
         if rules.generation != "none":
@@ -920,8 +587,8 @@ class Store:
         ):
             self._initialize(rules, new)
         meta["resourceVersion"] = self._bump()
-        self._bucket(rules)[_key(namespace, name)] = Record(new)
-        self._index(rules, new)
+        self._bucket(rules)[storage_key(namespace, name)] = Record(new)
+        self._gc.index(rules, new)
         self._emit("ADDED", rules, new, None)
         self._after_write(rules, new)
 
@@ -985,14 +652,14 @@ class Store:
         name = str(meta.get("name") or "")
         path = path_of(rules.info, namespace, name, subresource or "")
         if subresource not in (None, "status") or (subresource == "status" and not rules.status):
-            raise self.not_found(rules, name, method=method, path=path)
+            raise not_found(rules, name, method=method, path=path)
         record = self._record(rules, namespace, name)
         if record is None:
-            raise self.not_found(rules, name, method=method, path=path)
+            raise not_found(rules, name, method=method, path=path)
         old = record.obj
         rv = str(meta.get("resourceVersion") or "")
         if not rv and rules.custom:
-            raise self._invalid(
+            raise invalid(
                 rules,
                 name,
                 [
@@ -1006,7 +673,7 @@ class Store:
                 path=path,
             )
         if rv and not rv.isdigit():
-            raise self.error(
+            raise api_error(
                 500,
                 "",
                 f'strconv.ParseUint: parsing "{rv}": invalid syntax',
@@ -1014,10 +681,10 @@ class Store:
                 path=path,
             )
         if rv and rv != old["metadata"]["resourceVersion"]:
-            raise self._stale(rules, name, method=method, path=path)
+            raise stale(rules, name, method=method, path=path)
         uid = meta.get("uid")
         if uid and uid != old["metadata"]["uid"]:
-            raise self.error(
+            raise api_error(
                 409,
                 "Conflict",
                 f'Operation cannot be fulfilled on {rules.resource} "{name}": Precondition '
@@ -1025,7 +692,7 @@ class Store:
                 f"{old['metadata']['uid']}",
                 method=method,
                 path=path,
-                details=self._resource_details(rules, name),
+                details=resource_details(rules, name),
             )
         if subresource == "status":
             new = clone(old)
@@ -1078,31 +745,16 @@ class Store:
             meta["generation"] = old_meta["generation"]
         else:
             meta.pop("generation", None)
-        self._check_decodable(rules, new, method=method, path=path)
-        problems: list[tuple[str, str, str]] = self._metadata_problems(rules, new, creating=False)
-        if old_meta.get("deletionTimestamp"):
-            added = [
-                f
-                for f in meta.get("finalizers") or []
-                if f not in (old_meta.get("finalizers") or [])
-            ]
-            if added:
-                quoted = ", ".join(f'"{f}"' for f in added)
-                problems.append(
-                    (
-                        "FieldValueForbidden",
-                        "metadata.finalizers",
-                        "Forbidden: no new finalizers can be added if the object is being "
-                        f"deleted, found new finalizers []string{{{quoted}}}",
-                    )
-                )
+        check_decodable(rules, new, method=method, path=path)
+        problems: list[tuple[str, str, str]] = metadata_problems(rules, new, creating=False)
+        problems += finalizers_added_while_deleting(old_meta, meta)
         if problems:
-            raise self._invalid(rules, name, problems, method=method, path=path)
+            raise invalid(rules, name, problems, method=method, path=path)
         if rules.generation != "none" and not json_equal(
-            self._generation_relevant(rules, old), self._generation_relevant(rules, new)
+            generation_relevant(rules, old), generation_relevant(rules, new)
         ):
             meta["generation"] = int(old_meta.get("generation") or 0) + 1
-        _normalize_metadata(meta)
+        normalize_metadata(meta)
         if json_equal(new, old):
             # The server skips writes that change nothing: same resourceVersion, no event.
             # (An apply that only changes who owns a field is such a write here; the server
@@ -1123,21 +775,21 @@ class Store:
             # The last finalizer is gone: the server deletes instead of updating. The caller
             # gets the object it wrote (old resourceVersion); watchers get DELETED with the
             # last stored state at a new revision.
-            self._remove(rules, record)
+            self.remove(rules, record)
             return self.present(rules, new)
         meta["resourceVersion"] = self._bump()
         if ownership is record.ownership:
             record.ownership.record_update(manager, old, new)
         else:
             record.ownership = ownership
-        self._unindex(rules, old)
+        self._gc.unindex(rules, old)
         record.obj = new
-        self._index(rules, new)
+        self._gc.index(rules, new)
         self._emit("MODIFIED", rules, new, old)
         self._after_write(rules, new)
         if meta.get("deletionTimestamp"):
-            self._enqueue(rules, new)
-            self.collect_garbage()
+            self._gc.enqueue(rules, new)
+            self._gc.collect()
         return self.present(rules, new)
 
     def patch(
@@ -1154,9 +806,9 @@ class Store:
         """Patch an object with any of the four patch kinds (apply may create it)."""
         path = path_of(rules.info, namespace, name, subresource or "")
         if subresource not in (None, "status") or (subresource == "status" and not rules.status):
-            raise self.not_found(rules, name, method="PATCH", path=path)
+            raise not_found(rules, name, method="PATCH", path=path)
         if isinstance(patch, StrategicMergePatch) and rules.custom:
-            raise self.error(
+            raise api_error(
                 415,
                 "UnsupportedMediaType",
                 "the body of the request was in an unknown format - accepted media types "
@@ -1179,7 +831,7 @@ class Store:
                 path=path,
             )
         if record is None:
-            raise self.not_found(rules, name, method="PATCH", path=path)
+            raise not_found(rules, name, method="PATCH", path=path)
         old = record.obj
         try:
             if isinstance(patch, JsonPatch):
@@ -1192,7 +844,7 @@ class Store:
                 patched = strategic_merge_patch(old, patch.patch)
         except PatchError as exc:
             if isinstance(patch, JsonPatch):
-                raise self.error(
+                raise api_error(
                     422,
                     "Invalid",
                     f"the server rejected our request due to an error in our request: {exc}",
@@ -1200,9 +852,9 @@ class Store:
                     path=path,
                     details={},
                 ) from None
-            raise self.error(400, "BadRequest", str(exc), method="PATCH", path=path) from None
+            raise api_error(400, "BadRequest", str(exc), method="PATCH", path=path) from None
         if not isinstance(patched, dict):
-            raise self.error(
+            raise api_error(
                 422,
                 "Invalid",
                 "the server rejected our request due to an error in our request: the patched "
@@ -1229,7 +881,7 @@ class Store:
             have = meta.get(key) or ""
             want = old_meta.get(key) or ""
             if have != want:
-                raise self.error(
+                raise api_error(
                     400,
                     "BadRequest",
                     f"the {what} of the object ({have}) does not match the {what} on the URL "
@@ -1238,7 +890,7 @@ class Store:
                     path=path,
                 )
         if meta.get("uid") != old_meta.get("uid"):
-            raise self._invalid(
+            raise invalid(
                 rules,
                 old_meta["name"],
                 [
@@ -1271,7 +923,7 @@ class Store:
         config = clone(dict(patch.obj))
         meta = _meta(config)
         if not config.get("apiVersion") or not config.get("kind"):
-            raise self.error(
+            raise api_error(
                 400,
                 "BadRequest",
                 "apiVersion and kind must be set in an apply configuration",
@@ -1279,7 +931,7 @@ class Store:
                 path=path,
             )
         if (meta.get("name") or "") != name:
-            raise self.error(
+            raise api_error(
                 400,
                 "BadRequest",
                 f"the name of the object ({meta.get('name') or ''}) does not match the name on "
@@ -1292,7 +944,7 @@ class Store:
         )
         if record is None:
             if subresource == "status":
-                raise self.not_found(rules, name, method="PATCH", path=path)
+                raise not_found(rules, name, method="PATCH", path=path)
             fresh = clone(config)
             fresh_meta = _meta(fresh)
             fresh_meta.pop("resourceVersion", None)
@@ -1308,7 +960,7 @@ class Store:
             return result
         rv = str(meta.get("resourceVersion") or "")
         if rv and rv != record.obj["metadata"]["resourceVersion"]:
-            raise self._stale(rules, name, method="PATCH", path=path)
+            raise stale(rules, name, method="PATCH", path=path)
         ownership = record.ownership.copy()
         result, conflicts = apply_configuration(
             record.obj, config, ownership, manager=manager, force=patch.force, part=part
@@ -1321,7 +973,7 @@ class Store:
             else:
                 listed = "\n".join(f'- conflict with "{c.manager}": {c.field}' for c in conflicts)
                 text = f"Apply failed with {len(conflicts)} conflicts: \n{listed}"
-            raise self.error(
+            raise api_error(
                 409,
                 "Conflict",
                 text,
@@ -1365,21 +1017,21 @@ class Store:
         path = path_of(rules.info, namespace, name)
         record = self._record(rules, namespace, name)
         if record is None:
-            raise self.not_found(rules, name, method="DELETE", path=path)
+            raise not_found(rules, name, method="DELETE", path=path)
         meta = record.obj["metadata"]
         where = f'Operation cannot be fulfilled on {rules.qualified_kind} "{name}": '
         if uid and uid != meta["uid"]:
-            raise self.error(
+            raise api_error(
                 409,
                 "Conflict",
                 where + f"the UID in the precondition ({uid}) does not match the UID in record "
                 f"({meta['uid']}). The object might have been deleted and then recreated",
                 method="DELETE",
                 path=path,
-                details=self._kind_details(rules, name),
+                details=kind_details(rules, name),
             )
         if resource_version and resource_version != meta["resourceVersion"]:
-            raise self.error(
+            raise api_error(
                 409,
                 "Conflict",
                 where + f"the ResourceVersion in the precondition ({resource_version}) does not "
@@ -1387,7 +1039,7 @@ class Store:
                 "might have been modified",
                 method="DELETE",
                 path=path,
-                details=self._kind_details(rules, name),
+                details=kind_details(rules, name),
             )
         if meta.get("deletionTimestamp"):
             return self.present(rules, record.obj)
@@ -1413,12 +1065,12 @@ class Store:
                 return self.present(rules, new)
             old = record.obj
             new_meta["resourceVersion"] = self._bump()
-            self._unindex(rules, old)
+            self._gc.unindex(rules, old)
             record.obj = new
-            self._index(rules, new)
+            self._gc.index(rules, new)
             self._emit("MODIFIED", rules, new, old)
-            self._enqueue(rules, new)
-            self.collect_garbage()
+            self._gc.enqueue(rules, new)
+            self._gc.collect()
             # The answer is the object as marked; what collection did since is not in it,
             # just as the server answers before its garbage collector acts.
             return self.present(rules, new)
@@ -1427,33 +1079,22 @@ class Store:
             "apiVersion": "v1",
             "metadata": {},
             "status": "Success",
-            "details": {**self._resource_details(rules, name), "uid": meta["uid"]},
+            "details": {**resource_details(rules, name), "uid": meta["uid"]},
         }
         if not dry_run:
-            self._remove(rules, record)
+            self.remove(rules, record)
         return status
 
-    def _remove(self, rules: KindRules, record: Record) -> None:
+    def remove(self, rules: KindRules, record: Record) -> None:
+        """Take ``record`` out of storage now (DELETED to watchers), then let the GC act."""
         meta = record.obj["metadata"]
-        key = _key(meta.get("namespace", ""), meta["name"])
+        key = storage_key(meta.get("namespace", ""), meta["name"])
         self._bucket(rules).pop(key, None)
-        self._unindex(rules, record.obj)
+        self._gc.unindex(rules, record.obj)
         last = clone(record.obj)
         last["metadata"]["resourceVersion"] = self._bump()
         self._emit("DELETED", rules, last, record.obj)
-        uid = meta["uid"]
-        self._deleted_uids.add(uid)
-        # Who may act now: dependents (their owner is gone), owners waiting in foreground
-        # deletion, and a terminating namespace waiting for its content.
-        for slot in self._owned.get(uid, ()):
-            self._enqueue_slot(slot)
-        for ref in meta.get("ownerReferences") or []:
-            owner = self._uids.get(str(ref.get("uid")))
-            if owner is not None:
-                self._enqueue_slot(owner)
-        if meta.get("namespace"):
-            self._enqueue_slot((("", "Namespace"), meta["namespace"]))
-        self.collect_garbage()
+        self._gc.removed(record.obj)
 
     def delete_collection(
         self,
@@ -1489,190 +1130,6 @@ class Store:
                 resource_version=None,
                 dry_run=dry_run,
             )
-
-    # -- garbage collection and namespace teardown ------------------------------------------
-
-    def _slot(self, rules: KindRules, obj: JsonObject) -> _Slot:
-        meta = obj["metadata"]
-        return (rules.group_kind, _key(meta.get("namespace", ""), meta["name"]))
-
-    def _index(self, rules: KindRules, obj: JsonObject) -> None:
-        slot = self._slot(rules, obj)
-        meta = obj["metadata"]
-        self._uids[meta["uid"]] = slot
-        for ref in meta.get("ownerReferences") or []:
-            uid = str(ref.get("uid"))
-            self._owned.setdefault(uid, set()).add(slot)
-            if uid in self._deleted_uids and uid not in self._uids:
-                self._enqueue_slot(slot)  # created after its owner went
-        if meta.get("namespace"):
-            self._in_namespace.setdefault(meta["namespace"], set()).add(slot)
-
-    def _unindex(self, rules: KindRules, obj: JsonObject) -> None:
-        slot = self._slot(rules, obj)
-        meta = obj["metadata"]
-        if self._uids.get(meta["uid"]) == slot:
-            del self._uids[meta["uid"]]
-        for ref in meta.get("ownerReferences") or []:
-            uid = str(ref.get("uid"))
-            owned = self._owned.get(uid)
-            if owned is not None:
-                owned.discard(slot)
-                if not owned:
-                    del self._owned[uid]
-        namespace = meta.get("namespace")
-        if namespace and namespace in self._in_namespace:
-            self._in_namespace[namespace].discard(slot)
-            if not self._in_namespace[namespace]:
-                del self._in_namespace[namespace]
-
-    def _enqueue(self, rules: KindRules, obj: JsonObject) -> None:
-        self._enqueue_slot(self._slot(rules, obj))
-
-    def _enqueue_slot(self, slot: _Slot) -> None:
-        if self._gc:
-            self._gc_queue.append(slot)
-
-    def _resolve(self, slot: _Slot) -> tuple[KindRules, Record] | None:
-        rules = self._rules_by_gk.get(slot[0])
-        record = self._objects.get(slot[0], {}).get(slot[1])
-        if rules is None or record is None:
-            return None
-        return rules, record
-
-    def collect_garbage(self) -> None:
-        """Do at once what the garbage collector and namespace controller do eventually.
-
-        Works through the objects that changes made interesting (dependents of a
-        removed owner, objects marked for deletion, namespaces losing content)
-        until none is left. Dependents are collected only for owners this fake
-        saw deleted (see the FakeClient docstring). Not re-entrant: work that
-        collection causes is queued and picked up by the running loop.
-        """
-        if not self._gc or self._collecting:
-            return
-        self._collecting = True
-        try:
-            while self._gc_queue:
-                found = self._resolve(self._gc_queue.popleft())
-                if found is not None:
-                    self._collect_one(*found)
-        finally:
-            self._collecting = False
-
-    def _dependents(self, uid: str) -> list[tuple[KindRules, Record]]:
-        found = (self._resolve(slot) for slot in sorted(self._owned.get(uid, ())))
-        return [f for f in found if f is not None]
-
-    def _system_update(self, rules: KindRules, record: Record, new: JsonObject) -> None:
-        self._write(
-            rules, record, new, manager="fake-garbage-collector", dry_run=False, method="PUT"
-        )
-
-    def _system_delete(self, rules: KindRules, record: Record, policy: str = "Background") -> None:
-        meta = record.obj["metadata"]
-        if meta.get("deletionTimestamp"):
-            return
-        self.delete(
-            rules,
-            meta.get("namespace", ""),
-            meta["name"],
-            propagation_policy=policy,
-            uid=None,
-            resource_version=None,
-            dry_run=False,
-        )
-
-    def _collect_one(self, rules: KindRules, record: Record) -> None:
-        obj = record.obj
-        meta = obj["metadata"]
-        finalizers = meta.get("finalizers") or []
-        uid = meta["uid"]
-        if meta.get("deletionTimestamp"):
-            if "orphan" in finalizers:
-                for dep_rules, dep in self._dependents(uid):
-                    new = clone(dep.obj)
-                    refs = [r for r in new["metadata"]["ownerReferences"] if r.get("uid") != uid]
-                    if refs:
-                        new["metadata"]["ownerReferences"] = refs
-                    else:
-                        del new["metadata"]["ownerReferences"]
-                    self._system_update(dep_rules, dep, new)
-                self._drop_finalizer(rules, record, "orphan")
-                return
-            if "foregroundDeletion" in finalizers:
-                for dep_rules, dep in self._dependents(uid):
-                    self._system_delete(dep_rules, dep, "Foreground")
-                if not self._dependents(uid) and self._resolve(self._slot(rules, obj)):
-                    self._drop_finalizer(rules, record, "foregroundDeletion")
-                return
-            if rules.group_kind == ("", "Namespace") and "kubernetes" in (
-                (obj.get("spec") or {}).get("finalizers") or []
-            ):
-                contents = [
-                    self._resolve(s) for s in sorted(self._in_namespace.get(meta["name"], ()))
-                ]
-                for found in contents:
-                    if found is not None:
-                        self._system_delete(*found)
-                if (
-                    meta["name"] in self._in_namespace
-                    or self._resolve(self._slot(rules, obj)) is None
-                ):
-                    return
-                new = clone(record.obj)
-                new["spec"]["finalizers"] = [
-                    f for f in new["spec"]["finalizers"] if f != "kubernetes"
-                ]
-                if not new["spec"]["finalizers"] and not new["metadata"].get("finalizers"):
-                    self._remove(rules, record)
-                else:
-                    self._system_update(rules, record, new)
-                return
-        refs = meta.get("ownerReferences") or []
-        gone = [
-            r
-            for r in refs
-            if r.get("uid") in self._deleted_uids and str(r.get("uid")) not in self._uids
-        ]
-        if not gone:
-            return
-        if len(gone) == len(refs):
-            self._system_delete(rules, record)
-        else:
-            new = clone(obj)
-            new["metadata"]["ownerReferences"] = [r for r in refs if r not in gone]
-            self._system_update(rules, record, new)
-
-    def _drop_finalizer(self, rules: KindRules, record: Record, finalizer: str) -> None:
-        new = clone(record.obj)
-        new["metadata"]["finalizers"] = [
-            f for f in new["metadata"].get("finalizers") or [] if f != finalizer
-        ]
-        self._system_update(rules, record, new)
-
-
-def crd_resources(crd: Mapping[str, Any]) -> list[ResourceInfo]:
-    """The kinds a CustomResourceDefinition serves, one :class:`ResourceInfo` per served version."""
-    spec = crd.get("spec") or {}
-    names = spec.get("names") or {}
-    group = spec.get("group") or ""
-    out = []
-    for version in spec.get("versions") or []:
-        if not version.get("served", True):
-            continue
-        subresources = set((version.get("subresources") or {}).keys())
-        out.append(
-            ResourceInfo(
-                gvk=GroupVersionKind(group, version.get("name", ""), names.get("kind", "")),
-                plural=names.get("plural", ""),
-                namespaced=spec.get("scope", "Namespaced") == "Namespaced",
-                subresources=frozenset(subresources),
-                singular=names.get("singular", "") or "",
-                short_names=tuple(names.get("shortNames") or ()),
-            )
-        )
-    return out
 
 
 def random_token(length: int = 32) -> str:

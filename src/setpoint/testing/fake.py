@@ -97,15 +97,9 @@ from setpoint.client.client import (
 )
 from setpoint.client.errors import ApiError, UnknownKind
 from setpoint.client.patch import ApplyPatch, MergePatch, Patch
-from setpoint.testing._fake_store import (
-    INITIAL_EVENTS_END,
-    Event,
-    KindRules,
-    Store,
-    clone,
-    path_of,
-    random_token,
-)
+from setpoint.testing._fake_errors import api_error
+from setpoint.testing._fake_kinds import KindRules, path_of
+from setpoint.testing._fake_store import INITIAL_EVENTS_END, Event, Store, clone, random_token
 from setpoint.testing.faults import Call, Faults, kind_gvk, object_call
 
 if TYPE_CHECKING:
@@ -276,7 +270,7 @@ class FakeClient:
                 _Break(
                     error
                     if error is not None
-                    else self._store.error(
+                    else api_error(
                         410,
                         "Expired",
                         f"too old resource version: {watch.resource_version or 0} "
@@ -830,7 +824,7 @@ class FakeClient:
     # -- subresources ---------------------------------------------------------------------------
 
     def _subresource_missing(self, rules: KindRules, namespace: str, name: str, sub: str) -> Any:
-        return self._store.error(
+        return api_error(
             404,
             "NotFound",
             f"the server could not find the requested resource (the fake serves no {sub!r} "
@@ -1112,7 +1106,7 @@ class FakeWatch:
             try:
                 revision = int(start)
             except ValueError:
-                raise store.error(
+                raise api_error(
                     400,
                     "BadRequest",
                     f"invalid resource version {start!r}",
@@ -1120,7 +1114,7 @@ class FakeWatch:
                     path=path,
                 ) from None
             if revision < store.compacted:
-                raise store.error(
+                raise api_error(
                     410,
                     "Expired",
                     f"too old resource version: {revision} ({store.compacted})",
