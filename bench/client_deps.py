@@ -233,7 +233,7 @@ class HttpxClient:
 
 def http_client(name: str, kubeconfig: str, encoding: str) -> HttpClient:
     """A raw client for library ``name`` with the kubeconfig's CA and admin client certificate."""
-    from setpoint.client.config import load_kubeconfig
+    from setpoint.client.kubeconfig import load_kubeconfig
 
     config = load_kubeconfig(kubeconfig)
     ctx = config.ssl_context()

@@ -28,8 +28,7 @@ import time
 from typing import Any
 
 from setpoint.api.runnable import RunnableGroup
-from setpoint.client import Client, NotFound
-from setpoint.client.config import load_kubeconfig
+from setpoint.client import Client, NotFound, load_kubeconfig
 from setpoint.controller import Context, Request, Result
 from setpoint.controller.finalizers import CleanupRetry
 from setpoint.manager import LeaderElectionOptions, Manager, ManagerOptions

@@ -7,9 +7,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from setpoint.api.clock import ManualClock
 from setpoint.api.runnable import RunnableGroup
-from setpoint.controller.ratelimit import ManualClock
-from setpoint.manager import BindAddress, HttpHandler, LeaderElectionRecord, LockNotInitialized
+from setpoint.manager import LeaderElectionRecord, LockNotInitialized
+from setpoint.server import BindAddress, HttpHandler
 
 
 async def settle(rounds: int = 30) -> None:

@@ -10,8 +10,7 @@ import psutil
 
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
-from setpoint.client import Client, NotFound
-from setpoint.client.config import load_kubeconfig
+from setpoint.client import Client, NotFound, load_kubeconfig
 from setpoint.testing import ControlPlane, ControlPlaneOptions, eventually
 from setpoint.testing.controlplane import DEFAULT_KUBERNETES_VERSION, find_binaries
 

@@ -194,7 +194,7 @@ def _parse_format(text: str) -> str:
 
 def _parse_address(option: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
-        from setpoint.manager.options import parse_bind_address
+        from setpoint.server.address import parse_bind_address
 
         value = text.strip()
         try:
@@ -656,7 +656,7 @@ def _show_cause(exc: OperatorLoadError, settings: RunSettings) -> None:
 
 async def _serve(settings: RunSettings, operator: LoadedOperator) -> int:
     from setpoint.client.client import Client
-    from setpoint.client.config import load_config, load_kubeconfig
+    from setpoint.client.kubeconfig import load_config, load_kubeconfig
     from setpoint.manager import LeaderElectionLost, Manager, ManagerError
 
     options = build_manager_options(settings, operator.name)

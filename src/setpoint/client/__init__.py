@@ -18,13 +18,7 @@ from setpoint.client.client import (
     Watch,
     WatchEvent,
 )
-from setpoint.client.config import (
-    ClientConfig,
-    ConfigError,
-    load_config,
-    load_incluster_config,
-    load_kubeconfig,
-)
+from setpoint.client.config import ClientConfig, ConfigError, load_incluster_config
 from setpoint.client.errors import (
     AlreadyExists,
     ApiError,
@@ -44,6 +38,7 @@ from setpoint.client.errors import (
     Unauthorized,
     UnknownKind,
 )
+from setpoint.client.kubeconfig import load_config, load_kubeconfig
 from setpoint.client.patch import ApplyPatch, JsonPatch, MergePatch, Patch, StrategicMergePatch
 from setpoint.client.protocols import Reader, ReadWriter, StatusWriter, Writer
 from setpoint.client.transport import TransportOptions

@@ -29,9 +29,10 @@ from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import JsonObject, describe, gvk_of, name_of, namespace_of
 from setpoint.api.types import TypedObject, is_typed
-from setpoint.client.config import ClientConfig, load_config, load_kubeconfig
+from setpoint.client.config import ClientConfig
 from setpoint.client.discovery import RESTMapper
 from setpoint.client.errors import BadRequest, ConnectionFailed, Expired, Gone, error_from_response
+from setpoint.client.kubeconfig import load_config, load_kubeconfig
 from setpoint.client.patch import ApplyPatch, Patch
 from setpoint.client.transport import RequestHook, Transport, TransportOptions
 

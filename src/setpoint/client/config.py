@@ -1,16 +1,19 @@
-"""Where to find the API server and how to authenticate to it.
+"""Where to find the API server and how to authenticate to it: :class:`ClientConfig`.
 
 Three ways to get a :class:`ClientConfig`:
 
-* :func:`load_kubeconfig` reads kubeconfig files (``$KUBECONFIG`` merged with
-  kubectl's rules, or ``~/.kube/config``), the way ``kubectl`` does;
-* :func:`load_incluster_config` uses the pod's service account;
-* :func:`load_config` picks one of the two, like controller-runtime's ``GetConfig``.
+* :func:`~setpoint.client.kubeconfig.load_kubeconfig` reads kubeconfig files
+  (``$KUBECONFIG`` merged with kubectl's rules, or ``~/.kube/config``), the way ``kubectl``
+  does;
+* :func:`load_incluster_config` (here) uses the pod's service account;
+* :func:`~setpoint.client.kubeconfig.load_config` picks one of the two, like
+  controller-runtime's ``GetConfig``.
 
 A :class:`ClientConfig` is plain, immutable data. The moving parts of
 authentication (token files that rotate, exec plugins whose tokens expire) live
-in the stateful :class:`Credentials` object that :meth:`ClientConfig.credentials`
-returns; the transport keeps one per connection pool.
+in the stateful :class:`~setpoint.client.credentials.Credentials` that
+:func:`~setpoint.client.credentials.credentials_for` returns; the transport keeps one per
+connection pool.
 
 Every problem surfaces as :class:`ConfigError`, whose message names the file,
 the field path inside it (``contexts[name=dev].context.cluster``) and what to
@@ -21,16 +24,14 @@ Why not a library: see ``docs/decisions/0002-kubeconfig.md``.
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
 import ssl
-import tempfile
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
+
+from setpoint.tls.pem import load_ca, load_cert_chain, os_reason, ssl_reason
 
 __all__ = [
     "EXEC_API_V1",
@@ -38,14 +39,9 @@ __all__ = [
     "SERVICE_ACCOUNT_DIR",
     "ClientConfig",
     "ConfigError",
-    "Credentials",
     "ExecConfig",
-    "load_config",
     "load_incluster_config",
-    "load_kubeconfig",
 ]
-
-_log = logging.getLogger(__name__)
 
 EXEC_API_V1: Final = "client.authentication.k8s.io/v1"
 """The stable ``ExecCredential`` API version (Kubernetes 1.22+)."""
@@ -213,7 +209,7 @@ class ClientConfig:
 
         ``client_cert`` is a ``(certificate PEM, key PEM)`` pair that replaces
         ``client_cert_data``/``client_key_data``: exec plugins hand out certificates
-        at run time (see :meth:`Credentials.client_certificate`).
+        at run time (see :meth:`~setpoint.client.credentials.Credentials.client_certificate`).
 
         ``tls_server_name`` cannot live in an ``SSLContext``; pass it as
         ``server_hostname`` when connecting.
@@ -225,10 +221,10 @@ class ClientConfig:
             ctx.verify_mode = ssl.CERT_NONE
         elif self.ca_data is not None:
             try:
-                _load_ca(ctx, self.ca_data)
+                load_ca(ctx, self.ca_data)
             except (ssl.SSLError, ValueError) as e:
                 raise ConfigError(
-                    f"the certificate authority data is not a usable PEM bundle ({_ssl_reason(e)})",
+                    f"the certificate authority data is not a usable PEM bundle ({ssl_reason(e)})",
                     file=where,
                 ) from None
         else:
@@ -238,146 +234,14 @@ class ClientConfig:
             pair = (self.client_cert_data, self.client_key_data)
         if pair is not None:
             try:
-                _load_client_pair(ctx, *pair)
+                load_cert_chain(ctx, *pair)
             except (ssl.SSLError, ValueError, OSError) as e:
                 raise ConfigError(
-                    f"the client certificate and key cannot be used ({_ssl_reason(e)}); "
+                    f"the client certificate and key cannot be used ({ssl_reason(e)}); "
                     "check that they are PEM, match each other and the key is unencrypted",
                     file=where,
                 ) from None
         return ctx
-
-    def credentials(self) -> Credentials:
-        """Return new, stateful :class:`Credentials` for this config (one per connection pool)."""
-        if self.exec is not None:
-            # Imported here so that a config without an exec plugin never loads the
-            # subprocess machinery.
-            from setpoint.client._exec import ExecCredentials
-
-            return ExecCredentials(self)
-        if self.token_file is not None:
-            return _TokenFileCredentials(self.token_file, fallback=self.token, source=self.source)
-        if self.token is not None:
-            return _StaticTokenCredentials(self.token)
-        return Credentials()
-
-
-class Credentials:
-    """The request-time side of authentication, for one connection pool.
-
-    This base class is "no credentials" (anonymous, or a client certificate that
-    is already in :meth:`ClientConfig.ssl_context`); :meth:`ClientConfig.credentials`
-    returns the subclass that matches the config.
-
-    Use from a transport::
-
-        headers.update(await creds.headers())          # before every request
-        cert = await creds.client_certificate()        # before (re)building the pool
-        if cert != current: ctx = config.ssl_context(client_cert=cert)
-        ...
-        if response.status == 401: creds.invalidate()  # and retry once
-    """
-
-    async def headers(self) -> dict[str, str]:
-        """Headers to add to a request: ``{"Authorization": "Bearer ..."}`` or ``{}``."""
-        return {}
-
-    def invalidate(self) -> None:
-        """Forget cached credentials after a 401, so the next call fetches fresh ones."""
-
-    async def client_certificate(self) -> tuple[bytes, bytes] | None:
-        """Return a ``(certificate PEM, key PEM)`` pair from an exec plugin, or ``None``.
-
-        ``None`` means "use what :meth:`ClientConfig.ssl_context` has". A new
-        pair (compare with ``!=``) means the plugin rotated it and the TLS
-        context must be rebuilt with ``ssl_context(client_cert=pair)``.
-        """
-        return None
-
-
-class _StaticTokenCredentials(Credentials):
-    """A bearer token that never changes."""
-
-    def __init__(self, token: str) -> None:
-        self._headers = {"Authorization": f"Bearer {token}"}
-
-    async def headers(self) -> dict[str, str]:
-        return dict(self._headers)
-
-
-class _TokenFileCredentials(Credentials):
-    """A bearer token read from a file, re-read when the file changes.
-
-    The kubelet rotates projected service-account tokens by swapping a symlink,
-    so a change of inode, size or mtime of the resolved file means a new token.
-    ``stat`` and the read are a few microseconds on a local tmpfs, which is why
-    they run inline instead of in a thread.
-    """
-
-    def __init__(self, path: str, *, fallback: str | None, source: str) -> None:
-        self._path = path
-        self._fallback = fallback
-        self._source = source
-        self._stamp: tuple[int, int, int] | None = None
-        self._token: str | None = None
-
-    async def headers(self) -> dict[str, str]:
-        token = self._read()
-        return {"Authorization": f"Bearer {token}"}
-
-    def invalidate(self) -> None:
-        self._stamp = None
-
-    def _read(self) -> str:
-        try:
-            st = os.stat(self._path)
-            stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-            if stamp == self._stamp and self._token is not None:
-                return self._token
-            token = Path(self._path).read_text(encoding="utf-8").strip()
-            if not token:
-                raise OSError(f"{self._path} is empty")
-        except (OSError, UnicodeDecodeError) as e:
-            # Keep serving the last good token: a rotation in progress or a
-            # transient read error must not fail every request (client-go does the same).
-            last = self._token or self._fallback
-            if last is None:
-                raise ConfigError(
-                    f"cannot read the bearer token file {self._path}: {_os_reason(e)}; "
-                    "check that it exists and is readable",
-                    file=self._source or None,
-                ) from None
-            _log.warning(
-                "re-reading token file %s failed (%s); using the last token", self._path, e
-            )
-            return last
-        self._stamp, self._token = stamp, token
-        return token
-
-
-def load_kubeconfig(
-    path: str | os.PathLike[str] | None = None, *, context: str | None = None
-) -> ClientConfig:
-    """Load a :class:`ClientConfig` from kubeconfig files, as kubectl does.
-
-    ``path`` is one file. ``None`` means ``$KUBECONFIG`` (a ``:``-separated list,
-    merged with kubectl's rules: the first file to define a name or
-    ``current-context`` wins, missing files are skipped) or else ``~/.kube/config``.
-    ``context`` overrides ``current-context``.
-
-    Relative file paths in a kubeconfig resolve against that file's directory.
-    Referenced files are read (and certificates parsed) now, so mistakes show
-    up at start-up; only the token file is read again later, as it rotates.
-
-    Raises:
-        ConfigError: naming the file, the field path and what to do.
-
-    """
-    # Imported here: YAML parsing costs ~20 ms of import time that an in-cluster
-    # operator never needs.
-    from setpoint.client._kubeconfig import load
-
-    return load(path, context=context)
 
 
 def load_incluster_config(
@@ -417,21 +281,21 @@ def load_incluster_config(
             raise OSError("the file is empty")
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(
-            f"cannot read the service account token {token_path}: {_os_reason(e)}; is "
+            f"cannot read the service account token {token_path}: {os_reason(e)}; is "
             "automountServiceAccountToken disabled for this pod or its service account?",
             file=source,
         ) from None
     ca_path = directory / "ca.crt"
     try:
         ca_data = ca_path.read_bytes()
-        _load_ca(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), ca_data)
+        load_ca(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), ca_data)
     except OSError as e:
         raise ConfigError(
-            f"cannot read the cluster CA bundle {ca_path}: {_os_reason(e)}", file=source
+            f"cannot read the cluster CA bundle {ca_path}: {os_reason(e)}", file=source
         ) from None
     except (ssl.SSLError, ValueError) as e:
         raise ConfigError(
-            f"the cluster CA bundle {ca_path} is not usable PEM ({_ssl_reason(e)})", file=source
+            f"the cluster CA bundle {ca_path} is not usable PEM ({ssl_reason(e)})", file=source
         ) from None
     try:
         namespace = (directory / "namespace").read_text(encoding="utf-8").strip() or "default"
@@ -439,7 +303,7 @@ def load_incluster_config(
         namespace = "default"
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(
-            f"cannot read {directory / 'namespace'}: {_os_reason(e)}", file=source
+            f"cannot read {directory / 'namespace'}: {os_reason(e)}", file=source
         ) from None
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"  # an IPv6 service IP
@@ -456,41 +320,7 @@ def load_incluster_config(
     )
 
 
-def load_config(*, context: str | None = None) -> ClientConfig:
-    """Find the config an operator should use wherever it runs.
-
-    In order: ``$KUBECONFIG`` when set, ``~/.kube/config`` when it exists, the
-    pod's service account when ``$KUBERNETES_SERVICE_HOST`` is set.
-
-    Raises:
-        ConfigError: from the source that was chosen, or listing every place
-            looked at when none applies.
-
-    """
-    looked: list[str] = []
-    if os.environ.get("KUBECONFIG", ""):
-        return load_kubeconfig(context=context)
-    looked.append("$KUBECONFIG (not set)")
-    default = _default_kubeconfig()
-    if default is not None and default.is_file():
-        return load_kubeconfig(context=context)
-    looked.append(f"{default or '~/.kube/config'} (does not exist)")
-    if os.environ.get("KUBERNETES_SERVICE_HOST", ""):
-        if context is not None:
-            raise ConfigError(
-                f"context {context!r} was asked for, but there is no kubeconfig (looked at "
-                f"{', '.join(looked)}) and in-cluster config has no contexts"
-            )
-        return load_incluster_config()
-    looked.append("in-cluster service account ($KUBERNETES_SERVICE_HOST not set)")
-    raise ConfigError(
-        f"no Kubernetes configuration found; looked at: {'; '.join(looked)}. Set $KUBECONFIG, "
-        "create ~/.kube/config (e.g. with `kind create cluster` or your cloud CLI), "
-        "or run inside a pod"
-    )
-
-
-# --- helpers shared with _kubeconfig and _exec ------------------------------------
+# --- helpers shared with the kubeconfig loader ---------------------------------------
 
 
 def _default_kubeconfig() -> Path | None:
@@ -518,83 +348,3 @@ def _normalize_server(url: str) -> str:
     except ValueError:
         raise ValueError(f"{url!r} has an invalid port; {example}") from None
     return url.rstrip("/")
-
-
-def _load_ca(ctx: ssl.SSLContext, pem: bytes) -> None:
-    """Trust the certificates in ``pem`` (ValueError or SSLError when there are none)."""
-    text = pem.decode("ascii", errors="replace")
-    if "-----BEGIN CERTIFICATE-----" not in text:
-        raise ValueError("no PEM certificate found")
-    ctx.load_verify_locations(cadata=text)
-
-
-def _refuse_password() -> bytes:
-    # Without a callback OpenSSL would prompt on the terminal and block the loop.
-    raise ValueError("the private key is encrypted; kubeconfig keys must be unencrypted PEM")
-
-
-def _load_client_pair(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
-    """Load a PEM certificate and key into ``ctx`` without leaving them on disk."""
-    with _pem_files(cert, key) as (cert_path, key_path):
-        ctx.load_cert_chain(cert_path, key_path, password=_refuse_password)
-
-
-@contextlib.contextmanager
-def _pem_files(*blobs: bytes) -> Iterator[tuple[str, ...]]:
-    """Paths from which OpenSSL can read ``blobs``, valid inside the ``with`` block.
-
-    ``SSLContext.load_cert_chain`` only takes paths. On Linux an anonymous
-    memory file (``memfd_create``) reached through ``/proc/self/fd`` never
-    touches a disk and disappears when closed. Elsewhere, a private (0600)
-    temporary file that is removed as soon as the block ends.
-    """
-    memfd_create: Callable[..., int] | None = getattr(os, "memfd_create", None)
-    fds: list[int] = []
-    try:
-        if memfd_create is not None and os.path.isdir("/proc/self/fd"):
-            try:
-                for blob in blobs:
-                    fd = memfd_create("setpoint-pem", os.MFD_CLOEXEC)
-                    fds.append(fd)
-                    _write_all(fd, blob)
-            except OSError:
-                for fd in fds:
-                    os.close(fd)
-                fds = []
-            else:
-                yield tuple(f"/proc/self/fd/{fd}" for fd in fds)
-                return
-        with tempfile.TemporaryDirectory(prefix="setpoint-pem-") as tmp:
-            os.chmod(tmp, 0o700)
-            paths = []
-            for i, blob in enumerate(blobs):
-                path = os.path.join(tmp, f"{i}.pem")
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                try:
-                    _write_all(fd, blob)
-                finally:
-                    os.close(fd)
-                paths.append(path)
-            yield tuple(paths)
-    finally:
-        for fd in fds:
-            os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _ssl_reason(e: BaseException) -> str:
-    """Return a one-line reason for an ssl/ValueError, without OpenSSL's file:line noise."""
-    if isinstance(e, ssl.SSLError) and e.reason:
-        return str(e.reason).lower().replace("_", " ")
-    return str(e) or type(e).__name__
-
-
-def _os_reason(e: BaseException) -> str:
-    if isinstance(e, OSError) and e.strerror:
-        return e.strerror.lower()
-    return str(e) or type(e).__name__

@@ -35,7 +35,8 @@ import aiohttp
 import orjson
 from multidict import CIMultiDict
 
-from setpoint.client.config import ClientConfig, Credentials
+from setpoint.client.config import ClientConfig
+from setpoint.client.credentials import Credentials, credentials_for
 from setpoint.client.errors import (
     ApiError,
     ConnectionFailed,
@@ -195,7 +196,7 @@ class Transport:
         self.options = options or TransportOptions()
         self.on_request = on_request
         """The metrics hook; may be replaced at any time (the manager installs its own)."""
-        self._credentials: Credentials = config.credentials()
+        self._credentials: Credentials = credentials_for(config)
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | bool | None = None
         self._client_cert: tuple[bytes, bytes] | None = None

@@ -1,4 +1,4 @@
-"""Rate limiters for the work queue, and the clock they (and the queue) read time from.
+"""Rate limiters for the work queue.
 
 A rate limiter answers one question: *how long should this key wait before it is retried?*
 The work queue asks it from :meth:`~setpoint.controller.workqueue.WorkQueue.add_rate_limited`.
@@ -16,33 +16,28 @@ The semantics follow client-go's ``util/workqueue`` rate limiters, which control
 often one key may *start processing* (at most N starts per sliding window). The queue consults it
 for every key that becomes ready, so it also holds back keys that change very often.
 
-Time comes from a :class:`Clock`. :class:`LoopClock` (the default) reads the running asyncio
-loop's monotonic clock and schedules loop timers; :class:`ManualClock` is a deterministic clock
-for tests that only moves when told to.
+Time comes from a :class:`~setpoint.api.clock.Clock` (the default reads the running asyncio
+loop's clock; tests pass a :class:`~setpoint.api.clock.ManualClock`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import heapq
 import math
 from collections import OrderedDict, deque
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from setpoint.api.clock import Clock, LoopClock
+
 __all__ = [
     "BucketRateLimiter",
-    "Clock",
     "ItemExponentialFailureRateLimiter",
-    "LoopClock",
-    "ManualClock",
     "MaxOfRateLimiter",
     "PerKeyLimit",
     "PerKeyWindowLimiter",
     "RateLimiter",
     "RateLimiterOptions",
-    "TimerHandle",
     "default_controller_rate_limiter",
 ]
 
@@ -52,143 +47,6 @@ K_contra = TypeVar("K_contra", bound=Hashable, contravariant=True)
 # Beyond this many doublings every sane base delay is past any sane cap, and 2.0**exp would
 # eventually overflow a float; stop computing and return the cap.
 _MAX_EXPONENT = 1000
-
-
-# --------------------------------------------------------------------------------------------
-# Clocks
-
-
-class TimerHandle(Protocol):
-    """A scheduled callback that can be cancelled (``asyncio.TimerHandle`` satisfies it)."""
-
-    def cancel(self) -> None:
-        """Stop the callback from running; cancelling twice or after it ran does nothing."""
-
-
-class Clock(Protocol):
-    """Monotonic time in seconds, and one-shot timers on the same time line.
-
-    The work queue and the rate limiters take a clock so tests can drive time by hand
-    (:class:`ManualClock`) instead of sleeping.
-    """
-
-    def now(self) -> float:
-        """Return the current time in seconds; only differences between readings matter."""
-        ...
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
-        """Run ``callback`` (synchronously, in the loop thread) once ``now() >= when``."""
-        ...
-
-
-class LoopClock:
-    """The running asyncio loop's clock and timers (``loop.time()`` / ``loop.call_at``).
-
-    The loop is looked up on every call rather than captured at construction, so a queue can
-    be built before the loop starts. :meth:`now` also works from other threads once the clock
-    has been used inside a loop (a metrics scrape on a server thread reads in-flight ages),
-    because ``loop.time()`` is safe to call from anywhere. :meth:`call_at` needs a running loop.
-    """
-
-    __slots__ = ("_loop",)
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def now(self) -> float:
-        """``loop.time()`` of the running loop (or of the last loop seen, off the loop thread)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            if self._loop is None:
-                raise RuntimeError(
-                    "LoopClock.now() was called outside a running event loop before the clock "
-                    "was ever used inside one; call it from async code"
-                ) from None
-            loop = self._loop
-        else:
-            self._loop = loop
-        return loop.time()
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
-        """``loop.call_at`` on the running loop."""
-        loop = asyncio.get_running_loop()
-        self._loop = loop
-        return loop.call_at(when, callback)
-
-
-class _ManualTimer:
-    __slots__ = ("callback", "cancelled", "when")
-
-    def __init__(self, when: float, callback: Callable[[], None]) -> None:
-        self.when = when
-        self.callback = callback
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class ManualClock:
-    """A clock for tests: time stands still until :meth:`advance` moves it.
-
-    Timers fire inside :meth:`advance`, in deadline order (ties in scheduling order), with
-    :meth:`now` set to each timer's deadline while its callback runs, so callbacks observe the
-    time they asked for. Callbacks may schedule further timers; those fire in the same call if
-    they fall due before the target time.
-    """
-
-    def __init__(self, start: float = 0.0) -> None:
-        self._now = start
-        self._seq = 0
-        self._timers: list[tuple[float, int, _ManualTimer]] = []
-
-    def now(self) -> float:
-        """Return the current manual time."""
-        return self._now
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
-        """Schedule ``callback`` for when :meth:`advance` reaches ``when``."""
-        timer = _ManualTimer(when, callback)
-        self._seq += 1
-        heapq.heappush(self._timers, (when, self._seq, timer))
-        return timer
-
-    @property
-    def pending_timers(self) -> int:
-        """How many timers are scheduled and not cancelled (tests use it to spot leaks)."""
-        return sum(1 for _, _, timer in self._timers if not timer.cancelled)
-
-    @property
-    def next_deadline(self) -> float | None:
-        """The earliest live timer's deadline, or ``None`` when nothing is scheduled."""
-        while self._timers and self._timers[0][2].cancelled:
-            heapq.heappop(self._timers)
-        return self._timers[0][0] if self._timers else None
-
-    def advance(self, seconds: float) -> None:
-        """Move time forward by ``seconds`` (>= 0), firing every timer that falls due."""
-        if seconds < 0:
-            raise ValueError(f"ManualClock.advance({seconds}): time only moves forward")
-        self.advance_to(self._now + seconds)
-
-    def advance_to(self, target: float) -> None:
-        """Move time forward to exactly ``target``, firing every timer due by then.
-
-        Prefer it to :meth:`advance` for landing on a deadline: repeated float additions drift.
-        """
-        if target < self._now:
-            raise ValueError(
-                f"ManualClock.advance_to({target}): time only moves forward (now={self._now})"
-            )
-        while self._timers and self._timers[0][0] <= target:
-            when, _, timer = heapq.heappop(self._timers)
-            if timer.cancelled:
-                continue
-            self._now = max(self._now, when)
-            timer.cancelled = True  # a timer fires once; cancelling it afterwards is a no-op
-            timer.callback()
-        self._now = target
 
 
 # --------------------------------------------------------------------------------------------

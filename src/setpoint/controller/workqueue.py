@@ -88,14 +88,12 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Final, Generic, TypeVar
 
+from setpoint.api.clock import Clock, LoopClock, TimerHandle
 from setpoint.controller.ratelimit import (
-    Clock,
-    LoopClock,
     PerKeyLimit,
     PerKeyWindowLimiter,
     RateLimiter,
     RateLimiterOptions,
-    TimerHandle,
     default_controller_rate_limiter,
 )
 from setpoint.observability.metrics import (
@@ -216,7 +214,7 @@ class WorkQueue(Generic[K]):
         metrics: Where to report ``workqueue_*`` metrics (e.g. ``Metrics.default()``).
             Default ``None``: report nothing.
         clock: Time source and timers. Default: the running loop's clock. Tests pass a
-            :class:`~setpoint.controller.ratelimit.ManualClock`.
+            :class:`~setpoint.api.clock.ManualClock`.
 
     """
 

@@ -11,7 +11,8 @@
     await manager.run()
 
 See ``docs/guide/manager.md`` for the lifecycle, the timing rules of leader election and the
-probe and metrics endpoints.
+probe and metrics endpoints. The HTTP server they are served by, and its request and
+response types, are :mod:`setpoint.server`'s.
 """
 
 from setpoint.manager.builder import ManagedBuilder
@@ -37,37 +38,18 @@ from setpoint.manager.leaderelection import (
 )
 from setpoint.manager.manager import Manager
 from setpoint.manager.options import (
-    DISABLED,
-    BindAddress,
     LeaderElectionOptions,
     LeadershipLossPolicy,
     ManagerOptions,
-    parse_bind_address,
-)
-from setpoint.manager.server import (
-    AiohttpServer,
-    HttpHandler,
-    HttpRequest,
-    HttpResponse,
-    HttpServer,
-    HttpServerFactory,
 )
 
 __all__ = [
-    "DISABLED",
-    "AiohttpServer",
-    "BindAddress",
     "CacheFactory",
     "CacheLike",
     "CacheSyncTimeout",
     "Check",
     "DuplicateCheckError",
     "HealthChecks",
-    "HttpHandler",
-    "HttpRequest",
-    "HttpResponse",
-    "HttpServer",
-    "HttpServerFactory",
     "LeaderElectionLost",
     "LeaderElectionOptions",
     "LeaderElectionRecord",
@@ -86,5 +68,4 @@ __all__ = [
     "ShutdownIncomplete",
     "default_identity",
     "default_new_cache",
-    "parse_bind_address",
 ]

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 
 from setpoint.manager.errors import DuplicateCheckError
-from setpoint.manager.server import HttpRequest, HttpResponse
+from setpoint.server.http import HttpRequest, HttpResponse
 
 __all__ = ["Check", "HealthChecks"]
 

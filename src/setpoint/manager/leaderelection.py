@@ -21,11 +21,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from setpoint.api import kinds
+from setpoint.api.clock import Clock, clock_sleep, clock_timeout
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.meta import JsonObject
 from setpoint.client.errors import NotFound
-from setpoint.controller.ratelimit import Clock
-from setpoint.manager._time import clock_sleep, clock_timeout
 from setpoint.manager.options import LeaderElectionOptions
 
 if TYPE_CHECKING:

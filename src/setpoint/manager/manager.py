@@ -57,10 +57,11 @@ from setpoint.manager.errors import (
 )
 from setpoint.manager.healthz import Check, HealthChecks
 from setpoint.manager.leaderelection import LeaderElector, LeaseLock, default_identity
-from setpoint.manager.options import LeadershipLossPolicy, ManagerOptions, parse_bind_address
-from setpoint.manager.server import HttpRequest, HttpResponse, HttpServer
+from setpoint.manager.options import LeadershipLossPolicy, ManagerOptions
 from setpoint.observability.events import EventBroadcaster, EventRecorder
 from setpoint.observability.metrics import Metrics, render
+from setpoint.server.address import parse_bind_address
+from setpoint.server.http import HttpRequest, HttpResponse, HttpServer
 
 if TYPE_CHECKING:
     from setpoint.cache import Cache
@@ -171,14 +172,16 @@ class Manager:
 
         self._metrics_server: HttpServer | None = None
         self._probe_server: HttpServer | None = None
-        metrics_at = parse_bind_address(opts.metrics_bind_address, option="metrics_bind_address")
+        metrics_at = parse_bind_address(
+            opts.metrics_bind_address, option="ManagerOptions.metrics_bind_address"
+        )
         if metrics_at is not None:
             self._metrics_server = opts.new_http_server(
                 "metrics-server", metrics_at, self.serve_metrics
             )
             self.add(self._metrics_server)
         probes_at = parse_bind_address(
-            opts.health_probe_bind_address, option="health_probe_bind_address"
+            opts.health_probe_bind_address, option="ManagerOptions.health_probe_bind_address"
         )
         if probes_at is not None:
             self._probe_server = opts.new_http_server("probe-server", probes_at, self.serve_probes)

@@ -8,91 +8,32 @@ inconsistent settings when they are built, with a message that states the rule. 
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Final
 
-from setpoint.controller.ratelimit import Clock, LoopClock
+from setpoint.api.clock import Clock, LoopClock
 from setpoint.observability.events import EventBroadcasterOptions
+from setpoint.server.address import parse_bind_address
+from setpoint.server.http import AiohttpServer, HttpServerFactory
 
 if TYPE_CHECKING:
     from setpoint.manager.cache import CacheFactory
     from setpoint.manager.leaderelection import ResourceLock
-    from setpoint.manager.server import HttpServerFactory
     from setpoint.observability.metrics import Metrics
 
 __all__ = [
-    "DISABLED",
-    "BindAddress",
     "LeaderElectionOptions",
     "LeadershipLossPolicy",
     "ManagerOptions",
-    "parse_bind_address",
 ]
-
-DISABLED: Final = "0"
-"""The bind address that turns a server off (controller-runtime's convention)."""
 
 RENEW_JITTER_FACTOR: Final = 1.2
 """client-go's ``JitterFactor``: ``renew_deadline`` must exceed ``retry_period`` times this."""
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-@dataclass(frozen=True, slots=True)
-class BindAddress:
-    """A parsed ``host:port``; ``host`` is ``None`` for every interface (``":8080"``)."""
-
-    host: str | None
-    port: int
-
-    def __str__(self) -> str:
-        host = self.host or ""
-        if ":" in host:
-            host = f"[{host}]"
-        return f"{host}:{self.port}"
-
-
-def parse_bind_address(value: str, *, option: str) -> BindAddress | None:
-    """Parse a bind address as controller-runtime writes them; ``"0"`` gives ``None`` (off).
-
-    Accepted: ``":8080"`` (every interface), ``"127.0.0.1:8080"``, ``"[::1]:8080"``,
-    ``"localhost:0"`` (port 0: the OS picks a free port; read it back after start).
-
-    Raises:
-        ValueError: naming ``option`` and the accepted forms.
-
-    """
-    if value == DISABLED:
-        return None
-    host, sep, port_text = value.rpartition(":")
-    problem = ""
-    if not sep or not port_text.isdigit():
-        problem = "it needs a port"
-    elif int(port_text) > 65535:
-        problem = "the port must be 0-65535"
-    elif host.startswith("[") != host.endswith("]"):
-        problem = "an IPv6 host needs both brackets"
-    elif ":" in host and not host.startswith("["):
-        problem = "an IPv6 host must be in brackets"
-    if problem:
-        raise ValueError(
-            f"ManagerOptions.{option}={value!r} is not a bind address ({problem}): use "
-            f"':8080' (all interfaces), '127.0.0.1:8080', '[::1]:8080', a port of 0 for any "
-            f"free port, or '{DISABLED}' to disable the server"
-        )
-    if host.startswith("["):
-        host = host[1:-1]
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise ValueError(
-                f"ManagerOptions.{option}={value!r}: {host!r} in brackets is not an IPv6 address"
-            ) from None
-    return BindAddress(host or None, int(port_text))
 
 
 class LeadershipLossPolicy(Enum):
@@ -225,12 +166,6 @@ def _default_cache_factory() -> CacheFactory:
     return default_new_cache
 
 
-def _default_server_factory() -> HttpServerFactory:
-    from setpoint.manager.server import AiohttpServer
-
-    return AiohttpServer
-
-
 @dataclass(frozen=True, kw_only=True)
 class ManagerOptions:
     """Settings of a :class:`~setpoint.manager.Manager`; every default is documented here."""
@@ -274,16 +209,18 @@ class ManagerOptions:
     """Builds the manager's shared cache from its client on first use of ``Manager.cache``
     (a test seam). The default builds ``setpoint.cache.Cache(client)``."""
 
-    new_http_server: HttpServerFactory = field(default_factory=_default_server_factory)
+    new_http_server: HttpServerFactory = AiohttpServer
     """Builds the probe and metrics servers (a test seam). The default serves with aiohttp."""
 
     clock: Clock = field(default_factory=LoopClock)
     """Where leader election reads time and sets timers (a test seam)."""
 
     def __post_init__(self) -> None:
-        metrics = parse_bind_address(self.metrics_bind_address, option="metrics_bind_address")
+        metrics = parse_bind_address(
+            self.metrics_bind_address, option="ManagerOptions.metrics_bind_address"
+        )
         probes = parse_bind_address(
-            self.health_probe_bind_address, option="health_probe_bind_address"
+            self.health_probe_bind_address, option="ManagerOptions.health_probe_bind_address"
         )
         if metrics is not None and probes is not None and metrics.port != 0 and metrics == probes:
             raise ValueError(

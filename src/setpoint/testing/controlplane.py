@@ -55,7 +55,8 @@ from typing import Any, Self
 
 import yaml
 
-from setpoint.testing._certs import CertificateAuthority, KeyPair, signing_key_pair
+from setpoint.tls.certs import CertificateAuthority, signing_key_pair
+from setpoint.tls.pem import KeyPair
 
 __all__ = [
     "DEFAULT_KUBERNETES_VERSION",

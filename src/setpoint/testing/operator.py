@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from setpoint.client.client import Client
-from setpoint.client.config import load_kubeconfig
+from setpoint.client.kubeconfig import load_kubeconfig
 from setpoint.controller.controller import Controller
 from setpoint.manager.manager import Manager
 from setpoint.manager.options import LeaderElectionOptions, ManagerOptions

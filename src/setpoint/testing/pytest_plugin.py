@@ -34,8 +34,8 @@ except ImportError:  # pragma: no cover - exercised only without the testing ext
 
 from setpoint.api import kinds
 from setpoint.client.client import Client
-from setpoint.client.config import load_kubeconfig
 from setpoint.client.errors import NotFound
+from setpoint.client.kubeconfig import load_kubeconfig
 from setpoint.testing.controlplane import ControlPlane, ControlPlaneError
 
 __all__ = ["ExistingCluster"]

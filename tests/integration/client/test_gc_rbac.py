@@ -3,8 +3,7 @@
 import pytest
 
 from setpoint.api import kinds
-from setpoint.client import Client
-from setpoint.client.config import load_kubeconfig
+from setpoint.client import Client, load_kubeconfig
 from setpoint.client.errors import Forbidden, NotFound
 from setpoint.client.patch import MergePatch
 from setpoint.testing import ControlPlane

@@ -25,8 +25,7 @@ import sys
 import time
 
 from setpoint.api.runnable import RunnableGroup
-from setpoint.client import Client
-from setpoint.client.config import load_kubeconfig
+from setpoint.client import Client, load_kubeconfig
 from setpoint.manager import LeaderElectionLost, LeaderElectionOptions, Manager, ManagerOptions
 
 LEASE_NAME = "le-test"

@@ -10,8 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from setpoint.api import kinds
-from setpoint.client import Client
-from setpoint.client.config import load_kubeconfig
+from setpoint.client import Client, load_kubeconfig
 from setpoint.controller import Context, Request
 from setpoint.manager import Manager, ManagerOptions
 from setpoint.observability.metrics import Metrics

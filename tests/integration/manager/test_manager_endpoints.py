@@ -12,8 +12,7 @@ import pytest_asyncio
 from prometheus_client import CollectorRegistry
 
 from setpoint.api import kinds
-from setpoint.client import Client
-from setpoint.client.config import load_kubeconfig
+from setpoint.client import Client, load_kubeconfig
 from setpoint.controller.workqueue import WorkQueue
 from setpoint.manager import LeaderElectionOptions, Manager, ManagerOptions
 from setpoint.observability.metrics import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT, Metrics

@@ -10,8 +10,7 @@ import pytest_asyncio
 
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
-from setpoint.client import AlreadyExists, Client
-from setpoint.client.config import load_kubeconfig
+from setpoint.client import AlreadyExists, Client, load_kubeconfig
 from setpoint.testing.waits import eventually
 from tests._support.safewrites import GIZMO, GIZMO_CRD, RequestLog
 

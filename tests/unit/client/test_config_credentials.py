@@ -20,15 +20,19 @@ from typing import Any
 import pytest
 import yaml
 
-from setpoint.client import _exec
+from setpoint.client import load_kubeconfig
 from setpoint.client.config import (
     EXEC_API_V1,
     EXEC_API_V1BETA1,
     ClientConfig,
     ConfigError,
-    Credentials,
     ExecConfig,
-    load_kubeconfig,
+)
+from setpoint.client.credentials import (
+    REFRESH_BEFORE_EXPIRY,
+    Credentials,
+    ExecCredentials,
+    credentials_for,
 )
 
 SERVER = "https://127.0.0.1:6443"
@@ -93,7 +97,7 @@ class Plugin:
         cfg = ClientConfig(
             server=SERVER, exec=self.exec_config(**kwargs), source="test", **config_kwargs
         )
-        return cfg.credentials()
+        return credentials_for(cfg)
 
 
 @pytest.fixture
@@ -109,13 +113,13 @@ def in_hours(hours: float) -> str:
 
 
 async def test_no_credentials() -> None:
-    creds = ClientConfig(server=SERVER).credentials()
+    creds = credentials_for(ClientConfig(server=SERVER))
     assert await creds.headers() == {}
     assert await creds.client_certificate() is None
 
 
 async def test_static_token() -> None:
-    creds = ClientConfig(server=SERVER, token="abc").credentials()
+    creds = credentials_for(ClientConfig(server=SERVER, token="abc"))
     assert await creds.headers() == {"Authorization": "Bearer abc"}
     creds.invalidate()
     assert await creds.headers() == {"Authorization": "Bearer abc"}
@@ -124,7 +128,7 @@ async def test_static_token() -> None:
 async def test_token_file_is_reread_when_it_changes(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("first\n")
-    creds = ClientConfig(server=SERVER, token_file=str(token)).credentials()
+    creds = credentials_for(ClientConfig(server=SERVER, token_file=str(token)))
     assert await creds.headers() == {"Authorization": "Bearer first"}
 
     token.write_text("second-token")
@@ -139,7 +143,7 @@ async def test_token_file_rotated_by_symlink_swap(tmp_path: Path) -> None:
     (tmp_path / "v2" / "token").write_text("two")
     (tmp_path / "..data").symlink_to("v1")
     (tmp_path / "token").symlink_to("..data/token")
-    creds = ClientConfig(server=SERVER, token_file=str(tmp_path / "token")).credentials()
+    creds = credentials_for(ClientConfig(server=SERVER, token_file=str(tmp_path / "token")))
     assert await creds.headers() == {"Authorization": "Bearer one"}
 
     (tmp_path / "..data_tmp").symlink_to("v2")
@@ -150,7 +154,7 @@ async def test_token_file_rotated_by_symlink_swap(tmp_path: Path) -> None:
 async def test_token_file_cached_until_changed_or_invalidated(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("aaaa")
-    creds = ClientConfig(server=SERVER, token_file=str(token)).credentials()
+    creds = credentials_for(ClientConfig(server=SERVER, token_file=str(token)))
     assert await creds.headers() == {"Authorization": "Bearer aaaa"}
     stat = token.stat()
 
@@ -167,7 +171,7 @@ async def test_token_file_cached_until_changed_or_invalidated(tmp_path: Path) ->
 async def test_token_file_keeps_last_token_when_it_disappears(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("kept")
-    creds = ClientConfig(server=SERVER, token_file=str(token)).credentials()
+    creds = credentials_for(ClientConfig(server=SERVER, token_file=str(token)))
     assert await creds.headers() == {"Authorization": "Bearer kept"}
     token.unlink()
     assert await creds.headers() == {"Authorization": "Bearer kept"}
@@ -176,17 +180,19 @@ async def test_token_file_keeps_last_token_when_it_disappears(tmp_path: Path) ->
 async def test_token_file_wins_over_token_and_token_is_the_fallback(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("from-file")
-    creds = ClientConfig(server=SERVER, token="static", token_file=str(token)).credentials()
+    creds = credentials_for(ClientConfig(server=SERVER, token="static", token_file=str(token)))
     assert await creds.headers() == {"Authorization": "Bearer from-file"}
 
     missing = ClientConfig(server=SERVER, token="static", token_file=str(tmp_path / "no"))
-    assert await missing.credentials().headers() == {"Authorization": "Bearer static"}
+    assert await credentials_for(missing).headers() == {"Authorization": "Bearer static"}
 
 
 async def test_unreadable_token_file_without_fallback(tmp_path: Path) -> None:
-    creds = ClientConfig(
-        server=SERVER, token_file=str(tmp_path / "no-token"), source="kubeconfig k (context x)"
-    ).credentials()
+    creds = credentials_for(
+        ClientConfig(
+            server=SERVER, token_file=str(tmp_path / "no-token"), source="kubeconfig k (context x)"
+        )
+    )
     with pytest.raises(ConfigError) as info:
         await creds.headers()
     assert str(tmp_path / "no-token") in str(info.value)
@@ -219,13 +225,13 @@ async def test_exec_refreshes_shortly_before_expiry(plugin: Plugin) -> None:
     plugin.behave(status={"token": "t", "expirationTimestamp": "2030-01-01T00:00:00Z"})
     now = [expiry - timedelta(hours=1)]
     cfg = ClientConfig(server=SERVER, exec=plugin.exec_config())
-    creds = _exec.ExecCredentials(cfg, clock=lambda: now[0])
+    creds = ExecCredentials(cfg, clock=lambda: now[0])
 
     await creds.headers()
-    now[0] = expiry - _exec.REFRESH_BEFORE_EXPIRY - timedelta(seconds=1)
+    now[0] = expiry - REFRESH_BEFORE_EXPIRY - timedelta(seconds=1)
     await creds.headers()
     assert plugin.runs == 1
-    now[0] = expiry - _exec.REFRESH_BEFORE_EXPIRY
+    now[0] = expiry - REFRESH_BEFORE_EXPIRY
     await creds.headers()
     assert plugin.runs == 2
 
@@ -323,7 +329,7 @@ async def test_exec_from_kubeconfig_with_relative_command(tmp_path: Path) -> Non
     }
     path = tmp_path / "kube" / "config"
     path.write_text(yaml.safe_dump(doc))
-    creds = load_kubeconfig(path).credentials()
+    creds = credentials_for(load_kubeconfig(path))
     assert await creds.headers() == {"Authorization": "Bearer kc-token"}
 
 
@@ -344,7 +350,7 @@ async def test_exec_plugin_not_found(tmp_path: Path) -> None:
         exec=ExecConfig(command=str(tmp_path / "kubelogin"), install_hint="Install kubelogin."),
         source="kubeconfig k (context dev)",
     )
-    msg = await exec_error(cfg.credentials())
+    msg = await exec_error(credentials_for(cfg))
     assert str(tmp_path / "kubelogin") in msg
     assert "was not found" in msg
     assert "Install kubelogin." in msg
@@ -354,7 +360,7 @@ async def test_exec_plugin_not_found(tmp_path: Path) -> None:
 async def test_exec_plugin_bare_name_not_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent-bin")
     cfg = ClientConfig(server=SERVER, exec=ExecConfig(command="setpoint-no-such-plugin"))
-    msg = await exec_error(cfg.credentials())
+    msg = await exec_error(credentials_for(cfg))
     assert "'setpoint-no-such-plugin'" in msg
     assert "/nonexistent-bin" in msg
 
@@ -364,7 +370,7 @@ async def test_exec_plugin_not_executable(tmp_path: Path) -> None:
     script.write_text("#!/bin/sh\n")
     script.chmod(0o644)
     cfg = ClientConfig(server=SERVER, exec=ExecConfig(command=str(script)))
-    msg = await exec_error(cfg.credentials())
+    msg = await exec_error(credentials_for(cfg))
     assert "could not be started" in msg
 
 

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 import yaml
 
+from setpoint.client import load_kubeconfig
 from setpoint.client.config import (
     EXEC_API_V1,
     EXEC_API_V1BETA1,
     ClientConfig,
     ConfigError,
     ExecConfig,
-    load_kubeconfig,
 )
 
 

@@ -27,15 +27,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from setpoint.client import config as config_module
+from setpoint.client import load_config, load_kubeconfig
 from setpoint.client.config import (
     EXEC_API_V1,
     ClientConfig,
     ConfigError,
     ExecConfig,
-    load_config,
     load_incluster_config,
-    load_kubeconfig,
 )
+from setpoint.client.credentials import credentials_for
 
 SERVER_NAME = "kubernetes.default.svc"
 
@@ -512,7 +512,7 @@ async def test_exec_plugin_client_certificate(
             args=("-S", "-c", "import sys; sys.stdout.write(open(sys.argv[1]).read())", str(out)),
         ),
     )
-    creds = cfg.credentials()
+    creds = credentials_for(cfg)
     pair = await creds.client_certificate()
     assert pair == (pki.client.cert, pki.client.key)
     assert await creds.headers() == {}
@@ -548,7 +548,7 @@ async def test_incluster(pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert cfg.token_file == str(sa / "token")
     assert cfg.token is None
     assert str(sa) in cfg.source
-    assert await cfg.credentials().headers() == {"Authorization": "Bearer sa-token"}
+    assert await credentials_for(cfg).headers() == {"Authorization": "Bearer sa-token"}
 
 
 def test_incluster_ipv6_and_default_namespace(

@@ -7,11 +7,10 @@ import threading
 
 import pytest
 
+from setpoint.api.clock import LoopClock, ManualClock
 from setpoint.controller.ratelimit import (
     BucketRateLimiter,
     ItemExponentialFailureRateLimiter,
-    LoopClock,
-    ManualClock,
     MaxOfRateLimiter,
     PerKeyLimit,
     PerKeyWindowLimiter,

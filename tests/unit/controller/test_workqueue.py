@@ -11,9 +11,9 @@ import asyncio
 
 import pytest
 
+from setpoint.api.clock import ManualClock
 from setpoint.api.keys import ObjectKey
 from setpoint.controller.ratelimit import (
-    ManualClock,
     PerKeyLimit,
     RateLimiter,
     RateLimiterOptions,

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from prometheus_client import CollectorRegistry
 
-from setpoint.controller.ratelimit import ManualClock
+from setpoint.api.clock import ManualClock
 from setpoint.controller.workqueue import Priority, WorkQueue
 from setpoint.observability.metrics import PRIORITY_LABEL_LIMIT, PRIORITY_OVERFLOW_LABEL, Metrics
 

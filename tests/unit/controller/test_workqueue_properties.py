@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from setpoint.controller.ratelimit import ManualClock
+from setpoint.api.clock import ManualClock
 from setpoint.controller.workqueue import WorkQueue
 
 KEYS = ["a", "b", "c", "d", "e"]

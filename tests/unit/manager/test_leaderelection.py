@@ -11,8 +11,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from setpoint.api import kinds
+from setpoint.api.clock import ManualClock
 from setpoint.client.errors import NotFound
-from setpoint.controller.ratelimit import ManualClock
 from setpoint.manager import (
     LeaderElectionOptions,
     LeaderElectionRecord,
@@ -431,7 +431,7 @@ async def test_leader_events_are_recorded_on_the_lease() -> None:
 
 
 async def test_clock_timeout_raises_timeout_error_not_cancellation(clock: ManualClock) -> None:
-    from setpoint.manager._time import clock_timeout
+    from setpoint.api.clock import clock_timeout
 
     async def forever() -> None:
         await asyncio.Event().wait()

@@ -11,17 +11,9 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
-from setpoint.manager import (
-    AiohttpServer,
-    BindAddress,
-    DuplicateCheckError,
-    HealthChecks,
-    HttpRequest,
-    HttpResponse,
-    Manager,
-    ManagerOptions,
-)
+from setpoint.manager import DuplicateCheckError, HealthChecks, Manager, ManagerOptions
 from setpoint.observability.metrics import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT, Metrics
+from setpoint.server import AiohttpServer, BindAddress, HttpRequest, HttpResponse
 from tests._support.manager_fakes import FakeCache, FakeClient, FakeHttpServer
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from setpoint.api.clock import ManualClock
 from setpoint.api.runnable import RunnableGroup
-from setpoint.controller.ratelimit import ManualClock
 from setpoint.manager import (
     CacheSyncTimeout,
     LeaderElectionLost,

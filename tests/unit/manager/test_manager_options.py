@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from setpoint.manager import (
-    BindAddress,
-    LeaderElectionOptions,
-    LeadershipLossPolicy,
-    ManagerOptions,
-    parse_bind_address,
-)
+from setpoint.manager import LeaderElectionOptions, LeadershipLossPolicy, ManagerOptions
+from setpoint.server import BindAddress, parse_bind_address
 
 
 def test_leader_election_defaults_are_client_go_defaults() -> None:

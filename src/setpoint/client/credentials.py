@@ -1,6 +1,14 @@
-"""Exec credential plugins (``client.authentication.k8s.io`` v1 and v1beta1).
+"""The request-time side of authentication: bearer tokens, token files, exec plugins.
 
-The protocol, as client-go implements it:
+A :class:`~setpoint.client.config.ClientConfig` is immutable data; :func:`credentials_for`
+turns it into the stateful :class:`Credentials` a transport asks before every request (and
+after a 401). Three kinds, chosen from the config:
+
+* a static bearer token;
+* a token file, re-read when it changes (bound service-account tokens rotate on disk);
+* an exec credential plugin (``client.authentication.k8s.io`` v1 and v1beta1).
+
+The exec plugin protocol, as client-go implements it:
 
 * the plugin runs with this process's environment plus ``exec.env``, and
   ``KUBERNETES_EXEC_INFO`` holding an ``ExecCredential`` whose ``spec`` says
@@ -11,6 +19,8 @@ The protocol, as client-go implements it:
   ``clientKeyData`` (PEM text, not base64), and optionally an
   ``expirationTimestamp`` (RFC 3339);
 * the credential is reused until it expires or a request gets a 401.
+
+Every problem surfaces as :class:`~setpoint.client.config.ConfigError` naming the source.
 """
 
 from __future__ import annotations
@@ -25,18 +35,120 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
-from setpoint.client.config import (
-    ClientConfig,
-    ConfigError,
-    Credentials,
-    ExecConfig,
-    _load_client_pair,
-    _ssl_reason,
-)
+from setpoint.client.config import ClientConfig, ConfigError, ExecConfig
+from setpoint.tls.pem import load_cert_chain, os_reason, ssl_reason
+
+__all__ = ["REFRESH_BEFORE_EXPIRY", "Credentials", "ExecCredentials", "credentials_for"]
 
 _log = logging.getLogger("setpoint.client.config")
+
+
+def credentials_for(config: ClientConfig) -> Credentials:
+    """New, stateful :class:`Credentials` for ``config`` (one per connection pool)."""
+    if config.exec is not None:
+        return ExecCredentials(config)
+    if config.token_file is not None:
+        return _TokenFileCredentials(config.token_file, fallback=config.token, source=config.source)
+    if config.token is not None:
+        return _StaticTokenCredentials(config.token)
+    return Credentials()
+
+
+class Credentials:
+    """The request-time side of authentication, for one connection pool.
+
+    This base class is "no credentials" (anonymous, or a client certificate that
+    is already in :meth:`ClientConfig.ssl_context`); :func:`credentials_for` returns the
+    subclass that matches the config.
+
+    Use from a transport::
+
+        headers.update(await creds.headers())          # before every request
+        cert = await creds.client_certificate()        # before (re)building the pool
+        if cert != current: ctx = config.ssl_context(client_cert=cert)
+        ...
+        if response.status == 401: creds.invalidate()  # and retry once
+    """
+
+    async def headers(self) -> dict[str, str]:
+        """Headers to add to a request: ``{"Authorization": "Bearer ..."}`` or ``{}``."""
+        return {}
+
+    def invalidate(self) -> None:
+        """Forget cached credentials after a 401, so the next call fetches fresh ones."""
+
+    async def client_certificate(self) -> tuple[bytes, bytes] | None:
+        """Return a ``(certificate PEM, key PEM)`` pair from an exec plugin, or ``None``.
+
+        ``None`` means "use what :meth:`ClientConfig.ssl_context` has". A new
+        pair (compare with ``!=``) means the plugin rotated it and the TLS
+        context must be rebuilt with ``ssl_context(client_cert=pair)``.
+        """
+        return None
+
+
+class _StaticTokenCredentials(Credentials):
+    """A bearer token that never changes."""
+
+    def __init__(self, token: str) -> None:
+        self._headers = {"Authorization": f"Bearer {token}"}
+
+    async def headers(self) -> dict[str, str]:
+        return dict(self._headers)
+
+
+class _TokenFileCredentials(Credentials):
+    """A bearer token read from a file, re-read when the file changes.
+
+    The kubelet rotates projected service-account tokens by swapping a symlink,
+    so a change of inode, size or mtime of the resolved file means a new token.
+    ``stat`` and the read are a few microseconds on a local tmpfs, which is why
+    they run inline instead of in a thread.
+    """
+
+    def __init__(self, path: str, *, fallback: str | None, source: str) -> None:
+        self._path = path
+        self._fallback = fallback
+        self._source = source
+        self._stamp: tuple[int, int, int] | None = None
+        self._token: str | None = None
+
+    async def headers(self) -> dict[str, str]:
+        token = self._read()
+        return {"Authorization": f"Bearer {token}"}
+
+    def invalidate(self) -> None:
+        self._stamp = None
+
+    def _read(self) -> str:
+        try:
+            st = os.stat(self._path)
+            stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if stamp == self._stamp and self._token is not None:
+                return self._token
+            token = Path(self._path).read_text(encoding="utf-8").strip()
+            if not token:
+                raise OSError(f"{self._path} is empty")
+        except (OSError, UnicodeDecodeError) as e:
+            # Keep serving the last good token: a rotation in progress or a
+            # transient read error must not fail every request (client-go does the same).
+            last = self._token or self._fallback
+            if last is None:
+                raise ConfigError(
+                    f"cannot read the bearer token file {self._path}: {os_reason(e)}; "
+                    "check that it exists and is readable",
+                    file=self._source or None,
+                ) from None
+            _log.warning(
+                "re-reading token file %s failed (%s); using the last token", self._path, e
+            )
+            return last
+        self._stamp, self._token = stamp, token
+        return token
+
 
 REFRESH_BEFORE_EXPIRY = timedelta(seconds=10)
 """Run the plugin again this long before the credential expires, so a request does
@@ -207,10 +319,10 @@ class ExecCredentials(Credentials):
                 raise bad("returned clientCertificateData/clientKeyData that are not PEM strings")
             pair = (cert.encode(), key.encode())
             try:
-                _load_client_pair(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), *pair)
+                load_cert_chain(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), *pair)
             except (ssl.SSLError, ValueError, OSError) as e:
                 raise bad(
-                    f"returned a client certificate/key that cannot be used ({_ssl_reason(e)})"
+                    f"returned a client certificate/key that cannot be used ({ssl_reason(e)})"
                 ) from None
         if not token and pair is None:
             raise bad("returned neither status.token nor clientCertificateData/clientKeyData")

@@ -1,4 +1,4 @@
-"""Reading, merging and resolving kubeconfig files (behind :func:`config.load_kubeconfig`).
+"""Reading, merging and resolving kubeconfig files: :func:`load_kubeconfig`, :func:`load_config`.
 
 The rules are kubectl's (``clientcmd``'s loading rules):
 
@@ -29,8 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-import yaml
-
 from setpoint.client.config import (
     _EXEC_API_VERSIONS,
     EXEC_API_V1,
@@ -38,17 +36,16 @@ from setpoint.client.config import (
     ConfigError,
     ExecConfig,
     _default_kubeconfig,
-    _load_ca,
-    _load_client_pair,
     _normalize_server,
-    _os_reason,
-    _ssl_reason,
+    load_incluster_config,
 )
+from setpoint.tls.pem import load_ca, load_cert_chain, os_reason, ssl_reason
+
+__all__ = ["load_config", "load_kubeconfig"]
 
 _log = logging.getLogger("setpoint.client.config")
 
 _EXEC_EXTENSION = "client.authentication.k8s.io/exec"
-_YAML_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -133,10 +130,60 @@ class _Node:
         return _read_ref(self, key, _resolve(base_dir, name)), self.sub(key)
 
 
-def load(path: str | os.PathLike[str] | None, *, context: str | None) -> ClientConfig:
-    """See :func:`setpoint.client.config.load_kubeconfig`."""
+def load_kubeconfig(
+    path: str | os.PathLike[str] | None = None, *, context: str | None = None
+) -> ClientConfig:
+    """Load a :class:`~setpoint.client.config.ClientConfig` from kubeconfig files, as kubectl does.
+
+    ``path`` is one file. ``None`` means ``$KUBECONFIG`` (a ``:``-separated list,
+    merged with kubectl's rules: the first file to define a name or
+    ``current-context`` wins, missing files are skipped) or else ``~/.kube/config``.
+    ``context`` overrides ``current-context``.
+
+    Relative file paths in a kubeconfig resolve against that file's directory.
+    Referenced files are read (and certificates parsed) now, so mistakes show
+    up at start-up; only the token file is read again later, as it rotates.
+
+    Raises:
+        ConfigError: naming the file, the field path and what to do.
+
+    """
     files = [_read_file(origin) for origin in _existing(_candidates(path))]
     return _resolve_config(files, context)
+
+
+def load_config(*, context: str | None = None) -> ClientConfig:
+    """Find the config an operator should use wherever it runs.
+
+    In order: ``$KUBECONFIG`` when set, ``~/.kube/config`` when it exists, the
+    pod's service account when ``$KUBERNETES_SERVICE_HOST`` is set.
+
+    Raises:
+        ConfigError: from the source that was chosen, or listing every place
+            looked at when none applies.
+
+    """
+    looked: list[str] = []
+    if os.environ.get("KUBECONFIG", ""):
+        return load_kubeconfig(context=context)
+    looked.append("$KUBECONFIG (not set)")
+    default = _default_kubeconfig()
+    if default is not None and default.is_file():
+        return load_kubeconfig(context=context)
+    looked.append(f"{default or '~/.kube/config'} (does not exist)")
+    if os.environ.get("KUBERNETES_SERVICE_HOST", ""):
+        if context is not None:
+            raise ConfigError(
+                f"context {context!r} was asked for, but there is no kubeconfig (looked at "
+                f"{', '.join(looked)}) and in-cluster config has no contexts"
+            )
+        return load_incluster_config()
+    looked.append("in-cluster service account ($KUBERNETES_SERVICE_HOST not set)")
+    raise ConfigError(
+        f"no Kubernetes configuration found; looked at: {'; '.join(looked)}. Set $KUBECONFIG, "
+        "create ~/.kube/config (e.g. with `kind create cluster` or your cloud CLI), "
+        "or run inside a pod"
+    )
 
 
 def _candidates(path: str | os.PathLike[str] | None) -> list[_Origin]:
@@ -197,10 +244,15 @@ def _read_file(origin: _Origin) -> _File:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(
-            f"kubeconfig file {path} ({origin.why}) cannot be read: {_os_reason(e)}"
+            f"kubeconfig file {path} ({origin.why}) cannot be read: {os_reason(e)}"
         ) from None
+    # Imported here: YAML parsing costs ~20 ms of import time that an in-cluster operator
+    # never needs.
+    import yaml
+
+    loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        doc = yaml.load(text, Loader=_YAML_LOADER)
+        doc = yaml.load(text, Loader=loader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -334,10 +386,10 @@ def _cluster_settings(cluster: _Node) -> dict[str, Any]:
     if ca is not None:
         data, field_path = ca
         try:
-            _load_ca(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), data)
+            load_ca(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), data)
         except (ssl.SSLError, ValueError) as e:
             raise ConfigError(
-                f"is not a usable PEM certificate bundle ({_ssl_reason(e)})",
+                f"is not a usable PEM certificate bundle ({ssl_reason(e)})",
                 file=str(cluster.file),
                 field=field_path,
             ) from None
@@ -394,11 +446,11 @@ def _user_settings(user: _Node, cluster: _Node) -> dict[str, Any]:
         )
     if cert is not None and key is not None:
         try:
-            _load_client_pair(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), cert[0], key[0])
+            load_cert_chain(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), cert[0], key[0])
         except (ssl.SSLError, ValueError, OSError) as e:
             raise ConfigError(
                 f"the client certificate and key ({cert[1]}, {key[1]}) cannot be used "
-                f"({_ssl_reason(e)}); check that they are PEM, match each other and the key "
+                f"({ssl_reason(e)}); check that they are PEM, match each other and the key "
                 "is unencrypted",
                 file=str(user.file),
                 field=user.path,
@@ -492,7 +544,7 @@ def _read_ref(node: _Node, key: str, path: Path) -> bytes:
     except OSError as e:
         node.fail(
             key,
-            f"cannot read {path}: {_os_reason(e)}; fix the path (relative paths "
+            f"cannot read {path}: {os_reason(e)}; fix the path (relative paths "
             f"resolve against {node.file.parent})",
         )
 

@@ -1,33 +1,56 @@
-"""Certificates for the local control plane: one CA, a serving cert, client certs, SA keys.
+"""Certificates: make a CA and the certificates it signs, and read certificate files.
 
-ECDSA P-256 keys everywhere: kube-apiserver accepts them for serving, client
-authentication and service-account token signing (ES256), and they generate in
-about a millisecond, where RSA-2048 takes tens. Starting a plane per test
-session should cost seconds of kube-apiserver boot, not of key generation.
+Who uses it:
+
+- the local control plane (:mod:`setpoint.testing.controlplane`) makes one CA per plane, a
+  serving certificate for kube-apiserver, client certificates and a service-account signing
+  key;
+- a webhook or metrics server serving HTTPS makes its certificate with
+  :class:`CertificateAuthority` in a development setup (in production it reads the files a
+  cert-manager Secret mounts, with :func:`setpoint.tls.pem.load_key_pair`), and hands it to
+  :class:`setpoint.server.ServerTLS`.
+
+Expected flow::
+
+    ca = CertificateAuthority("my-webhook-ca")
+    pair = ca.serving_cert("my-webhook", ("my-webhook.ns.svc", "127.0.0.1"))
+    # ... serve with pair; give ca.cert_pem to the API server as the caBundle
+
+Guarantees:
+    Keys are ECDSA P-256: kube-apiserver accepts them for serving, client authentication and
+    service-account token signing (ES256), and they generate in about a millisecond, where
+    RSA-2048 takes tens. Certificates are valid from five minutes ago (clock skew) for
+    :data:`VALIDITY`. Serving certificates carry every host as a subject alternative name
+    (IP addresses as IP entries), which is what TLS clients check, not the common name.
+
+Caveats:
+    A :class:`CertificateAuthority` lives in memory only; its key is not written anywhere
+    unless the caller writes ``key_pem``. Nothing here renews a certificate: read
+    :attr:`~setpoint.tls.pem.KeyPair.not_after` and issue a new one in time.
+    Importing this module loads ``cryptography`` (about 0.1 s); :mod:`setpoint.tls.pem` does
+    not.
+
+Errors:
+    None of its own: ``cryptography`` raises only for programming errors here.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import ipaddress
-from dataclasses import dataclass
+from typing import Final
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["CertificateAuthority", "KeyPair"]
+from setpoint.tls.pem import KeyPair
 
-_VALIDITY = _dt.timedelta(days=365)
+__all__ = ["VALIDITY", "CertificateAuthority", "signing_key_pair"]
 
-
-@dataclass(frozen=True, slots=True)
-class KeyPair:
-    """A PEM certificate and its PEM private key."""
-
-    cert_pem: bytes
-    key_pem: bytes
+VALIDITY: Final = _dt.timedelta(days=365)
+"""How long the certificates made here are valid."""
 
 
 def _new_key() -> ec.EllipticCurvePrivateKey:
@@ -43,7 +66,7 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 
 class CertificateAuthority:
-    """A self-signed CA that issues serving and client certificates for one plane."""
+    """A self-signed CA, in memory, that issues serving and client certificates."""
 
     def __init__(self, common_name: str = "setpoint-local-ca") -> None:
         self._key = _new_key()
@@ -56,7 +79,7 @@ class CertificateAuthority:
             .public_key(self._key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - _dt.timedelta(minutes=5))
-            .not_valid_after(now + _VALIDITY)
+            .not_valid_after(now + VALIDITY)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(
@@ -95,7 +118,7 @@ class CertificateAuthority:
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - _dt.timedelta(minutes=5))
-            .not_valid_after(now + _VALIDITY)
+            .not_valid_after(now + VALIDITY)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         )

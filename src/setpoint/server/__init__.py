@@ -1,0 +1,49 @@
+"""setpoint.server: the hardened HTTP(S) server every endpoint of an operator is served by.
+
+::
+
+    from setpoint.server import AiohttpServer, BindAddress, HttpServerOptions, ServerTLS
+
+    server = AiohttpServer("webhook-server", BindAddress(None, 9443), handler,
+                           options=HttpServerOptions(tls=ServerTLS.from_files(crt, key)))
+
+- :mod:`setpoint.server.http`: requests and responses as plain data, the handler type, the
+  :class:`HttpServer` runnable protocol and :class:`AiohttpServer`, with its limits.
+- :mod:`setpoint.server.tls`: :class:`ServerTLS`, a serving certificate that can be swapped
+  while the server runs.
+- :mod:`setpoint.server.address`: :class:`BindAddress` and controller-runtime's ``host:port``
+  syntax.
+
+The manager serves probes and metrics with it; the webhook server serves admission and
+conversion webhooks with it. Certificates themselves are made and read by
+:mod:`setpoint.tls.certs`. The layer sits beside :mod:`setpoint.client` (see
+``docs/architecture.md``): only these two packages import aiohttp.
+"""
+
+from setpoint.server.address import DISABLED, BindAddress, parse_bind_address
+from setpoint.server.http import (
+    MAX_BODY_SIZE,
+    AiohttpServer,
+    HttpHandler,
+    HttpRequest,
+    HttpResponse,
+    HttpServer,
+    HttpServerFactory,
+    HttpServerOptions,
+)
+from setpoint.server.tls import ServerTLS
+
+__all__ = [
+    "DISABLED",
+    "MAX_BODY_SIZE",
+    "AiohttpServer",
+    "BindAddress",
+    "HttpHandler",
+    "HttpRequest",
+    "HttpResponse",
+    "HttpServer",
+    "HttpServerFactory",
+    "HttpServerOptions",
+    "ServerTLS",
+    "parse_bind_address",
+]

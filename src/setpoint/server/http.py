@@ -1,0 +1,299 @@
+"""A small hardened HTTP(S) server, behind a seam tests can replace.
+
+Endpoints are plain async functions from :class:`HttpRequest` to :class:`HttpResponse`,
+independent of any web framework, so tests call them directly. :class:`AiohttpServer` serves
+one such handler on a :class:`~setpoint.server.address.BindAddress`, over plain HTTP or, with
+:attr:`HttpServerOptions.tls`, over HTTPS. The manager's probe and metrics servers are
+``AiohttpServer`` instances in the ``SERVERS`` group; the webhook server is one in the
+``WEBHOOKS`` group, serving HTTPS.
+
+Hardening, on every server:
+
+- a request body larger than :attr:`HttpServerOptions.max_body_size` is refused with 413
+  before it is read whole, and a body that does not arrive within
+  :attr:`HttpServerOptions.body_timeout` with 408;
+- aiohttp's limits on the request line and headers (8190 bytes each) stay on;
+- an exception in a handler becomes a 500 and a log line, never a dead server or a
+  traceback sent to the client;
+- responses say ``X-Content-Type-Options: nosniff`` and are never cached
+  (``Cache-Control: no-store``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from aiohttp import web
+
+from setpoint.api.runnable import Runnable, RunnableGroup
+from setpoint.server.address import BindAddress
+from setpoint.server.tls import ServerTLS
+
+__all__ = [
+    "MAX_BODY_SIZE",
+    "AiohttpServer",
+    "HttpHandler",
+    "HttpRequest",
+    "HttpResponse",
+    "HttpServer",
+    "HttpServerFactory",
+    "HttpServerOptions",
+]
+
+log = logging.getLogger("setpoint.server")
+
+TEXT_PLAIN = "text/plain; charset=utf-8"
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    """The parts of a request that endpoints read."""
+
+    method: str
+    """``GET``, ``POST``, ..."""
+    path: str
+    """The path, without the query (``/readyz``)."""
+    query: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Every value of each query parameter (``?exclude=a&exclude=b``); a bare ``?verbose``
+    maps to ``("",)``."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Request headers; look them up with the exact case the server delivers (aiohttp's
+    mapping is case-insensitive)."""
+    body: bytes = b""
+    """The whole request body (at most ``HttpServerOptions.max_body_size`` bytes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpResponse:
+    """A complete response."""
+
+    status: int
+    """The HTTP status code."""
+    body: bytes
+    """The whole body."""
+    content_type: str = TEXT_PLAIN
+    """The ``Content-Type`` header."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Further headers; the server adds its own hardening headers after these."""
+
+    @classmethod
+    def text(cls, status: int, text: str) -> HttpResponse:
+        """A ``text/plain`` response."""
+        return cls(status, text.encode())
+
+
+HttpHandler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+"""Serves one request."""
+
+
+@runtime_checkable
+class HttpServer(Runnable, Protocol):
+    """A runnable HTTP(S) server that reports where it listens."""
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """The bound ``(host, port)`` once started (the real port when asked for port 0)."""
+        ...
+
+
+HttpServerFactory = Callable[[str, BindAddress, HttpHandler], HttpServer]
+"""Builds a plain-HTTP server from ``(name, bind address, handler)``
+(``ManagerOptions.new_http_server``; :class:`AiohttpServer` is the default)."""
+
+MAX_BODY_SIZE = 7 * 1024 * 1024
+"""The default request body limit: an AdmissionReview carries an object and its old version,
+each up to etcd's 1.5 MiB object limit, plus JSON overhead; 7 MiB leaves room for both."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpServerOptions:
+    """Settings of an :class:`AiohttpServer`; every default is documented here."""
+
+    tls: ServerTLS | None = None
+    """Serve HTTPS with this certificate (which can be swapped while serving, see
+    :class:`~setpoint.server.tls.ServerTLS`). ``None``: plain HTTP (probes, metrics)."""
+
+    max_body_size: int = MAX_BODY_SIZE
+    """Largest request body accepted, in bytes; a larger one gets 413 without being read."""
+
+    body_timeout: float = 30.0
+    """Seconds a request body may take to arrive before the request gets 408."""
+
+    group: RunnableGroup = RunnableGroup.SERVERS
+    """The manager's start group: ``SERVERS`` (probes, metrics: up first) or ``WEBHOOKS``."""
+
+    shutdown_timeout: float = 1.0
+    """Seconds :meth:`AiohttpServer.stop` lets in-flight requests finish. Short by default:
+    probes are answered in well under a second, and a long wait would only delay shutdown
+    behind an idle keep-alive connection."""
+
+    def __post_init__(self) -> None:
+        if self.max_body_size < 0:
+            raise ValueError(
+                f"HttpServerOptions.max_body_size={self.max_body_size} must be >= 0 bytes"
+            )
+        for attr in ("body_timeout", "shutdown_timeout"):
+            value = getattr(self, attr)
+            if not value > 0:
+                raise ValueError(
+                    f"HttpServerOptions.{attr}={value!r} must be a positive number of seconds"
+                )
+
+
+class AiohttpServer:
+    """Serves one :data:`HttpHandler` with aiohttp's low-level server, over HTTP or HTTPS.
+
+    Not leader-only: probes, metrics and webhooks answer in every replica. Handler exceptions
+    become a 500 response and a log line; they never stop the server. See the module
+    docstring for the limits every request is held to.
+
+    Args:
+        name: For logs and errors (``"metrics-server"``, ``"webhook-server"``).
+        address: Where to listen; port 0 picks a free port (read :attr:`address` after start).
+        handler: Answers every request.
+        options: TLS, limits and start group; defaults on :class:`HttpServerOptions`.
+
+    """
+
+    def __init__(
+        self,
+        name: str,
+        address: BindAddress,
+        handler: HttpHandler,
+        *,
+        options: HttpServerOptions | None = None,
+    ) -> None:
+        self._name = name
+        self._bind = address
+        self._handler = handler
+        self._options = options if options is not None else HttpServerOptions()
+        self._runner: web.ServerRunner | None = None
+        self._address: tuple[str, int] | None = None
+
+    @property
+    def name(self) -> str:
+        """The name given at construction (``"metrics-server"``, ``"probe-server"``)."""
+        return self._name
+
+    @property
+    def group(self) -> RunnableGroup:
+        """:attr:`HttpServerOptions.group`: ``SERVERS`` unless configured otherwise."""
+        return self._options.group
+
+    @property
+    def needs_leader_election(self) -> bool:
+        """Every replica serves."""
+        return False
+
+    @property
+    def options(self) -> HttpServerOptions:
+        """The server's options."""
+        return self._options
+
+    @property
+    def scheme(self) -> str:
+        """``"https"`` when serving with TLS, else ``"http"``."""
+        return "https" if self._options.tls is not None else "http"
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """The bound ``(host, port)`` after :meth:`start`, else ``None``."""
+        return self._address
+
+    async def start(self) -> None:
+        """Bind and start accepting connections.
+
+        Raises:
+            OSError: the address could not be bound (in use, not a local address); the
+                message names the server and the address.
+
+        """
+        server = web.Server(self._serve, access_log=None)
+        runner = web.ServerRunner(server, shutdown_timeout=self._options.shutdown_timeout)
+        await runner.setup()
+        tls = self._options.tls
+        site = web.TCPSite(
+            runner,
+            self._bind.host,
+            self._bind.port,
+            ssl_context=tls.context if tls is not None else None,
+        )
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise OSError(
+                exc.errno,
+                f"the {self._name} cannot listen on {self._bind}: {exc.strerror or exc}. "
+                "Choose another address (port 0 picks a free port, '0' disables the server)",
+            ) from exc
+        self._runner = runner
+        host, port = runner.addresses[0][:2]
+        self._address = (str(host), int(port))
+        log.info("%s listening on %s://%s:%s", self._name, self.scheme, host, port)
+
+    async def stop(self, timeout: float) -> None:
+        """Stop listening and close connections, within ``timeout`` seconds."""
+        runner = self._runner
+        self._runner = None
+        if runner is None:
+            return
+        try:
+            await asyncio.wait_for(runner.cleanup(), timeout=max(timeout, 0.001))
+        except TimeoutError:
+            log.warning("%s did not close its connections within %.1fs", self._name, timeout)
+
+    def failure(self) -> BaseException | None:
+        """Always ``None``: the server has no background work of its own that can die."""
+        return None
+
+    async def _serve(self, request: web.BaseRequest) -> web.StreamResponse:
+        query: dict[str, tuple[str, ...]] = {}
+        for key in request.query:
+            query.setdefault(key, tuple(request.query.getall(key)))
+        body = await self._read_body(request)
+        if isinstance(body, HttpResponse):
+            response = body
+        else:
+            try:
+                response = await self._handler(
+                    HttpRequest(request.method, request.path, query, request.headers, body)
+                )
+            except Exception:
+                log.exception("%s failed to answer %s %s", self._name, request.method, request.path)
+                response = HttpResponse.text(500, "internal server error\n")
+        headers = dict(response.headers)
+        headers.update(
+            {
+                "Content-Type": response.content_type,
+                "X-Content-Type-Options": "nosniff",
+                "Cache-Control": "no-store",
+            }
+        )
+        return web.Response(status=response.status, body=response.body, headers=headers)
+
+    async def _read_body(self, request: web.BaseRequest) -> bytes | HttpResponse:
+        """The whole body, or the 408/413 response that refuses it."""
+        limit = self._options.max_body_size
+        too_large = HttpResponse.text(413, f"request body larger than {limit} bytes\n")
+        declared = request.content_length
+        if declared is not None and declared > limit:
+            return too_large
+        if not request.body_exists:
+            return b""
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async with asyncio.timeout(self._options.body_timeout):
+                while chunk := await request.content.readany():
+                    size += len(chunk)
+                    if size > limit:
+                        return too_large
+                    chunks.append(chunk)
+        except TimeoutError:
+            return HttpResponse.text(408, "request body not received in time\n")
+        return b"".join(chunks)
