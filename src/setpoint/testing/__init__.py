@@ -5,6 +5,7 @@ Integration tests run against real Kubernetes. Import what you need::
     from setpoint.testing import ControlPlane, eventually
 """
 
+from setpoint.testing.context import FakeRecorder, RecordedEvent, context_for
 from setpoint.testing.controlplane import (
     ControlPlane,
     ControlPlaneError,
@@ -23,12 +24,15 @@ __all__ = [
     "ControlPlaneOptions",
     "FakeClient",
     "FakeOptions",
+    "FakeRecorder",
     "FakeWatch",
     "FaultInjectingClient",
     "Faults",
+    "RecordedEvent",
     "Rule",
     "RunningOperator",
     "WaitTimeout",
+    "context_for",
     "eventually",
     "find_binaries",
     "run_operator",

@@ -2,9 +2,12 @@
 
 ::
 
-    fake = FakeClient(objects=[{"apiVersion": "v1", "kind": "ConfigMap", ...}])
-    await reconcile(fake, ObjectKey("ns", "name"))
-    assert (await fake.get(kinds.ConfigMap, "name", namespace="ns"))["data"] == {...}
+    fake = FakeClient(objects=[{"apiVersion": "apps/v1", "kind": "Deployment", ...}])
+    ctx = context_for(fake, ObjectKey("prod", "web"))     # setpoint.testing.context_for
+    await reconcile(ctx, ctx.request)                     # as the controller calls it
+    assert (await fake.get(kinds.ConfigMap, "web-config", namespace="prod"))["data"] == {...}
+
+(docs/guide/testing.md has the complete pattern.)
 
 :class:`FakeClient` has the methods and signatures of
 :class:`setpoint.client.Client` and satisfies the same protocols
