@@ -3,6 +3,9 @@
 * :func:`crd_for` builds the CRD of one kind from its version classes;
   :func:`generate_crds` does it for many kinds and names the files
   (``crd/bases/<group>_<plural>.yaml``).
+* Kinds whose versions differ get a ``Webhook`` conversion when their spokes
+  declare converters (:class:`WebhookClientConfig` says where the webhook is),
+  and are refused when they do not (:mod:`setpoint.crd.conversion`).
 * :func:`validate_structural` checks a schema against the API server's
   structural-schema rules offline.
 * :func:`generate_rbac` turns rules declared with ``@sp.rbac`` into
@@ -13,6 +16,7 @@
 The ``setpoint generate crd|rbac`` commands wrap these.
 """
 
+from setpoint.crd.conversion import WebhookClientConfig
 from setpoint.crd.errors import CRDGenerationError, StructuralError
 from setpoint.crd.generator import crd_for, crd_path, generate_crds, version_priority
 from setpoint.crd.loader import LoadError, find_rbac_rules, find_resources, import_targets
@@ -29,6 +33,7 @@ __all__ = [
     "Manifest",
     "ManifestWrite",
     "StructuralError",
+    "WebhookClientConfig",
     "crd_for",
     "crd_path",
     "find_rbac_rules",

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from setpoint.api.resource import Resource, ResourceOptions, default_plural, version_priority
+from setpoint.crd.conversion import WebhookClientConfig, conversion_for
 from setpoint.crd.errors import CRDGenerationError, SchemaPath, StructuralError
 from setpoint.crd.manifests import Manifest
 from setpoint.crd.schema import BuiltSchema, resource_schema, type_name
@@ -44,20 +45,24 @@ def _problem(cls: type[Resource] | None, message: str, fix: str) -> StructuralEr
     )
 
 
-def crd_for(*classes: type[Resource]) -> dict[str, Any]:
+def crd_for(*classes: type[Resource], webhook: WebhookClientConfig | None = None) -> dict[str, Any]:
     """The CustomResourceDefinition for one kind, from its version classes.
 
     Pass one class per served version (``crd_for(WidgetV1Alpha1, WidgetV1)``);
     exactly one must be the storage version (a single class is it
-    implicitly). Conversion between versions is left to the API server's
-    ``None`` strategy.
+    implicitly). Versions with the same schema are left to the API server's
+    ``None`` conversion; when a spoke declares converters
+    (:class:`setpoint.Convertible`) the CRD gets a ``Webhook`` conversion
+    reaching the operator as ``webhook`` says (default: the kubebuilder
+    layout's ``webhook-service``). See :mod:`setpoint.crd.conversion`.
 
     Raises:
-        CRDGenerationError: listing every problem, each naming the class and field.
+        CRDGenerationError: listing every problem, each naming the class and field
+            (including versions whose schemas differ without a converter).
 
     """
     errors: list[StructuralError] = []
-    crd = _build_crd(classes, errors)
+    crd = _build_crd(classes, errors, webhook)
     if errors or crd is None:
         raise CRDGenerationError(errors)
     return crd
@@ -69,11 +74,15 @@ def crd_path(crd: Mapping[str, Any]) -> str:
     return f"crd/bases/{spec['group']}_{spec['names']['plural']}.yaml"
 
 
-def generate_crds(resources: Iterable[type[Resource]]) -> list[Manifest]:
+def generate_crds(
+    resources: Iterable[type[Resource]], *, webhook: WebhookClientConfig | None = None
+) -> list[Manifest]:
     """One manifest per kind for every declared resource class, sorted by file name.
 
     Classes are grouped by group and kind, so each kind's versions become one
-    CRD. Undeclared classes (bases without @resource) are skipped.
+    CRD. Undeclared classes (bases without @resource) are skipped. Kinds with
+    converters get a ``Webhook`` conversion reaching the operator as
+    ``webhook`` says (see :func:`crd_for`).
 
     Raises:
         CRDGenerationError: listing the problems of every kind at once.
@@ -88,7 +97,7 @@ def generate_crds(resources: Iterable[type[Resource]]) -> list[Manifest]:
     errors: list[StructuralError] = []
     manifests: list[Manifest] = []
     for key in sorted(by_kind):
-        crd = _build_crd(by_kind[key], errors)
+        crd = _build_crd(by_kind[key], errors, webhook)
         if crd is not None:
             manifests.append(Manifest(crd_path(crd), (crd,)))
     if errors:
@@ -101,7 +110,9 @@ def generate_crds(resources: Iterable[type[Resource]]) -> list[Manifest]:
 
 
 def _build_crd(
-    classes: Sequence[type[Resource]], errors: list[StructuralError]
+    classes: Sequence[type[Resource]],
+    errors: list[StructuralError],
+    webhook: WebhookClientConfig | None = None,
 ) -> dict[str, Any] | None:
     if not classes:
         errors.append(_problem(None, "no resource classes given", "pass the version classes"))
@@ -170,17 +181,25 @@ def _build_crd(
             version_entries.append(entry)
     if names is None or len(version_entries) != len(declared):
         return None
+    schemas = {e["name"]: e["schema"]["openAPIV3Schema"] for e in version_entries}
+    problems = len(errors)
+    conversion = conversion_for([cls for cls, _ in declared], schemas, webhook, errors)
+    if len(errors) > problems:
+        return None
     scope = names.pop("scope")
+    spec: dict[str, Any] = {
+        "group": first.group,
+        "names": names,
+        "scope": scope,
+        "versions": version_entries,
+    }
+    if conversion is not None:
+        spec["conversion"] = conversion
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{names['plural']}.{first.group}"},
-        "spec": {
-            "group": first.group,
-            "names": names,
-            "scope": scope,
-            "versions": version_entries,
-        },
+        "spec": spec,
     }
 
 

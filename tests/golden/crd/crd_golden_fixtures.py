@@ -259,34 +259,6 @@ class Widget(Resource):
     status: WidgetStatus | None = None
 
 
-class GadgetSpecV1Alpha1(Model):
-    """Desired state of a Gadget (v1alpha1)."""
-
-    size: int = 1
-    """Gadget size."""
-
-
-@resource(
-    group=GROUP,
-    version="v1alpha1",
-    kind="Gadget",
-    scope="Cluster",
-    deprecated=True,
-    deprecation_warning="fixtures.setpoint.dev/v1alpha1 Gadget is deprecated; use v1",
-)
-class GadgetV1Alpha1(Resource):
-    """A cluster-wide Gadget (old version)."""
-
-    spec: GadgetSpecV1Alpha1 = Field(default_factory=GadgetSpecV1Alpha1)
-
-
-@resource(group=GROUP, version="v1beta1", kind="Gadget", scope="Cluster", served=False)
-class GadgetV1Beta1(Resource):
-    """A cluster-wide Gadget (unserved intermediate version)."""
-
-    spec: GadgetSpecV1Alpha1 = Field(default_factory=GadgetSpecV1Alpha1)
-
-
 class GadgetSpec(Model):
     """Desired state of a Gadget."""
 
@@ -301,6 +273,41 @@ class GadgetStatus(Model):
 
     ready: bool | None = None
     """Whether the gadget is ready."""
+
+
+# The three Gadget versions share one schema, so the API server's None conversion (relabel
+# apiVersion) is lossless and no conversion webhook is needed; a version whose schema differed
+# would need converters (sp.Convertible) or generation refuses it. Subresources, deprecation
+# and served-ness are per version and do differ.
+@resource(
+    group=GROUP,
+    version="v1alpha1",
+    kind="Gadget",
+    scope="Cluster",
+    deprecated=True,
+    deprecation_warning="fixtures.setpoint.dev/v1alpha1 Gadget is deprecated; use v1",
+    status_subresource=False,
+)
+class GadgetV1Alpha1(Resource):
+    """A cluster-wide Gadget (old version)."""
+
+    spec: GadgetSpec = Field(default_factory=GadgetSpec)
+    status: GadgetStatus | None = None
+
+
+@resource(
+    group=GROUP,
+    version="v1beta1",
+    kind="Gadget",
+    scope="Cluster",
+    served=False,
+    status_subresource=False,
+)
+class GadgetV1Beta1(Resource):
+    """A cluster-wide Gadget (unserved intermediate version)."""
+
+    spec: GadgetSpec = Field(default_factory=GadgetSpec)
+    status: GadgetStatus | None = None
 
 
 @resource(
