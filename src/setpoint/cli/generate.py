@@ -23,6 +23,7 @@ from setpoint.crd import (
     CRDGenerationError,
     LoadError,
     Manifest,
+    WebhookClientConfig,
     find_rbac_rules,
     find_resources,
     generate_crds,
@@ -64,8 +65,14 @@ def _cmd_crd(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-        manifests = generate_crds(resources)
-    except (LoadError, CRDGenerationError) as exc:
+        webhook = None
+        if args.webhook_url is not None:
+            ca_bundle = args.webhook_ca_file.read_bytes() if args.webhook_ca_file else None
+            webhook = WebhookClientConfig(url=args.webhook_url, ca_bundle=ca_bundle)
+        elif args.webhook_ca_file is not None:
+            raise ValueError("--webhook-ca-file goes with --webhook-url")
+        manifests = generate_crds(resources, webhook=webhook)
+    except (LoadError, CRDGenerationError, ValueError, OSError) as exc:
         print(f"setpoint: error: {exc}", file=sys.stderr)
         return 1
     return _write(manifests, args)
@@ -120,6 +127,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Generate one CustomResourceDefinition per kind declared with @sp.resource.",
     )
     common(crd)
+    crd.add_argument(
+        "--webhook-url",
+        metavar="URL",
+        default=None,
+        help="for kinds with converters: the conversion webhook's https:// URL, for an "
+        "operator running outside the cluster (default: the kubebuilder layout's Service "
+        "webhook-service in namespace system, path /convert)",
+    )
+    crd.add_argument(
+        "--webhook-ca-file",
+        metavar="PEM",
+        type=Path,
+        default=None,
+        help="with --webhook-url: the CA certificate the API server trusts for the webhook "
+        "(written as caBundle)",
+    )
     crd.set_defaults(func=_cmd_crd)
 
     rbac = sub.add_parser(

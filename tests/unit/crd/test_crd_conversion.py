@@ -10,7 +10,7 @@ import pytest
 import setpoint as sp
 from setpoint.api.conversion import Convertible
 from setpoint.crd import CRDGenerationError, WebhookClientConfig, crd_for, generate_crds
-from setpoint.testing._certs import CertificateAuthority
+from setpoint.tls.certs import CertificateAuthority
 
 GROUP = "gen.setpoint.dev"
 
@@ -105,7 +105,9 @@ def test_versions_that_differ_without_a_converter_are_refused_naming_both() -> N
 
 
 def test_a_spoke_whose_hub_is_not_generated_is_refused() -> None:
-    with pytest.raises(CRDGenerationError, match="converts through the hub Box gen.setpoint.dev/v1"):
+    with pytest.raises(
+        CRDGenerationError, match=r"converts through the hub Box gen\.setpoint\.dev/v1"
+    ):
         generate_crds([BoxV1Alpha1])
 
 
