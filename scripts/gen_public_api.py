@@ -19,21 +19,23 @@ PUBLIC_API: dict[str, list[str]] = {
     "setpoint.api.kinds": ["ResourceInfo"],
     "setpoint.api.types": ["TypedObject"],
     "setpoint.api.runnable": ["Runnable", "RunnableGroup"],
-    "setpoint.api.resource": [
+    "setpoint.api.declaration": [
         "DeclarationError",
         "FieldSchema",
         "IntOrString",
-        "Model",
-        "ObjectMeta",
-        "OwnerReference",
         "PrinterColumn",
         "Quantity",
-        "Resource",
         "ResourceOptions",
         "Rule",
         "Scale",
         "field",
         "resource",
+    ],
+    "setpoint.api.resource": [
+        "Model",
+        "ObjectMeta",
+        "OwnerReference",
+        "Resource",
     ],
     "setpoint.api.rbac": ["PolicyRule", "rbac"],
     "setpoint.api.conditions": [

@@ -16,7 +16,8 @@ from setpoint.api.conditions import (
     TYPE_PATTERN,
     ConditionStatus,
 )
-from setpoint.api.resource import Model, field
+from setpoint.api.declaration import field
+from setpoint.api.resource import Model
 
 __all__ = ["Condition"]
 

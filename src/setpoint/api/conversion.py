@@ -53,8 +53,9 @@ from typing import Any, ClassVar, Final, Generic, Self, TypeVar, cast
 import orjson
 from pydantic import ValidationError
 
+from setpoint.api.declaration import DeclarationError
 from setpoint.api.gvk import GroupVersionKind
-from setpoint.api.resource import DeclarationError, ObjectMeta, Resource
+from setpoint.api.resource import ObjectMeta, Resource
 
 __all__ = [
     "CONVERSION_DATA_ANNOTATION",

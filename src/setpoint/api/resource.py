@@ -1,7 +1,7 @@
 """Typed API resources: declare a Kubernetes API once, as Python types.
 
 A custom resource is a :class:`Resource` subclass with typed ``spec`` and
-``status`` models, declared with :func:`resource`::
+``status`` models, declared with ``@sp.resource`` (:mod:`setpoint.api.declaration`)::
 
     import setpoint as sp
 
@@ -26,9 +26,9 @@ Semantics every model here keeps:
 
 * **JSON names are camelCase, derived from snake_case Python names**
   (``max_replicas`` -> ``maxReplicas``; one trailing ``_`` is dropped, so
-  ``from_`` -> ``from``). :func:`field` ``json_name=`` overrides. A derived
+  ``from_`` -> ``from``). ``sp.field(json_name=...)`` overrides. A derived
   name that would not convert back to the Python name (``replicas_2`` ->
-  ``replicas2``) is a :class:`DeclarationError` when the class is defined: a
+  ``replicas2``) is a ``DeclarationError`` when the class is defined: a
   field is never silently renamed or dropped.
 * **Unknown fields survive**: JSON keys the model does not declare are kept
   and written back unchanged, so a newer server or another controller never
@@ -36,26 +36,26 @@ Semantics every model here keeps:
 * **Unset is not zero**: an optional field that is absent reads as ``None``
   and is omitted when written; ``0``, ``""`` and ``False`` are values and are
   written. A field left at its default and never assigned is omitted (the
-  server applies the same default, see :func:`field`), so typed objects are
+  server applies the same default, see ``sp.field``), so typed objects are
   safe to use for server-side apply.
-* **Field constraints are the API server's job.** :func:`field` constraints
+* **Field constraints are the API server's job.** ``sp.field`` constraints
   go into the CRD schema and are enforced by the server (which also runs the
   CEL rules Python cannot); the Python model still checks types. A reconciler
   can therefore always read what the server stored, even after a schema
   tightened.
 
-This module imports only pydantic and :mod:`setpoint.api`; it stays cheap to
-import.
+The declarations (``sp.field``, ``sp.resource``, CEL rules, printer columns) are in
+:mod:`setpoint.api.declaration`; this module holds the runtime models that carry them.
+It imports only pydantic and :mod:`setpoint.api`; it stays cheap to import.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, replace
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Annotated, Any, ClassVar, Literal, Self, TypeAlias, TypeVar, cast
+from typing import Any, ClassVar, Self, cast
 
 from pydantic import (
     BaseModel,
@@ -66,67 +66,21 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
-from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from setpoint.api.declaration import DeclarationError, ResourceOptions, Rule, field_schema_of
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import ResourceInfo
 
 __all__ = [
     "SPELL_OUT_DEFAULTS",
-    "DeclarationError",
-    "FieldSchema",
-    "IntOrString",
     "Model",
     "ObjectMeta",
     "OwnerReference",
-    "PrinterColumn",
-    "Quantity",
     "Resource",
-    "ResourceOptions",
-    "Rule",
-    "Scale",
-    "cel_rules_of",
-    "default_plural",
-    "field",
-    "field_schema_of",
     "json_name_for",
     "python_name_for",
-    "resource",
-    "version_priority",
 ]
-
-IntOrString: TypeAlias = int | str
-"""An integer or a string (``x-kubernetes-int-or-string``), like a port or ``"50%"``."""
-
-ListType: TypeAlias = Literal["atomic", "set", "map"]
-MapType: TypeAlias = Literal["atomic", "granular"]
-Scope: TypeAlias = Literal["Namespaced", "Cluster"]
-ValidationReason: TypeAlias = Literal[
-    "FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired", "FieldValueDuplicate"
-]
-ColumnType: TypeAlias = Literal["integer", "number", "string", "boolean", "date"]
-ColumnFormat: TypeAlias = Literal[
-    "int32", "int64", "float", "double", "byte", "date", "date-time", "password"
-]
-
-_M = TypeVar("_M", bound="type[Model]")
-_R = TypeVar("_R", bound="type[Resource]")
-
-# Kubernetes name rules (k8s.io/apimachinery/pkg/util/validation).
-_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN = re.compile(rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*")
-_KIND = re.compile(r"[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?")
-
-
-class DeclarationError(TypeError):
-    """A resource, model or field declaration that setpoint cannot turn into a correct API.
-
-    Raised when the class is defined (or decorated), so mistakes surface at
-    import time rather than as a rejected CRD or a silently dropped field.
-    The message names the class and field and says how to fix it.
-    """
 
 
 # --------------------------------------------------------------------------- JSON names
@@ -204,326 +158,6 @@ def _json_name_problems(cls: type[BaseModel]) -> list[str]:
             )
         seen[alias] = name
     return problems
-
-
-# --------------------------------------------------------------------------- field declarations
-
-_MISSING: Any = PydanticUndefined
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A CEL validation rule (``x-kubernetes-validations``), checked by the API server.
-
-    Attach it to a field with ``sp.field(rules=[sp.Rule(...)])`` (``self`` is
-    the field's value) or to a whole model by decorating the class with it
-    (``self`` is the object)::
-
-        @sp.Rule("self.min <= self.max", message="min must not exceed max")
-        class Range(sp.Model):
-            min: int
-            max: int
-    """
-
-    rule: str
-    """The CEL expression; the object is valid when it evaluates to true."""
-    _: KW_ONLY
-    message: str | None = None
-    """The error message shown when the rule fails (one line). Default: the server generates one."""
-    message_expression: str | None = None
-    """A CEL expression producing the message, evaluated on failure. Default: none."""
-    field_path: str | None = None
-    """Where the error points, relative to the rule's node (``.max``). Default: the node."""
-    reason: ValidationReason | None = None
-    """Machine-readable reason for the failure. Default: the server uses ``FieldValueInvalid``."""
-    optional_old_self: bool | None = None
-    """Run transition rules (``oldSelf``) on create too, with ``oldSelf`` unset. Default: unset."""
-
-    def __post_init__(self) -> None:
-        if not self.rule.strip():
-            raise ValueError("Rule.rule is empty: write the CEL expression that must hold")
-        if self.message is not None and (not self.message.strip() or _has_newline(self.message)):
-            raise ValueError(
-                f"Rule({self.rule!r}).message must be a non-empty single line; "
-                "the API server rejects messages with line breaks"
-            )
-        if _has_newline(self.rule) and not (self.message or "").strip():
-            raise ValueError(
-                f"Rule({self.rule!r}) spans several lines, so the API server requires a message"
-            )
-        if self.field_path is not None and (
-            not self.field_path.strip() or _has_newline(self.field_path)
-        ):
-            raise ValueError(
-                f"Rule({self.rule!r}).field_path must be a non-empty single-line path like '.max'"
-            )
-
-    def to_schema(self) -> dict[str, Any]:
-        """The ``x-kubernetes-validations`` entry for this rule."""
-        out: dict[str, Any] = {"rule": self.rule}
-        if self.message is not None:
-            out["message"] = self.message
-        if self.message_expression is not None:
-            out["messageExpression"] = self.message_expression
-        if self.field_path is not None:
-            out["fieldPath"] = self.field_path
-        if self.reason is not None:
-            out["reason"] = self.reason
-        if self.optional_old_self is not None:
-            out["optionalOldSelf"] = self.optional_old_self
-        return out
-
-    def __call__(self, cls: _M) -> _M:
-        """Attach this rule to a model class (used as a class decorator)."""
-        if not (isinstance(cls, type) and issubclass(cls, Model)):
-            raise DeclarationError(
-                f"Rule({self.rule!r}) decorates {cls!r}, which is not a setpoint Model; "
-                "decorate a class deriving from sp.Model or sp.Resource"
-            )
-        own: tuple[Rule, ...] = cls.__dict__.get("__setpoint_own_rules__", ())
-        # Decorators apply bottom-up; prepending keeps the rules in source order.
-        cls.__setpoint_own_rules__ = (self, *own)
-        return cls
-
-
-def _has_newline(text: str) -> bool:
-    return "\n" in text or "\r" in text
-
-
-def cel_rules_of(cls: type[BaseModel]) -> tuple[Rule, ...]:
-    """The CEL rules declared on a model class and its bases (bases first)."""
-    rules: list[Rule] = []
-    for klass in reversed(cls.__mro__):
-        rules.extend(klass.__dict__.get("__setpoint_own_rules__", ()))
-    return tuple(rules)
-
-
-@dataclass(frozen=True, kw_only=True)
-class FieldSchema:
-    """Schema declarations for one field, the equivalent of kubebuilder's validation markers.
-
-    Usually built by :func:`field`; it can also annotate a nested type directly,
-    for example the items of a list: ``list[Annotated[str, sp.field(max_length=63)]]``.
-    Every attribute defaults to "not declared".
-    """
-
-    minimum: float | None = None
-    """Smallest allowed number (``minimum``)."""
-    maximum: float | None = None
-    """Largest allowed number (``maximum``)."""
-    exclusive_minimum: bool = False
-    """The value must be strictly greater than ``minimum``."""
-    exclusive_maximum: bool = False
-    """The value must be strictly less than ``maximum``."""
-    multiple_of: float | None = None
-    """The number must be a multiple of this (``multipleOf``)."""
-    min_length: int | None = None
-    """Shortest allowed string, in characters."""
-    max_length: int | None = None
-    """Longest allowed string; also bounds the cost of CEL rules over it."""
-    pattern: str | None = None
-    """Regular expression (RE2 syntax, unanchored) the string must match."""
-    format: str | None = None
-    """OpenAPI format such as ``date-time``, ``uri``, ``uuid``, ``int32``."""
-    enum: tuple[Any, ...] | None = None
-    """The allowed values. ``Literal[...]`` and ``enum.Enum`` types declare this themselves."""
-    min_items: int | None = None
-    """Fewest list items."""
-    max_items: int | None = None
-    """Most list items; also bounds the cost of CEL rules over the list."""
-    unique_items: bool = False
-    """Items must be distinct; emitted as ``x-kubernetes-list-type: set`` because the API
-    server forbids ``uniqueItems`` (its check is quadratic)."""
-    min_properties: int | None = None
-    """Fewest keys in a map or object."""
-    max_properties: int | None = None
-    """Most keys in a map or object."""
-    nullable: bool = False
-    """``null`` is a stored value: an explicit ``None`` is written as ``null`` instead of
-    being omitted, and the server keeps it instead of pruning it."""
-    rules: tuple[Rule, ...] = ()
-    """CEL rules over this field's value (``self``)."""
-    preserve_unknown_fields: bool = False
-    """Keep fields the schema does not declare (``x-kubernetes-preserve-unknown-fields``)."""
-    embedded_resource: bool = False
-    """The value is a whole Kubernetes object with apiVersion, kind and metadata
-    (``x-kubernetes-embedded-resource``). Implied for fields typed with a Resource class."""
-    list_type: ListType | None = None
-    """How lists merge in server-side apply: ``atomic`` (default), ``set`` or ``map``."""
-    list_map_keys: tuple[str, ...] = ()
-    """Item fields identifying an entry of a ``map`` list (Python or JSON names). Implies
-    ``list_type="map"``."""
-    map_type: MapType | None = None
-    """How objects and maps merge in server-side apply: ``granular`` (default) or ``atomic``."""
-    title: str | None = None
-    """Short title shown by schema tools."""
-    example: Any = None
-    """An example value shown by schema tools (``None`` means no example)."""
-
-    def __post_init__(self) -> None:
-        if self.exclusive_minimum and self.minimum is None:
-            raise ValueError("exclusive_minimum=True needs minimum= to be set")
-        if self.exclusive_maximum and self.maximum is None:
-            raise ValueError("exclusive_maximum=True needs maximum= to be set")
-        for name in ("min_length", "max_length", "min_items", "max_items"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ValueError(f"{name}={value} is negative; limits count from 0")
-        for low, high in (
-            ("minimum", "maximum"),
-            ("min_length", "max_length"),
-            ("min_items", "max_items"),
-            ("min_properties", "max_properties"),
-        ):
-            lo, hi = getattr(self, low), getattr(self, high)
-            if lo is not None and hi is not None and lo > hi:
-                raise ValueError(f"{low}={lo} is greater than {high}={hi}; no value could pass")
-        if self.multiple_of is not None and self.multiple_of <= 0:
-            raise ValueError(f"multiple_of={self.multiple_of} must be positive")
-        if self.pattern is not None:
-            try:
-                re.compile(self.pattern)
-            except re.error as exc:
-                raise ValueError(
-                    f"pattern {self.pattern!r} is not a regular expression: {exc}"
-                ) from exc
-        if self.list_map_keys and self.list_type not in (None, "map"):
-            raise ValueError(
-                f"list_map_keys={list(self.list_map_keys)} needs list_type='map', "
-                f"not {self.list_type!r}"
-            )
-        if self.list_type == "map" and not self.list_map_keys:
-            raise ValueError("list_type='map' needs list_map_keys= naming the item key fields")
-        if self.unique_items and self.list_type not in (None, "set"):
-            raise ValueError(
-                f"unique_items=True means list_type='set'; it conflicts with "
-                f"list_type={self.list_type!r}"
-            )
-        if self.enum is not None and not self.enum:
-            raise ValueError("enum=() allows no value at all; list the allowed values")
-
-    @property
-    def effective_list_type(self) -> ListType | None:
-        """The list type after applying ``unique_items`` and ``list_map_keys``."""
-        if self.list_type is not None:
-            return self.list_type
-        if self.list_map_keys:
-            return "map"
-        if self.unique_items:
-            return "set"
-        return None
-
-
-def field(
-    default: Any = _MISSING,
-    *,
-    default_factory: Callable[[], Any] | None = None,
-    json_name: str | None = None,
-    description: str | None = None,
-    minimum: float | None = None,
-    maximum: float | None = None,
-    exclusive_minimum: bool = False,
-    exclusive_maximum: bool = False,
-    multiple_of: float | None = None,
-    min_length: int | None = None,
-    max_length: int | None = None,
-    pattern: str | None = None,
-    format: str | None = None,
-    enum: Sequence[Any] | None = None,
-    min_items: int | None = None,
-    max_items: int | None = None,
-    unique_items: bool = False,
-    min_properties: int | None = None,
-    max_properties: int | None = None,
-    nullable: bool = False,
-    rules: Sequence[Rule] = (),
-    preserve_unknown_fields: bool = False,
-    embedded_resource: bool = False,
-    list_type: ListType | None = None,
-    list_map_keys: Sequence[str] = (),
-    map_type: MapType | None = None,
-    title: str | None = None,
-    example: Any = None,
-) -> Any:
-    """Declare a model field with its JSON name, default and schema constraints.
-
-    Use it as the field's default (``replicas: int = sp.field(default=1, minimum=0)``)
-    or inside ``Annotated`` for nested types. Constraint arguments are those of
-    :class:`FieldSchema`.
-
-    ``default`` (or ``default_factory``) is both the Python default and the
-    server-side default in the CRD schema, so every client sees the same
-    value for an omitted field. Empty list and dict defaults are not written
-    into the schema: in Kubernetes an absent collection already means empty.
-    A field with neither is required, unless its type allows ``None`` and its
-    default is ``None`` (then it is optional and absent means unset).
-
-    ``description`` defaults to the attribute docstring written under the
-    field, which is the recommended place for field documentation.
-
-    Raises:
-        ValueError: for contradictory constraints, naming the two arguments.
-
-    """
-    schema = FieldSchema(
-        minimum=minimum,
-        maximum=maximum,
-        exclusive_minimum=exclusive_minimum,
-        exclusive_maximum=exclusive_maximum,
-        multiple_of=multiple_of,
-        min_length=min_length,
-        max_length=max_length,
-        pattern=pattern,
-        format=format,
-        enum=tuple(enum) if enum is not None else None,
-        min_items=min_items,
-        max_items=max_items,
-        unique_items=unique_items,
-        min_properties=min_properties,
-        max_properties=max_properties,
-        nullable=nullable,
-        rules=tuple(rules),
-        preserve_unknown_fields=preserve_unknown_fields,
-        embedded_resource=embedded_resource,
-        list_type=list_type,
-        list_map_keys=tuple(list_map_keys),
-        map_type=map_type,
-        title=title,
-        example=example,
-    )
-    if default is not _MISSING and default_factory is not None:
-        raise ValueError("field() takes default= or default_factory=, not both")
-    kwargs: dict[str, Any] = {}
-    if json_name is not None:
-        kwargs["alias"] = json_name
-    if description is not None:
-        kwargs["description"] = description
-    info: FieldInfo = (
-        Field(default_factory=default_factory, **kwargs)
-        if default_factory is not None
-        else Field(default, **kwargs)
-    )
-    info.metadata.append(schema)
-    return info
-
-
-def field_schema_of(info: FieldInfo) -> FieldSchema | None:
-    """The :class:`FieldSchema` declared on a pydantic field, if any (the last one wins)."""
-    found: FieldSchema | None = None
-    for item in info.metadata:
-        if isinstance(item, FieldSchema):
-            found = item
-    return found
-
-
-_QUANTITY_PATTERN = (
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
-    r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-)
-
-Quantity: TypeAlias = Annotated[int | str, field(pattern=_QUANTITY_PATTERN)]
-"""A Kubernetes resource quantity such as ``500m``, ``2Gi`` or ``3``: an int-or-string
-with the API server's quantity pattern."""
 
 
 # --------------------------------------------------------------------------- models
@@ -692,357 +326,51 @@ class ObjectMeta(Model):
     """Server-side apply field ownership, kept as raw JSON."""
 
 
-# --------------------------------------------------------------------------- resource declaration
+class Resource(Model):
+    """Base class for typed Kubernetes objects; satisfies :class:`setpoint.api.types.TypedObject`.
 
-
-@dataclass(frozen=True, kw_only=True)
-class PrinterColumn:
-    """An additional column for ``kubectl get`` (``additionalPrinterColumns``)."""
-
-    name: str
-    """Column header."""
-    json_path: str
-    """Simple JSON path from the object root, e.g. ``.status.phase``."""
-    type: ColumnType = "string"
-    """Value type: integer, number, string, boolean or date."""
-    format: ColumnFormat | None = None
-    """Optional format hint, e.g. ``date-time`` or ``int32``. Default: none."""
-    description: str | None = None
-    """Human-readable description of the column. Default: none."""
-    priority: int = 0
-    """0 shows the column by default; higher priorities show only with ``-o wide``."""
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            raise ValueError("PrinterColumn.name is empty: give the column a header")
-        if not self.json_path.startswith("."):
-            raise ValueError(
-                f"PrinterColumn {self.name!r}: json_path {self.json_path!r} must start with '.', "
-                "e.g. '.status.phase'"
-            )
-        if self.priority < 0:
-            raise ValueError(f"PrinterColumn {self.name!r}: priority must be >= 0")
-
-    def to_manifest(self) -> dict[str, Any]:
-        """The ``additionalPrinterColumns`` entry."""
-        out: dict[str, Any] = {"name": self.name, "type": self.type, "jsonPath": self.json_path}
-        if self.format is not None:
-            out["format"] = self.format
-        if self.description is not None:
-            out["description"] = self.description
-        if self.priority:
-            out["priority"] = self.priority
-        return out
-
-
-@dataclass(frozen=True, kw_only=True)
-class Scale:
-    """The scale subresource: lets ``kubectl scale`` and autoscalers change replicas."""
-
-    spec_replicas_path: str = ".spec.replicas"
-    """Where the desired replica count lives (must be under ``.spec``)."""
-    status_replicas_path: str = ".status.replicas"
-    """Where the observed replica count lives (must be under ``.status``)."""
-    label_selector_path: str | None = None
-    """Where a string label selector lives, needed by the HorizontalPodAutoscaler. Default: none."""
-
-    def __post_init__(self) -> None:
-        if not self.spec_replicas_path.startswith(".spec."):
-            raise ValueError(
-                f"Scale.spec_replicas_path {self.spec_replicas_path!r} must be under .spec, "
-                "e.g. '.spec.replicas'"
-            )
-        if not self.status_replicas_path.startswith(".status."):
-            raise ValueError(
-                f"Scale.status_replicas_path {self.status_replicas_path!r} must be under "
-                ".status, e.g. '.status.replicas'"
-            )
-        if self.label_selector_path is not None and not self.label_selector_path.startswith(
-            (".spec.", ".status.")
-        ):
-            raise ValueError(
-                f"Scale.label_selector_path {self.label_selector_path!r} must be under .spec "
-                "or .status, e.g. '.status.selector'"
-            )
-
-    def to_manifest(self) -> dict[str, Any]:
-        """The ``subresources.scale`` entry."""
-        out = {
-            "specReplicasPath": self.spec_replicas_path,
-            "statusReplicasPath": self.status_replicas_path,
-        }
-        if self.label_selector_path is not None:
-            out["labelSelectorPath"] = self.label_selector_path
-        return out
-
-
-_KUBE_VERSION = re.compile(r"v([1-9][0-9]*)(?:(alpha|beta)([1-9][0-9]*))?")
-
-
-def version_priority(version: str) -> tuple[int, int, int, str]:
-    """Sort key ordering versions as the API server does: GA, beta, alpha, newest first.
-
-    ``v2 < v1 < v2beta1 < v1beta2 < v1alpha1 < foo`` (other names last, alphabetically).
-    """
-    match = _KUBE_VERSION.fullmatch(version)
-    if match is None:
-        return (3, 0, 0, version)
-    stage = {None: 0, "beta": 1, "alpha": 2}[match.group(2)]
-    return (stage, -int(match.group(1)), -int(match.group(3) or 0), version)
-
-
-def default_plural(word: str) -> str:
-    """English plural of a lower-case kind, as kubebuilder derives resource names (``policies``)."""
-    if word.endswith(("s", "x", "z", "ch", "sh")):
-        return word + "es"
-    if word.endswith("y") and len(word) > 1 and word[-2] not in "aeiou":
-        return word[:-1] + "ies"
-    return word + "s"
-
-
-@dataclass(frozen=True, kw_only=True)
-class ResourceOptions:
-    """How a :class:`Resource` subclass is served: the CRD-level declarations for one version.
-
-    Build it with :func:`resource` and apply it as a class decorator. Names
-    not given are derived from the kind the way kubebuilder does. For a kind
-    with several versions (one class each), the CRD-wide settings (scope,
-    plural, singular, short names, categories, list kind) need to be declared
-    on one version only; the others take them from it (:meth:`crd_wide`), and
-    versions that declare them must agree.
+    Subclasses declare ``spec`` (and usually ``status``) fields and are
+    declared with ``@sp.resource``. ``apiVersion`` and ``kind`` are not
+    fields: they come from the declaration, are checked when parsing and are
+    always written by :meth:`to_object`.
     """
 
-    group: str
-    """API group, a DNS subdomain with at least one dot (``demo.setpoint.dev``)."""
-    version: str
-    """API version of this class (``v1``, ``v1alpha1``)."""
-    kind: str | None = None
-    """Kind name. Default: the class name."""
-    scope: Scope | None = None
-    """``Namespaced`` or ``Cluster``. Default: ``Namespaced``."""
-    plural: str | None = None
-    """Resource name in URLs. Default: the lower-cased kind, pluralized (``widgets``)."""
-    singular: str | None = None
-    """Singular resource name. Default: the lower-cased kind."""
-    short_names: Sequence[str] | None = None
-    """Abbreviations for kubectl (``["wd"]``). Default: none."""
-    categories: Sequence[str] | None = None
-    """Groups for ``kubectl get <category>`` (``["all"]``). Default: none."""
-    list_kind: str | None = None
-    """Kind of list responses. Default: kind + ``List``."""
-    status_subresource: bool | None = None
-    """Serve ``status`` as a subresource (spec writes ignore status and vice versa).
-    Default (``None``): on exactly when the class declares a ``status`` field."""
-    scale: Scale | None = None
-    """The scale subresource. Default: not served."""
-    printer_columns: Sequence[PrinterColumn] = ()
-    """Extra ``kubectl get`` columns for this version. Default: none."""
-    selectable_fields: Sequence[str] = ()
-    """JSON paths usable in field selectors (``.spec.color``). Default: none."""
-    served: bool = True
-    """This version is served by the API."""
-    storage: bool = False
-    """This is the version objects are stored in. Exactly one version of a kind is;
-    a kind with a single version needs no flag."""
-    deprecated: bool = False
-    """This version is deprecated: clients get a warning header."""
-    deprecation_warning: str | None = None
-    """The warning text for a deprecated version (at most 256 printable characters).
-    Default: the server's generic warning."""
+    gvk: ClassVar[GroupVersionKind]
+    """The declared group/version/kind (set by ``@sp.resource``)."""
+    __setpoint_resource__: ClassVar[ResourceOptions]
 
-    def __post_init__(self) -> None:
-        if (
-            not _DNS1123_SUBDOMAIN.fullmatch(self.group)
-            or "." not in self.group
-            or len(self.group) > 253
-        ):
-            raise ValueError(
-                f"group {self.group!r} must be a lower-case DNS subdomain with at least one dot, "
-                "e.g. 'demo.example.com'"
-            )
-        if not _DNS1035_LABEL.fullmatch(self.version) or len(self.version) > 63:
-            raise ValueError(
-                f"version {self.version!r} must be a DNS label starting with a letter, e.g. 'v1'"
-            )
-        if self.kind is not None:
-            _check_kind(self.kind, "kind")
-        if self.list_kind is not None:
-            _check_kind(self.list_kind, "list_kind")
-        for name in ("plural", "singular"):
-            value = getattr(self, name)
-            if value is not None:
-                _check_label(value, name)
-        for name in ("short_names", "categories"):
-            values = getattr(self, name)
-            if values is not None:
-                if isinstance(values, str):
-                    raise ValueError(f"{name} must be a list of names, not the string {values!r}")
-                object.__setattr__(self, name, tuple(values))
-                for value in values:
-                    _check_label(value, name)
-        object.__setattr__(self, "printer_columns", tuple(self.printer_columns))
-        object.__setattr__(self, "selectable_fields", tuple(self.selectable_fields))
-        for path in self.selectable_fields:
-            if not path.startswith(".") or path.startswith(".metadata"):
-                raise ValueError(
-                    f"selectable field {path!r} must be a JSON path outside metadata, "
-                    "e.g. '.spec.color'"
-                )
-        if self.deprecation_warning is not None:
-            if not self.deprecated:
-                raise ValueError("deprecation_warning is only allowed with deprecated=True")
-            text = self.deprecation_warning
-            if not text or len(text) > 256 or not text.isprintable():
-                raise ValueError(
-                    "deprecation_warning must be 1 to 256 printable characters on one line"
-                )
-        if self.storage and not self.served:
-            raise ValueError(
-                f"version {self.version!r} is the storage version but not served; "
-                "serve it (served=True) or store another version"
-            )
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    """Standard object metadata."""
 
-    # Resolved names ---------------------------------------------------------
+    @classmethod
+    def __setpoint_declare__(cls, options: ResourceOptions) -> None:
+        """Take ``options`` as this class's declaration (called by ``@sp.resource``).
 
-    @property
-    def resolved_kind(self) -> str:
-        """The kind (set once the options are applied to a class)."""
-        if self.kind is None:
-            raise DeclarationError("ResourceOptions.kind is unresolved: apply it to a class first")
-        return self.kind
+        Raises:
+            DeclarationError: the fields contradict the options (a field named ``kind`` or
+                ``api_version``, a status subresource without a ``status`` field, a scale
+                subresource without status).
 
-    def crd_wide(self, name: str) -> Any:
-        """A CRD-wide setting: as declared here, else as another version of the kind declares it.
-
-        ``None`` when no declared version of the kind sets it. Versions are
-        consulted newest first (Kubernetes version priority).
         """
-        own = getattr(self, name)
-        if own is not None or self.kind is None:
-            return own
-        siblings = _KIND_VERSIONS.get((self.group, self.kind), {})
-        for version in sorted(siblings, key=version_priority):
-            value = getattr(siblings[version], name)
-            if value is not None:
-                return value
-        return None
-
-    @property
-    def resolved_scope(self) -> Scope:
-        """The scope: declared (here or on another version), else ``Namespaced``."""
-        scope: Scope = self.crd_wide("scope") or "Namespaced"
-        return scope
-
-    @property
-    def resolved_plural(self) -> str:
-        """The plural: declared (here or on another version), else derived from the kind."""
-        return self.crd_wide("plural") or default_plural(self.resolved_kind.lower())
-
-    @property
-    def resolved_singular(self) -> str:
-        """The singular: declared (here or on another version), else the lower-cased kind."""
-        return self.crd_wide("singular") or self.resolved_kind.lower()
-
-    @property
-    def resolved_list_kind(self) -> str:
-        """The list kind: declared (here or on another version), else kind + ``List``."""
-        return self.crd_wide("list_kind") or f"{self.resolved_kind}List"
-
-    @property
-    def resolved_short_names(self) -> tuple[str, ...]:
-        """The short names: declared (here or on another version), else none."""
-        return tuple(self.crd_wide("short_names") or ())
-
-    @property
-    def resolved_categories(self) -> tuple[str, ...]:
-        """The categories: declared (here or on another version), else none."""
-        return tuple(self.crd_wide("categories") or ())
-
-    @property
-    def gvk(self) -> GroupVersionKind:
-        """The group/version/kind these options declare."""
-        return GroupVersionKind(self.group, self.version, self.resolved_kind)
-
-    def __call__(self, cls: _R) -> _R:
-        """Declare ``cls`` as this resource version (used as a class decorator)."""
-        if not (isinstance(cls, type) and issubclass(cls, Resource)):
-            raise DeclarationError(
-                f"@resource(group={self.group!r}, version={self.version!r}) decorates {cls!r}, "
-                "which is not a Resource; derive the class from sp.Resource"
-            )
-        target: type[Resource] = cls
-        options = self if self.kind is not None else replace(self, kind=cls.__name__)
         where = f"{cls.__module__}.{cls.__qualname__}"
         for reserved in ("api_version", "kind"):
-            if reserved in target.model_fields:
+            if reserved in cls.model_fields:
                 raise DeclarationError(
                     f"{where} declares a field {reserved!r}; apiVersion and kind come from "
                     "@resource(...), so remove the field"
                 )
-        if options.status_subresource and "status" not in target.model_fields:
+        if options.status_subresource and "status" not in cls.model_fields:
             raise DeclarationError(
                 f"{where} enables the status subresource but declares no 'status' field; "
                 "add `status: MyStatus | None = None` or drop status_subresource=True"
             )
-        if options.scale is not None and not options.has_status(target):
+        if options.scale is not None and not options.has_status(cls):
             raise DeclarationError(
                 f"{where} declares a scale subresource without the status subresource; "
                 "add a 'status' field (the scale status path reads from it)"
             )
         cls.__setpoint_resource__ = options
         cls.gvk = options.gvk
-        _KIND_VERSIONS.setdefault((options.group, options.resolved_kind), {})[options.version] = (
-            options
-        )
-        return cls
-
-    def has_status(self, cls: type[Resource]) -> bool:
-        """Whether ``cls`` (declared with these options) serves the status subresource."""
-        if self.status_subresource is None:
-            return "status" in cls.model_fields
-        return self.status_subresource
-
-
-def _check_kind(value: str, what: str) -> None:
-    if not _KIND.fullmatch(value) or len(value) > 63:
-        raise ValueError(
-            f"{what} {value!r} must be a CamelCase name of letters and digits, e.g. 'Widget'"
-        )
-
-
-def _check_label(value: str, what: str) -> None:
-    if not _DNS1035_LABEL.fullmatch(value) or len(value) > 63:
-        raise ValueError(
-            f"{what} entry {value!r} must be a lower-case DNS label (letters, digits, '-', "
-            "starting with a letter)"
-        )
-
-
-# (group, kind) -> version -> options of every declared class, for CRD-wide settings that
-# one version declares for all (ResourceOptions.crd_wide). Re-declaring a version replaces it.
-_KIND_VERSIONS: dict[tuple[str, str], dict[str, ResourceOptions]] = {}
-
-resource = ResourceOptions
-"""Declare a :class:`Resource` subclass: ``@sp.resource(group=..., version=..., ...)``.
-
-An alias of :class:`ResourceOptions`, whose attributes document every argument."""
-
-
-class Resource(Model):
-    """Base class for typed Kubernetes objects; satisfies :class:`setpoint.api.types.TypedObject`.
-
-    Subclasses declare ``spec`` (and usually ``status``) fields and are
-    declared with :func:`resource`. ``apiVersion`` and ``kind`` are not
-    fields: they come from the declaration, are checked when parsing and are
-    always written by :meth:`to_object`.
-    """
-
-    gvk: ClassVar[GroupVersionKind]
-    """The declared group/version/kind (set by :func:`resource`)."""
-    __setpoint_resource__: ClassVar[ResourceOptions]
-
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    """Standard object metadata."""
 
     @classmethod
     def declaration(cls) -> ResourceOptions:

@@ -24,7 +24,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from setpoint.api.conversion import KindConversion, hub_of
-from setpoint.api.resource import DeclarationError, Resource
+from setpoint.api.declaration import DeclarationError
+from setpoint.api.resource import Resource
 from setpoint.crd.errors import StructuralError
 from setpoint.crd.schema import type_name
 

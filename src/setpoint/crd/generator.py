@@ -18,7 +18,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from setpoint.api.resource import Resource, ResourceOptions, default_plural, version_priority
+from setpoint.api.declaration import ResourceOptions, default_plural, version_priority
+from setpoint.api.resource import Resource
 from setpoint.crd.conversion import WebhookClientConfig, conversion_for
 from setpoint.crd.errors import CRDGenerationError, SchemaPath, StructuralError
 from setpoint.crd.manifests import Manifest

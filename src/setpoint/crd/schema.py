@@ -45,15 +45,8 @@ from pydantic import BaseModel, StringConstraints, TypeAdapter
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from setpoint.api.resource import (
-    SPELL_OUT_DEFAULTS,
-    FieldSchema,
-    Model,
-    ObjectMeta,
-    Resource,
-    cel_rules_of,
-    json_name_for,
-)
+from setpoint.api.declaration import FieldSchema, cel_rules_of
+from setpoint.api.resource import SPELL_OUT_DEFAULTS, Model, ObjectMeta, Resource, json_name_for
 from setpoint.crd.errors import SchemaPath, StructuralError
 
 __all__ = ["BuiltSchema", "model_schema", "resource_schema", "type_name"]

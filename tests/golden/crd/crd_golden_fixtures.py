@@ -15,19 +15,17 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from setpoint.api import kinds
-from setpoint.api.rbac import rbac
-from setpoint.api.resource import (
+from setpoint.api.declaration import (
     IntOrString,
-    Model,
-    ObjectMeta,
     PrinterColumn,
     Quantity,
-    Resource,
     Rule,
     Scale,
     field,
     resource,
 )
+from setpoint.api.rbac import rbac
+from setpoint.api.resource import Model, ObjectMeta, Resource
 
 GROUP = "fixtures.setpoint.dev"
 

@@ -13,9 +13,10 @@ from setpoint.api.conditions import (
     set_condition,
     set_observed_generation,
 )
+from setpoint.api.declaration import field, resource
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
-from setpoint.api.resource import Model, Resource, field, resource
+from setpoint.api.resource import Model, Resource
 from setpoint.client import Client, Invalid
 from setpoint.client.patch import MergePatch
 from setpoint.client.safe import (

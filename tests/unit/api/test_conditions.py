@@ -20,7 +20,8 @@ from setpoint.api.conditions import (
     set_observed_generation,
     validate_condition,
 )
-from setpoint.api.resource import Model, Resource, field, resource
+from setpoint.api.declaration import field, resource
+from setpoint.api.resource import Model, Resource
 
 T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=5)

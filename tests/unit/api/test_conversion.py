@@ -17,7 +17,7 @@ from setpoint.api.conversion import (
     convert,
     hub_of,
 )
-from setpoint.api.resource import DeclarationError
+from setpoint.api.declaration import DeclarationError
 
 GROUP = "conv.setpoint.dev"
 

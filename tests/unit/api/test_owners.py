@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from setpoint.api.declaration import resource
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.owners import (
@@ -18,7 +19,7 @@ from setpoint.api.owners import (
     set_controller_reference,
     set_owner_reference,
 )
-from setpoint.api.resource import OwnerReference, Resource, resource
+from setpoint.api.resource import OwnerReference, Resource
 
 TENANT = GroupVersionKind("unit.setpoint.dev", "v1", "Tenant")
 TENANT_INFO = ResourceInfo(TENANT, "tenants", namespaced=False)

@@ -6,6 +6,7 @@ import pytest
 
 from setpoint.api import kinds
 from setpoint.api.conditions import Condition, set_condition
+from setpoint.api.declaration import field, resource
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.api.kinds import ResourceInfo
@@ -15,7 +16,7 @@ from setpoint.api.owners import (
     is_controlled_by,
     set_controller_reference,
 )
-from setpoint.api.resource import Model, Resource, field, resource
+from setpoint.api.resource import Model, Resource
 from setpoint.client.errors import Conflict, Invalid, NotFound
 from setpoint.client.patch import MergePatch
 from setpoint.client.safe import (

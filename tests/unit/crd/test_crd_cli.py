@@ -17,7 +17,8 @@ from setpoint.crd import LoadError, find_rbac_rules, find_resources, import_targ
 from tests._support.crd_golden import GOLDEN_CONFIG, GOLDEN_DIR
 
 API_MODULE = """
-from setpoint.api.resource import Model, Resource, resource
+from setpoint.api.declaration import resource
+from setpoint.api.resource import Model, Resource
 
 class Spec(Model):
     size: int = 1
@@ -189,7 +190,8 @@ def test_generate_crd_reports_declaration_errors(
     (tmp_path / f"{name}.py").write_text(
         textwrap.dedent(
             """
-            from setpoint.api.resource import Model, Resource, field, resource
+            from setpoint.api.declaration import field, resource
+            from setpoint.api.resource import Model, Resource
 
             class Spec(Model):
                 size: int = field(pattern="x")

@@ -7,7 +7,8 @@ import random
 import pytest
 from pydantic import Field
 
-from setpoint.api.resource import Model, PrinterColumn, Resource, Scale, field, resource
+from setpoint.api.declaration import PrinterColumn, Scale, field, resource
+from setpoint.api.resource import Model, Resource
 from setpoint.crd import CRDGenerationError, crd_for, crd_path, generate_crds, version_priority
 from tests._support.crd_golden import load_fixtures
 

@@ -9,24 +9,20 @@ from typing import Any
 import pytest
 from pydantic import Field, ValidationError
 
-from setpoint.api.gvk import GroupVersionKind
-from setpoint.api.resource import (
+from setpoint.api.declaration import (
     DeclarationError,
     FieldSchema,
-    Model,
-    ObjectMeta,
     PrinterColumn,
-    Resource,
     ResourceOptions,
     Rule,
     Scale,
     cel_rules_of,
     field,
     field_schema_of,
-    json_name_for,
-    python_name_for,
     resource,
 )
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.resource import Model, ObjectMeta, Resource, json_name_for, python_name_for
 from setpoint.api.types import TypedObject
 
 GROUP = "unit.setpoint.dev"

@@ -12,16 +12,8 @@ import annotated_types
 import pytest
 from pydantic import BaseModel, Field, StringConstraints
 
-from setpoint.api.resource import (
-    IntOrString,
-    Model,
-    ObjectMeta,
-    Quantity,
-    Resource,
-    Rule,
-    field,
-    resource,
-)
+from setpoint.api.declaration import IntOrString, Quantity, Rule, field, resource
+from setpoint.api.resource import Model, ObjectMeta, Resource
 from setpoint.crd import model_schema, resource_schema
 
 GROUP = "unit.setpoint.dev"

@@ -3,9 +3,10 @@
 import pytest
 
 from setpoint.api import kinds
+from setpoint.api.declaration import resource
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import ResourceInfo
-from setpoint.api.resource import Model, Resource, resource
+from setpoint.api.resource import Model, Resource
 from setpoint.client import Preconditions
 from setpoint.client.errors import (
     AlreadyExists,

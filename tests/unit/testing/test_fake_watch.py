@@ -6,8 +6,9 @@ from typing import Any
 import pytest
 
 from setpoint.api import kinds
+from setpoint.api.declaration import resource
 from setpoint.api.gvk import GroupVersionKind
-from setpoint.api.resource import Model, Resource, resource
+from setpoint.api.resource import Model, Resource
 from setpoint.client.errors import BadRequest, ConnectionFailed, Expired, Gone, UnknownKind
 from setpoint.testing.fake import FakeClient, FakeOptions
 from setpoint.testing.waits import eventually
