@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from setpoint.api.conditions import (
-    MESSAGE_MAX_LENGTH,
-    REASON_MAX_LENGTH,
-    REASON_PATTERN,
-    TYPE_MAX_LENGTH,
-    TYPE_PATTERN,
-    ConditionStatus,
-)
 from setpoint.api.declaration import field
 from setpoint.api.resource import Model
+from setpoint.api.validation import (
+    CONDITION_MESSAGE_MAX_LENGTH,
+    CONDITION_REASON_MAX_LENGTH,
+    CONDITION_REASON_PATTERN,
+    CONDITION_TYPE_MAX_LENGTH,
+    CONDITION_TYPE_PATTERN,
+    ConditionStatus,
+)
 
 __all__ = ["Condition"]
 
@@ -31,7 +31,7 @@ class Condition(Model):
     ``lastTransitionTime`` right.
     """
 
-    type: str = field(pattern=TYPE_PATTERN, max_length=TYPE_MAX_LENGTH)
+    type: str = field(pattern=CONDITION_TYPE_PATTERN, max_length=CONDITION_TYPE_MAX_LENGTH)
     """What the condition is about, in CamelCase (``Ready``), optionally domain-prefixed."""
     status: ConditionStatus
     """``True``, ``False`` or ``Unknown``."""
@@ -39,7 +39,9 @@ class Condition(Model):
     """The ``metadata.generation`` the condition was computed from; unset when not tracked."""
     last_transition_time: datetime
     """When ``status`` last changed (not when the condition was last written)."""
-    reason: str = field(pattern=REASON_PATTERN, min_length=1, max_length=REASON_MAX_LENGTH)
+    reason: str = field(
+        pattern=CONDITION_REASON_PATTERN, min_length=1, max_length=CONDITION_REASON_MAX_LENGTH
+    )
     """Machine-readable CamelCase reason for the last transition (``MinimumReplicasAvailable``)."""
-    message: str = field(default="", max_length=MESSAGE_MAX_LENGTH)
+    message: str = field(default="", max_length=CONDITION_MESSAGE_MAX_LENGTH)
     """Human-readable details; may be empty."""

@@ -41,9 +41,17 @@ import types
 import typing
 from collections.abc import Mapping, MutableMapping, MutableSequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 from setpoint.api.meta import describe, generation_of
+from setpoint.api.validation import (
+    CONDITION_MESSAGE_MAX_LENGTH,
+    CONDITION_REASON_MAX_LENGTH,
+    CONDITION_REASON_PATTERN,
+    CONDITION_TYPE_MAX_LENGTH,
+    CONDITION_TYPE_PATTERN,
+    ConditionStatus,
+)
 
 __all__ = [
     "Condition",
@@ -58,22 +66,8 @@ __all__ = [
     "validate_condition",
 ]
 
-ConditionStatus: TypeAlias = Literal["True", "False", "Unknown"]
-"""The three values of ``condition.status`` (strings, as the API defines them)."""
-
-# The API server's validation of metav1.Condition (apimachinery/pkg/apis/meta/v1/types.go
-# kubebuilder markers, enforced by ValidateConditions and by CRD schemas built from it).
-TYPE_PATTERN = (
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
-)
-REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
-TYPE_MAX_LENGTH = 316
-REASON_MAX_LENGTH = 1024
-MESSAGE_MAX_LENGTH = 32768
-
-_TYPE_RE = re.compile(TYPE_PATTERN)
-_REASON_RE = re.compile(REASON_PATTERN)
+_TYPE_RE = re.compile(CONDITION_TYPE_PATTERN)
+_REASON_RE = re.compile(CONDITION_REASON_PATTERN)
 _STATUSES: tuple[ConditionStatus, ...] = ("True", "False", "Unknown")
 
 # Python attribute name -> JSON name, for reading and writing either representation.
@@ -126,21 +120,22 @@ def validate_condition(
     most 32768 characters; ``observedGeneration`` is not negative.
     """
     problems: list[str] = []
-    if not type or len(type) > TYPE_MAX_LENGTH or not _TYPE_RE.match(type):
+    if not type or len(type) > CONDITION_TYPE_MAX_LENGTH or not _TYPE_RE.match(type):
         problems.append(
             f"type {type!r} must be a name like 'Ready' or 'example.com/Ready' "
-            f"(letters, digits, '-', '_', '.'; at most {TYPE_MAX_LENGTH} characters)"
+            f"(letters, digits, '-', '_', '.'; at most {CONDITION_TYPE_MAX_LENGTH} characters)"
         )
     if status not in _STATUSES:
         problems.append(f"status {status!r} must be one of 'True', 'False', 'Unknown'")
-    if not reason or len(reason) > REASON_MAX_LENGTH or not _REASON_RE.match(reason):
+    if not reason or len(reason) > CONDITION_REASON_MAX_LENGTH or not _REASON_RE.match(reason):
         problems.append(
             f"reason {reason!r} must be CamelCase like 'ReplicasReady': a letter, then letters, "
-            f"digits, '_', ',' or ':' (1-{REASON_MAX_LENGTH} characters, no spaces)"
+            f"digits, '_', ',' or ':' (1-{CONDITION_REASON_MAX_LENGTH} characters, no spaces)"
         )
-    if len(message) > MESSAGE_MAX_LENGTH:
+    if len(message) > CONDITION_MESSAGE_MAX_LENGTH:
         problems.append(
-            f"message is {len(message)} characters; at most {MESSAGE_MAX_LENGTH} are allowed"
+            f"message is {len(message)} characters; at most "
+            f"{CONDITION_MESSAGE_MAX_LENGTH} are allowed"
         )
     if observed_generation is not None and observed_generation < 0:
         problems.append(f"observedGeneration {observed_generation} must not be negative")

@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from setpoint.api.conditions import (
-    REASON_PATTERN,
     Condition,
     ConditionError,
     find_condition,
@@ -22,6 +21,7 @@ from setpoint.api.conditions import (
 )
 from setpoint.api.declaration import field, resource
 from setpoint.api.resource import Model, Resource
+from setpoint.api.validation import CONDITION_REASON_PATTERN
 
 T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=5)
@@ -248,7 +248,7 @@ def test_observed_generation_on_typed_resources() -> None:
 
 
 @given(
-    reason=st.from_regex(REASON_PATTERN, fullmatch=True).filter(lambda r: len(r) <= 1024),
+    reason=st.from_regex(CONDITION_REASON_PATTERN, fullmatch=True).filter(lambda r: len(r) <= 1024),
     message=st.text(max_size=50),
     status=st.sampled_from(["True", "False", "Unknown"]),
     generation=st.none() | st.integers(min_value=0, max_value=2**40),
