@@ -27,20 +27,19 @@ from setpoint.manager.errors import (
     ShutdownIncomplete,
 )
 from setpoint.manager.healthz import Check, HealthChecks
-from setpoint.manager.leaderelection import (
-    LeaderElectionRecord,
-    LeaderElector,
-    LeaseClient,
-    LeaseLock,
-    LockNotInitialized,
-    ResourceLock,
-    default_identity,
-)
+from setpoint.manager.leaderelection import LeaderElector, default_identity
 from setpoint.manager.manager import Manager
 from setpoint.manager.options import (
     LeaderElectionOptions,
     LeadershipLossPolicy,
     ManagerOptions,
+)
+from setpoint.manager.resourcelock import (
+    LeaderElectionRecord,
+    LeaseClient,
+    LeaseLock,
+    LockNotInitialized,
+    ResourceLock,
 )
 
 __all__ = [

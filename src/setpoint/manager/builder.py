@@ -12,8 +12,9 @@ does. Any of the four can still be passed to override the manager's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from setpoint.api.runnable import Runnable
 from setpoint.cache.cache import Cache
 from setpoint.client.client import Client
 from setpoint.controller.builder import Builder
@@ -21,16 +22,45 @@ from setpoint.controller.controller import Controller
 from setpoint.controller.reconcile import EventRecorder, ReconcilerLike
 from setpoint.observability.metrics import Metrics
 
-if TYPE_CHECKING:
-    from setpoint.manager.manager import Manager
+__all__ = ["ManagedBuilder", "ManagerParts"]
 
-__all__ = ["ManagedBuilder"]
+
+class ManagerParts(Protocol):
+    """What :class:`ManagedBuilder` takes from a manager (a :class:`~setpoint.manager.Manager`)."""
+
+    @property
+    def client(self) -> Client:
+        """The manager's client."""
+        ...
+
+    @property
+    def cache(self) -> Cache:
+        """The shared cache."""
+        ...
+
+    @property
+    def metrics(self) -> Metrics:
+        """The metrics controllers record into."""
+        ...
+
+    @property
+    def runnables(self) -> list[Runnable]:
+        """Everything added so far (controllers are ``controller/<name>``)."""
+        ...
+
+    def add(self, runnable: Runnable) -> None:
+        """Run ``runnable`` with the manager."""
+        ...
+
+    def event_recorder(self, reporting_controller: str) -> EventRecorder:
+        """A recorder of Events reported by ``reporting_controller``."""
+        ...
 
 
 class ManagedBuilder(Builder):
     """A :class:`~setpoint.controller.Builder` whose ``build`` uses and feeds a manager."""
 
-    def __init__(self, name: str, manager: Manager) -> None:
+    def __init__(self, name: str, manager: ManagerParts) -> None:
         super().__init__(name)
         self._manager = manager
 

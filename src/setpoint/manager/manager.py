@@ -56,8 +56,9 @@ from setpoint.manager.errors import (
     ShutdownIncomplete,
 )
 from setpoint.manager.healthz import Check, HealthChecks
-from setpoint.manager.leaderelection import LeaderElector, LeaseLock, default_identity
+from setpoint.manager.leaderelection import LeaderElector, default_identity
 from setpoint.manager.options import LeadershipLossPolicy, ManagerOptions
+from setpoint.manager.resourcelock import LeaseLock
 from setpoint.observability.events import EventBroadcaster, EventRecorder
 from setpoint.observability.metrics import Metrics, render
 from setpoint.server.address import parse_bind_address

@@ -21,7 +21,7 @@ from setpoint.server.http import AiohttpServer, HttpServerFactory
 
 if TYPE_CHECKING:
     from setpoint.manager.cache import CacheFactory
-    from setpoint.manager.leaderelection import ResourceLock
+    from setpoint.manager.resourcelock import ResourceLock
     from setpoint.observability.metrics import Metrics
 
 __all__ = [

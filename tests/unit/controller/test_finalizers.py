@@ -37,7 +37,7 @@ from setpoint.controller.finalizers import (
     read_cleanup_records,
 )
 from setpoint.manager import LeaseLock, Manager, ManagerOptions
-from setpoint.manager.leaderelection import LeaderElectionRecord
+from setpoint.manager.resourcelock import LeaderElectionRecord
 from setpoint.observability.logging import get_logger
 from setpoint.observability.metrics import Metrics
 from setpoint.testing.fake import FakeClient
