@@ -15,7 +15,7 @@ from typing_extensions import TypeIs
 
 from setpoint.api.gvk import GroupVersionKind
 
-__all__ = ["TypedObject", "is_typed"]
+__all__ = ["KindLike", "TypedObject", "is_typed", "resolve_kind"]
 
 
 @runtime_checkable
@@ -46,3 +46,25 @@ def is_typed(obj: object) -> TypeIs[TypedObject]:
         return False
     cls = type(obj)
     return hasattr(cls, "gvk") and hasattr(cls, "from_object") and hasattr(cls, "to_object")
+
+
+KindLike = GroupVersionKind | type[TypedObject]
+"""A kind: a GVK (objects are dicts) or a typed class (objects are its instances)."""
+
+
+def resolve_kind(kind: KindLike) -> tuple[GroupVersionKind, type[TypedObject] | None]:
+    """Split a kind into its GVK and, for a typed class, the class itself.
+
+    Raises:
+        TypeError: ``kind`` is neither a GroupVersionKind nor a class with a ``gvk``.
+
+    """
+    if isinstance(kind, GroupVersionKind):
+        return kind, None
+    gvk = getattr(kind, "gvk", None)
+    if not isinstance(gvk, GroupVersionKind):
+        raise TypeError(
+            f"{kind!r} is not a kind: pass a GroupVersionKind or a typed class with a 'gvk' "
+            "class attribute (a setpoint Resource)"
+        )
+    return gvk, kind

@@ -7,11 +7,12 @@
 
 See :mod:`setpoint.cache.cache` for the cache, :mod:`setpoint.cache.informer` for list/watch
 semantics (relist, re-watch, handlers) and :mod:`setpoint.cache.consistency` for
-read-after-write.
+read-after-write (the expectations every informer keeps, the tracking client, the consistent
+reader).
 """
 
 from setpoint.cache.cache import Cache, CacheOptions, KindOptions, keep_as_received
-from setpoint.cache.consistency import ConsistentReader, TrackingClient
+from setpoint.cache.consistency import ConsistentReader, Expectations, TrackingClient
 from setpoint.cache.errors import (
     CacheError,
     CacheNotStarted,
@@ -47,6 +48,7 @@ __all__ = [
     "CacheOptions",
     "CacheSyncTimeout",
     "ConsistentReader",
+    "Expectations",
     "FieldSelector",
     "FuncHandler",
     "HandlerRegistration",

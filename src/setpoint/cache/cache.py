@@ -31,7 +31,7 @@ import builtins
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import orjson
 
@@ -39,23 +39,20 @@ from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject
 from setpoint.api.runnable import RunnableGroup
-from setpoint.api.types import TypedObject
+from setpoint.api.types import KindLike, TypedObject, resolve_kind
+from setpoint.cache.consistency import ConsistentReader, Expectations, TrackingClient
 from setpoint.cache.errors import CacheError, CacheNotStarted, CacheSyncTimeout, NotCached
 from setpoint.cache.informer import Informer, InformerOptions, Transform, strip_managed_fields
 from setpoint.cache.selectors import FieldSelector, LabelSelector
 from setpoint.cache.store import IndexFunc
-from setpoint.client.client import Client, KindLike, ObjectList, Selector
+from setpoint.client.client import Client, ObjectList, Selector
 from setpoint.client.errors import NotFound
-
-if TYPE_CHECKING:
-    from setpoint.cache.consistency import ConsistentReader, TrackingClient
 
 __all__ = [
     "Cache",
     "CacheOptions",
     "KindOptions",
     "keep_as_received",
-    "resolve_kind",
 ]
 
 T = TypeVar("T", bound=TypedObject)
@@ -64,19 +61,6 @@ T = TypeVar("T", bound=TypedObject)
 def keep_as_received(obj: JsonObject) -> JsonObject:
     """A transform that keeps objects exactly as the server sent them (managedFields too)."""
     return obj
-
-
-def resolve_kind(kind: KindLike) -> tuple[GroupVersionKind, type[TypedObject] | None]:
-    """Split a kind into its GVK and, for a typed class, the class itself."""
-    if isinstance(kind, GroupVersionKind):
-        return kind, None
-    gvk = getattr(kind, "gvk", None)
-    if not isinstance(gvk, GroupVersionKind):
-        raise TypeError(
-            f"{kind!r} is not a kind: pass a GroupVersionKind or a typed class with a 'gvk' "
-            "class attribute (a setpoint Resource)"
-        )
-    return gvk, kind
 
 
 def _selector_text(value: Selector | None) -> str | None:
@@ -531,13 +515,23 @@ class Cache:
             if gvk.group == kind.group and gvk.kind == kind.kind
         ]
 
+    async def expectations(self, kind: KindLike) -> Expectations:
+        """The read-after-write expectations of ``kind``'s informer, once it has synced.
+
+        What :class:`~setpoint.cache.consistency.ConsistentReader` waits on before it reads.
+
+        Raises:
+            CacheNotStarted: the cache is not started.
+            KindNotServed, CacheSyncTimeout: as :meth:`wait_for_sync`.
+
+        """
+        return (await self._ready_informer(kind)).expectations
+
     def reader(self, *, read_after_write_timeout: float | None = None) -> ConsistentReader:
         """A reader over this cache that never returns data older than this process's writes.
 
         Writes must go through :meth:`tracking_client` (or call :meth:`expect_written`).
         """
-        from setpoint.cache.consistency import ConsistentReader
-
         return ConsistentReader(
             self,
             timeout=(
@@ -553,8 +547,6 @@ class Cache:
         The :class:`~setpoint.cache.consistency.TrackingClient` has the client's methods and
         shares the wrapped client's connection pool.
         """
-        from setpoint.cache.consistency import TrackingClient
-
         return TrackingClient(client if client is not None else self._client, self)
 
     def __repr__(self) -> str:

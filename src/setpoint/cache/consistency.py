@@ -10,20 +10,28 @@ creates a child a second time. controller-runtime users meet this as conflict lo
 
 The design
 ----------
-Two pieces, joined by the :class:`~setpoint.cache.Cache`:
+Three pieces, all in this module, joined by the :class:`~setpoint.cache.Cache`:
 
+- :class:`Expectations`: one per informer, the table of this process's writes its store has
+  not reflected yet ("key K written at resourceVersion R", "object K with UID U deleted").
+  The informer tells it what it applies (:meth:`Expectations.observed`) and how far each
+  list/watch scope has got (:meth:`Expectations.listed`, :meth:`Expectations.advanced`); a
+  write is reflected once the store holds R or newer, or the scope has applied every event
+  up to R (so a later change, including a deletion, is already reflected), or the recorded
+  deletion is visible.
 - :class:`TrackingClient` wraps a :class:`~setpoint.client.Client` and, after every successful
   write (create, update, status update, patch, apply, delete, scale), records the
-  resourceVersion the server returned, per group/kind and object key, in the informers of
-  that kind (:meth:`Informer.expect_written <setpoint.cache.informer.Informer.expect_written>`).
-  For a delete that removed the object, it records the deletion (and the object's UID).
-- :class:`ConsistentReader` reads from the cache, but first waits until the informer
-  reflects the recorded write of the key it reads: the store holds that version or a newer
-  one, or the informer has applied every event up to that version (so a later change,
-  including a deletion, is already reflected), or the recorded deletion is visible. A list
-  waits for every recorded write of its namespace. The wait is event-driven (no polling)
-  and bounded: after ``timeout`` seconds it raises
-  :class:`~setpoint.cache.errors.ReadAfterWriteTimeout` rather than return stale data.
+  resourceVersion the server returned in the expectations of the informers of that
+  group/kind (through the cache's ``expect_written``/``expect_deleted``). For a delete that
+  removed the object, it records the deletion (and the object's UID).
+- :class:`ConsistentReader` reads from the cache, but first waits on the kind's
+  :class:`Expectations` until the write of the key it reads is reflected. A list waits for
+  every recorded write of its namespace. The wait is event-driven (no polling) and bounded:
+  after ``timeout`` seconds it raises :class:`~setpoint.cache.errors.ReadAfterWriteTimeout`
+  rather than return stale data.
+
+The module knows the cache and the informer only through two small protocols
+(:class:`WriteTracker`, :class:`ConsistentSource`), so it imports neither.
 
 Assumptions
 -----------
@@ -44,7 +52,12 @@ Caveats
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+import asyncio
+import heapq
+import time
+from collections.abc import Iterable
+from dataclasses import KW_ONLY, dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
@@ -58,24 +71,406 @@ from setpoint.api.meta import (
     resource_version_of,
     uid_of,
 )
-from setpoint.api.types import TypedObject, is_typed
-from setpoint.cache.cache import resolve_kind
+from setpoint.api.types import KindLike, TypedObject, is_typed, resolve_kind
+from setpoint.cache.errors import CacheError, ReadAfterWriteTimeout
+from setpoint.cache.store import Store, parse_resource_version
 from setpoint.client.client import (
     Client,
-    KindLike,
     ObjectList,
     Preconditions,
     PropagationPolicy,
     Selector,
 )
 from setpoint.client.patch import Patch
+from setpoint.client.protocols import Reader
 
-if TYPE_CHECKING:
-    from setpoint.cache.cache import Cache
-
-__all__ = ["ConsistentReader", "TrackingClient"]
+__all__ = [
+    "ConsistentReader",
+    "ConsistentSource",
+    "Expectations",
+    "ExpectedWrite",
+    "TrackingClient",
+    "WriteTracker",
+]
 
 T = TypeVar("T", bound=TypedObject)
+
+
+# --------------------------------------------------------------------------------------------
+# The expectation table of one informer
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedWrite:
+    """One recorded write, as :meth:`Expectations.get` shows it."""
+
+    key: ObjectKey
+    """The object written."""
+    resource_version: str
+    """The version the server returned (``""`` when a delete response carried none)."""
+    _: KW_ONLY
+    deleted: bool
+    """The write deleted the object: reads wait until it is gone."""
+    uid: str
+    """The object's UID, when known (a deletion waits for this object, not a namesake)."""
+
+
+@dataclass(slots=True)
+class _Expectation:
+    key: ObjectKey
+    rv: str
+    rv_int: int | None
+    deleted: bool
+    uid: str
+    recorded: float
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Scope:
+    """How far one list/watch scope of the informer has got."""
+
+    listed: bool = False
+    rv_int: int | None = None
+    # (rv, seq, key): version expectations of keys in this scope, popped as the watermark
+    # passes them. Items are hints; the expectation table is the truth.
+    heap: list[tuple[int, int, ObjectKey]] = field(default_factory=list)
+
+
+class Expectations:
+    """One informer's writes-not-yet-seen, and the waits for them. See the module docstring.
+
+    Expected flow:
+        The informer creates it over its store and calls :meth:`watch_scopes` once it knows
+        its list/watch scopes (all namespaces, or each configured namespace). After each
+        list it calls :meth:`listed`; for each watch event or bookmark :meth:`advanced`,
+        then, for an event that changed the store, :meth:`observed`. Writers record with
+        :meth:`expect_written` / :meth:`expect_deleted`; readers call
+        :meth:`wait_caught_up` (one key) or :meth:`wait_scope_caught_up` (a namespace).
+
+    Guarantees:
+        A wait returns only once the store reflects the write (or the expectation expired,
+        or was superseded by a newer write of the same key); it never polls. Two racing
+        writers of one key leave the expectation at the newer version. A recorded deletion
+        is kept until the deletion itself is seen (or a relist settles it), so the doomed
+        object is never served after a read waited for its deletion.
+
+    Caveats:
+        Expectations are held at most ``ttl`` seconds, so a broken watch cannot grow memory
+        without bound; after that a read returns what the store has. Callers filter out
+        objects the informer will never see (another namespace, selectors) before recording.
+
+    Errors:
+        :class:`~setpoint.cache.errors.ReadAfterWriteTimeout` from the waits;
+        :class:`~setpoint.cache.errors.CacheError` to waiters when :meth:`close` is called.
+    """
+
+    def __init__(self, kind: GroupVersionKind, store: Store, *, ttl: float) -> None:
+        self._kind = kind
+        self._store = store
+        self._ttl = ttl
+        self._table: dict[ObjectKey, _Expectation] = {}
+        self._scopes: dict[str | None, _Scope] = {}
+        self._seq = 0
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._table
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def get(self, key: ObjectKey) -> ExpectedWrite | None:
+        """What a read of ``key`` waits for, or ``None`` when nothing is recorded for it."""
+        e = self._table.get(key)
+        return None if e is None else ExpectedWrite(e.key, e.rv, deleted=e.deleted, uid=e.uid)
+
+    # -- what the informer reports ----------------------------------------------------------
+
+    def watch_scopes(self, scopes: Iterable[str | None]) -> None:
+        """Start tracking these list/watch scopes (``None``: all namespaces), none listed yet."""
+        self._scopes = {scope: _Scope() for scope in scopes}
+
+    def listed(self, scope: str | None, resource_version: str) -> None:
+        """The scope's list was applied to the store, at ``resource_version``.
+
+        A list is a consistent read taken after every write this process has made so far to
+        the scope: every expectation in it is settled (met, or deleted meanwhile), except
+        versions newer than the list, which the watch will bring.
+        """
+        state = self._scopes.setdefault(scope, _Scope())
+        state.listed = True
+        state.rv_int = parse_resource_version(resource_version)
+        state.heap.clear()
+        for key in [k for k in self._table if scope is None or k.namespace == scope]:
+            expectation = self._table[key]
+            if expectation.deleted:
+                if self._satisfied(expectation):
+                    del self._table[key]
+                    self._release(expectation)
+            else:
+                self.observed(key)
+                if key in self._table and expectation.rv_int is not None:
+                    self._seq += 1
+                    heapq.heappush(state.heap, (expectation.rv_int, self._seq, key))
+
+    def advanced(self, scope: str | None, resource_version: str) -> None:
+        """The scope has applied every event up to ``resource_version`` (an event or bookmark)."""
+        if not resource_version:
+            return
+        state = self._scopes.setdefault(scope, _Scope())
+        state.rv_int = parse_resource_version(resource_version)
+        if state.rv_int is None:
+            return
+        heap = state.heap
+        while heap and heap[0][0] <= state.rv_int:
+            _, _, key = heapq.heappop(heap)
+            self.observed(key)
+
+    def observed(self, key: ObjectKey, *, deleted: JsonObject | None = None) -> None:
+        """Settle ``key``'s expectation if the store now reflects it.
+
+        ``deleted`` is the final state from a DELETED event for ``key`` just applied.
+        """
+        expectation = self._table.get(key)
+        if expectation is None:
+            return
+        same_object = deleted is not None and (
+            not expectation.uid or uid_of(deleted) == expectation.uid
+        )
+        if same_object and not expectation.deleted and expectation.rv_int is None:
+            # Opaque versions cannot be ordered, but the object we wrote has now been
+            # deleted: every version of it is behind us. (Integer versions are settled by
+            # the watermark, which the DELETED event just advanced.)
+            del self._table[key]
+            self._release(expectation)
+            return
+        if not self._satisfied(expectation):
+            return
+        # A deletion seen as "absent" may only mean the informer has not seen the object
+        # yet; keep that expectation until the deletion event (or a relist) confirms it, so
+        # a later add of the doomed object is still waited out. Reads meanwhile proceed.
+        if expectation.deleted and not same_object:
+            self._release(expectation, keep=True)
+            return
+        del self._table[key]
+        self._release(expectation)
+
+    def close(self) -> None:
+        """Fail every waiting read (the informer stopped) and forget every expectation."""
+        for expectation in self._table.values():
+            for waiter in expectation.waiters:
+                if not waiter.done():
+                    waiter.set_exception(
+                        CacheError(f"the informer for {self._kind} stopped while a read waited")
+                    )
+        self._table.clear()
+
+    # -- what writers record ------------------------------------------------------------------
+
+    def expect_written(self, obj: JsonObject) -> None:
+        """Record that this process wrote ``obj`` (as the server returned it)."""
+        rv = resource_version_of(obj)
+        key = key_of(obj)
+        if not rv or not key.name:
+            return
+        self._record(
+            _Expectation(key, rv, parse_resource_version(rv), False, uid_of(obj), time.monotonic())
+        )
+
+    def expect_deleted(self, key: ObjectKey, *, uid: str = "", resource_version: str = "") -> None:
+        """Record that this process deleted the object ``key`` (with ``uid``, if known).
+
+        ``resource_version`` is the object's version as the delete response returned it, if
+        it did.
+        """
+        if not key.name:
+            return
+        self._record(
+            _Expectation(
+                key,
+                resource_version,
+                parse_resource_version(resource_version) if resource_version else None,
+                True,
+                uid,
+                time.monotonic(),
+            )
+        )
+
+    # -- what readers wait for ----------------------------------------------------------------
+
+    def pending(self, namespace: str | None = None) -> list[ObjectKey]:
+        """Keys with a write the store does not reflect yet (in ``namespace``, or all)."""
+        return [
+            k
+            for k, e in self._table.items()
+            if (namespace is None or k.namespace == namespace) and not self._satisfied(e)
+        ]
+
+    async def wait_caught_up(self, key: ObjectKey, timeout: float) -> None:
+        """Wait until the store reflects this process's last write of ``key`` (if any).
+
+        Returns at once when there is nothing to wait for.
+
+        Raises:
+            ReadAfterWriteTimeout: the store did not catch up within ``timeout`` seconds.
+
+        """
+        expectation = self._table.get(key)
+        if expectation is None:
+            return
+        if time.monotonic() - expectation.recorded >= self._ttl:
+            self._table.pop(key, None)
+            self._release(expectation)
+            return
+        if self._satisfied(expectation):
+            self.observed(key)
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        expectation.waiters.append(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
+            current = self._store.get(key)
+            have = resource_version_of(current) if current is not None else "nothing"
+            wanted = (
+                f"the deletion of uid {expectation.uid or '?'}"
+                if expectation.deleted
+                else f"resourceVersion {expectation.rv}"
+            )
+            raise ReadAfterWriteTimeout(
+                f"the cache of {self._kind.kind} did not catch up with this process's write of "
+                f"{key} within {timeout:.1f}s: it holds {have}, waiting for {wanted}. The "
+                "watch may be lagging or broken; the reconcile is retried with backoff"
+            ) from None
+        finally:
+            if waiter in expectation.waiters:
+                expectation.waiters.remove(waiter)
+
+    async def wait_scope_caught_up(self, namespace: str | None, timeout: float) -> None:
+        """Wait until every write of this process in ``namespace`` (or anywhere) is reflected.
+
+        Raises:
+            ReadAfterWriteTimeout: not within ``timeout`` seconds.
+
+        """
+        deadline = time.monotonic() + timeout
+        for key in self.pending(namespace):
+            await self.wait_caught_up(key, max(0.0, deadline - time.monotonic()))
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _scope_of(self, namespace: str) -> _Scope | None:
+        state = self._scopes.get(None)
+        return state if state is not None else self._scopes.get(namespace)
+
+    def _record(self, new: _Expectation) -> None:
+        self._expire(new.recorded)
+        old = self._table.get(new.key)
+        if old is not None:
+            if (
+                not new.deleted
+                and not old.deleted
+                and old.rv_int is not None
+                and new.rv_int is not None
+                and new.rv_int < old.rv_int
+            ):
+                return  # two writers raced; wait for the newer version
+            new.waiters = old.waiters
+        self._table[new.key] = new
+        if not new.deleted and new.rv_int is not None:
+            state = self._scope_of(new.key.namespace)
+            if state is not None:
+                self._seq += 1
+                heapq.heappush(state.heap, (new.rv_int, self._seq, new.key))
+        self.observed(new.key)
+
+    def _expire(self, now: float) -> None:
+        ttl = self._ttl
+        if len(self._table) < 64:
+            oldest = min((e.recorded for e in self._table.values()), default=now)
+            if now - oldest < ttl:
+                return
+        for key in [k for k, e in self._table.items() if now - e.recorded >= ttl]:
+            self._release(self._table.pop(key))
+
+    def _satisfied(self, expectation: _Expectation) -> bool:
+        current = self._store.get(expectation.key)
+        if expectation.deleted:
+            if current is None:
+                return True
+            if expectation.uid and uid_of(current) != expectation.uid:
+                return True  # a new object with the same name
+            current_rv = parse_resource_version(resource_version_of(current))
+            return (
+                expectation.rv_int is not None
+                and current_rv is not None
+                and current_rv > expectation.rv_int
+            )
+        if current is not None:
+            current_rv_text = resource_version_of(current)
+            if expectation.rv_int is None:
+                if current_rv_text == expectation.rv:
+                    return True
+            else:
+                current_rv = parse_resource_version(current_rv_text)
+                if current_rv is not None and current_rv >= expectation.rv_int:
+                    return True
+        state = self._scope_of(expectation.key.namespace)
+        return (
+            expectation.rv_int is not None
+            and state is not None
+            and state.listed
+            and state.rv_int is not None
+            and state.rv_int >= expectation.rv_int
+        )
+
+    @staticmethod
+    def _release(expectation: _Expectation, *, keep: bool = False) -> None:
+        for waiter in expectation.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        expectation.waiters = [] if keep else expectation.waiters
+
+
+# --------------------------------------------------------------------------------------------
+# The protocols this module needs from the cache
+
+
+class WriteTracker(Protocol):
+    """Where a :class:`TrackingClient` records writes (the :class:`~setpoint.cache.Cache`)."""
+
+    def expect_written(self, kind: GroupVersionKind, obj: JsonObject) -> None:
+        """Record that this process wrote ``obj`` of ``kind``'s group/kind."""
+        ...
+
+    def expect_deleted(
+        self, kind: GroupVersionKind, key: ObjectKey, *, uid: str = "", resource_version: str = ""
+    ) -> None:
+        """Record that this process deleted object ``key`` of ``kind``'s group/kind."""
+        ...
+
+
+class ConsistentSource(Reader, Protocol):
+    """What a :class:`ConsistentReader` reads through (the :class:`~setpoint.cache.Cache`)."""
+
+    async def list(
+        self,
+        kind: Any,
+        *,
+        namespace: str | None = None,
+        labels: Any = None,
+        fields: Any = None,
+    ) -> ObjectList[Any]:
+        """List matching objects from the cache."""
+        ...
+
+    async def list_by_index(self, kind: KindLike, index: str, value: str) -> ObjectList[Any]:
+        """List the cached objects whose index ``index`` includes ``value``."""
+        ...
+
+    async def expectations(self, kind: KindLike) -> Expectations:
+        """The expectations of ``kind``'s informer, once it has synced."""
+        ...
 
 
 def _json(result: Any) -> JsonObject | None:
@@ -98,11 +493,11 @@ class TrackingClient:
 
     Args:
         client: The client to send requests with.
-        cache: The cache whose informers record the writes.
+        cache: Where the writes are recorded (the cache whose informers will see them).
 
     """
 
-    def __init__(self, client: Client, cache: Cache) -> None:
+    def __init__(self, client: Client, cache: WriteTracker) -> None:
         self._wrapped = client
         self._cache = cache
 
@@ -112,7 +507,7 @@ class TrackingClient:
         return self._wrapped
 
     @property
-    def cache(self) -> Cache:
+    def cache(self) -> WriteTracker:
         """The cache that records this client's writes."""
         return self._cache
 
@@ -441,14 +836,14 @@ class ConsistentReader:
 
     """
 
-    def __init__(self, cache: Cache, *, timeout: float) -> None:
+    def __init__(self, cache: ConsistentSource, *, timeout: float) -> None:
         if timeout <= 0:
             raise ValueError("ConsistentReader timeout must be > 0 seconds")
         self._cache = cache
         self._timeout = timeout
 
     @property
-    def cache(self) -> Cache:
+    def cache(self) -> ConsistentSource:
         """The cache this reader reads."""
         return self._cache
 
@@ -471,8 +866,8 @@ class ConsistentReader:
             ReadAfterWriteTimeout: the cache did not catch up in time.
 
         """
-        informer = await self._cache._ready_informer(kind)
-        await informer.wait_caught_up(ObjectKey(namespace or "", name), self._timeout)
+        expectations = await self._cache.expectations(kind)
+        await expectations.wait_caught_up(ObjectKey(namespace or "", name), self._timeout)
         return await self._cache.get(kind, name, namespace=namespace)
 
     @overload
@@ -502,8 +897,8 @@ class ConsistentReader:
         fields: Selector | None = None,
     ) -> ObjectList[Any]:
         """List objects once the cache reflects this process's writes in ``namespace``."""
-        informer = await self._cache._ready_informer(kind)
-        await informer.wait_scope_caught_up(namespace or None, self._timeout)
+        expectations = await self._cache.expectations(kind)
+        await expectations.wait_scope_caught_up(namespace or None, self._timeout)
         return await self._cache.list(
             kind,
             namespace=namespace,
@@ -513,16 +908,16 @@ class ConsistentReader:
 
     async def list_by_index(self, kind: KindLike, index: str, value: str) -> ObjectList[Any]:
         """List by index once the cache reflects every write of this process to ``kind``."""
-        informer = await self._cache._ready_informer(kind)
-        await informer.wait_scope_caught_up(None, self._timeout)
+        expectations = await self._cache.expectations(kind)
+        await expectations.wait_scope_caught_up(None, self._timeout)
         return await self._cache.list_by_index(kind, index, value)
 
 
 if TYPE_CHECKING:
-    from setpoint.client.protocols import Reader, ReadWriter, StatusWriter, Writer
+    from setpoint.client.protocols import ReadWriter, StatusWriter, Writer
 
     def _conforms(
-        reader: ConsistentReader, cache: Cache, client: TrackingClient
+        reader: ConsistentReader, cache: ConsistentSource, client: TrackingClient
     ) -> tuple[Reader, Reader, Reader, Writer, StatusWriter, ReadWriter]:
         # Checked by mypy only: the readers and the tracking client satisfy the client's
         # protocols, so code written against them accepts either.

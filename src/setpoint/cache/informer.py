@@ -36,25 +36,21 @@ Guarantees
 
 Read-after-write
 ----------------
-The informer also tracks *expectations*: "this process wrote key K at resourceVersion R"
-(:meth:`Informer.expect_written`) or "deleted object K with UID U"
-(:meth:`Informer.expect_deleted`). :meth:`Informer.wait_caught_up` waits until the store
-reflects such a write: it holds K at R or newer, or the informer has applied every event up
-to R (its watermark), or K's deletion was observed. resourceVersions are compared as
-integers when both parse (they are etcd revisions in practice; see
-:func:`~setpoint.cache.store.parse_resource_version` and decision 0004).
+Each informer owns an :class:`~setpoint.cache.consistency.Expectations` table of this
+process's writes its store does not reflect yet, and tells it what it applies and how far
+each scope has got. Everything about read-after-write lives in
+:mod:`setpoint.cache.consistency`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 import random
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from setpoint.api.gvk import GroupVersionKind
@@ -66,9 +62,9 @@ from setpoint.api.meta import (
     labels_of,
     meta,
     resource_version_of,
-    uid_of,
 )
-from setpoint.cache.errors import CacheError, CacheSyncTimeout, KindNotServed, ReadAfterWriteTimeout
+from setpoint.cache.consistency import Expectations
+from setpoint.cache.errors import CacheError, CacheSyncTimeout, KindNotServed
 from setpoint.cache.selectors import FieldSelector, LabelSelector
 from setpoint.cache.store import IndexFunc, Store, parse_resource_version
 from setpoint.client.client import Client
@@ -264,20 +260,6 @@ class _Stream:
     rv: str = ""
     rv_int: int | None = None
     listed: bool = False
-    # (rv, seq, key): version expectations of keys in this scope, popped as the watermark
-    # passes them. Items are hints; the expectation table is the truth.
-    heap: list[tuple[int, int, ObjectKey]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class _Expectation:
-    key: ObjectKey
-    rv: str
-    rv_int: int | None
-    deleted: bool
-    uid: str
-    recorded: float
-    waiters: list[asyncio.Future[None]] = field(default_factory=list)
 
 
 def _intern_strings(obj: JsonObject) -> None:
@@ -339,8 +321,7 @@ class Informer:
         self._sync_failed_event = asyncio.Event()
         self._failure: BaseException | None = None
         self._stopped = False
-        self._expectations: dict[ObjectKey, _Expectation] = {}
-        self._expect_seq = 0
+        self._expectations = Expectations(kind, self._store, ttl=self._options.expectation_ttl)
         self.stats = InformerStats()
         """What this informer has done so far."""
         self._log = get_logger("setpoint.cache", gvk=str(kind))
@@ -474,13 +455,7 @@ class Informer:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                 await asyncio.wait_for(asyncio.shield(task), timeout)
-        for expectation in self._expectations.values():
-            for waiter in expectation.waiters:
-                if not waiter.done():
-                    waiter.set_exception(
-                        CacheError(f"the informer for {self._kind} stopped while a read waited")
-                    )
-        self._expectations.clear()
+        self._expectations.close()
 
     async def wait_for_sync(self, timeout: float) -> None:
         """Wait until the initial list of every scope is stored.
@@ -527,6 +502,7 @@ class Informer:
                 else (None,)
             )
             self._streams = {ns: _Stream(ns) for ns in namespaces}
+            self._expectations.watch_scopes(self._streams)
             tasks = [
                 asyncio.create_task(
                     self._run_stream(s), name=f"informer {self._kind} {s.namespace}"
@@ -689,9 +665,7 @@ class Informer:
         stream.rv = listing.resource_version
         stream.rv_int = parse_resource_version(stream.rv)
         stream.listed = True
-        # A list is a consistent read taken after every write this process has made so far
-        # to this scope; every expectation in it is settled (met, or deleted meanwhile).
-        self._settle_scope(stream)
+        self._expectations.listed(stream.namespace, stream.rv)
         if not self.synced and all(s.listed for s in self._streams.values()):
             self._synced.set()
             for registration in self._handlers:
@@ -721,7 +695,7 @@ class Informer:
                     self._advance(stream, event.resource_version)
                     if old is not None:
                         self._dispatch_delete(obj, final_state_unknown=False)
-                    self._check_expectation(key, deleted=obj)
+                    self._expectations.observed(key, deleted=obj)
                     continue
                 old = self._store.get(key)
                 if old is not None and _is_older(obj, old):
@@ -732,7 +706,7 @@ class Informer:
                     self._dispatch_add(obj, False)
                 else:
                     self._dispatch_update(old, obj)
-                self._check_expectation(key)
+                self._expectations.observed(key)
 
     def _prepare(self, obj: JsonObject) -> JsonObject:
         transform = self._options.transform
@@ -787,234 +761,35 @@ class Informer:
             if not registration.removed:
                 self._call(registration, "on_delete", obj, final_state_unknown)
 
-    # -- read-after-write expectations -----------------------------------------------------------
-
-    def _stream_for(self, namespace: str) -> _Stream | None:
-        stream = self._streams.get(None)
-        return stream if stream is not None else self._streams.get(namespace)
-
-    def expect_written(self, obj: JsonObject) -> None:
-        """Record that this process wrote ``obj`` (as the server returned it).
-
-        Reads through :meth:`wait_caught_up` then wait until the store reflects it. Objects
-        outside the informer's scope that it does not hold are ignored: it will never see
-        them, and a read would not find them anyway.
-        """
-        rv = resource_version_of(obj)
-        key = key_of(obj)
-        if not rv or not key.name:
-            return
-        if not self.matches(obj) and key not in self._store:
-            return
-        self._record(
-            _Expectation(key, rv, parse_resource_version(rv), False, uid_of(obj), time.monotonic())
-        )
-
-    def expect_deleted(self, key: ObjectKey, *, uid: str = "", resource_version: str = "") -> None:
-        """Record that this process deleted the object ``key`` (with ``uid``, if known).
-
-        ``resource_version`` is the object's version as the delete response returned it, if
-        it did. Reads then wait until the store no longer holds that object.
-        """
-        if not key.name or not self.covers_namespace(key.namespace):
-            return
-        self._record(
-            _Expectation(
-                key,
-                resource_version,
-                parse_resource_version(resource_version) if resource_version else None,
-                True,
-                uid,
-                time.monotonic(),
-            )
-        )
-
-    def _record(self, new: _Expectation) -> None:
-        self._expire(new.recorded)
-        old = self._expectations.get(new.key)
-        if old is not None:
-            if (
-                not new.deleted
-                and not old.deleted
-                and old.rv_int is not None
-                and new.rv_int is not None
-                and new.rv_int < old.rv_int
-            ):
-                return  # two writers raced; wait for the newer version
-            new.waiters = old.waiters
-        self._expectations[new.key] = new
-        if not new.deleted and new.rv_int is not None:
-            stream = self._stream_for(new.key.namespace)
-            if stream is not None:
-                self._expect_seq += 1
-                heapq.heappush(stream.heap, (new.rv_int, self._expect_seq, new.key))
-        self._check_expectation(new.key)
-
-    def _expire(self, now: float) -> None:
-        ttl = self._options.expectation_ttl
-        if len(self._expectations) < 64:
-            oldest = min((e.recorded for e in self._expectations.values()), default=now)
-            if now - oldest < ttl:
-                return
-        for key in [k for k, e in self._expectations.items() if now - e.recorded >= ttl]:
-            self._release(self._expectations.pop(key))
-
-    def _satisfied(self, expectation: _Expectation) -> bool:
-        current = self._store.get(expectation.key)
-        if expectation.deleted:
-            if current is None:
-                return True
-            if expectation.uid and uid_of(current) != expectation.uid:
-                return True  # a new object with the same name
-            current_rv = parse_resource_version(resource_version_of(current))
-            return (
-                expectation.rv_int is not None
-                and current_rv is not None
-                and current_rv > expectation.rv_int
-            )
-        if current is not None:
-            current_rv_text = resource_version_of(current)
-            if expectation.rv_int is None:
-                if current_rv_text == expectation.rv:
-                    return True
-            else:
-                current_rv = parse_resource_version(current_rv_text)
-                if current_rv is not None and current_rv >= expectation.rv_int:
-                    return True
-        stream = self._stream_for(expectation.key.namespace)
-        return (
-            expectation.rv_int is not None
-            and stream is not None
-            and stream.listed
-            and stream.rv_int is not None
-            and stream.rv_int >= expectation.rv_int
-        )
-
-    def _check_expectation(self, key: ObjectKey, *, deleted: JsonObject | None = None) -> None:
-        """Settle ``key``'s expectation if the store now reflects it.
-
-        ``deleted`` is the final state from a DELETED event for ``key`` just applied.
-        """
-        expectation = self._expectations.get(key)
-        if expectation is None:
-            return
-        same_object = deleted is not None and (
-            not expectation.uid or uid_of(deleted) == expectation.uid
-        )
-        if same_object and not expectation.deleted and expectation.rv_int is None:
-            # Opaque versions cannot be ordered, but the object we wrote has now been
-            # deleted: every version of it is behind us. (Integer versions are settled by
-            # the watermark, which the DELETED event just advanced.)
-            del self._expectations[key]
-            self._release(expectation)
-            return
-        if not self._satisfied(expectation):
-            return
-        # A deletion seen as "absent" may only mean the informer has not seen the object
-        # yet; keep that expectation until the deletion event (or a relist) confirms it, so
-        # a later add of the doomed object is still waited out. Reads meanwhile proceed.
-        if expectation.deleted and not same_object:
-            self._release(expectation, keep=True)
-            return
-        del self._expectations[key]
-        self._release(expectation)
-
-    @staticmethod
-    def _release(expectation: _Expectation, *, keep: bool = False) -> None:
-        for waiter in expectation.waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        expectation.waiters = [] if keep else expectation.waiters
-
     def _advance(self, stream: _Stream, rv: str) -> None:
         if not rv:
             return
         stream.rv = rv
         stream.rv_int = parse_resource_version(rv)
-        if stream.rv_int is None:
-            return
-        heap = stream.heap
-        while heap and heap[0][0] <= stream.rv_int:
-            _, _, key = heapq.heappop(heap)
-            self._check_expectation(key)
+        self._expectations.advanced(stream.namespace, rv)
 
-    def _settle_scope(self, stream: _Stream) -> None:
-        stream.heap.clear()
-        for key in [
-            k
-            for k in self._expectations
-            if stream.namespace is None or k.namespace == stream.namespace
-        ]:
-            expectation = self._expectations[key]
-            if expectation.deleted:
-                if self._satisfied(expectation):
-                    del self._expectations[key]
-                    self._release(expectation)
-            else:
-                # A version newer than the list: still coming through the watch.
-                self._check_expectation(key)
-                if key in self._expectations and expectation.rv_int is not None:
-                    self._expect_seq += 1
-                    heapq.heappush(stream.heap, (expectation.rv_int, self._expect_seq, key))
+    # -- read-after-write -----------------------------------------------------------------------
 
-    def pending_expectations(self, namespace: str | None = None) -> list[ObjectKey]:
-        """Keys with a write this informer has not caught up with (in ``namespace``, or all)."""
-        return [
-            k
-            for k, e in self._expectations.items()
-            if (namespace is None or k.namespace == namespace) and not self._satisfied(e)
-        ]
+    @property
+    def expectations(self) -> Expectations:
+        """The writes of this process the store does not reflect yet, and the waits for them."""
+        return self._expectations
 
-    async def wait_caught_up(self, key: ObjectKey, timeout: float) -> None:
-        """Wait until the store reflects this process's last write of ``key`` (if any).
+    def expect_written(self, obj: JsonObject) -> None:
+        """Record that this process wrote ``obj`` (see :meth:`Expectations.expect_written`).
 
-        Returns at once when there is nothing to wait for.
-
-        Raises:
-            ReadAfterWriteTimeout: the informer did not catch up within ``timeout`` seconds.
-
+        Objects outside the informer's scope that it does not hold are ignored: it will
+        never see them, and a read would not find them anyway.
         """
-        expectation = self._expectations.get(key)
-        if expectation is None:
+        if not self.matches(obj) and key_of(obj) not in self._store:
             return
-        if time.monotonic() - expectation.recorded >= self._options.expectation_ttl:
-            self._expectations.pop(key, None)
-            self._release(expectation)
+        self._expectations.expect_written(obj)
+
+    def expect_deleted(self, key: ObjectKey, *, uid: str = "", resource_version: str = "") -> None:
+        """Record that this process deleted ``key`` (see :meth:`Expectations.expect_deleted`)."""
+        if not self.covers_namespace(key.namespace):
             return
-        if self._satisfied(expectation):
-            self._check_expectation(key)
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        expectation.waiters.append(waiter)
-        try:
-            await asyncio.wait_for(waiter, timeout)
-        except TimeoutError:
-            current = self._store.get(key)
-            have = resource_version_of(current) if current is not None else "nothing"
-            wanted = (
-                f"the deletion of uid {expectation.uid or '?'}"
-                if expectation.deleted
-                else f"resourceVersion {expectation.rv}"
-            )
-            raise ReadAfterWriteTimeout(
-                f"the cache of {self._kind.kind} did not catch up with this process's write of "
-                f"{key} within {timeout:.1f}s: it holds {have}, waiting for {wanted}. The "
-                "watch may be lagging or broken; the reconcile is retried with backoff"
-            ) from None
-        finally:
-            if waiter in expectation.waiters:
-                expectation.waiters.remove(waiter)
-
-    async def wait_scope_caught_up(self, namespace: str | None, timeout: float) -> None:
-        """Wait until every write of this process in ``namespace`` (or anywhere) is reflected.
-
-        Raises:
-            ReadAfterWriteTimeout: not within ``timeout`` seconds.
-
-        """
-        deadline = time.monotonic() + timeout
-        for key in self.pending_expectations(namespace):
-            await self.wait_caught_up(key, max(0.0, deadline - time.monotonic()))
+        self._expectations.expect_deleted(key, uid=uid, resource_version=resource_version)
 
 
 def _is_older(new: JsonObject, old: JsonObject) -> bool:

@@ -7,10 +7,10 @@
         ...
 """
 
+from setpoint.api.types import KindLike
 from setpoint.client.client import (
     Client,
     ClientOptions,
-    KindLike,
     ObjectList,
     Preconditions,
     PropagationPolicy,

@@ -28,7 +28,7 @@ import orjson
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import JsonObject, describe, gvk_of, name_of, namespace_of
-from setpoint.api.types import TypedObject, is_typed
+from setpoint.api.types import KindLike, TypedObject, is_typed
 from setpoint.client.config import ClientConfig
 from setpoint.client.discovery import RESTMapper
 from setpoint.client.errors import BadRequest, ConnectionFailed, Expired, Gone, error_from_response
@@ -39,7 +39,6 @@ from setpoint.client.transport import RequestHook, Transport, TransportOptions
 __all__ = [
     "Client",
     "ClientOptions",
-    "KindLike",
     "ObjectList",
     "Preconditions",
     "PropagationPolicy",
@@ -51,9 +50,6 @@ __all__ = [
 log = logging.getLogger("setpoint.client")
 
 T = TypeVar("T", bound=TypedObject)
-KindLike = GroupVersionKind | type[TypedObject]
-"""A kind: a GVK (objects are dicts) or a typed class (objects are its instances)."""
-
 Selector = str | Mapping[str, str]
 """A label or field selector: ``"app=web,tier!=db"`` or ``{"app": "web"}`` (equality only)."""
 

@@ -25,8 +25,9 @@ from collections.abc import Iterable
 from typing import Any, Self
 
 from setpoint.api.gvk import GroupVersionKind
-from setpoint.cache.cache import Cache, resolve_kind
-from setpoint.client.client import Client, KindLike
+from setpoint.api.types import KindLike, resolve_kind
+from setpoint.cache.cache import Cache
+from setpoint.client.client import Client
 from setpoint.controller.controller import (
     Controller,
     ControllerError,

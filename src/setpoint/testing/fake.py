@@ -89,9 +89,8 @@ from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, overload
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import BUILTIN_RESOURCES, ResourceInfo
 from setpoint.api.meta import JsonObject, describe, gvk_of, name_of, namespace_of
-from setpoint.api.types import TypedObject, is_typed
+from setpoint.api.types import KindLike, TypedObject, is_typed
 from setpoint.client.client import (
-    KindLike,
     ObjectList,
     Preconditions,
     PropagationPolicy,

@@ -49,7 +49,8 @@ from setpoint.client.errors import (
 from setpoint.client.patch import Patch
 
 if TYPE_CHECKING:
-    from setpoint.client.client import Client, KindLike, Preconditions, WatchEvent
+    from setpoint.api.types import KindLike
+    from setpoint.client.client import Client, Preconditions, WatchEvent
 
 __all__ = [
     "Call",

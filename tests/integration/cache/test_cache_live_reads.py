@@ -182,4 +182,4 @@ async def test_reads_through_the_consistent_reader_see_own_writes(
         await client.delete(kinds.ConfigMap, f"raw-{round_}", namespace=namespace)
         with pytest.raises(NotFound):
             await reader.get(kinds.ConfigMap, f"raw-{round_}", namespace=namespace)
-    assert cache.informer(kinds.ConfigMap).pending_expectations() == []
+    assert cache.informer(kinds.ConfigMap).expectations.pending() == []

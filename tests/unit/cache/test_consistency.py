@@ -23,6 +23,7 @@ from setpoint.cache import (
     ReadAfterWriteTimeout,
     TrackingClient,
 )
+from setpoint.cache.consistency import ExpectedWrite
 from setpoint.client import Client
 from setpoint.client.config import ClientConfig
 from setpoint.client.errors import NotFound
@@ -79,7 +80,7 @@ async def test_a_read_waits_for_the_cache_to_catch_up_with_our_write(
     api.release()
     fresh = await asyncio.wait_for(pending, 5)
     assert fresh["data"] == {"v": 2}
-    assert cache.informer(WIDGET).pending_expectations() == []
+    assert cache.informer(WIDGET).expectations.pending() == []
 
 
 async def test_nothing_to_wait_for_reads_at_once(cache: Cache) -> None:
@@ -134,7 +135,7 @@ async def test_a_delete_of_an_object_the_cache_never_saw(cache: Cache, api: Fake
     informer = cache.informer(WIDGET)
     api.release()
     await eventually(
-        lambda: ObjectKey("default", "short-lived") not in informer._expectations,
+        lambda: ObjectKey("default", "short-lived") not in informer.expectations,
         timeout=5,
         description="expectation settled by the DELETED event",
     )
@@ -173,10 +174,10 @@ async def test_a_bookmark_past_our_write_settles_it(cache: Cache, api: FakeApi) 
     api.advance(5)
     # A write the informer will see no event for (say, it left the informer's selector).
     cache.expect_written(WIDGET, widget("a", metadata={"resourceVersion": api.rv(api.revision)}))
-    assert informer.pending_expectations() == [KEY]
+    assert informer.expectations.pending() == [KEY]
     api.bookmark()
-    await asyncio.wait_for(informer.wait_caught_up(KEY, 5), 5)
-    assert informer.pending_expectations() == []
+    await asyncio.wait_for(informer.expectations.wait_caught_up(KEY, 5), 5)
+    assert informer.expectations.pending() == []
 
 
 async def test_a_relist_settles_expectations(cache: Cache, api: FakeApi) -> None:
@@ -203,7 +204,7 @@ async def test_an_older_write_never_lowers_the_expectation(cache: Cache, api: Fa
     second = api.put(widget("a", data={"v": 3}))
     cache.expect_written(WIDGET, second)
     cache.expect_written(WIDGET, first)  # a racing writer reports late
-    assert informer._expectations[KEY].rv == second["metadata"]["resourceVersion"]
+    assert expected(informer, KEY).resource_version == second["metadata"]["resourceVersion"]
     api.release()
     obj = await cache.reader(read_after_write_timeout=5).get(WIDGET, "a", namespace="default")
     assert obj["data"] == {"v": 3}
@@ -217,13 +218,13 @@ async def test_writes_outside_the_informers_scope_are_not_tracked(api: FakeApi) 
         await cache.wait_for_sync(5)
         filtered = Informer(api, WIDGET, InformerOptions(labels="app=web"))  # type: ignore[arg-type]
         filtered.expect_written(widget("x", metadata={"resourceVersion": "999"}))
-        assert filtered.pending_expectations() == []
+        assert filtered.expectations.pending() == []
         # A kind without an informer records nothing (a later informer lists after the write).
         cache.expect_written(
             WIDGET.__class__("other.dev", "v1", "Other"),
             widget("a", metadata={"resourceVersion": "1"}),
         )
-        assert informer.pending_expectations() == []
+        assert informer.expectations.pending() == []
     finally:
         await cache.stop(5)
 
@@ -249,7 +250,7 @@ async def test_non_integer_versions_compare_by_equality(api: FakeApi) -> None:
         assert not pending.done()
         api.release()
         assert (await asyncio.wait_for(pending, 5))["data"] == {"v": "opaque"}
-        assert informer.pending_expectations() == []
+        assert informer.expectations.pending() == []
     finally:
         await cache.stop(5)
 
@@ -262,11 +263,11 @@ async def test_expectations_expire(api: FakeApi) -> None:
         informer.expect_written(widget("a", metadata={"resourceVersion": "100000"}))
 
         async def unblocked() -> bool:
-            await asyncio.wait_for(informer.wait_caught_up(KEY, 5), 0.5)
+            await asyncio.wait_for(informer.expectations.wait_caught_up(KEY, 5), 0.5)
             return True
 
         await eventually(unblocked, timeout=5, description="expired expectation no longer blocks")
-        assert KEY not in informer._expectations
+        assert KEY not in informer.expectations
     finally:
         await informer.stop()
 
@@ -276,7 +277,7 @@ async def test_stopping_releases_waiting_readers(api: FakeApi) -> None:
     await informer.start()
     await informer.wait_for_sync(5)
     informer.expect_written(widget("a", metadata={"resourceVersion": "100000"}))
-    waiting = asyncio.create_task(informer.wait_caught_up(KEY, 30))
+    waiting = asyncio.create_task(informer.expectations.wait_caught_up(KEY, 30))
     await let_tasks_run()
     await informer.stop()
     with pytest.raises(Exception, match="stopped"):
@@ -333,6 +334,12 @@ async def tracked(api: FakeApi, live: Client) -> AsyncIterator[tuple[TrackingCli
         await cache.stop(5)
 
 
+def expected(informer: Informer, key: ObjectKey) -> ExpectedWrite:
+    write = informer.expectations.get(key)
+    assert write is not None, f"no write of {key} recorded"
+    return write
+
+
 def stored(name: str, rv: str, **meta: Any) -> dict[str, Any]:
     return widget(name, metadata={"resourceVersion": rv, "uid": f"uid-{name}", **meta})
 
@@ -348,22 +355,22 @@ async def test_tracking_client_records_creates_updates_and_patches(
         assert client.config is live.config  # everything else is the wrapped client's
         transport.replies = [stored("new", "500")]
         await client.create(widget("new"))
-        assert informer._expectations[ObjectKey("default", "new")].rv == "500"
+        assert expected(informer, ObjectKey("default", "new")).resource_version == "500"
         transport.replies = [stored("a", "501")]
         await client.update_status(stored("a", "101"))
-        assert informer._expectations[KEY].rv == "501"
+        assert expected(informer, KEY).resource_version == "501"
         assert transport.sent[-1][1].endswith("/widgets/a/status")
         transport.replies = [stored("a", "502")]
         await client.patch(WIDGET, "a", MergePatch({"data": {}}), namespace="default")
-        assert informer._expectations[KEY].rv == "502"
+        assert expected(informer, KEY).resource_version == "502"
         transport.replies = [stored("a", "503")]
         await client.apply(widget("a"), field_manager="me")
-        assert informer._expectations[KEY].rv == "503"
+        assert expected(informer, KEY).resource_version == "503"
         transport.replies = [{"kind": "Scale", "apiVersion": "autoscaling/v1",
                               "metadata": {"name": "a", "namespace": "default",
                                            "resourceVersion": "504"}}]  # fmt: skip
         await client.scale(WIDGET, "a", 3, namespace="default")
-        assert informer._expectations[KEY].rv == "504"
+        assert expected(informer, KEY).resource_version == "504"
 
 
 async def test_tracking_client_ignores_dry_runs(
@@ -374,7 +381,7 @@ async def test_tracking_client_ignores_dry_runs(
         await client.create(widget("new"), dry_run=True)
         transport.replies = [{"kind": "Status", "status": "Success"}]
         await client.delete(WIDGET, "a", namespace="default", dry_run=True)
-        assert informer._expectations == {}
+        assert len(informer.expectations) == 0
 
 
 async def test_tracking_client_records_deletes(
@@ -385,7 +392,7 @@ async def test_tracking_client_records_deletes(
         transport.replies = [{"kind": "Status", "status": "Success",
                               "details": {"name": "a", "uid": "uid-a"}}]  # fmt: skip
         await client.delete(WIDGET, "a", namespace="default")
-        expectation = informer._expectations[KEY]
+        expectation = expected(informer, KEY)
         assert expectation.deleted
         assert expectation.uid == "uid-a"
 
@@ -394,9 +401,9 @@ async def test_tracking_client_records_deletes(
             stored("b", "600", deletionTimestamp="2024-01-01T00:00:00Z", finalizers=["x/y"])
         ]
         await client.delete(WIDGET, "b", namespace="default")
-        held = informer._expectations[ObjectKey("default", "b")]
+        held = expected(informer, ObjectKey("default", "b"))
         assert not held.deleted
-        assert held.rv == "600"
+        assert held.resource_version == "600"
 
 
 async def test_closing_the_tracking_client_keeps_the_pool(
@@ -424,7 +431,7 @@ async def test_removing_the_last_finalizer_is_recorded_as_a_delete(
         await client.patch(
             WIDGET, "b", MergePatch({"metadata": {"finalizers": None}}), namespace="default"
         )
-        expectation = informer._expectations[ObjectKey("default", "b")]
+        expectation = expected(informer, ObjectKey("default", "b"))
         assert expectation.deleted
 
         # A deleting object that still holds another finalizer is an ordinary write.
@@ -434,4 +441,4 @@ async def test_removing_the_last_finalizer_is_recorded_as_a_delete(
         await client.patch(
             WIDGET, "c", MergePatch({"metadata": {"finalizers": ["x/y"]}}), namespace="default"
         )
-        assert not informer._expectations[ObjectKey("default", "c")].deleted
+        assert not expected(informer, ObjectKey("default", "c")).deleted
