@@ -41,12 +41,12 @@ import sys
 import tempfile
 import time
 import traceback
+import urllib.error
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO, TypeVar
-
-import aiohttp
 
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
@@ -382,10 +382,21 @@ async def poll(
 
 
 async def http_get(url: str) -> tuple[int, str]:
-    """GET ``url`` with a timeout; return status and body."""
-    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
-    async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url) as response:
-        return response.status, await response.text()
+    """GET ``url`` (the operator's local probe or metrics endpoint) with a timeout.
+
+    Returns the status and the body, for error statuses too. The standard library in a
+    thread is enough for a few local requests, and keeps aiohttp inside the client and the
+    server packages (see docs/architecture.md).
+    """
+
+    def get() -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(url, timeout=REQUEST_TIMEOUT) as response:
+                return int(response.status), response.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode("utf-8", "replace")
+
+    return await asyncio.to_thread(get)
 
 
 # -- the operator process -------------------------------------------------------------------------
