@@ -1,1 +1,4 @@
-"""setpoint.cli (see ARCHITECTURE.md)."""
+"""setpoint.cli: the ``setpoint`` command (run, demo, doctor, generate, controlplane).
+
+The top layer; see docs/architecture.md.
+"""
