@@ -25,6 +25,7 @@ __all__ = [
     "Event",
     "Lease",
     "LimitRange",
+    "MutatingWebhookConfiguration",
     "Namespace",
     "NetworkPolicy",
     "Pod",
@@ -35,6 +36,7 @@ __all__ = [
     "Secret",
     "Service",
     "ServiceAccount",
+    "ValidatingWebhookConfiguration",
 ]
 
 
@@ -73,6 +75,12 @@ ClusterRoleBinding = GroupVersionKind("rbac.authorization.k8s.io", "v1", "Cluste
 NetworkPolicy = GroupVersionKind("networking.k8s.io", "v1", "NetworkPolicy")
 CustomResourceDefinition = GroupVersionKind(
     "apiextensions.k8s.io", "v1", "CustomResourceDefinition"
+)
+ValidatingWebhookConfiguration = GroupVersionKind(
+    "admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration"
+)
+MutatingWebhookConfiguration = GroupVersionKind(
+    "admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration"
 )
 
 _STATUS = frozenset({"status"})
@@ -148,6 +156,18 @@ BUILTIN_RESOURCES: dict[GroupVersionKind, ResourceInfo] = {
             _STATUS,
             singular="customresourcedefinition",
             short_names=("crd", "crds"),
+        ),
+        ResourceInfo(
+            ValidatingWebhookConfiguration,
+            "validatingwebhookconfigurations",
+            False,
+            singular="validatingwebhookconfiguration",
+        ),
+        ResourceInfo(
+            MutatingWebhookConfiguration,
+            "mutatingwebhookconfigurations",
+            False,
+            singular="mutatingwebhookconfiguration",
         ),
     )
 }
