@@ -24,19 +24,37 @@ failing later. It covers:
 * with the status subresource, only the keywords the server allows at the root.
 
 CEL expressions themselves are compiled only by the server.
+
+Any input is safe to check: a keyword with a value of the wrong type (``type:
+[string, "null"]``, ``minLength: "3"``), a cycle (YAML anchors can build one),
+nesting deeper than :data:`MAX_SCHEMA_DEPTH` or a default value of any shape
+each become a :class:`StructuralError` naming the path; nothing raises.
+Patterns are compiled and matched with RE2 (:mod:`setpoint.crd.patterns`), as
+the server does, so a pattern cannot make the check take exponential time.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+import reprlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Any
 
 from setpoint.crd.errors import SchemaPath, StructuralError
+from setpoint.crd.patterns import PatternError, compile_pattern
 
-__all__ = ["validate_default", "validate_structural"]
+__all__ = ["MAX_SCHEMA_DEPTH", "validate_default", "validate_structural"]
+
+MAX_SCHEMA_DEPTH = 64
+"""How deeply schema nodes (and default values) may nest before the check stops there.
+
+Each ``properties.<name>``, ``items``, ``additionalProperties`` or junctor
+branch is one level. Generated CRDs of real operators stay far below it (a pod
+template is about 15 levels); deeper input is reported, not walked, so a
+hostile or cyclic document cannot exhaust the stack."""
 
 _TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean"})
 
@@ -144,8 +162,52 @@ _VALIDATION_REASONS = frozenset(
     {"FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired", "FieldValueDuplicate"}
 )
 _META_FIELDS = frozenset({"apiVersion", "kind", "metadata"})
-# Python regex syntax RE2 (the server's engine) does not support.
-_NON_RE2 = re.compile(r"\(\?[=!]|\(\?<[=!]|\\[1-9]|\(\?P=")
+
+# The JSON type each keyword's value must have; anything else is reported at the
+# keyword and the keyword is ignored by the other checks.
+_KEYWORD_KINDS: dict[str, str] = {
+    "type": "string",
+    "format": "string",
+    "title": "string",
+    "description": "string",
+    "pattern": "string",
+    "x-kubernetes-list-type": "string",
+    "x-kubernetes-map-type": "string",
+    "maximum": "number",
+    "minimum": "number",
+    "multipleOf": "positive number",
+    "exclusiveMaximum": "boolean",
+    "exclusiveMinimum": "boolean",
+    "uniqueItems": "boolean",
+    "nullable": "boolean",
+    "x-kubernetes-preserve-unknown-fields": "boolean",
+    "x-kubernetes-embedded-resource": "boolean",
+    "x-kubernetes-int-or-string": "boolean",
+    "maxLength": "count",
+    "minLength": "count",
+    "maxItems": "count",
+    "minItems": "count",
+    "maxProperties": "count",
+    "minProperties": "count",
+    "enum": "list",
+    "x-kubernetes-validations": "list",
+    "allOf": "list of schemas",
+    "anyOf": "list of schemas",
+    "oneOf": "list of schemas",
+    "required": "list of strings",
+    "x-kubernetes-list-map-keys": "list of strings",
+    "items": "schema",
+    "not": "schema",
+    "externalDocs": "object",
+    "properties": "map of schemas",
+    "additionalProperties": "boolean or schema",
+}
+_INT64_MAX = 2**63 - 1
+_DISPLAY = reprlib.Repr()
+_DISPLAY.maxstring = 40
+_DISPLAY.maxother = 40
+_DISPLAY.maxlist = _DISPLAY.maxdict = 6
+_DISPLAY.maxlevel = 3
 
 
 @dataclass(frozen=True)
@@ -177,7 +239,7 @@ def validate_structural(
             )
         ]
     if status_subresource:
-        extra = sorted(k for k in schema if k not in _ROOT_WITH_STATUS)
+        extra = sorted(str(k) for k in schema if k not in _ROOT_WITH_STATUS)
         if extra:
             errors.append(
                 StructuralError(
@@ -187,7 +249,7 @@ def validate_structural(
                     "on the resource class",
                 )
             )
-    if schema.get("nullable"):
+    if schema.get("nullable") is True:
         errors.append(
             StructuralError(
                 schema_path=("nullable",),
@@ -204,30 +266,171 @@ def _err(errors: list[StructuralError], path: SchemaPath, message: str, fix: str
     errors.append(StructuralError(schema_path=path, message=message, fix=fix))
 
 
+def _kind_error(value: Any, kind: str) -> str | None:
+    """Why ``value`` is not of the keyword kind ``kind``; ``None`` when it is."""
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "string":
+        ok = isinstance(value, str)
+    elif kind == "boolean":
+        ok = isinstance(value, bool)
+    elif kind in ("number", "positive number"):
+        if not is_number:
+            ok = False
+        elif isinstance(value, float) and not math.isfinite(value):
+            return f"must be a finite number, not {_show(value)}"
+        elif isinstance(value, int) and value.bit_length() > 1023:
+            return "is too large for a 64-bit float"
+        elif kind == "positive number" and value <= 0:
+            return f"must be greater than zero, not {_show(value)}"
+        else:
+            ok = True
+    elif kind == "count":
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value < 0 or value > _INT64_MAX:
+                return f"must be a non-negative 64-bit integer, not {_show(value)}"
+            ok = True
+        else:
+            ok = False
+    elif kind in ("list", "list of schemas"):
+        ok = isinstance(value, list)
+    elif kind == "list of strings":
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    elif kind in ("schema", "object"):
+        ok = isinstance(value, Mapping)
+    elif kind == "map of schemas":
+        ok = isinstance(value, Mapping) and all(isinstance(k, str) for k in value)
+    else:  # "boolean or schema"
+        ok = isinstance(value, bool | Mapping)
+    if ok:
+        return None
+    return f"must be a {kind}, not {_json_type(value)} {_show(value)}"
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "list"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+
+def _clean(
+    node: Mapping[Any, Any], path: SchemaPath, errors: list[StructuralError]
+) -> dict[str, Any]:
+    """The node's keywords whose values have the right JSON type; the rest are reported."""
+    clean: dict[str, Any] = {}
+    for key, value in node.items():
+        if not isinstance(key, str):
+            _err(
+                errors,
+                (*path, str(key)),
+                f"schema keys must be strings, not {_json_type(key)} {_show(key)}",
+                "quote the key",
+            )
+            continue
+        kind = _KEYWORD_KINDS.get(key)
+        problem = _kind_error(value, kind) if kind is not None else None
+        if problem is None:
+            clean[key] = value
+            continue
+        if key == "type" and isinstance(value, list):
+            fix = (
+                "use a single type with nullable: true (`setpoint crd migrate` rewrites it)"
+                if "null" in value
+                else "use a single type; for integer-or-string use x-kubernetes-int-or-string: true"
+            )
+            _err(
+                errors,
+                (*path, key),
+                f"type must be a single string, not the list {_show(value)}",
+                fix,
+            )
+        elif key == "items" and isinstance(value, list):
+            _err(
+                errors,
+                (*path, "items"),
+                "items must be a single schema, not a list (tuples are not supported)",
+                "type the field as list[T] (or tuple[T, ...])",
+            )
+        else:
+            _err(errors, (*path, key), f"{key} {problem}", f"give {key} a {kind} value")
+    return clean
+
+
 def _walk(
-    node: Mapping[str, Any], path: SchemaPath, where: _Where, errors: list[StructuralError]
+    raw: Any,
+    path: SchemaPath,
+    where: _Where,
+    errors: list[StructuralError],
+    stack: set[int] | None = None,
 ) -> None:
-    if not isinstance(node, Mapping):
+    if not isinstance(raw, Mapping):
         _err(errors, path, "schema node is not an object", "describe the field with a schema")
         return
-    _check_keywords(node, path, where, errors)
-    _check_structure(node, path, where, errors)
+    stack = set() if stack is None else stack
+    if id(raw) in stack:
+        _err(errors, path, "the schema contains itself (a cycle)", "CRD schemas must be trees")
+        return
+    if _depth(path) > MAX_SCHEMA_DEPTH:
+        _err(
+            errors,
+            path,
+            f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels",
+            "flatten the type, or declare the deep part with preserve_unknown_fields=True",
+        )
+        return
+    stack.add(id(raw))
+    try:
+        _walk_node(raw, _clean(raw, path, errors), path, where=where, errors=errors, stack=stack)
+    finally:
+        stack.discard(id(raw))
+
+
+def _depth(path: SchemaPath) -> int:
+    """Schema levels in a path: each properties.<name>/items/additionalProperties/branch is one."""
+    return sum(
+        1
+        for key in path
+        if key in ("properties", "items", "additionalProperties", "allOf", "anyOf", "oneOf", "not")
+    )
+
+
+def _walk_node(
+    raw: Mapping[Any, Any],
+    node: dict[str, Any],
+    path: SchemaPath,
+    *,
+    where: _Where,
+    errors: list[StructuralError],
+    stack: set[int],
+) -> None:
+    _check_keywords(raw, node, path, where, errors)
+    _check_structure(node, path, where, errors, type_reported="type" in raw and "type" not in node)
     _check_extensions(node, path, errors)
     _check_validations(node, path, errors)
     for junctor in ("allOf", "anyOf", "oneOf"):
         branches = node.get(junctor)
         if branches is None:
             continue
-        if not isinstance(branches, list):
-            _err(errors, (*path, junctor), f"{junctor} must be a list", "list the sub-schemas")
-            continue
         for i, branch in enumerate(branches):
             skip = (junctor == "anyOf" and _is_int_or_string_any_of(node)) or (
                 junctor == "allOf" and i == 0 and _is_int_or_string_all_of(node)
             )
-            _check_junctor_branch(branch, node, (*path, junctor, i), errors, skip_any_of=skip)
+            _check_junctor_branch(
+                branch, node, (*path, junctor, i), errors, skip_any_of=skip, stack=stack
+            )
     if "not" in node:
-        _check_junctor_branch(node["not"], node, (*path, "not"), errors, skip_any_of=False)
+        _check_junctor_branch(
+            node["not"], node, (*path, "not"), errors, skip_any_of=False, stack=stack
+        )
     if "default" in node:
         if where.defaults_forbidden:
             _err(
@@ -242,7 +445,7 @@ def _walk(
     properties = node.get("properties")
     if isinstance(properties, Mapping):
         is_resource_root = where.level == "root" or bool(node.get("x-kubernetes-embedded-resource"))
-        for name in sorted(properties):
+        for name in sorted(properties):  # keys are strings (checked by _clean)
             child_where = _Where(
                 "field",
                 inside_resource_meta=where.inside_resource_meta,
@@ -252,19 +455,10 @@ def _walk(
                 child_where = replace(child_where, inside_resource_meta=True)
                 if where.level == "root":
                     child_where = replace(child_where, defaults_forbidden=f"in top-level {name}")
-            _walk(properties[name], (*path, "properties", name), child_where, errors)
-    elif properties is not None:
-        _err(errors, (*path, "properties"), "properties must be an object", "map names to schemas")
+            _walk(properties[name], (*path, "properties", name), child_where, errors, stack)
     items = node.get("items")
     if isinstance(items, Mapping):
-        _walk(items, (*path, "items"), replace(where, level="item"), errors)
-    elif items is not None:
-        _err(
-            errors,
-            (*path, "items"),
-            "items must be a single schema, not a list (tuples are not supported)",
-            "type the field as list[T] (or tuple[T, ...])",
-        )
+        _walk(items, (*path, "items"), replace(where, level="item"), errors, stack)
     additional = node.get("additionalProperties")
     if isinstance(additional, Mapping):
         child = replace(where, level="field")
@@ -272,20 +466,26 @@ def _walk(
             child = replace(
                 child, defaults_forbidden="inside additionalProperties applying to object metadata"
             )
-        _walk(additional, (*path, "additionalProperties"), child, errors)
+        _walk(additional, (*path, "additionalProperties"), child, errors, stack)
 
 
 def _check_keywords(
-    node: Mapping[str, Any], path: SchemaPath, where: _Where, errors: list[StructuralError]
+    raw: Mapping[Any, Any],
+    node: Mapping[str, Any],
+    path: SchemaPath,
+    where: _Where,
+    errors: list[StructuralError],
 ) -> None:
-    for key in node:
+    for key in raw:
+        if not isinstance(key, str):
+            continue  # reported by _clean
         if key in _UNSUPPORTED:
             _err(errors, (*path, key), f"{key} is not supported in CRD schemas", _UNSUPPORTED[key])
         elif key not in _KNOWN_KEYS:
             _err(
                 errors,
                 (*path, key),
-                f"{key!r} is not a CRD schema keyword",
+                f"{_show(key)} is not a CRD schema keyword",
                 "remove it; see apiextensions.k8s.io/v1 JSONSchemaProps for the allowed keys",
             )
     node_type = node.get("type")
@@ -295,7 +495,7 @@ def _check_keywords(
             if node_type == "null"
             else f"use one of {sorted(_TYPES)}"
         )
-        _err(errors, (*path, "type"), f"type {node_type!r} is not allowed", fix)
+        _err(errors, (*path, "type"), f"type {_show(node_type)} is not allowed", fix)
     if node.get("uniqueItems") is True:
         _err(
             errors,
@@ -312,32 +512,25 @@ def _check_keywords(
             "move the embedded resource out of metadata",
         )
     pattern = node.get("pattern")
-    if pattern is not None:
-        if not isinstance(pattern, str):
-            _err(errors, (*path, "pattern"), "pattern must be a string", "write a regex")
-        else:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                _err(
-                    errors,
-                    (*path, "pattern"),
-                    f"pattern {pattern!r} is not a regular expression ({exc})",
-                    "fix the regular expression",
-                )
-            else:
-                if _NON_RE2.search(pattern):
-                    _err(
-                        errors,
-                        (*path, "pattern"),
-                        f"pattern {pattern!r} uses lookaround or backreferences, which the "
-                        "API server's RE2 engine does not support",
-                        "rewrite the pattern without them, or use a CEL rule",
-                    )
+    if isinstance(pattern, str):
+        try:
+            compile_pattern(pattern)
+        except PatternError as exc:
+            _err(
+                errors,
+                (*path, "pattern"),
+                f"pattern {_show(pattern)} is not a regular expression the server accepts: {exc}",
+                "rewrite it in RE2 syntax (no lookaround or backreferences), or use a CEL rule",
+            )
 
 
 def _check_structure(
-    node: Mapping[str, Any], path: SchemaPath, where: _Where, errors: list[StructuralError]
+    node: Mapping[str, Any],
+    path: SchemaPath,
+    where: _Where,
+    errors: list[StructuralError],
+    *,
+    type_reported: bool = False,
 ) -> None:
     node_type = node.get("type")
     int_or_string = bool(node.get("x-kubernetes-int-or-string"))
@@ -352,7 +545,7 @@ def _check_structure(
             "an embedded resource must have type object",
             "embed a Resource class or a dict[str, Any] field",
         )
-    elif not node_type and not int_or_string and not preserve:
+    elif not node_type and not int_or_string and not preserve and not type_reported:
         what = {
             "root": "at the root",
             "item": "for array items",
@@ -449,10 +642,12 @@ def _check_root_metadata(
     meta: Mapping[str, Any], path: SchemaPath, errors: list[StructuralError]
 ) -> None:
     allowed_keys = {"type", "properties"}
-    extra = sorted(set(meta) - allowed_keys)
+    extra = sorted(str(k) for k in set(meta) - allowed_keys)
     props = meta.get("properties") or {}
     extra_props = (
-        sorted(set(props) - {"name", "generateName"}) if isinstance(props, Mapping) else []
+        sorted(str(k) for k in set(props) - {"name", "generateName"})
+        if isinstance(props, Mapping)
+        else []
     )
     if extra or extra_props:
         _err(
@@ -488,11 +683,11 @@ def _check_extensions(
             _err(
                 errors,
                 (*path, "x-kubernetes-map-type"),
-                f"map type {map_type!r} is not one of atomic, granular",
+                f"map type {_show(map_type)} is not one of atomic, granular",
                 "use map_type='atomic' or 'granular'",
             )
     list_type = node.get("x-kubernetes-list-type")
-    keys = node.get("x-kubernetes-list-map-keys") or []
+    keys: list[str] = node.get("x-kubernetes-list-map-keys") or []
     items = node.get("items") if isinstance(node.get("items"), Mapping) else None
     if list_type is not None:
         if node_type != "array":
@@ -506,7 +701,7 @@ def _check_extensions(
             _err(
                 errors,
                 (*path, "x-kubernetes-list-type"),
-                f"list type {list_type!r} is not one of atomic, set, map",
+                f"list type {_show(list_type)} is not one of atomic, set, map",
                 "use list_type='atomic', 'set' or 'map'",
             )
     if keys and list_type != "map":
@@ -516,7 +711,7 @@ def _check_extensions(
             "must be map if x-kubernetes-list-map-keys is non-empty",
             "declare list_type='map' (or drop list_map_keys)",
         )
-    if items is not None and list_type in ("set", "map") and items.get("nullable"):
+    if items is not None and list_type in ("set", "map") and items.get("nullable") is True:
         _err(
             errors,
             (*path, "items", "nullable"),
@@ -559,8 +754,14 @@ def _check_extensions(
                 "make the items a model with the key fields",
             )
             return
-        item_props = items.get("properties") or {}
-        required = set(items.get("required") or ())
+        raw_props = items.get("properties")
+        item_props: Mapping[Any, Any] = raw_props if isinstance(raw_props, Mapping) else {}
+        raw_required = items.get("required")
+        required = {
+            r
+            for r in (raw_required if isinstance(raw_required, list) else ())
+            if isinstance(r, str)
+        }
         if len(set(keys)) != len(keys):
             _err(
                 errors,
@@ -582,7 +783,7 @@ def _check_extensions(
                 _err(
                     errors,
                     (*path, "items", "properties", key, "type"),
-                    f"map key {key!r} must be a scalar, not {prop.get('type')}",
+                    f"map key {key!r} must be a scalar, not {_show(prop.get('type'))}",
                     "key the list by a string, integer or boolean field",
                 )
             if key not in required and "default" not in prop:
@@ -592,7 +793,7 @@ def _check_extensions(
                     f"map key {key!r} must be required or have a default",
                     "make the key field required (no default) or give it a default",
                 )
-            if prop.get("nullable"):
+            if prop.get("nullable") is True:
                 _err(
                     errors,
                     (*path, "items", "properties", key, "nullable"),
@@ -605,70 +806,107 @@ def _check_validations(
     node: Mapping[str, Any], path: SchemaPath, errors: list[StructuralError]
 ) -> None:
     rules = node.get("x-kubernetes-validations")
-    if rules is None:
-        return
     if not isinstance(rules, list):
-        _err(errors, (*path, "x-kubernetes-validations"), "must be a list", "list the rules")
-        return
+        return  # absent, or reported by _clean
     for i, rule in enumerate(rules):
         at: SchemaPath = (*path, "x-kubernetes-validations", i)
         if not isinstance(rule, Mapping):
             _err(errors, at, "a rule must be an object", "use sp.Rule(...)")
             continue
         unknown = sorted(
-            set(rule)
-            - {"rule", "message", "messageExpression", "fieldPath", "reason", "optionalOldSelf"}
+            str(k)
+            for k in rule
+            if k
+            not in {
+                "rule",
+                "message",
+                "messageExpression",
+                "fieldPath",
+                "reason",
+                "optionalOldSelf",
+            }
         )
         if unknown:
-            _err(errors, at, f"unknown rule keys {unknown}", "use the fields of sp.Rule")
-        text = str(rule.get("rule") or "").strip()
-        message = rule.get("message")
-        if not text:
-            _err(errors, (*at, "rule"), "rule is not specified", "write the CEL expression")
-        if message is not None and not str(message).strip():
-            _err(errors, (*at, "message"), "message must be non-empty if specified", "write it")
-        elif message is not None and ("\n" in str(message) or "\r" in str(message)):
-            _err(errors, (*at, "message"), "message must not contain line breaks", "use one line")
-        elif ("\n" in text or "\r" in text) and not str(message or "").strip():
-            _err(
-                errors,
-                (*at, "message"),
-                "message must be specified if the rule contains line breaks",
-                "add message=...",
-            )
-        expression = rule.get("messageExpression")
-        if expression is not None and not str(expression).strip():
-            _err(
-                errors,
-                (*at, "messageExpression"),
-                "messageExpression must be non-empty if specified",
-                "write the expression or drop it",
-            )
-        reason = rule.get("reason")
-        if reason is not None and reason not in _VALIDATION_REASONS:
-            _err(
-                errors,
-                (*at, "reason"),
-                f"reason {reason!r} is not supported",
-                f"use one of {sorted(_VALIDATION_REASONS)}",
-            )
-        field_path = rule.get("fieldPath")
-        if field_path is not None:
-            fp = str(field_path)
-            if not fp.strip() or "\n" in fp or "\r" in fp:
+            _err(errors, at, f"unknown rule keys {_show(unknown)}", "use the fields of sp.Rule")
+        typed: dict[str, Any] = {}
+        for key, kind in _RULE_KINDS.items():
+            value = rule.get(key)
+            if value is None:
+                continue
+            if kind == "boolean" and not isinstance(value, bool):
+                _err(errors, (*at, key), f"{key} must be a boolean", f"write {key}: true or false")
+            elif kind == "string" and not isinstance(value, str):
                 _err(
                     errors,
-                    (*at, "fieldPath"),
-                    "fieldPath must be a non-empty single line",
-                    "write a path like '.max'",
+                    (*at, key),
+                    f"{key} must be a string, not {_json_type(value)} {_show(value)}",
+                    f"quote the {key}",
                 )
-            elif not _field_path_exists(node, fp):
-                _err(
-                    errors,
-                    (*at, "fieldPath"),
-                    f"fieldPath {fp!r} does not name a field under this node",
-                    "use a path relative to the rule's node, with JSON names, e.g. '.spec.max'",
-                )
+            else:
+                typed[key] = value
+        _check_rule(node, typed, at, errors)
+
+
+_RULE_KINDS = {
+    "rule": "string",
+    "message": "string",
+    "messageExpression": "string",
+    "fieldPath": "string",
+    "reason": "string",
+    "optionalOldSelf": "boolean",
+}
+
+
+def _check_rule(
+    node: Mapping[str, Any], rule: Mapping[str, Any], at: SchemaPath, errors: list[StructuralError]
+) -> None:
+    text = str(rule.get("rule") or "").strip()
+    message = rule.get("message")
+    if not text:
+        _err(errors, (*at, "rule"), "rule is not specified", "write the CEL expression")
+    if message is not None and not message.strip():
+        _err(errors, (*at, "message"), "message must be non-empty if specified", "write it")
+    elif message is not None and ("\n" in message or "\r" in message):
+        _err(errors, (*at, "message"), "message must not contain line breaks", "use one line")
+    elif ("\n" in text or "\r" in text) and not (message or "").strip():
+        _err(
+            errors,
+            (*at, "message"),
+            "message must be specified if the rule contains line breaks",
+            "add message=...",
+        )
+    expression = rule.get("messageExpression")
+    if expression is not None and not expression.strip():
+        _err(
+            errors,
+            (*at, "messageExpression"),
+            "messageExpression must be non-empty if specified",
+            "write the expression or drop it",
+        )
+    reason = rule.get("reason")
+    if reason is not None and reason not in _VALIDATION_REASONS:
+        _err(
+            errors,
+            (*at, "reason"),
+            f"reason {_show(reason)} is not supported",
+            f"use one of {sorted(_VALIDATION_REASONS)}",
+        )
+    fp = rule.get("fieldPath")
+    if fp is not None:
+        if not fp.strip() or "\n" in fp or "\r" in fp:
+            _err(
+                errors,
+                (*at, "fieldPath"),
+                "fieldPath must be a non-empty single line",
+                "write a path like '.max'",
+            )
+        elif not _field_path_exists(node, fp):
+            _err(
+                errors,
+                (*at, "fieldPath"),
+                f"fieldPath {_show(fp)} does not name a field under this node",
+                "use a path relative to the rule's node, with JSON names, e.g. '.spec.max'",
+            )
 
 
 _PATH_TOKEN = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\['((?:[^'\\]|\\.)*)'\]|\[(\d+)\]")
@@ -677,8 +915,10 @@ _PATH_TOKEN = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\['((?:[^'\\]|\\.)*)'\]|\[
 def _field_path_exists(node: Mapping[str, Any], path: str) -> bool:
     """Whether a CEL ``fieldPath`` (``.a.b['c'][0]``) resolves inside ``node``."""
     pos = 0
-    current: Mapping[str, Any] = node
+    current: Any = node
     while pos < len(path):
+        if not isinstance(current, Mapping):
+            return False
         match = _PATH_TOKEN.match(path, pos)
         if match is None:
             return False
@@ -698,7 +938,7 @@ def _field_path_exists(node: Mapping[str, Any], path: str) -> bool:
             current = additional
         else:
             # Beyond preserved unknown fields any name may exist.
-            return bool(current.get("x-kubernetes-preserve-unknown-fields"))
+            return current.get("x-kubernetes-preserve-unknown-fields") is True
     return True
 
 
@@ -717,19 +957,45 @@ def _is_int_or_string_all_of(node: Mapping[str, Any]) -> bool:
 
 
 def _check_junctor_branch(
-    branch: Any,
+    raw: Any,
     structural: Mapping[str, Any] | None,
     path: SchemaPath,
     errors: list[StructuralError],
     *,
     skip_any_of: bool,
+    stack: set[int],
 ) -> None:
     """Check one allOf/anyOf/oneOf/not branch against the structural node beside it."""
-    if not isinstance(branch, Mapping):
+    if not isinstance(raw, Mapping):
         _err(errors, path, "a junctor branch must be a schema", "write a schema object")
         return
     if skip_any_of:
         return  # the sanctioned int-or-string pattern
+    if id(raw) in stack:
+        _err(errors, path, "the schema contains itself (a cycle)", "CRD schemas must be trees")
+        return
+    if _depth(path) > MAX_SCHEMA_DEPTH:
+        _err(
+            errors,
+            path,
+            f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels",
+            "flatten the junctors",
+        )
+        return
+    stack.add(id(raw))
+    try:
+        _check_branch(_clean(raw, path, errors), structural, path, errors, stack)
+    finally:
+        stack.discard(id(raw))
+
+
+def _check_branch(
+    branch: Mapping[str, Any],
+    structural: Mapping[str, Any] | None,
+    path: SchemaPath,
+    errors: list[StructuralError],
+    stack: set[int],
+) -> None:
     for key, what in _FORBIDDEN_IN_JUNCTOR.items():
         if key in branch:
             _err(
@@ -742,7 +1008,10 @@ def _check_junctor_branch(
         if key in branch:
             _err(errors, (*path, key), f"{key} is not supported", _UNSUPPORTED[key])
     props = branch.get("properties")
-    struct_props = (structural or {}).get("properties") or {}
+    raw_struct_props = (structural or {}).get("properties")
+    struct_props: Mapping[str, Any] = (
+        raw_struct_props if isinstance(raw_struct_props, Mapping) else {}
+    )
     if isinstance(props, Mapping):
         if "metadata" in props:
             _err(
@@ -760,8 +1029,14 @@ def _check_junctor_branch(
                     "declare the field in the model so the schema stays structural",
                 )
                 continue
+            sub_struct = struct_props[name]
             _check_junctor_branch(
-                sub, struct_props[name], (*path, "properties", name), errors, skip_any_of=False
+                sub,
+                sub_struct if isinstance(sub_struct, Mapping) else None,
+                (*path, "properties", name),
+                errors,
+                skip_any_of=False,
+                stack=stack,
             )
     items = branch.get("items")
     if items is not None:
@@ -774,12 +1049,18 @@ def _check_junctor_branch(
                 "type the list's items on the field",
             )
         else:
-            _check_junctor_branch(items, struct_items, (*path, "items"), errors, skip_any_of=False)
+            _check_junctor_branch(
+                items, struct_items, (*path, "items"), errors, skip_any_of=False, stack=stack
+            )
     for junctor in ("allOf", "anyOf", "oneOf"):
         for i, sub in enumerate(branch.get(junctor) or ()):
-            _check_junctor_branch(sub, structural, (*path, junctor, i), errors, skip_any_of=False)
+            _check_junctor_branch(
+                sub, structural, (*path, junctor, i), errors, skip_any_of=False, stack=stack
+            )
     if "not" in branch:
-        _check_junctor_branch(branch["not"], structural, (*path, "not"), errors, skip_any_of=False)
+        _check_junctor_branch(
+            branch["not"], structural, (*path, "not"), errors, skip_any_of=False, stack=stack
+        )
 
 
 # --------------------------------------------------------------------------- defaults
@@ -792,30 +1073,47 @@ def validate_default(
 
     The server rejects a CRD whose defaults do not validate or contain fields
     its pruning would drop; this applies the schema's type, enum, bounds,
-    length, pattern, item and required rules (CEL rules aside).
+    length, pattern, item and required rules (CEL rules aside). Any value and
+    node are safe to pass: malformed keywords of the node are ignored here
+    (:func:`validate_structural` reports them), and values nested deeper than
+    :data:`MAX_SCHEMA_DEPTH` or containing themselves are reported, not walked.
     """
     errors: list[StructuralError] = []
-    _check_value(value, node, path, errors, where="default")
+    _check_value(value, node, path, errors, where="default", stack=set())
     return errors
 
 
 def _check_value(
     value: Any,
-    node: Mapping[str, Any],
+    raw_node: Any,
     path: SchemaPath,
     errors: list[StructuralError],
     *,
     where: str,
+    stack: set[int],
 ) -> None:
     def bad(message: str) -> None:
-        _err(errors, path, f"{where} {_short(value)}: {message}", "fix the default value")
+        _err(errors, path, f"{where} {_show(value)}: {message}", "fix the default value")
 
+    if not isinstance(raw_node, Mapping):
+        return  # the schema node itself is reported by the structural walk
+    node = _clean(raw_node, path, [])
     if value is None:
-        if not node.get("nullable"):
+        if node.get("nullable") is not True:
             bad("null is not allowed here")
         return
+    if isinstance(value, list | dict):
+        if id(value) in stack:
+            bad("contains itself (a cycle)")
+            return
+        if len(stack) >= MAX_SCHEMA_DEPTH:
+            bad(f"nests deeper than {MAX_SCHEMA_DEPTH} levels")
+            return
+    elif not isinstance(value, str | int | float | bool):
+        bad(f"is a {type(value).__name__}, which is not a JSON value")
+        return
     node_type = node.get("type")
-    if node.get("x-kubernetes-int-or-string"):
+    if node.get("x-kubernetes-int-or-string") is True:
         if isinstance(value, bool) or not isinstance(value, int | str):
             bad("must be an integer or a string")
             return
@@ -823,21 +1121,57 @@ def _check_value(
     if node_type and not _is_type(value, node_type):
         bad(f"is not of type {node_type}")
         return
-    enum = node.get("enum")
-    if isinstance(enum, list) and value not in enum:
-        bad(f"is not one of {enum}")
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        _check_number(value, node, bad)
+    if isinstance(value, float) and not math.isfinite(value):
+        bad("must be a finite number")
+        return
+    stack.add(id(value))
+    try:
+        enum = node.get("enum")
+        if isinstance(enum, list) and not _in_enum(value, enum):
+            bad(f"is not one of {_show(enum)}")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            _check_number(value, node, bad)
+        if isinstance(value, str):
+            _check_string(value, node, bad)
+        if isinstance(value, list):
+            _check_list(value, node, path, errors, where=where, bad=bad, stack=stack)
+        if isinstance(value, dict):
+            _check_object(value, node, path, errors, where=where, bad=bad, stack=stack)
+    finally:
+        stack.discard(id(value))
+
+
+def _in_enum(value: Any, enum: list[Any]) -> bool:
+    """``value in enum`` with JSON equality (``1 != True``), safe on nested values."""
+    key = _json_key(value)
+    return key is not None and any(_json_key(member) == key for member in enum)
+
+
+def _json_key(value: Any, depth: int = 0) -> Any:
+    """A hashable form of a JSON value that tells booleans from numbers; None if too deep."""
+    if depth > MAX_SCHEMA_DEPTH:
+        return None
+    if isinstance(value, bool):
+        return ("b", value)
+    if isinstance(value, int | float):
+        return ("n", value)
     if isinstance(value, str):
-        _check_string(value, node, bad)
+        return ("s", value)
+    if value is None:
+        return ("null",)
     if isinstance(value, list):
-        _check_list(value, node, path, errors, where=where, bad=bad)
-    if isinstance(value, dict):
-        _check_object(value, node, path, errors, where=where, bad=bad)
+        return ("l", tuple(_json_key(v, depth + 1) for v in value))
+    if isinstance(value, Mapping):
+        return ("o", tuple(sorted((str(k), _json_key(v, depth + 1)) for k, v in value.items())))
+    return ("?", id(value))
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
+def _show(value: Any) -> str:
+    """A short, always-printable rendering of a user-supplied value for messages."""
+    try:
+        text = _DISPLAY.repr(value)
+    except ValueError:  # an integer too long to print
+        text = "<a number too large to print>"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -857,26 +1191,35 @@ def _is_type(value: Any, node_type: str) -> bool:
     return True
 
 
-def _check_number(value: float, node: Mapping[str, Any], bad: Any) -> None:
+def _check_number(value: float, node: Mapping[str, Any], bad: Callable[[str], None]) -> None:
     minimum, maximum = node.get("minimum"), node.get("maximum")
     if minimum is not None:
-        if node.get("exclusiveMinimum") and value <= minimum:
-            bad(f"must be greater than {minimum}")
+        if node.get("exclusiveMinimum") is True and value <= minimum:
+            bad(f"must be greater than {_show(minimum)}")
         elif value < minimum:
-            bad(f"must be at least {minimum}")
+            bad(f"must be at least {_show(minimum)}")
     if maximum is not None:
-        if node.get("exclusiveMaximum") and value >= maximum:
-            bad(f"must be less than {maximum}")
+        if node.get("exclusiveMaximum") is True and value >= maximum:
+            bad(f"must be less than {_show(maximum)}")
         elif value > maximum:
-            bad(f"must be at most {maximum}")
+            bad(f"must be at most {_show(maximum)}")
     multiple = node.get("multipleOf")
-    if multiple:
-        quotient = value / multiple
-        if not math.isclose(quotient, round(quotient), rel_tol=0, abs_tol=1e-9):
-            bad(f"must be a multiple of {multiple}")
+    if multiple is not None and not _is_multiple(value, multiple):
+        bad(f"must be a multiple of {_show(multiple)}")
 
 
-def _check_string(value: str, node: Mapping[str, Any], bad: Any) -> None:
+def _is_multiple(value: float, multiple: float) -> bool:
+    """Whether ``value`` is a multiple of ``multiple`` (> 0), exactly for integers."""
+    if isinstance(value, int) and isinstance(multiple, int):
+        return value % multiple == 0
+    quotient = Fraction(value) / Fraction(multiple)
+    if quotient.denominator == 1:
+        return True
+    # Floats written in decimal (0.1) are not exact binary fractions: allow a tiny slack.
+    return abs(quotient - round(quotient)) <= Fraction(1, 10**9)
+
+
+def _check_string(value: str, node: Mapping[str, Any], bad: Callable[[str], None]) -> None:
     if node.get("minLength") is not None and len(value) < node["minLength"]:
         bad(f"must be at least {node['minLength']} characters")
     if node.get("maxLength") is not None and len(value) > node["maxLength"]:
@@ -884,10 +1227,14 @@ def _check_string(value: str, node: Mapping[str, Any], bad: Any) -> None:
     pattern = node.get("pattern")
     if isinstance(pattern, str):
         try:
-            if re.search(pattern, value) is None:
-                bad(f"does not match pattern {pattern!r}")
-        except re.error:
-            pass  # reported on the pattern itself
+            compiled = compile_pattern(pattern)
+        except PatternError:
+            return  # reported on the pattern itself
+        try:
+            if not compiled.matches(value):
+                bad(f"does not match pattern {_show(pattern)}")
+        except PatternError as exc:
+            bad(str(exc))
 
 
 def _check_list(
@@ -897,7 +1244,8 @@ def _check_list(
     errors: list[StructuralError],
     *,
     where: str,
-    bad: Any,
+    bad: Callable[[str], None],
+    stack: set[int],
 ) -> None:
     if node.get("minItems") is not None and len(value) < node["minItems"]:
         bad(f"must have at least {node['minItems']} items")
@@ -906,33 +1254,36 @@ def _check_list(
     items = node.get("items")
     if isinstance(items, Mapping):
         for i, item in enumerate(value):
-            _check_value(item, items, (*path, i), errors, where=where)
+            _check_value(item, items, (*path, i), errors, where=where, stack=stack)
     list_type = node.get("x-kubernetes-list-type")
     if list_type == "set":
-        seen: list[Any] = []
+        seen: set[Any] = set()
         for item in value:
-            if item in seen:
-                bad(f"repeats {_short(item)} in a set list")
-            seen.append(item)
+            key = _json_key(item)
+            if key in seen:
+                bad(f"repeats {_show(item)} in a set list")
+            seen.add(key)
     elif list_type == "map":
         keys = list(node.get("x-kubernetes-list-map-keys") or ())
-        seen_keys: set[tuple[str, ...]] = set()
+        seen_keys: set[tuple[Any, ...]] = set()
         for item in value:
             if isinstance(item, dict):
-                ident = tuple(repr(item.get(k)) for k in keys)
+                ident = tuple(_json_key(item.get(k)) for k in keys)
                 if ident in seen_keys:
-                    bad(f"repeats the map key {dict(zip(keys, ident, strict=True))}")
+                    shown = {k: _show(item.get(k)) for k in keys}
+                    bad(f"repeats the map key {shown}")
                 seen_keys.add(ident)
 
 
 def _check_object(
-    value: dict[str, Any],
+    value: dict[Any, Any],
     node: Mapping[str, Any],
     path: SchemaPath,
     errors: list[StructuralError],
     *,
     where: str,
-    bad: Any,
+    bad: Callable[[str], None],
+    stack: set[int],
 ) -> None:
     if node.get("minProperties") is not None and len(value) < node["minProperties"]:
         bad(f"must have at least {node['minProperties']} keys")
@@ -940,16 +1291,19 @@ def _check_object(
         bad(f"must have at most {node['maxProperties']} keys")
     properties = node.get("properties")
     additional = node.get("additionalProperties")
-    preserve = bool(node.get("x-kubernetes-preserve-unknown-fields"))
-    embedded = bool(node.get("x-kubernetes-embedded-resource"))
+    preserve = node.get("x-kubernetes-preserve-unknown-fields") is True
+    embedded = node.get("x-kubernetes-embedded-resource") is True
     props: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
     for key, sub in value.items():
+        if not isinstance(key, str):
+            bad(f"has the key {_show(key)}, which is not a string")
+            continue
         if embedded and key == "metadata":
             continue  # the server validates an embedded object's metadata as ObjectMeta
         if key in props:
-            _check_value(sub, props[key], (*path, key), errors, where=where)
+            _check_value(sub, props[key], (*path, key), errors, where=where, stack=stack)
         elif isinstance(additional, Mapping):
-            _check_value(sub, additional, (*path, key), errors, where=where)
+            _check_value(sub, additional, (*path, key), errors, where=where, stack=stack)
         elif not preserve and additional is not True and not (embedded and key in _META_FIELDS):
             bad(f"has field {key!r} that the schema does not declare (it would be pruned)")
     for key in node.get("required") or ():
