@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from setpoint.cli import controlplane, demo, doctor, generate, run
+from setpoint.cli import controlplane, crd, demo, doctor, generate, run
 from setpoint.client.errors import ClientError
 from setpoint.testing.controlplane import ControlPlaneError
 
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     controlplane.register(sub)
+    crd.register(sub)
     demo.register(sub)
     doctor.register(sub)
     generate.register(sub)
