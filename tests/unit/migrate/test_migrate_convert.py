@@ -134,11 +134,12 @@ def test_pruning_was_off_keeps_data_by_default() -> None:
     assert root["properties"]["spec"]["properties"]["stages"]["items"] == {
         "x-kubernetes-preserve-unknown-fields": True
     }
-    assert any("preserveUnknownFields" in n and "set to false" in n for n in notes_of("preserve-unknown-fields"))
+    notes = notes_of("preserve-unknown-fields")
+    assert any("preserveUnknownFields" in n and "set to false" in n for n in notes)
 
 
 def test_prune_declared_only_opens_free_form_nodes() -> None:
-    """With keep_unknown_fields=False only nodes with no declared fields stay open, and it says so."""
+    """keep_unknown_fields=False opens only nodes without declared fields, and says so."""
     migration = migrate_crd(
         load("partial-schema"), options=MigrateOptions(keep_unknown_fields=False)
     )
