@@ -46,7 +46,15 @@ from typing import Any
 from setpoint.crd.errors import SchemaPath, StructuralError
 from setpoint.crd.patterns import PatternError, compile_pattern
 
-__all__ = ["MAX_SCHEMA_DEPTH", "validate_default", "validate_structural"]
+__all__ = [
+    "JUNCTOR_FORBIDDEN_KEYWORDS",
+    "MAX_SCHEMA_DEPTH",
+    "ROOT_KEYWORDS_WITH_STATUS",
+    "SCHEMA_KEYWORDS",
+    "UNSUPPORTED_KEYWORDS",
+    "validate_default",
+    "validate_structural",
+]
 
 MAX_SCHEMA_DEPTH = 64
 """How deeply schema nodes (and default values) may nest before the check stops there.
@@ -58,7 +66,7 @@ hostile or cyclic document cannot exhaust the stack."""
 
 _TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean"})
 
-_KNOWN_KEYS = frozenset(
+SCHEMA_KEYWORDS: frozenset[str] = frozenset(
     {
         "type",
         "format",
@@ -99,6 +107,7 @@ _KNOWN_KEYS = frozenset(
         "x-kubernetes-validations",
     }
 )
+"""Every keyword an apiextensions v1 ``JSONSchemaProps`` node may hold."""
 
 _UNSUPPORTED = {
     "$ref": "CRD schemas cannot reference other schemas; inline the referenced schema",
@@ -109,10 +118,12 @@ _UNSUPPORTED = {
     "id": "remove the id keyword",
     "$schema": "remove the $schema keyword",
 }
+UNSUPPORTED_KEYWORDS: frozenset[str] = frozenset(_UNSUPPORTED)
+"""JSON Schema keywords CRD schemas reject (``$ref``, ``definitions``, ...)."""
 
 # Keywords allowed at the root when the status subresource is on: the server extracts
 # properties.status as the status schema, so nothing may constrain the root otherwise.
-_ROOT_WITH_STATUS = frozenset(
+ROOT_KEYWORDS_WITH_STATUS: frozenset[str] = frozenset(
     {
         "description",
         "type",
@@ -138,6 +149,7 @@ _ROOT_WITH_STATUS = frozenset(
         "x-kubernetes-validations",
     }
 )
+"""The keywords the root schema may hold when the status subresource is on."""
 
 # Inside allOf/anyOf/oneOf/not only value validations are allowed.
 _FORBIDDEN_IN_JUNCTOR = {
@@ -156,6 +168,8 @@ _FORBIDDEN_IN_JUNCTOR = {
     "x-kubernetes-map-type": "x-kubernetes-map-type",
     "x-kubernetes-validations": "CEL rules",
 }
+JUNCTOR_FORBIDDEN_KEYWORDS: tuple[str, ...] = tuple(_FORBIDDEN_IN_JUNCTOR)
+"""Keywords an ``allOf``/``anyOf``/``oneOf``/``not`` branch may not hold."""
 
 _INT_OR_STRING_ANY_OF = [{"type": "integer"}, {"type": "string"}]
 _VALIDATION_REASONS = frozenset(
@@ -239,7 +253,7 @@ def validate_structural(
             )
         ]
     if status_subresource:
-        extra = sorted(str(k) for k in schema if k not in _ROOT_WITH_STATUS)
+        extra = sorted(str(k) for k in schema if k not in ROOT_KEYWORDS_WITH_STATUS)
         if extra:
             errors.append(
                 StructuralError(
@@ -376,9 +390,22 @@ def _walk(
         _err(errors, path, "schema node is not an object", "describe the field with a schema")
         return
     stack = set() if stack is None else stack
+    if not _may_enter(raw, path, errors, stack):
+        return
+    stack.add(id(raw))
+    try:
+        _walk_node(raw, _clean(raw, path, errors), path, where=where, errors=errors, stack=stack)
+    finally:
+        stack.discard(id(raw))
+
+
+def _may_enter(
+    raw: Mapping[Any, Any], path: SchemaPath, errors: list[StructuralError], stack: set[int]
+) -> bool:
+    """False (and reported) when the node is its own ancestor or nests too deep."""
     if id(raw) in stack:
         _err(errors, path, "the schema contains itself (a cycle)", "CRD schemas must be trees")
-        return
+        return False
     if _depth(path) > MAX_SCHEMA_DEPTH:
         _err(
             errors,
@@ -386,12 +413,8 @@ def _walk(
             f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels",
             "flatten the type, or declare the deep part with preserve_unknown_fields=True",
         )
-        return
-    stack.add(id(raw))
-    try:
-        _walk_node(raw, _clean(raw, path, errors), path, where=where, errors=errors, stack=stack)
-    finally:
-        stack.discard(id(raw))
+        return False
+    return True
 
 
 def _depth(path: SchemaPath) -> int:
@@ -481,7 +504,7 @@ def _check_keywords(
             continue  # reported by _clean
         if key in _UNSUPPORTED:
             _err(errors, (*path, key), f"{key} is not supported in CRD schemas", _UNSUPPORTED[key])
-        elif key not in _KNOWN_KEYS:
+        elif key not in SCHEMA_KEYWORDS:
             _err(
                 errors,
                 (*path, key),
@@ -971,16 +994,7 @@ def _check_junctor_branch(
         return
     if skip_any_of:
         return  # the sanctioned int-or-string pattern
-    if id(raw) in stack:
-        _err(errors, path, "the schema contains itself (a cycle)", "CRD schemas must be trees")
-        return
-    if _depth(path) > MAX_SCHEMA_DEPTH:
-        _err(
-            errors,
-            path,
-            f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels",
-            "flatten the junctors",
-        )
+    if not _may_enter(raw, path, errors, stack):
         return
     stack.add(id(raw))
     try:

@@ -41,6 +41,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from setpoint.crd import validate_structural
+from setpoint.crd.structural import (
+    JUNCTOR_FORBIDDEN_KEYWORDS,
+    ROOT_KEYWORDS_WITH_STATUS,
+    SCHEMA_KEYWORDS,
+)
 
 __all__ = ["CRDMigration", "MigrateOptions", "MigrationInputError", "MigrationNote", "migrate_crd"]
 
@@ -57,90 +62,6 @@ _SERVER_METADATA = (
     "selfLink",
     "deletionTimestamp",
     "deletionGracePeriodSeconds",
-)
-_SCHEMA_KEYS = frozenset(
-    {
-        "type",
-        "format",
-        "title",
-        "description",
-        "default",
-        "maximum",
-        "exclusiveMaximum",
-        "minimum",
-        "exclusiveMinimum",
-        "maxLength",
-        "minLength",
-        "pattern",
-        "maxItems",
-        "minItems",
-        "uniqueItems",
-        "multipleOf",
-        "enum",
-        "maxProperties",
-        "minProperties",
-        "required",
-        "items",
-        "allOf",
-        "oneOf",
-        "anyOf",
-        "not",
-        "properties",
-        "additionalProperties",
-        "nullable",
-        "example",
-        "externalDocs",
-        "x-kubernetes-preserve-unknown-fields",
-        "x-kubernetes-embedded-resource",
-        "x-kubernetes-int-or-string",
-        "x-kubernetes-list-map-keys",
-        "x-kubernetes-list-type",
-        "x-kubernetes-map-type",
-        "x-kubernetes-validations",
-    }
-)
-# Keywords a junctor branch (allOf/anyOf/oneOf/not) may not hold.
-_NOT_IN_JUNCTOR = (
-    "type",
-    "default",
-    "title",
-    "description",
-    "nullable",
-    "externalDocs",
-    "additionalProperties",
-    "x-kubernetes-preserve-unknown-fields",
-    "x-kubernetes-embedded-resource",
-    "x-kubernetes-int-or-string",
-    "x-kubernetes-list-map-keys",
-    "x-kubernetes-list-type",
-    "x-kubernetes-map-type",
-    "x-kubernetes-validations",
-)
-_ROOT_WITH_STATUS = frozenset(
-    {
-        "description",
-        "type",
-        "format",
-        "title",
-        "maximum",
-        "exclusiveMaximum",
-        "minimum",
-        "exclusiveMinimum",
-        "maxLength",
-        "minLength",
-        "pattern",
-        "maxItems",
-        "minItems",
-        "uniqueItems",
-        "multipleOf",
-        "required",
-        "items",
-        "properties",
-        "externalDocs",
-        "example",
-        "x-kubernetes-preserve-unknown-fields",
-        "x-kubernetes-validations",
-    }
 )
 _SCALAR_TYPES = frozenset({"string", "integer", "number", "boolean"})
 _MAX_REF_DEPTH = 32
@@ -510,7 +431,7 @@ class _SchemaFixer:
                 "removed: a resource's root cannot be a map; declare spec and status",
             )
         if has_status:
-            for key in sorted(k for k in node if k not in _ROOT_WITH_STATUS):
+            for key in sorted(k for k in node if k not in ROOT_KEYWORDS_WITH_STATUS):
                 value = node.pop(key)
                 self.notes.add(
                     "needs-human" if key not in ("title", "nullable") else "removed",
@@ -570,7 +491,7 @@ class _SchemaFixer:
         self._fix_type(node, where, level)
         self._drop_unsupported(node, where, level)
         if level == "junctor":
-            for key in _NOT_IN_JUNCTOR:
+            for key in JUNCTOR_FORBIDDEN_KEYWORDS:
                 if key in node:
                     value = node.pop(key)
                     self.notes.add(
@@ -769,7 +690,7 @@ class _SchemaFixer:
         if "definitions" in node and level != "root":
             node.pop("definitions")
             self.notes.add("removed", f"{where}.definitions", "only the root may hold them")
-        for key in sorted(k for k in node if k not in _SCHEMA_KEYS and k != "definitions"):
+        for key in sorted(k for k in node if k not in SCHEMA_KEYWORDS and k != "definitions"):
             value = node.pop(key)
             self.notes.add(
                 "removed",

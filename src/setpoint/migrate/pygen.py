@@ -84,9 +84,10 @@ def python_module_for(crds: Sequence[Mapping[str, Any]]) -> str:
     imports = [
         "from __future__ import annotations",
         "",
-        "from typing import Annotated, Any",
+        "from typing import Annotated, Any, Self",
         "",
         "import setpoint as sp",
+        "from setpoint.api.conversion import Convertible",
         "",
     ]
     return "\n".join(header + imports) + "\n" + "\n\n".join(module.classes) + "\n"
@@ -98,12 +99,18 @@ def _crd(crd: Mapping[str, Any], module: _Module) -> None:
     kind = names["kind"]
     versions = list(spec["versions"])
     storage = next((v["name"] for v in versions if v.get("storage")), versions[0]["name"])
+    # The hub (storage version) first: spokes name it as their base.
+    versions.sort(key=lambda v: v["name"] != storage)
+    conversion = spec.get("conversion") or {}
+    webhook = conversion.get("strategy", "None") == "Webhook" and len(versions) > 1
+    hub_name = ""
     for index, version in enumerate(versions):
         vname = version["name"]
         suffix = "" if vname == storage else _camel(vname)
         base = f"{kind}{suffix}"
         schema = (version.get("schema") or {}).get("openAPIV3Schema") or {}
         resource_name = module.class_name(base)
+        hub_name = hub_name or resource_name
         props = schema.get("properties") or {}
         lines: list[str] = []
         for json_name, sub in props.items():
@@ -121,6 +128,13 @@ def _crd(crd: Mapping[str, Any], module: _Module) -> None:
         rules = _rules_decorators(schema)
         doc = [_docstring(schema["description"], "    ")] if schema.get("description") else []
         body = doc + lines or ["    pass"]
+        bases = "sp.Resource"
+        if webhook and vname != storage:
+            bases = f"sp.Resource, Convertible[{hub_name}]"
+            body += _converter_lines(hub_name)
+            module.unexpressed.append(
+                f"{kind} {vname}: the conversion to and from {hub_name} (to_hub, from_hub)"
+            )
         if schema.get("x-kubernetes-preserve-unknown-fields") is True:
             module.unexpressed.append(
                 f"{kind} {vname}: x-kubernetes-preserve-unknown-fields at the root"
@@ -131,11 +145,29 @@ def _crd(crd: Mapping[str, Any], module: _Module) -> None:
                 f"{kind} {vname}: constraints on metadata {sorted(meta['properties'])}"
             )
         module.classes.append(
-            "\n".join([*rules, decorator, f"class {resource_name}(sp.Resource):", *body])
+            "\n".join([*rules, decorator, f"class {resource_name}({bases}):", *body])
         )
-    conversion = spec.get("conversion") or {}
-    if conversion.get("strategy", "None") != "None":
-        module.unexpressed.append(f"{kind}: conversion strategy {conversion['strategy']}")
+    client_config = (conversion.get("webhook") or {}).get("clientConfig")
+    if webhook and client_config:
+        module.unexpressed.append(
+            f"{kind}: the webhook clientConfig (setpoint generate crd --webhook-url, or the "
+            "kubebuilder service layout)"
+        )
+
+
+def _converter_lines(hub: str) -> list[str]:
+    message = "write the conversion: see docs/guide/evolving-an-api.md"
+    return [
+        "",
+        f"    def to_hub(self) -> {hub}:",
+        '        """This version\'s object as the hub version (to write by hand)."""',
+        f"        raise NotImplementedError({message!r})",
+        "",
+        "    @classmethod",
+        f"    def from_hub(cls, hub: {hub}) -> Self:",
+        '        """The hub version\'s object as this version (to write by hand)."""',
+        f"        raise NotImplementedError({message!r})",
+    ]
 
 
 def _resource_decorator(

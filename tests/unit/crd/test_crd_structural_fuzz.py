@@ -18,52 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from setpoint.crd import StructuralError, validate_default, validate_structural
-from setpoint.crd.structural import MAX_SCHEMA_DEPTH
+from setpoint.crd.structural import MAX_SCHEMA_DEPTH, SCHEMA_KEYWORDS, UNSUPPORTED_KEYWORDS
 
-KEYWORDS = [
-    "type",
-    "format",
-    "title",
-    "description",
-    "default",
-    "maximum",
-    "exclusiveMaximum",
-    "minimum",
-    "exclusiveMinimum",
-    "maxLength",
-    "minLength",
-    "pattern",
-    "maxItems",
-    "minItems",
-    "uniqueItems",
-    "multipleOf",
-    "enum",
-    "maxProperties",
-    "minProperties",
-    "required",
-    "items",
-    "allOf",
-    "oneOf",
-    "anyOf",
-    "not",
-    "properties",
-    "additionalProperties",
-    "nullable",
-    "example",
-    "externalDocs",
-    "x-kubernetes-preserve-unknown-fields",
-    "x-kubernetes-embedded-resource",
-    "x-kubernetes-int-or-string",
-    "x-kubernetes-list-map-keys",
-    "x-kubernetes-list-type",
-    "x-kubernetes-map-type",
-    "x-kubernetes-validations",
-    "$ref",
-    "definitions",
-    "patternProperties",
-    "dependencies",
-    "id",
-]
+KEYWORDS = sorted(SCHEMA_KEYWORDS | UNSUPPORTED_KEYWORDS)
 
 scalars = st.one_of(
     st.none(),
