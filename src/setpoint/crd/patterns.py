@@ -6,7 +6,7 @@ lookaround or backreferences. Python's ``re`` backtracks, so running it on
 user input can take exponential time (``^(a+)+$`` against 27 characters takes
 seconds), and it accepts syntax the server rejects. Every pattern setpoint
 compiles from a schema goes through this module instead, which uses RE2
-(the ``google-re2`` package); see docs/decisions/0007-re2-for-schema-patterns.md.
+(the ``google-re2`` package); see docs/decisions/0008-re2-for-schema-patterns.md.
 
 Go's ``regexp`` and C++ RE2 agree on syntax except for a few escapes; the
 ones known to differ are rejected here as the server would (``\C``).
