@@ -16,7 +16,7 @@ from setpoint.testing.controlplane import DEFAULT_KUBERNETES_VERSION, find_binar
 
 
 async def test_server_reports_the_pinned_release(k8s: Client) -> None:
-    """/version reports the release controlplane/go.mod pins, stamped in at build time."""
+    """/version reports the release the packaged Go module pins, stamped in at build time."""
     version = await k8s.server_version()
     assert version["gitVersion"] == DEFAULT_KUBERNETES_VERSION
     assert version["major"] == "1"

@@ -152,19 +152,27 @@ def _repo_root() -> Path:
 
 
 def operator_path() -> Path:
-    """The tenants operator package of this checkout (``examples/tenants/tenants``).
+    """The tenants operator package the demo runs (``examples/tenants/tenants``).
+
+    Looked for in the setpoint checkout this code runs from, then under the working
+    directory, so an installed setpoint runs the demo from inside a clone of the repository.
 
     Raises:
-        DemoError: setpoint was installed without its examples (from a wheel).
+        DemoError: neither place has it. The wheel carries the library, the testing kit and
+            the control plane's Go module, not the examples: the message says to clone the
+            repository and run the demo there.
 
     """
-    path = _repo_root() / "examples" / "tenants" / "tenants"
-    if not (path / "__init__.py").is_file():
-        raise DemoError(
-            f"the tenants example is not at {path}: the demo runs from a setpoint checkout "
-            "(git clone, then `make demo`)"
-        )
-    return path
+    relative = Path("examples") / "tenants" / "tenants"
+    candidates = [_repo_root() / relative, Path.cwd() / relative]
+    for path in candidates:
+        if (path / "__init__.py").is_file():
+            return path.resolve()
+    raise DemoError(
+        "the demo runs the tenants example operator, which is not installed with setpoint "
+        f"(looked at {', '.join(str(c) for c in candidates)}); clone the setpoint repository "
+        "and run `setpoint demo` (or `make demo`) inside it"
+    )
 
 
 # -- output ---------------------------------------------------------------------------------------

@@ -5,12 +5,25 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 from setpoint.cli import controlplane, crd, demo, doctor, generate, run
 from setpoint.client.errors import ClientError
 from setpoint.testing.controlplane import ControlPlaneError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "version"]
+
+
+def version() -> str:
+    """The installed version of setpoint, from its distribution metadata.
+
+    The version is written once, in ``pyproject.toml``; the installed metadata is its only
+    reader, so ``setpoint --version``, ``pip show setpoint`` and the wheel's name agree.
+    """
+    try:
+        return metadata.version("setpoint")
+    except metadata.PackageNotFoundError:  # imported from a source tree that was never installed
+        return "unknown (setpoint is not installed; pip install -e . in the checkout)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="setpoint",
         description="setpoint: write Kubernetes operators in Python.",
     )
+    parser.add_argument("--version", action="version", version=f"setpoint {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     controlplane.register(sub)
     crd.register(sub)

@@ -1,6 +1,7 @@
 """Build the local control plane from Go modules into the cache.
 
-``controlplane/go.mod`` pins one Kubernetes release (``k8s.io/kubernetes``, with
+The Go wrapper module in ``controlplane_src/`` (next to this file, shipped in the
+wheel as package data) pins one Kubernetes release (``k8s.io/kubernetes``, with
 every staging module replaced by its published ``v0.X.Y``) and the etcd server
 that release requires. This module runs ``go build`` for each binary, stamps the
 release into it with ``-ldflags`` so ``/version`` and ``kubectl version`` report
@@ -52,26 +53,38 @@ class BuildResult:
     """name -> (size in bytes, seconds spent building it; 0.0 when it was cached)."""
 
 
+# Names another Go wrapper module to build from (a directory with go.mod).
+_SOURCE_ENV = "SETPOINT_CONTROLPLANE_SRC"
+# The Go wrapper module shipped inside setpoint: in a checkout and in an installed wheel alike.
+_PACKAGED_SOURCE = Path(__file__).resolve().parent / "controlplane_src"
+
+
 def controlplane_source_dir() -> Path:
-    """The ``controlplane/`` Go module: ``$SETPOINT_CONTROLPLANE_SRC``, else next to the sources.
+    """The Go wrapper module to build: ``$SETPOINT_CONTROLPLANE_SRC``, else the packaged one.
+
+    The module (``go.mod``, ``go.sum``, ``tools.go`` and the ``cmd/etcd`` stub) is
+    package data of ``setpoint.testing``, so ``setpoint controlplane build`` works the
+    same from a checkout and from an installed wheel.
 
     Raises:
-        ControlPlaneError: when it cannot be found (setpoint installed from a
-            wheel has no Go sources: use ``KUBEBUILDER_ASSETS`` or a checkout).
+        ControlPlaneError: when the chosen directory has no ``go.mod`` (a variable
+            pointing at the wrong place, or an installation missing its package data).
 
     """
-    explicit = os.environ.get("SETPOINT_CONTROLPLANE_SRC")
-    candidates = [Path(explicit)] if explicit else []
-    candidates.append(Path(__file__).resolve().parents[3] / "controlplane")
-    candidates.append(Path.cwd() / "controlplane")
-    for candidate in candidates:
-        if (candidate / "go.mod").is_file():
-            return candidate
+    explicit = os.environ.get(_SOURCE_ENV)
+    candidate = Path(explicit) if explicit else _PACKAGED_SOURCE
+    if (candidate / "go.mod").is_file():
+        return candidate
+    if explicit:
+        raise ControlPlaneError(
+            f"${_SOURCE_ENV} is set to {explicit!r}, but that directory has no go.mod; point it "
+            "at a Go wrapper module like setpoint's controlplane_src/, or unset it to build "
+            "from the module shipped with setpoint"
+        )
     raise ControlPlaneError(
-        "cannot find the controlplane/ Go module (looked at "
-        + ", ".join(str(c) for c in candidates)
-        + "); run from a setpoint checkout, set SETPOINT_CONTROLPLANE_SRC, or set "
-        "KUBEBUILDER_ASSETS to existing envtest binaries instead of building"
+        f"setpoint's Go wrapper module is missing ({candidate / 'go.mod'} does not exist): "
+        "this installation of setpoint is incomplete; reinstall it, or set KUBEBUILDER_ASSETS "
+        "to existing envtest binaries instead of building"
     )
 
 
@@ -150,20 +163,20 @@ def build_controlplane(
     version = _pinned_version(source)
     if version != DEFAULT_KUBERNETES_VERSION:
         raise ControlPlaneError(
-            f"controlplane/go.mod pins {version}, but setpoint expects "
+            f"{source / 'go.mod'} pins {version}, but setpoint expects "
             f"{DEFAULT_KUBERNETES_VERSION}; update DEFAULT_KUBERNETES_VERSION with the pin"
         )
     bin_dir = cache_dir() / "controlplane" / version / "bin"
+    results: dict[str, tuple[int, float]] = {}
+    todo = [t for t in _TARGETS if force or not (bin_dir / t[0]).is_file()]
+    if not todo:  # all cached: no Go toolchain needed
+        for name, _, _ in _TARGETS:
+            results[name] = ((bin_dir / name).stat().st_size, 0.0)
+        return BuildResult(version, bin_dir, results)
     bin_dir.mkdir(parents=True, exist_ok=True)
     go = _go()
     env = dict(os.environ)
     env.setdefault("CGO_ENABLED", "0")  # static binaries, no C toolchain needed
-    results: dict[str, tuple[int, float]] = {}
-    todo = [t for t in _TARGETS if force or not (bin_dir / t[0]).is_file()]
-    if not todo:
-        for name, _, _ in _TARGETS:
-            results[name] = ((bin_dir / name).stat().st_size, 0.0)
-        return BuildResult(version, bin_dir, results)
     print(
         f"Building the local control plane {version} from Go modules into {bin_dir} "
         f"({len(todo)} of {len(_TARGETS)} binaries; the first build takes a while)",

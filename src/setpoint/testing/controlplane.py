@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 DEFAULT_KUBERNETES_VERSION = "v1.37.2"
-"""The Kubernetes release that ``controlplane/go.mod`` pins and the build produces."""
+"""The Kubernetes release the Go wrapper module (``controlplane_src/go.mod``) pins and builds."""
 
 _REQUIRED = ("kube-apiserver", "etcd")
 _OPTIONAL = ("kube-controller-manager", "kubectl")

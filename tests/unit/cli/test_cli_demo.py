@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from setpoint.cli import demo
 
 
@@ -115,3 +117,29 @@ def test_operator_command_is_what_a_user_types(tmp_path: Path) -> None:
     assert "127.0.0.1:1234" in command
     assert "127.0.0.1:1235" in command
     assert command[0] == sys.executable
+
+
+def test_demo_outside_a_checkout_says_to_clone_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As in an installed wheel: no examples/ next to the package, none in the working directory.
+    monkeypatch.setattr(demo, "_repo_root", lambda: tmp_path / "site-packages")
+    monkeypatch.chdir(tmp_path)
+    from setpoint.cli.main import main
+
+    assert main(["demo"]) == 1
+    err = capsys.readouterr().err
+    assert "not installed with setpoint" in err
+    assert "clone the setpoint repository" in err
+    assert "Traceback" not in err
+
+
+def test_demo_finds_the_example_in_a_clone_it_runs_from(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    package = tmp_path / "examples" / "tenants" / "tenants"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    monkeypatch.setattr(demo, "_repo_root", lambda: tmp_path / "site-packages")
+    monkeypatch.chdir(tmp_path)
+    assert demo.operator_path() == package.resolve()
