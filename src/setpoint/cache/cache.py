@@ -31,7 +31,7 @@ import builtins
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import orjson
 
@@ -45,8 +45,9 @@ from setpoint.cache.errors import CacheError, CacheNotStarted, CacheSyncTimeout,
 from setpoint.cache.informer import Informer, InformerOptions, Transform, strip_managed_fields
 from setpoint.cache.selectors import FieldSelector, LabelSelector
 from setpoint.cache.store import IndexFunc
-from setpoint.client.client import Client, ObjectList, Selector
+from setpoint.client.client import ObjectList, Selector
 from setpoint.client.errors import NotFound
+from setpoint.client.protocols import ApiClient, ListWatcher
 
 __all__ = [
     "Cache",
@@ -196,7 +197,7 @@ class Cache:
 
     """
 
-    def __init__(self, client: Client, *, options: CacheOptions | None = None) -> None:
+    def __init__(self, client: ListWatcher, *, options: CacheOptions | None = None) -> None:
         self._client = client
         self._options = options if options is not None else CacheOptions()
         self._informers: dict[GroupVersionKind, Informer] = {}
@@ -226,7 +227,7 @@ class Cache:
         return self._options
 
     @property
-    def client(self) -> Client:
+    def client(self) -> ListWatcher:
         """The live client the informers use."""
         return self._client
 
@@ -541,13 +542,25 @@ class Cache:
             ),
         )
 
-    def tracking_client(self, client: Client | None = None) -> TrackingClient:
+    def tracking_client(self, client: ApiClient | None = None) -> TrackingClient:
         """``client`` (default: the cache's own) wrapped to record each write in this cache.
 
         The :class:`~setpoint.cache.consistency.TrackingClient` has the client's methods and
         shares the wrapped client's connection pool.
+
+        Raises:
+            TypeError: no ``client`` is given and the cache's own only lists and watches
+                (a :class:`~setpoint.client.protocols.ListWatcher` that cannot write).
+
         """
-        return TrackingClient(client if client is not None else self._client, self)
+        if client is None:
+            if not isinstance(self._client, ApiClient):
+                raise TypeError(
+                    f"the cache's client {self._client!r} only lists and watches; pass the "
+                    "client to write with: cache.tracking_client(client)"
+                )
+            client = self._client
+        return TrackingClient(client, self)
 
     def __repr__(self) -> str:
         kinds = ", ".join(f"{g.kind}{'' if i.synced else '*'}" for g, i in self._informers.items())
@@ -601,3 +614,13 @@ def _not_found(informer: Informer, gvk: GroupVersionKind, key: ObjectKey) -> Not
     return NotFound(
         f"{message}{where} (read from the cache)", code=404, reason="NotFound", status=status
     )
+
+
+if TYPE_CHECKING:
+    from setpoint.cache.consistency import ConsistentSource, WriteTracker
+    from setpoint.client.protocols import IndexReader
+
+    def _conforms(cache: Cache) -> tuple[IndexReader, ConsistentSource, WriteTracker]:
+        # Checked by mypy only: the cache is what the consistency module's readers and
+        # tracking clients expect, and a reader with indexes.
+        return cache, cache, cache

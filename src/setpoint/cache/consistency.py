@@ -75,14 +75,13 @@ from setpoint.api.types import KindLike, TypedObject, is_typed, resolve_kind
 from setpoint.cache.errors import CacheError, ReadAfterWriteTimeout
 from setpoint.cache.store import Store, parse_resource_version
 from setpoint.client.client import (
-    Client,
     ObjectList,
     Preconditions,
     PropagationPolicy,
     Selector,
 )
 from setpoint.client.patch import Patch
-from setpoint.client.protocols import Reader
+from setpoint.client.protocols import ApiClient, Reader, WatchStream
 
 __all__ = [
     "ConsistentReader",
@@ -453,17 +452,6 @@ class WriteTracker(Protocol):
 class ConsistentSource(Reader, Protocol):
     """What a :class:`ConsistentReader` reads through (the :class:`~setpoint.cache.Cache`)."""
 
-    async def list(
-        self,
-        kind: Any,
-        *,
-        namespace: str | None = None,
-        labels: Any = None,
-        fields: Any = None,
-    ) -> ObjectList[Any]:
-        """List matching objects from the cache."""
-        ...
-
     async def list_by_index(self, kind: KindLike, index: str, value: str) -> ObjectList[Any]:
         """List the cached objects whose index ``index`` includes ``value``."""
         ...
@@ -497,12 +485,12 @@ class TrackingClient:
 
     """
 
-    def __init__(self, client: Client, cache: WriteTracker) -> None:
+    def __init__(self, client: ApiClient, cache: WriteTracker) -> None:
         self._wrapped = client
         self._cache = cache
 
     @property
-    def wrapped(self) -> Client:
+    def wrapped(self) -> ApiClient:
         """The client this one sends its requests through."""
         return self._wrapped
 
@@ -562,6 +550,31 @@ class TrackingClient:
     async def resource_info(self, kind: KindLike) -> ResourceInfo:
         """How the server serves ``kind`` (see :meth:`Client.resource_info`)."""
         return await self._wrapped.resource_info(kind)
+
+    def watch(
+        self,
+        kind: KindLike,
+        *,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        labels: Selector | None = None,
+        fields: Selector | None = None,
+        allow_bookmarks: bool = True,
+    ) -> WatchStream:
+        """Watch the API server (see :meth:`Client.watch`)."""
+        return self._wrapped.watch(
+            kind,
+            namespace=namespace,
+            resource_version=resource_version,
+            labels=labels,
+            fields=fields,
+            allow_bookmarks=allow_bookmarks,
+        )
+
+    @property
+    def default_namespace(self) -> str:
+        """The wrapped client's default namespace."""
+        return self._wrapped.default_namespace
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -914,11 +927,11 @@ class ConsistentReader:
 
 
 if TYPE_CHECKING:
-    from setpoint.client.protocols import ReadWriter, StatusWriter, Writer
+    from setpoint.client.protocols import IndexReader, ReadWriter, StatusWriter, Writer
 
     def _conforms(
         reader: ConsistentReader, cache: ConsistentSource, client: TrackingClient
-    ) -> tuple[Reader, Reader, Reader, Writer, StatusWriter, ReadWriter]:
+    ) -> tuple[Reader, IndexReader, Reader, Reader, Writer, StatusWriter, ReadWriter, ApiClient]:
         # Checked by mypy only: the readers and the tracking client satisfy the client's
         # protocols, so code written against them accepts either.
-        return reader, cache, client, client, client, client
+        return reader, reader, cache, client, client, client, client, client

@@ -67,8 +67,8 @@ from setpoint.cache.consistency import Expectations
 from setpoint.cache.errors import CacheError, CacheSyncTimeout, KindNotServed
 from setpoint.cache.selectors import FieldSelector, LabelSelector
 from setpoint.cache.store import IndexFunc, Store, parse_resource_version
-from setpoint.client.client import Client
 from setpoint.client.errors import ClientError, Forbidden, Gone, UnknownKind
+from setpoint.client.protocols import ListWatcher
 from setpoint.observability.logging import get_logger
 
 __all__ = [
@@ -302,7 +302,7 @@ class Informer:
 
     def __init__(
         self,
-        client: Client,
+        client: ListWatcher,
         kind: GroupVersionKind,
         options: InformerOptions | None = None,
     ) -> None:

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Final
 from setpoint.client.config import SERVICE_ACCOUNT_DIR
 
 if TYPE_CHECKING:
-    from setpoint.client.client import Client
+    from setpoint.client.protocols import ApiClient
     from setpoint.manager.cache import CacheLike
     from setpoint.manager.options import ManagerOptions
 
@@ -446,7 +446,7 @@ def build_manager_options(settings: RunSettings, module_name: str) -> ManagerOpt
     if settings.namespaces:
         namespaces = settings.namespaces
 
-        def new_cache(client: Client) -> CacheLike:
+        def new_cache(client: ApiClient) -> CacheLike:
             from setpoint.cache import Cache, CacheOptions
 
             return Cache(client, options=CacheOptions(namespaces=namespaces))

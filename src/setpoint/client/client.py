@@ -136,10 +136,9 @@ def _to_json(obj: JsonObject | TypedObject) -> JsonObject:
 class Client:
     """An async Kubernetes API client. See the module docstring.
 
-    Satisfies :class:`~setpoint.client.protocols.Reader`,
-    :class:`~setpoint.client.protocols.Writer` and
-    :class:`~setpoint.client.protocols.StatusClient`, as do the cached reader
-    and the fake client.
+    Satisfies every protocol of :mod:`setpoint.client.protocols` that a client can
+    (:class:`~setpoint.client.protocols.ApiClient` and the smaller ones it is made of), as do
+    the tracking client and the testing fake client.
     """
 
     def __init__(

@@ -7,6 +7,20 @@ cache and its read-after-write reader, and the testing fake client all
 satisfy. Decorators (the tracking client, fault injection) wrap the same
 interfaces. mypy checks each implementation against them.
 
+========================  ===============================================================
+protocol                  who takes it
+========================  ===============================================================
+:class:`Reader`           helpers that only read
+:class:`IndexReader`      ``Context.reader`` (a reader that also answers index queries)
+:class:`ReadWriter`       the safe-write helpers
+:class:`ListWatcher`      the informers (list, watch, resolve kinds)
+:class:`ApiClient`        everything the runtime asks of the API: ``Context.client``, the
+                          cache, controllers, the builder and the manager
+========================  ===============================================================
+
+The live client, the tracking client and the testing fake satisfy all of them, so a
+:class:`~setpoint.testing.FakeClient` fits wherever the live client does.
+
 Signatures here are exactly the client's (minus its typed overloads, which
 implementations add), so a helper typed against :class:`ReadWriter` runs
 unchanged on the live client, the tracking client and the fake.
@@ -14,13 +28,26 @@ unchanged on the live client, the tracking client and the fake.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import JsonObject
 from setpoint.client.patch import Patch
 
-__all__ = ["ReadWriter", "Reader", "StatusWriter", "Writer"]
+if TYPE_CHECKING:
+    from setpoint.client.client import Client, ObjectList, WatchEvent
+
+__all__ = [
+    "ApiClient",
+    "IndexReader",
+    "ListWatcher",
+    "ReadWriter",
+    "Reader",
+    "StatusWriter",
+    "WatchStream",
+    "Writer",
+]
 
 
 @runtime_checkable
@@ -38,8 +65,8 @@ class Reader(Protocol):
         namespace: str | None = None,
         labels: Any = None,
         fields: Any = None,
-    ) -> Any:
-        """List matching objects; returns an ``ObjectList`` (iterable, with ``items``)."""
+    ) -> ObjectList[Any]:
+        """List matching objects (iterable, with ``items`` and ``resource_version``)."""
         ...
 
 
@@ -116,3 +143,119 @@ class ReadWriter(Reader, Writer, StatusWriter, Protocol):
     async def resource_info(self, kind: Any) -> ResourceInfo:
         """Plural, scope and subresources of a kind."""
         ...
+
+
+@runtime_checkable
+class IndexReader(Reader, Protocol):
+    """A :class:`Reader` that also lists by a cache index (``Cache.add_index``)."""
+
+    async def list_by_index(self, kind: Any, index: str, value: str) -> ObjectList[Any]:
+        """List the objects of ``kind`` whose index ``index`` includes ``value``."""
+        ...
+
+
+class WatchStream(Protocol):
+    """One watch: an async context manager and an async iterator of watch events."""
+
+    async def __aenter__(self) -> Self:
+        """Open the watch (``async with``)."""
+        ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the watch and release its connection."""
+        ...
+
+    def __aiter__(self) -> Self:
+        """Iterate the events."""
+        ...
+
+    async def __anext__(self) -> WatchEvent[Any]:
+        """The next event; ``Gone`` when the start version is too old."""
+        ...
+
+
+@runtime_checkable
+class ListWatcher(Reader, Protocol):
+    """What an informer needs: list, watch, and how the server serves a kind."""
+
+    def watch(
+        self,
+        kind: Any,
+        *,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        labels: Any = None,
+        fields: Any = None,
+        allow_bookmarks: bool = True,
+    ) -> WatchStream:
+        """Watch changes of ``kind`` after ``resource_version``."""
+        ...
+
+    async def resource_info(self, kind: Any) -> ResourceInfo:
+        """Plural, scope and subresources of a kind."""
+        ...
+
+
+@runtime_checkable
+class ApiClient(ReadWriter, ListWatcher, Protocol):
+    """Everything the runtime asks of the API server.
+
+    Read, write, write status, list and watch, subresources, and the client's default
+    namespace. :class:`~setpoint.client.client.Client`,
+    :class:`~setpoint.cache.consistency.TrackingClient` and
+    :class:`~setpoint.testing.FakeClient` satisfy it.
+    """
+
+    @property
+    def default_namespace(self) -> str:
+        """The namespace calls use when none is given (the kubeconfig context's)."""
+        ...
+
+    async def delete(
+        self,
+        kind: Any,
+        name: str,
+        *,
+        namespace: str | None = None,
+        propagation_policy: Any = None,
+        preconditions: Any = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> JsonObject:
+        """Delete an object; raise ``NotFound`` if it does not exist."""
+        ...
+
+    async def update_subresource(
+        self,
+        kind: Any,
+        name: str,
+        subresource: str,
+        body: JsonObject,
+        *,
+        namespace: str | None = None,
+        dry_run: bool = False,
+    ) -> JsonObject:
+        """PUT a subresource (``scale``, ``status``)."""
+        ...
+
+    async def scale(
+        self, kind: Any, name: str, replicas: int, *, namespace: str | None = None
+    ) -> JsonObject:
+        """Set ``spec.replicas`` through the ``scale`` subresource."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections (a wrapper that does not own them does nothing)."""
+        ...
+
+
+if TYPE_CHECKING:
+
+    def _conforms(client: Client) -> ApiClient:
+        # Checked by mypy only: the live client satisfies the widest protocol.
+        return client

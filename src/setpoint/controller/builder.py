@@ -27,7 +27,7 @@ from typing import Any, Self
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.types import KindLike, resolve_kind
 from setpoint.cache.cache import Cache
-from setpoint.client.client import Client
+from setpoint.client.protocols import ApiClient
 from setpoint.controller.controller import (
     Controller,
     ControllerError,
@@ -193,7 +193,7 @@ class Builder:
         self,
         reconciler: ReconcilerLike,
         *,
-        client: Client,
+        client: ApiClient,
         cache: Cache,
         metrics: Metrics | None = None,
         recorder: EventRecorder | None = None,

@@ -67,8 +67,8 @@ from setpoint.api.runnable import RunnableGroup
 from setpoint.cache.cache import Cache
 from setpoint.cache.errors import CacheError
 from setpoint.cache.informer import HandlerRegistration
-from setpoint.client.client import Client
 from setpoint.client.errors import ClientError
+from setpoint.client.protocols import ApiClient
 from setpoint.controller.finalizers import CleanupFailed, Finalizers
 from setpoint.controller.handlers import EnqueueHandler, Source, check_keys, controller_owner_key
 from setpoint.controller.predicates import Predicate
@@ -191,7 +191,7 @@ class Controller:
         name: str,
         reconciler: ReconcilerLike,
         *,
-        client: Client,
+        client: ApiClient,
         cache: Cache,
         sources: Iterable[Source],
         predicates: Iterable[Predicate] = (),

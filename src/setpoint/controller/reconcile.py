@@ -34,7 +34,7 @@ from setpoint.api.types import TypedObject
 from setpoint.observability.logging import Logger
 
 if TYPE_CHECKING:
-    from setpoint.cache.consistency import ConsistentReader, TrackingClient
+    from setpoint.client.protocols import ApiClient, IndexReader
 
 __all__ = [
     "Context",
@@ -129,12 +129,16 @@ class Context:
     """A logger bound with ``controller``, ``namespace``, ``name``, ``reconcile_id`` and
     ``gvk``: every line it writes names this reconcile."""
 
-    client: TrackingClient
-    """The live client. Its writes are recorded, so :attr:`reader` never returns an object
-    older than this process's own last write of it."""
+    client: ApiClient
+    """The live client. In a running controller it is a
+    :class:`~setpoint.cache.consistency.TrackingClient`: its writes are recorded, so
+    :attr:`reader` never returns an object older than this process's own last write of it.
+    In a unit test it may be a :class:`~setpoint.testing.FakeClient`."""
 
-    reader: ConsistentReader
-    """The cached reader with read-after-write (see :mod:`setpoint.cache.consistency`)."""
+    reader: IndexReader
+    """The cached reader. In a running controller it is a
+    :class:`~setpoint.cache.consistency.ConsistentReader` (read-after-write, see
+    :mod:`setpoint.cache.consistency`); in a unit test it may be the fake client itself."""
 
     recorder: EventRecorder | None
     """Records Kubernetes Events, when the controller was built with one."""

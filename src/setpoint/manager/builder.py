@@ -16,7 +16,7 @@ from typing import Protocol
 
 from setpoint.api.runnable import Runnable
 from setpoint.cache.cache import Cache
-from setpoint.client.client import Client
+from setpoint.client.protocols import ApiClient
 from setpoint.controller.builder import Builder
 from setpoint.controller.controller import Controller
 from setpoint.controller.reconcile import EventRecorder, ReconcilerLike
@@ -29,7 +29,7 @@ class ManagerParts(Protocol):
     """What :class:`ManagedBuilder` takes from a manager (a :class:`~setpoint.manager.Manager`)."""
 
     @property
-    def client(self) -> Client:
+    def client(self) -> ApiClient:
         """The manager's client."""
         ...
 
@@ -68,7 +68,7 @@ class ManagedBuilder(Builder):
         self,
         reconciler: ReconcilerLike,
         *,
-        client: Client | None = None,
+        client: ApiClient | None = None,
         cache: Cache | None = None,
         metrics: Metrics | None = None,
         recorder: EventRecorder | None = None,

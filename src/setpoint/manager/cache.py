@@ -14,7 +14,7 @@ from setpoint.api.runnable import Runnable
 
 if TYPE_CHECKING:
     from setpoint.cache import Cache
-    from setpoint.client.client import Client
+    from setpoint.client.protocols import ApiClient
 
 __all__ = ["CacheFactory", "CacheLike", "default_new_cache"]
 
@@ -33,7 +33,7 @@ class CacheLike(Runnable, Protocol):
         ...
 
 
-CacheFactory = Callable[["Client"], "Cache"]
+CacheFactory = Callable[["ApiClient"], "Cache"]
 """Builds the shared cache from the manager's client (``ManagerOptions.new_cache``).
 
 It returns a :class:`setpoint.cache.Cache` (or a subclass): controllers and users add
@@ -41,7 +41,7 @@ indexes and read through it. The manager itself only relies on :class:`CacheLike
 test may inject any object with that shape."""
 
 
-def default_new_cache(client: Client) -> Cache:
+def default_new_cache(client: ApiClient) -> Cache:
     """Build ``setpoint.cache.Cache(client)``, the manager's default shared cache.
 
     Imported when first needed, so a manager without controllers never loads the cache.

@@ -67,6 +67,7 @@ from setpoint.server.http import HttpRequest, HttpResponse, HttpServer
 if TYPE_CHECKING:
     from setpoint.cache import Cache
     from setpoint.client.client import Client
+    from setpoint.client.protocols import ApiClient
     from setpoint.client.transport import RequestHook
 
 __all__ = ["Manager"]
@@ -117,9 +118,11 @@ class Manager:
     be called from any thread.
     """
 
-    def __init__(self, client: Client, options: ManagerOptions | None = None) -> None:
+    def __init__(self, client: ApiClient, options: ManagerOptions | None = None) -> None:
         self.client = client
-        """The live client, shared by everything the manager builds."""
+        """The client shared by everything the manager builds: the live
+        :class:`~setpoint.client.Client`, or in unit tests a
+        :class:`~setpoint.testing.FakeClient`."""
         self.options = options or ManagerOptions()
         """The validated settings."""
         opts = self.options
@@ -545,12 +548,16 @@ class Manager:
                 from setpoint.client.client import Client
 
                 # A client of its own: renewals must not queue behind a busy controller's
-                # requests in a shared connection pool.
+                # requests in a shared connection pool. A client that is not the live one
+                # (a fake in tests) has no pool to share, so it is used as it is.
                 client = self.client
-                self._election_client = Client(client.config, client.options)
-                self._install_request_metrics(self._election_client)
+                lease_client: ApiClient = client
+                if isinstance(client, Client):
+                    self._election_client = Client(client.config, client.options)
+                    self._install_request_metrics(self._election_client)
+                    lease_client = self._election_client
                 lock = LeaseLock(
-                    self._election_client,
+                    lease_client,
                     namespace=self._lease_namespace,
                     name=le.name,
                     identity=self._identity,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
@@ -31,7 +31,6 @@ from setpoint.controller.reconcile import Context, EventRecorder, Request
 from setpoint.observability.logging import Logger, get_logger
 
 if TYPE_CHECKING:
-    from setpoint.cache import ConsistentReader, TrackingClient
     from setpoint.testing.fake import FakeClient
 
 __all__ = ["FakeRecorder", "RecordedEvent", "context_for"]
@@ -196,10 +195,8 @@ def context_for(
         request=request,
         reconcile_id=reconcile_id,
         log=bound.bind(namespace=request.namespace, name=request.name, reconcile_id=reconcile_id),
-        # The fake serves both roles; Context names the production classes until it is
-        # typed with the client protocols (issue 9).
-        client=cast("TrackingClient", client),
-        reader=cast("ConsistentReader", client),
+        client=client,
+        reader=client,
         recorder=FakeRecorder() if recorder is _NO_RECORDER else recorder,
         controller=controller,
         gvk=kind,

@@ -90,6 +90,7 @@ from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import BUILTIN_RESOURCES, ResourceInfo
 from setpoint.api.meta import JsonObject, describe, gvk_of, name_of, namespace_of
 from setpoint.api.types import KindLike, TypedObject, is_typed
+from setpoint.cache.store import IndexFunc
 from setpoint.client.client import (
     ObjectList,
     Preconditions,
@@ -105,7 +106,14 @@ from setpoint.testing._fake_store import INITIAL_EVENTS_END, Event, Store, clone
 from setpoint.testing.faults import Call, Faults, kind_gvk, object_call
 
 if TYPE_CHECKING:
-    from setpoint.client.protocols import Reader, StatusWriter, Writer
+    from setpoint.client.protocols import (
+        ApiClient,
+        IndexReader,
+        ListWatcher,
+        Reader,
+        StatusWriter,
+        Writer,
+    )
     from setpoint.client.safe import SafeClient
     from setpoint.testing.faults import FaultInjectingClient
 
@@ -202,6 +210,7 @@ class FakeClient:
             self._store.register(info)
         self.register(*resources)
         self._watches: set[FakeWatch] = set()
+        self._indexes: dict[tuple[GroupVersionKind, str], IndexFunc] = {}
         self.add(*objects)
 
     # -- test helpers (synchronous, no faults, not recorded) ---------------------------------
@@ -245,6 +254,46 @@ class FakeClient:
             for o in self._store.current(rules)
             if namespace is None or o["metadata"].get("namespace", "") == namespace
         ]
+
+    def add_index(self, kind: KindLike, name: str, fn: IndexFunc) -> None:
+        """Index ``kind`` as ``Cache.add_index`` does, for :meth:`list_by_index`.
+
+        Raises:
+            ValueError: ``kind`` already has an index called ``name``.
+
+        """
+        key = (self._rules_now(kind).info.gvk, name)
+        if key in self._indexes:
+            raise ValueError(f"{key[0].kind} already has an index called {name!r}")
+        self._indexes[key] = fn
+
+    async def list_by_index(self, kind: KindLike, index: str, value: str) -> ObjectList[Any]:
+        """The objects of ``kind`` whose index ``index`` includes ``value`` (as the cache lists).
+
+        Reads the current objects (the fake has no cache lag) and computes the index on the
+        fly; items come in key order. Not subject to faults: in production this read is
+        served by the cache, not the API server.
+
+        Raises:
+            KeyError: no index ``index`` was added for ``kind`` (see :meth:`add_index`).
+
+        """
+        rules = self._rules_now(kind)
+        fn = self._indexes.get((rules.info.gvk, index))
+        if fn is None:
+            raise KeyError(
+                f"{rules.info.gvk.kind} has no index {index!r}; add it first with "
+                f"fake.add_index({rules.info.gvk.kind}, {index!r}, fn), as the controller adds "
+                "it to the cache"
+            )
+        items = []
+        for stored in self._store.current(rules):
+            obj = self._store.present(rules, stored)
+            values = fn(obj)
+            found = [] if values is None else [values] if isinstance(values, str) else values
+            if value in found:
+                items.append(_decode(kind, obj))
+        return ObjectList(items, self.resource_version)
 
     @property
     def resource_version(self) -> str:
@@ -1279,6 +1328,19 @@ if TYPE_CHECKING:
 
     def _satisfies_protocols(
         fake: FakeClient, faulty: FaultInjectingClient
-    ) -> tuple[Reader, Writer, StatusWriter, SafeClient, Reader, Writer, StatusWriter, SafeClient]:
-        """Checked by mypy only: both clients satisfy the client protocols."""
-        return fake, fake, fake, fake, faulty, faulty, faulty, faulty
+    ) -> tuple[
+        Reader,
+        Writer,
+        StatusWriter,
+        SafeClient,
+        ListWatcher,
+        IndexReader,
+        ApiClient,
+        Reader,
+        Writer,
+        StatusWriter,
+        SafeClient,
+        ApiClient,
+    ]:
+        """Checked by mypy only: both clients fit wherever the live client does."""
+        return fake, fake, fake, fake, fake, fake, fake, faulty, faulty, faulty, faulty, faulty

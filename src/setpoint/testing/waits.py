@@ -13,7 +13,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 __all__ = ["WaitTimeout", "eventually"]
 
@@ -24,13 +24,29 @@ class WaitTimeout(AssertionError):
     """A condition did not hold within its timeout. The message has the last observation."""
 
 
+@overload
 async def eventually(
-    condition: Callable[[], Awaitable[T] | T],
+    condition: Callable[[], Awaitable[T]],
     *,
     timeout: float = 30.0,
     interval: float = 0.1,
     description: str = "condition",
-) -> T:
+) -> T: ...
+@overload
+async def eventually(
+    condition: Callable[[], T],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.1,
+    description: str = "condition",
+) -> T: ...
+async def eventually(
+    condition: Callable[[], Any],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.1,
+    description: str = "condition",
+) -> Any:
     """Call ``condition`` until it returns a truthy value; return that value.
 
     ``condition`` may be sync or async. An ``AssertionError`` or any exception
