@@ -38,6 +38,13 @@ PUBLIC_API: dict[str, list[str]] = {
         "Resource",
     ],
     "setpoint.api.rbac": ["PolicyRule", "rbac"],
+    "setpoint.api.admission": [
+        "AdmissionOptions",
+        "CustomDefaulter",
+        "CustomValidator",
+        "Denied",
+        "Warnings",
+    ],
     "setpoint.api.conditions": [
         "Condition",
         "ConditionError",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 # public name -> (module, attribute or None for the module itself)
 _EXPORTS: dict[str, tuple[str, str | None]] = {
     "AddEvent": ("setpoint.controller", "AddEvent"),
+    "AdmissionOptions": ("setpoint.api.admission", "AdmissionOptions"),
     "AlreadyExists": ("setpoint.client", "AlreadyExists"),
     "AlreadyOwned": ("setpoint.api.owners", "AlreadyOwned"),
     "AnnotationsChanged": ("setpoint.controller", "AnnotationsChanged"),
@@ -40,8 +41,11 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "Controller": ("setpoint.controller", "Controller"),
     "ControllerBuilder": ("setpoint.controller", "Builder"),
     "ControllerOptions": ("setpoint.controller", "ControllerOptions"),
+    "CustomDefaulter": ("setpoint.api.admission", "CustomDefaulter"),
+    "CustomValidator": ("setpoint.api.admission", "CustomValidator"),
     "DeclarationError": ("setpoint.api.declaration", "DeclarationError"),
     "DeleteEvent": ("setpoint.controller", "DeleteEvent"),
+    "Denied": ("setpoint.api.admission", "Denied"),
     "Expired": ("setpoint.client", "Expired"),
     "FieldSchema": ("setpoint.api.declaration", "FieldSchema"),
     "FinalizerOutcome": ("setpoint.client.safe", "FinalizerOutcome"),
@@ -102,6 +106,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "TypedObject": ("setpoint.api.types", "TypedObject"),
     "UnknownKind": ("setpoint.client", "UnknownKind"),
     "UpdateEvent": ("setpoint.controller", "UpdateEvent"),
+    "Warnings": ("setpoint.api.admission", "Warnings"),
     "WriteResult": ("setpoint.client.safe", "WriteResult"),
     "Writer": ("setpoint.client", "Writer"),
     "add_finalizer": ("setpoint.client.safe", "add_finalizer"),
@@ -146,6 +151,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
 
 __all__ = [
     "AddEvent",
+    "AdmissionOptions",
     "AlreadyExists",
     "AlreadyOwned",
     "AnnotationsChanged",
@@ -168,8 +174,11 @@ __all__ = [
     "Controller",
     "ControllerBuilder",
     "ControllerOptions",
+    "CustomDefaulter",
+    "CustomValidator",
     "DeclarationError",
     "DeleteEvent",
+    "Denied",
     "Expired",
     "FieldSchema",
     "FinalizerOutcome",
@@ -230,6 +239,7 @@ __all__ = [
     "TypedObject",
     "UnknownKind",
     "UpdateEvent",
+    "Warnings",
     "WriteResult",
     "Writer",
     "add_finalizer",
@@ -274,6 +284,13 @@ __all__ = [
 
 if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from setpoint.api import kinds, meta
+    from setpoint.api.admission import (
+        AdmissionOptions,
+        CustomDefaulter,
+        CustomValidator,
+        Denied,
+        Warnings,
+    )
     from setpoint.api.conditions import (
         Condition,
         ConditionError,

@@ -1,11 +1,14 @@
-"""``setpoint generate crd|rbac``: manifests from the operator's Python types and rules.
+"""``setpoint generate crd|rbac|webhook``: manifests from the operator's Python types and rules.
 
 Both commands import the given modules (names, files or directories), find
 what was declared there and write kubebuilder-compatible files under
 ``--output-dir`` (default ``config``):
 
 * ``generate crd``  -> ``config/crd/bases/<group>_<plural>.yaml``, one per kind;
-* ``generate rbac`` -> ``config/rbac/role.yaml``.
+* ``generate rbac`` -> ``config/rbac/role.yaml``;
+* ``generate webhook`` -> ``config/webhook/manifests.yaml``, the Validating- and
+  MutatingWebhookConfiguration for the declared ``sp.CustomValidator`` and
+  ``sp.CustomDefaulter`` classes.
 
 Output is deterministic and unchanged files are not rewritten. ``--check``
 writes nothing and exits 1 when a file is out of date, for CI.
@@ -24,10 +27,12 @@ from setpoint.crd import (
     LoadError,
     Manifest,
     WebhookClientConfig,
+    find_admission_webhooks,
     find_rbac_rules,
     find_resources,
     generate_crds,
     generate_rbac,
+    generate_webhooks,
     import_targets,
     write_manifests,
 )
@@ -54,6 +59,16 @@ def _write(manifests: Sequence[Manifest], args: argparse.Namespace) -> int:
     return 0
 
 
+def _client_config(args: argparse.Namespace) -> WebhookClientConfig | None:
+    """The clientConfig from --webhook-url/--webhook-ca-file (None: the in-cluster Service)."""
+    if args.webhook_url is not None:
+        ca_bundle = args.webhook_ca_file.read_bytes() if args.webhook_ca_file else None
+        return WebhookClientConfig(url=args.webhook_url, ca_bundle=ca_bundle)
+    if args.webhook_ca_file is not None:
+        raise ValueError("--webhook-ca-file goes with --webhook-url")
+    return None
+
+
 def _cmd_crd(args: argparse.Namespace) -> int:
     try:
         modules = import_targets(args.targets)
@@ -65,17 +80,29 @@ def _cmd_crd(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-        webhook = None
-        if args.webhook_url is not None:
-            ca_bundle = args.webhook_ca_file.read_bytes() if args.webhook_ca_file else None
-            webhook = WebhookClientConfig(url=args.webhook_url, ca_bundle=ca_bundle)
-        elif args.webhook_ca_file is not None:
-            raise ValueError("--webhook-ca-file goes with --webhook-url")
-        manifests = generate_crds(resources, webhook=webhook)
+        manifests = generate_crds(resources, webhook=_client_config(args))
     except (LoadError, CRDGenerationError, ValueError, OSError) as exc:
         print(f"setpoint: error: {exc}", file=sys.stderr)
         return 1
     return _write(manifests, args)
+
+
+def _cmd_webhook(args: argparse.Namespace) -> int:
+    try:
+        modules = import_targets(args.targets)
+        webhooks = find_admission_webhooks(modules)
+        if not webhooks:
+            print(
+                "setpoint: error: no sp.CustomValidator or sp.CustomDefaulter classes found in "
+                f"{', '.join(args.targets)}; pass the modules that define them",
+                file=sys.stderr,
+            )
+            return 1
+        manifest = generate_webhooks(webhooks, client_config=_client_config(args))
+    except (LoadError, ValueError, OSError) as exc:
+        print(f"setpoint: error: {exc}", file=sys.stderr)
+        return 1
+    return _write([manifest], args)
 
 
 def _cmd_rbac(args: argparse.Namespace) -> int:
@@ -91,13 +118,13 @@ def _cmd_rbac(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``generate`` command with its ``crd`` and ``rbac`` subcommands.
+    """Add the ``generate`` command with its ``crd``, ``rbac`` and ``webhook`` subcommands.
 
     Each subcommand sets ``func``; ``main`` calls ``args.func(args)`` for the exit code.
     """
     parser = subparsers.add_parser(
         "generate",
-        help="generate CRD and RBAC manifests from Python types",
+        help="generate CRD, RBAC and webhook manifests from Python types",
         description="Generate kubebuilder-compatible manifests from the operator's code.",
     )
     sub = parser.add_subparsers(dest="what", required=True, metavar="WHAT")
@@ -163,3 +190,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(for operators that watch a single namespace)",
     )
     rbac.set_defaults(func=_cmd_rbac)
+
+    webhook = sub.add_parser(
+        "webhook",
+        help="write config/webhook/manifests.yaml for the declared validators and defaulters",
+        description="Generate the ValidatingWebhookConfiguration and "
+        "MutatingWebhookConfiguration for every sp.CustomValidator and sp.CustomDefaulter.",
+    )
+    common(webhook)
+    webhook.add_argument(
+        "--webhook-url",
+        metavar="URL",
+        default=None,
+        help="the webhook server's https://host:port, for an operator running outside the "
+        "cluster; each webhook's path is appended (default: the kubebuilder layout's Service "
+        "webhook-service in namespace system, port 443)",
+    )
+    webhook.add_argument(
+        "--webhook-ca-file",
+        metavar="PEM",
+        type=Path,
+        default=None,
+        help="with --webhook-url: the CA certificate the API server trusts for the webhook "
+        "(written as caBundle)",
+    )
+    webhook.set_defaults(func=_cmd_webhook)

@@ -25,6 +25,8 @@ __all__ = [
     "MergePatch",
     "Patch",
     "StrategicMergePatch",
+    "json_equal",
+    "json_patch_diff",
     "json_pointer",
 ]
 
@@ -36,6 +38,67 @@ def json_pointer(*parts: str | int) -> str:
     ``/metadata/labels/app.kubernetes.io~1name``.
     """
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def json_patch_diff(old: Any, new: Any, *, guard_values: bool) -> list[dict[str, Any]]:
+    """The RFC 6902 operations that turn ``old`` into ``new`` (both JSON objects).
+
+    Objects are diffed key by key; lists and scalars are replaced whole
+    (index-wise list edits would apply to the wrong items if the list changed
+    meanwhile). With ``guard_values`` every operation is preceded by a
+    ``test`` that the target still holds the value it was computed from, a
+    ``null`` test for a key being added (the API server's JSON patch treats a
+    missing member as ``null`` in ``test``), so the patch applies only if
+    nobody changed those very fields meanwhile, and fails whole otherwise.
+    """
+    ops: list[dict[str, Any]] = []
+    _diff((), old, new, ops, guard_values)
+    return ops
+
+
+def _diff(
+    path: tuple[str, ...], old: Any, new: Any, ops: list[dict[str, Any]], guard: bool
+) -> None:
+    if json_equal(old, new):
+        return
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        for key in old:
+            if key not in new:
+                pointer = json_pointer(*path, key)
+                if guard:
+                    ops.append({"op": "test", "path": pointer, "value": old[key]})
+                ops.append({"op": "remove", "path": pointer})
+        for key, value in new.items():
+            if key not in old:
+                pointer = json_pointer(*path, key)
+                if guard:
+                    ops.append({"op": "test", "path": pointer, "value": None})
+                ops.append({"op": "add", "path": pointer, "value": value})
+            else:
+                _diff((*path, key), old[key], value, ops, guard)
+        return
+    pointer = json_pointer(*path)
+    if guard:
+        ops.append({"op": "test", "path": pointer, "value": old})
+    ops.append({"op": "replace", "path": pointer, "value": new})
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Deep equality of JSON values, where (unlike Python's ``==``) ``true`` is not ``1``."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, Mapping | list) or isinstance(b, Mapping | list):
+        return False
+    return _scalar_equal(a, b)
+
+
+def _scalar_equal(current: Any, desired: Any) -> bool:
+    # JSON has one number type: 1 and 1.0 are equal; True is not 1.
+    if isinstance(current, bool) or isinstance(desired, bool):
+        return current is desired
+    return bool(current == desired)
 
 
 @dataclass(frozen=True, slots=True)

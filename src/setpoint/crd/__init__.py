@@ -10,10 +10,12 @@
   structural-schema rules offline.
 * :func:`generate_rbac` turns rules declared with ``@sp.rbac`` into
   ``rbac/role.yaml``.
+* :func:`generate_webhooks` turns the declared validators and defaulters
+  (``sp.CustomValidator``, ``sp.CustomDefaulter``) into ``webhook/manifests.yaml``.
 * :func:`write_manifests` writes them deterministically (unchanged files are
   not touched; ``check=True`` reports what is out of date).
 
-The ``setpoint generate crd|rbac`` commands wrap these.
+The ``setpoint generate crd|rbac|webhook`` commands wrap these.
 """
 
 from setpoint.crd.conversion import WebhookClientConfig
@@ -24,6 +26,7 @@ from setpoint.crd.manifests import Manifest, ManifestWrite, render_yaml, write_m
 from setpoint.crd.rbac import DEFAULT_ROLE_NAME, generate_rbac, normalize_rules
 from setpoint.crd.schema import BuiltSchema, model_schema, resource_schema
 from setpoint.crd.structural import validate_default, validate_structural
+from setpoint.crd.webhooks import find_admission_webhooks, generate_webhooks, webhook_configurations
 
 __all__ = [
     "DEFAULT_ROLE_NAME",
@@ -36,10 +39,12 @@ __all__ = [
     "WebhookClientConfig",
     "crd_for",
     "crd_path",
+    "find_admission_webhooks",
     "find_rbac_rules",
     "find_resources",
     "generate_crds",
     "generate_rbac",
+    "generate_webhooks",
     "import_targets",
     "model_schema",
     "normalize_rules",
@@ -48,5 +53,6 @@ __all__ = [
     "validate_default",
     "validate_structural",
     "version_priority",
+    "webhook_configurations",
     "write_manifests",
 ]

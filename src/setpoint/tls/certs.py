@@ -59,6 +59,7 @@ __all__ = [
     "CertificateAuthority",
     "CertificateInfo",
     "issued_by",
+    "key_matches",
     "read_certificates",
     "signing_key_pair",
 ]
@@ -367,6 +368,19 @@ def issued_by(cert_pem: bytes, ca_bundle: bytes) -> CertificateInfo | None:
             continue
         return _info(ca)
     return None
+
+
+def key_matches(pair: KeyPair) -> bool:
+    """Whether ``pair.key_pem`` is the private key of the first certificate in ``pair.cert_pem``.
+
+    Unparsable or encrypted PEM gives ``False``.
+    """
+    try:
+        cert = x509.load_pem_x509_certificate(pair.cert_pem)
+        key = serialization.load_pem_private_key(pair.key_pem, password=None)
+    except (ValueError, TypeError):
+        return False
+    return bool(key.public_key() == cert.public_key())
 
 
 def signing_key_pair() -> tuple[bytes, bytes]:

@@ -79,7 +79,13 @@ from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.meta import JsonObject
 from setpoint.client.errors import AlreadyExists, Conflict, NotFound
 from setpoint.observability.logging import get_logger
-from setpoint.tls.certs import CLOCK_SKEW, CertificateAuthority, issued_by, read_certificates
+from setpoint.tls.certs import (
+    CLOCK_SKEW,
+    CertificateAuthority,
+    issued_by,
+    key_matches,
+    read_certificates,
+)
 from setpoint.tls.pem import CertificateError, KeyPair
 
 if TYPE_CHECKING:
@@ -397,21 +403,9 @@ def _serving_problem(
         return f"it does not cover {', '.join(missing)}"
     if issued_by(serving.cert_pem, bundle) is None:
         return "no CA in the bundle signed it"
-    if not _key_matches(serving):
+    if not key_matches(serving):
         return "its key does not belong to it"
     return None
-
-
-def _key_matches(pair: KeyPair) -> bool:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import serialization
-
-    try:
-        cert = x509.load_pem_x509_certificate(pair.cert_pem)
-        key = serialization.load_pem_private_key(pair.key_pem, password=None)
-    except (ValueError, TypeError):
-        return False
-    return bool(key.public_key() == cert.public_key())
 
 
 def _next_check(

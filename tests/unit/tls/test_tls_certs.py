@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
-from setpoint.tls.certs import CertificateAuthority, issued_by, read_certificates
-from setpoint.tls.pem import CertificateError
+from setpoint.tls.certs import CertificateAuthority, issued_by, key_matches, read_certificates
+from setpoint.tls.pem import CertificateError, KeyPair
 
 T0 = dt.datetime(2030, 6, 1, tzinfo=dt.UTC)
 
@@ -84,3 +84,12 @@ def test_issued_by_checks_the_signature_not_the_name() -> None:
     found = issued_by(pair.cert_pem, impostor.cert_pem + signer.cert_pem)
     assert found is not None and found.pem == signer.cert_pem
     assert issued_by(b"junk", signer.cert_pem) is None
+
+
+def test_key_matches_pairs_a_key_with_its_certificate() -> None:
+    """A pair's own key matches; another key, or junk, does not."""
+    ca = CertificateAuthority()
+    pair, other = ca.serving_cert("x", ("x",)), ca.serving_cert("y", ("y",))
+    assert key_matches(pair)
+    assert not key_matches(KeyPair(pair.cert_pem, other.key_pem))
+    assert not key_matches(KeyPair(b"junk", pair.key_pem))
