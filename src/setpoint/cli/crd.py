@@ -4,13 +4,28 @@
   schemas written with OpenAPI v2 habits) as apiextensions v1, and reports
   what it changed and what still needs a person. Exit code: 0 when nothing
   needs a person, 2 when something does, 1 on bad input.
+* ``setpoint crd diff OLD NEW`` lists the incompatible changes between two
+  versions of CRDs, each named by the check that found it (see
+  :mod:`setpoint.migrate.diff`); ``--against-cluster`` also lists the live
+  objects the new schema rejects. Exit code: 1 when anything is at level
+  error (or an object is rejected), else 0.
+
+Inputs of ``crd diff`` (OLD and NEW) may each be:
+
+* a YAML/JSON file or a directory of them (v1beta1 CRDs are migrated first);
+* ``kube://NAME``: the live CRD of that name (with its ``status.storedVersions``);
+* ``MODULE:Class``: the kind of that resource class, every version declared
+  next to it, generated as ``setpoint generate crd`` would;
+* a module name, ``.py`` file or directory: every kind declared there.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +38,7 @@ from setpoint.migrate.convert import (
     MigrationInputError,
     migrate_crd,
 )
+from setpoint.migrate.diff import DiffConfig, DiffConfigError, Finding, diff_crds
 
 __all__ = ["EXIT_NEEDS_HUMAN", "register"]
 
@@ -136,8 +152,194 @@ def _report_json(results: list[tuple[Path, list[Any], list[CRDMigration]]]) -> d
     }
 
 
+# --------------------------------------------------------------------------- diff
+
+_KUBE = "kube://"
+
+
+class InputError(ValueError):
+    """An OLD/NEW argument of ``crd diff`` cannot be read; the message says which and why."""
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from setpoint.client import Client
+
+    return Client.from_kubeconfig(args.kubeconfig, context=args.context)
+
+
+def _crds_from_documents(documents: Sequence[Any], where: str) -> list[dict[str, Any]]:
+    crds: list[dict[str, Any]] = []
+    for document in documents:
+        if not isinstance(document, dict) or document.get("kind") != "CustomResourceDefinition":
+            continue
+        crd = document
+        if document.get("apiVersion") == "apiextensions.k8s.io/v1beta1":
+            try:
+                crd = migrate_crd(document).crd
+            except MigrationInputError as exc:
+                raise InputError(f"{where}: {exc}") from None
+        crds.append(crd)
+    return crds
+
+
+def _load_input(spec: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    if spec.startswith(_KUBE):
+        name = spec[len(_KUBE) :]
+        return [asyncio.run(_live_crd(name, args))]
+    path = Path(spec)
+    if path.suffix in (".yaml", ".yml", ".json") or (
+        path.is_dir() and any(path.glob("*.y*ml")) and not (path / "__init__.py").exists()
+    ):
+        files = (
+            sorted(path.glob("**/*.y*ml")) + sorted(path.glob("**/*.json"))
+            if path.is_dir()
+            else [path]
+        )
+        crds: list[dict[str, Any]] = []
+        for file in files:
+            try:
+                crds += _crds_from_documents(_load_documents(file), str(file))
+            except MigrationInputError as exc:
+                raise InputError(str(exc)) from None
+        if not crds:
+            raise InputError(f"{spec}: no CustomResourceDefinition found")
+        return crds
+    return _python_crds(spec)
+
+
+async def _live_crd(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    from setpoint.api import kinds
+    from setpoint.client.errors import NotFound
+
+    async with _client(args) as client:
+        try:
+            crd: dict[str, Any] = await client.get(kinds.CustomResourceDefinition, name)
+        except NotFound:
+            raise InputError(f"{_KUBE}{name}: no such CRD in the cluster") from None
+    return crd
+
+
+def _python_crds(spec: str) -> list[dict[str, Any]]:
+    from setpoint.crd import (
+        CRDGenerationError,
+        LoadError,
+        find_resources,
+        generate_crds,
+        import_targets,
+    )
+
+    target, _, class_name = spec.partition(":")
+    try:
+        modules = import_targets([target])
+        resources = find_resources(modules)
+        if class_name:
+            chosen = [r for r in resources if r.__name__ == class_name]
+            if not chosen:
+                raise InputError(f"{spec}: no resource class {class_name!r} in {target}")
+            gvk = chosen[0].declaration().gvk
+            resources = [
+                r
+                for r in resources
+                if r.declaration().gvk.group == gvk.group and r.declaration().gvk.kind == gvk.kind
+            ]
+        if not resources:
+            raise InputError(f"{spec}: no @sp.resource classes found")
+        return [m.documents[0] for m in generate_crds(resources)]
+    except (LoadError, CRDGenerationError) as exc:
+        raise InputError(f"{spec}: {exc}") from None
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _render(findings: list[Finding], fmt: str) -> str:
+    errors = sum(1 for f in findings if f.level == "error")
+    warnings = len(findings) - errors
+    if fmt == "json":
+        return json.dumps(
+            {
+                "errors": errors,
+                "warnings": warnings,
+                "findings": [
+                    {
+                        "check": f.check,
+                        "level": f.level,
+                        "crd": f.crd,
+                        "version": f.version,
+                        "path": f.path,
+                        "message": f.message,
+                    }
+                    for f in findings
+                ],
+            },
+            indent=2,
+        )
+    if fmt == "markdown":
+        lines = [
+            f"**{errors} error(s), {warnings} warning(s)**",
+            "",
+            "| level | check | CRD | version | field | change |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {f.level} | `{f.check}` | {f.crd} | {f.version or ''} | `{f.path}` | "
+            f"{_md(f.message)} |"
+            for f in findings
+        ]
+        return "\n".join(lines)
+    lines = [str(f) for f in findings]
+    lines.append(f"{errors} error(s), {warnings} warning(s)")
+    return "\n".join(lines)
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    try:
+        config = DiffConfig()
+        if args.config is not None:
+            config = DiffConfig.from_mapping(yaml.safe_load(args.config.read_text()))
+        old = _load_input(args.old, args)
+        new = _load_input(args.new, args)
+    except (InputError, DiffConfigError, yaml.YAMLError) as exc:
+        print(f"setpoint: error: {exc}", file=sys.stderr)
+        return 1
+    findings = diff_crds(old, new, config=config)
+    print(_render(findings, args.format))
+    failed = any(f.level == "error" for f in findings)
+    if args.against_cluster:
+        failed = asyncio.run(_against_cluster(new, args)) or failed
+    return 1 if failed else 0
+
+
+async def _against_cluster(new: list[dict[str, Any]], args: argparse.Namespace) -> bool:
+    from setpoint.migrate.dryrun import DryRunError, objects_rejected_by
+
+    rejected = False
+    async with _client(args) as client:
+        for crd in new:
+            name = crd["metadata"]["name"]
+            try:
+                report = await objects_rejected_by(client, crd)
+            except DryRunError as exc:
+                print(f"{name}: {exc}")
+                continue
+            print(
+                f"{name}: {report.checked} live object(s) checked against the new schema, "
+                f"{len(report.rejections)} rejected"
+                + (
+                    f" (versions {list(report.skipped_versions)} are new: not checked)"
+                    if report.skipped_versions
+                    else ""
+                )
+            )
+            for rejection in report.rejections:
+                print(f"  REJECTED {rejection}")
+            rejected = rejected or bool(report.rejections)
+    return rejected
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``crd`` command group (``migrate``)."""
+    """Add the ``crd`` command group (``migrate``, ``diff``)."""
     parser = subparsers.add_parser(
         "crd",
         help="migrate, compare and retire CRD versions",
@@ -176,3 +378,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="also write Python classes that generate the same CRDs (setpoint generate crd)",
     )
     migrate.set_defaults(func=_cmd_migrate)
+
+    diff = sub.add_parser(
+        "diff",
+        help="list incompatible changes between two versions of CRDs",
+        description=(
+            "Compare OLD and NEW CRDs (files, kube://NAME, MODULE:Class or a module path); "
+            "every finding names its check. Exit 1 when anything is at level error."
+        ),
+    )
+    diff.add_argument("old", metavar="OLD")
+    diff.add_argument("new", metavar="NEW")
+    diff.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="YAML file setting levels per check: {checks: {enumAddition: error, ...}}",
+    )
+    diff.add_argument(
+        "--format", choices=("text", "markdown", "json"), default="text", help="output format"
+    )
+    diff.add_argument(
+        "--against-cluster",
+        action="store_true",
+        help="also dry-run every live object of each NEW CRD against its new schema and "
+        "list the ones the server would reject",
+    )
+    diff.add_argument("--kubeconfig", default=None, help="kubeconfig file (default $KUBECONFIG)")
+    diff.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    diff.set_defaults(func=_cmd_diff)

@@ -5,6 +5,11 @@
   and what needs a person (``setpoint crd migrate``);
   :func:`python_module_for` writes the Python classes that generate it
   (``setpoint crd migrate --python``).
+* :func:`diff_crds` lists the incompatible changes between two versions of
+  CRDs, one named check per schema keyword, failing closed on anything no
+  check understands (``setpoint crd diff``); :func:`objects_rejected_by`
+  lists the live objects a new schema rejects (``--against-cluster``).
+* :func:`apply_crd` installs or replaces a CRD and waits until it is served.
 
 This package stands on :mod:`setpoint.crd` and :mod:`setpoint.client`; it
 never imports the manager, controllers or webhooks (docs/architecture.md, "Where the
@@ -18,13 +23,27 @@ from setpoint.migrate.convert import (
     MigrationNote,
     migrate_crd,
 )
+from setpoint.migrate.diff import CHECKS, DiffConfig, DiffConfigError, Finding, diff_crds
+from setpoint.migrate.dryrun import DryRunError, DryRunReport, Rejection, objects_rejected_by
+from setpoint.migrate.install import CRDNotReady, apply_crd
 from setpoint.migrate.pygen import python_module_for
 
 __all__ = [
+    "CHECKS",
     "CRDMigration",
+    "CRDNotReady",
+    "DiffConfig",
+    "DiffConfigError",
+    "DryRunError",
+    "DryRunReport",
+    "Finding",
     "MigrateOptions",
     "MigrationInputError",
     "MigrationNote",
+    "Rejection",
+    "apply_crd",
+    "diff_crds",
     "migrate_crd",
+    "objects_rejected_by",
     "python_module_for",
 ]

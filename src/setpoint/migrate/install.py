@@ -16,7 +16,7 @@ from typing import Any
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.client import AlreadyExists, Client
-from setpoint.client.errors import UnknownKind
+from setpoint.client.errors import NotFound, UnknownKind
 
 __all__ = ["CRDNotReady", "apply_crd", "served_kinds"]
 
@@ -45,7 +45,8 @@ async def apply_crd(
 
     A replace carries the live object's resourceVersion, so it fails with
     :class:`~setpoint.client.Conflict` rather than overwrite a change made
-    meanwhile. The server may still reject the CRD
+    meanwhile. A CRD of that name still being deleted is waited out, then
+    created anew. The server may still reject the CRD
     (:class:`~setpoint.client.Invalid`, e.g. when it drops a stored version).
 
     Raises:
@@ -56,14 +57,8 @@ async def apply_crd(
     name = str(crd["metadata"]["name"])
     body = dict(crd)
     body.pop("status", None)
-    try:
-        await client.create(body)
-    except AlreadyExists:
-        current = await client.get(kinds.CustomResourceDefinition, name)
-        metadata = {**body.get("metadata", {})}
-        metadata["resourceVersion"] = current["metadata"]["resourceVersion"]
-        await client.update({**body, "metadata": metadata})
     deadline = time.monotonic() + timeout
+    await _create_or_replace(client, body, name, deadline)
     last = "no status yet"
     while True:
         live = await client.get(kinds.CustomResourceDefinition, name)
@@ -79,6 +74,31 @@ async def apply_crd(
         if time.monotonic() >= deadline:
             raise CRDNotReady(f"CRD {name} was not ready within {timeout:.0f}s: {last}")
         await asyncio.sleep(0.2)
+
+
+async def _create_or_replace(
+    client: Client, body: dict[str, Any], name: str, deadline: float
+) -> None:
+    """Create, or replace the live CRD; wait out one that is still being deleted."""
+    while True:
+        try:
+            await client.create(body)
+            return
+        except AlreadyExists:
+            pass
+        try:
+            current = await client.get(kinds.CustomResourceDefinition, name)
+        except NotFound:
+            continue  # deleted in between: create again
+        if current["metadata"].get("deletionTimestamp"):
+            if time.monotonic() >= deadline:
+                raise CRDNotReady(f"CRD {name} is still being deleted; try again when it is gone")
+            await asyncio.sleep(0.2)
+            continue
+        metadata = {**body.get("metadata", {})}
+        metadata["resourceVersion"] = current["metadata"]["resourceVersion"]
+        await client.update({**body, "metadata": metadata})
+        return
 
 
 async def _undiscovered(client: Client, crd: Mapping[str, Any]) -> list[str]:
