@@ -15,9 +15,9 @@ import contextlib
 import itertools
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from prometheus_client import CollectorRegistry
 
@@ -327,6 +327,7 @@ async def failing_cleanup_is_recorded_retried_with_backoff_then_completes(
             return obj if record is not None and record.failures >= 2 else None
 
         obj = await eventually(recorded, timeout=20, description="failure recorded")
+        assert obj is not None
         record = read_cleanup_records(obj)[FIN]
         assert record.error == "RuntimeError: directory service unreachable"
         assert record.reason == "CleanupFailed"
@@ -391,6 +392,7 @@ async def hanging_cleanup_hits_its_deadline_and_is_retried(backend: Backend) -> 
             return obj if FIN in read_cleanup_records(obj or {}) else None
 
         obj = await eventually(recorded, timeout=20, description="deadline recorded")
+        assert obj is not None
         record = read_cleanup_records(obj)[FIN]
         assert record.reason == "CleanupDeadlineExceeded"
         assert "deadline of 0.3s" in record.error
@@ -427,6 +429,7 @@ async def kind_without_status_subresource_gets_the_annotation_only(backend: Back
             return obj if FIN in read_cleanup_records(obj or {}) else None
 
         obj = await eventually(recorded, timeout=20, description="failure recorded")
+        assert obj is not None
         assert read_cleanup_records(obj)[FIN].error == "RuntimeError: no route to host"
         assert "status" not in obj
         assert op.failures(FIN) >= 1
@@ -492,14 +495,14 @@ async def two_finalizers_of_one_controller_clean_up_last_registered_first(
 class TypedWidget:
     """A minimal typed class for WIDGET (the TypedObject protocol)."""
 
-    gvk = WIDGET
+    gvk: ClassVar[GroupVersionKind] = WIDGET
 
     def __init__(self, data: JsonObject) -> None:
         self.data = data
 
     @classmethod
-    def from_object(cls, obj: JsonObject) -> TypedWidget:
-        return cls(obj)
+    def from_object(cls, obj: Mapping[str, Any]) -> Self:
+        return cls(dict(obj))
 
     def to_object(self) -> JsonObject:
         return self.data

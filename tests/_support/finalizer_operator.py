@@ -35,7 +35,12 @@ from setpoint.manager import LeaderElectionOptions, Manager, ManagerOptions
 from tests._support.finalizer_flow import FIN, WIDGET
 
 LEASE_NAME = "finalizer-operator"
-TIMINGS = {"lease_duration": 4, "renew_deadline": 3, "retry_period": 1, "request_timeout": 1}
+TIMINGS: dict[str, Any] = {
+    "lease_duration": 4,
+    "renew_deadline": 3,
+    "retry_period": 1,
+    "request_timeout": 1,
+}
 
 
 class Journal:

@@ -20,7 +20,9 @@ DOODAD = GroupVersionKind(GROUP, "v1", "Doodad")
 DIAL = GroupVersionKind(GROUP, "v1", "Dial")
 
 
-def _crd(kind: str, plural: str, *, scope: str = "Namespaced", status: bool = True) -> dict:
+def _crd(
+    kind: str, plural: str, *, scope: str = "Namespaced", status: bool = True
+) -> dict[str, Any]:
     version: dict[str, Any] = {
         "name": "v1",
         "served": True,

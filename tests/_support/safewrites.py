@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from setpoint.api.gvk import GroupVersionKind
 
 GIZMO = GroupVersionKind("safewrites.setpoint.dev", "v1", "Gizmo")
@@ -84,7 +86,7 @@ GIZMO_CRD = {
 }
 
 
-def gizmo(name: str, namespace: str, **spec: object) -> dict:
+def gizmo(name: str, namespace: str, **spec: object) -> dict[str, Any]:
     """A Gizmo manifest."""
     return {
         "apiVersion": GIZMO.api_version,

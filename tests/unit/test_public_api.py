@@ -22,7 +22,7 @@ def test_import_setpoint_loads_no_http_stack() -> None:
 
 def test_unknown_names_raise_attribute_error() -> None:
     try:
-        _ = setpoint.NoSuchThing  # type: ignore[attr-defined]
+        _ = setpoint.NoSuchThing
     except AttributeError as exc:
         assert "NoSuchThing" in str(exc)
     else:

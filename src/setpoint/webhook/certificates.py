@@ -90,7 +90,7 @@ from setpoint.tls.pem import CertificateError, KeyPair
 
 if TYPE_CHECKING:
     from setpoint.cache.informer import Informer
-    from setpoint.client.client import Client
+    from setpoint.client.protocols import ApiClient
 
 __all__ = [
     "CA_CERT_KEY",
@@ -514,7 +514,7 @@ class SelfManagedCertificates:
 
     def __init__(
         self,
-        client: Client,
+        client: ApiClient,
         options: SelfManagedCertificatesOptions,
         *,
         now: Callable[[], _dt.datetime] = _utc_now,

@@ -1,6 +1,7 @@
 """CRUD through the client on built-in kinds and on a custom resource, against a real server."""
 
 import base64
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ from setpoint.client.patch import MergePatch
 from setpoint.testing.waits import eventually
 
 
-def configmap(name: str, namespace: str, data: dict[str, str]) -> dict:
+def configmap(name: str, namespace: str, data: dict[str, str]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

@@ -1,8 +1,11 @@
 """Garbage collection through kube-controller-manager, and RBAC, on the real control plane."""
 
+from typing import Any
+
 import pytest
 
 from setpoint.api import kinds
+from setpoint.api.gvk import GroupVersionKind
 from setpoint.client import Client, load_kubeconfig
 from setpoint.client.errors import Forbidden, NotFound
 from setpoint.client.patch import MergePatch
@@ -10,7 +13,7 @@ from setpoint.testing import ControlPlane
 from setpoint.testing.waits import eventually
 
 
-async def _exists(k8s: Client, kind, name: str, namespace: str) -> bool:
+async def _exists(k8s: Client, kind: GroupVersionKind, name: str, namespace: str) -> bool:
     try:
         await k8s.get(kind, name, namespace=namespace)
     except NotFound:
@@ -18,7 +21,9 @@ async def _exists(k8s: Client, kind, name: str, namespace: str) -> bool:
     return True
 
 
-async def _owner_and_child(k8s: Client, namespace: str, child_finalizer: bool = False):
+async def _owner_and_child(
+    k8s: Client, namespace: str, child_finalizer: bool = False
+) -> dict[str, Any]:
     owner = await k8s.create(
         {
             "apiVersion": "v1",
@@ -26,7 +31,7 @@ async def _owner_and_child(k8s: Client, namespace: str, child_finalizer: bool = 
             "metadata": {"name": "owner", "namespace": namespace},
         }
     )
-    meta = {
+    meta: dict[str, Any] = {
         "name": "child",
         "namespace": namespace,
         "ownerReferences": [

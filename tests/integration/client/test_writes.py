@@ -1,5 +1,7 @@
 """Optimistic concurrency and server-side apply, as the real server enforces them."""
 
+from typing import Any
+
 import pytest
 
 from setpoint.api import kinds
@@ -9,7 +11,7 @@ from setpoint.client.errors import Conflict, Invalid, UnsupportedMediaType
 from setpoint.client.patch import ApplyPatch, JsonPatch, StrategicMergePatch, json_pointer
 
 
-def cm(name: str, namespace: str, **data: str) -> dict:
+def cm(name: str, namespace: str, **data: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

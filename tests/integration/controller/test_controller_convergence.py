@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,10 +14,11 @@ from prometheus_client import CollectorRegistry
 
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
-from setpoint.cache import Cache, CacheOptions
+from setpoint.cache import Cache, CacheOptions, ConsistentReader
 from setpoint.client import Client, load_kubeconfig
 from setpoint.client.patch import MergePatch
 from setpoint.controller import Builder, Context, Controller, Request, Result
+from setpoint.controller.reconcile import ReconcilerLike
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import eventually
 from tests._support.gizmos import GIZMO, converged, create_gizmos, reconcile_gizmo
@@ -38,13 +39,17 @@ class Run:
         return sum(self.codes.values())
 
 
+StartRun = Callable[[str, ReconcilerLike], Awaitable["Run"]]
+"""Starts a controller over its own client and cache; the fixture stops them all."""
+
+
 @pytest_asyncio.fixture(loop_scope="session")
 async def start_run(
     kubeconfig_path: Path, namespace: str, gizmo_crd: GroupVersionKind
-) -> AsyncIterator[Callable[..., object]]:
+) -> AsyncIterator[StartRun]:
     runs: list[Run] = []
 
-    async def start(name: str, reconciler: object) -> Run:
+    async def start(name: str, reconciler: ReconcilerLike) -> Run:
         codes: Counter[str] = Counter()
         client = Client(
             load_kubeconfig(str(kubeconfig_path)),
@@ -57,7 +62,7 @@ async def start_run(
             .for_(GIZMO)
             .owns(kinds.ConfigMap)
             .max_concurrent_reconciles(8)
-            .build(reconciler, client=client, cache=cache, metrics=metrics)  # type: ignore[arg-type]
+            .build(reconciler, client=client, cache=cache, metrics=metrics)
         )
         await cache.start()
         await controller.start()
@@ -98,7 +103,7 @@ async def converge(k8s: Client, namespace: str, run: Run, phase: str) -> float:
 
 
 async def test_500_objects_converge_without_stale_read_conflicts(
-    k8s: Client, namespace: str, start_run: Callable[..., object]
+    k8s: Client, namespace: str, start_run: StartRun
 ) -> None:
     """500 objects, each with a child ConfigMap and a status write, converge with zero 409s.
 
@@ -110,8 +115,7 @@ async def test_500_objects_converge_without_stale_read_conflicts(
     on the status PUT or an AlreadyExists on the child create. With read-after-write there
     are none.
     """
-    run = await start_run("gizmos", reconcile_gizmo)  # type: ignore[operator]
-    assert isinstance(run, Run)
+    run = await start_run("gizmos", reconcile_gizmo)
     baseline = run.requests
     created = time.monotonic()
     await create_gizmos(k8s, namespace, COUNT, size=1)
@@ -140,7 +144,7 @@ async def test_500_objects_converge_without_stale_read_conflicts(
 
 
 async def test_without_read_after_write_the_same_controller_still_converges(
-    k8s: Client, namespace: str, start_run: Callable[..., object]
+    k8s: Client, namespace: str, start_run: StartRun
 ) -> None:
     """The control experiment: plain cached reads converge too, by retrying conflicts.
 
@@ -150,28 +154,21 @@ async def test_without_read_after_write_the_same_controller_still_converges(
     which is what the previous test shows read-after-write removes.
     """
 
-    class PlainReads:
-        def __init__(self, ctx: Context) -> None:
-            self._cache = ctx.reader.cache
-
-        async def get(self, kind: object, name: str, *, namespace: str) -> object:
-            return await self._cache.get(kind, name, namespace=namespace)  # type: ignore[call-overload]
-
     async def reconcile_plain(ctx: Context, request: Request) -> Result | None:
+        assert isinstance(ctx.reader, ConsistentReader)
         patched = Context(
             request=ctx.request,
             reconcile_id=ctx.reconcile_id,
             log=ctx.log,
             client=ctx.client,
-            reader=PlainReads(ctx),  # type: ignore[arg-type]
+            reader=ctx.reader.cache,  # the cache itself: no read-after-write wait
             recorder=ctx.recorder,
             controller=ctx.controller,
             gvk=ctx.gvk,
         )
         return await reconcile_gizmo(patched, request)
 
-    run = await start_run("gizmos-plain", reconcile_plain)  # type: ignore[operator]
-    assert isinstance(run, Run)
+    run = await start_run("gizmos-plain", reconcile_plain)
     await create_gizmos(k8s, namespace, COUNT, size=1)
     await converge(k8s, namespace, run, "create, plain reads")
     await resize_all(k8s, namespace, 2)

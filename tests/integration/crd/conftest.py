@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest_asyncio
@@ -27,18 +28,23 @@ async def installed_crds(k8s: Client) -> dict[str, dict[str, Any]]:
             version = current["metadata"]["resourceVersion"]
             await k8s.update({**crd, "metadata": {**crd["metadata"], "resourceVersion": version}})
 
-        async def established(name: str = name) -> dict[str, Any] | None:
-            got = await k8s.get(kinds.CustomResourceDefinition, name)
-            return got if is_established(got) else None
-
-        result[name] = await eventually(
-            established, timeout=60, description=f"CRD {name} Established"
+        established = await eventually(
+            functools.partial(_established, k8s, name),
+            timeout=60,
+            description=f"CRD {name} Established",
         )
+        assert established is not None
+        result[name] = established
     types = load_fixtures()
     for cls in (types.Widget, types.Gadget, types.Thing):
         await eventually(
-            lambda cls=cls: k8s.resource_info(cls),
+            functools.partial(k8s.resource_info, cls),
             timeout=30,
             description=f"{cls.__name__} discoverable",
         )
     return result
+
+
+async def _established(k8s: Client, name: str) -> dict[str, Any] | None:
+    got = await k8s.get(kinds.CustomResourceDefinition, name)
+    return got if is_established(got) else None

@@ -8,6 +8,7 @@ the real API server's behaviour where those tests depend on it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import uuid
 
 import pytest
@@ -38,7 +39,7 @@ async def finalizer_crds(k8s: Client) -> None:
     await eventually(established, timeout=60, description="finalizer test CRDs established")
     for kind in (WIDGET, GADGET):
         await eventually(
-            lambda kind=kind: k8s.resource_info(kind), timeout=30, description=f"{kind} served"
+            functools.partial(k8s.resource_info, kind), timeout=30, description=f"{kind} served"
         )
 
 

@@ -23,13 +23,19 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 from setpoint.api.runnable import RunnableGroup
 from setpoint.client import Client, load_kubeconfig
 from setpoint.manager import LeaderElectionLost, LeaderElectionOptions, Manager, ManagerOptions
 
 LEASE_NAME = "le-test"
-TIMINGS = {"lease_duration": 4, "renew_deadline": 3, "retry_period": 1, "request_timeout": 1}
+TIMINGS: dict[str, Any] = {
+    "lease_duration": 4,
+    "renew_deadline": 3,
+    "retry_period": 1,
+    "request_timeout": 1,
+}
 
 
 class Journal:

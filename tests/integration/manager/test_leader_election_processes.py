@@ -105,6 +105,7 @@ async def elect_one_of_two(cluster: Cluster) -> tuple[Candidate, Candidate]:
     leader_id = await eventually(
         cluster.leader, timeout=60, description="one candidate starts acting"
     )
+    assert leader_id is not None
     standby_id = "beta" if leader_id == "alpha" else "alpha"
     await eventually(
         lambda: cluster.times(standby_id, "ready"), timeout=60, description="standby is up"
@@ -208,6 +209,7 @@ async def test_release_on_cancel_hands_over_without_waiting_for_expiry(cluster: 
     cluster.spawn("alpha", "--release-on-cancel")
     cluster.spawn("beta", "--release-on-cancel")
     leader_id = await eventually(cluster.leader, timeout=60, description="one leads")
+    assert leader_id is not None
     standby_id = "beta" if leader_id == "alpha" else "alpha"
     await eventually(lambda: cluster.times(standby_id, "ready"), timeout=60, description="up")
 

@@ -143,7 +143,9 @@ async def test_metrics_scrape_has_controller_runtime_names_in_both_formats(
     for body in (text, openmetrics):
         for name in CONTROLLER_RUNTIME_NAMES:
             assert name in body, f"{name} missing from\n{body[:2000]}"
-        host = running.manager.client.transport.server.split("://", 1)[1]
+        client = running.manager.client
+        assert isinstance(client, Client)
+        host = client.transport.server.split("://", 1)[1]
         assert f'rest_client_requests_total{{code="200",host="{host}",method="GET"}}' in body
     queue.shutdown()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -109,7 +109,7 @@ async def test_create_over_a_deleting_object(api: Api) -> None:
     )
 
 
-def _owned(api: Api, name: str, owner: dict, *, block: bool = False) -> dict:
+def _owned(api: Api, name: str, owner: dict[str, Any], *, block: bool = False) -> dict[str, Any]:
     ref = {
         "apiVersion": "v1",
         "kind": "ConfigMap",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
@@ -15,7 +17,7 @@ from tests._support.safewrites import RequestLog, gizmo
 MANAGER = "gizmo-controller"
 
 
-def deployment(namespace: str, replicas: int = 2) -> dict:
+def deployment(namespace: str, replicas: int = 2) -> dict[str, Any]:
     """A desired Deployment: only the fields the controller cares about."""
     labels = {"app": "gizmo-web"}
     return {
@@ -183,7 +185,7 @@ async def test_apply_child_through_the_cache_sends_no_request_when_nothing_chang
 
         async def drift_cached() -> bool:
             got = cache.peek(kinds.ConfigMap, ObjectKey(namespace, "child"))
-            return (got or {}).get("data", {}).get("a") == "drifted"
+            return bool((got or {}).get("data", {}).get("a") == "drifted")
 
         await eventually(drift_cached, timeout=30, description="drift seen by the cache")
         restored = await apply_child(tracking, desired, field_manager=MANAGER)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 import pytest
 
@@ -22,8 +23,8 @@ from tests._support.safewrites import RequestLog
 ROUNDS = 25
 
 
-def cm(name: str, namespace: str, finalizers: list[str] | None = None) -> dict:
-    meta: dict = {"name": name, "namespace": namespace}
+def cm(name: str, namespace: str, finalizers: list[str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
     if finalizers:
         meta["finalizers"] = finalizers
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": "v"}}

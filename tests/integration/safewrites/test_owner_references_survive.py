@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ from tests._support.safewrites import RequestLog
 LABEL_WRITES = 40
 
 
-def cm(name: str, namespace: str, **data: str) -> dict:
+def cm(name: str, namespace: str, **data: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -81,7 +82,7 @@ async def test_owner_references_survive_concurrent_metadata_patches(
     async def our_controller() -> None:
         for i in range(LABEL_WRITES // 2):
 
-            async def mutate(obj: dict, i: int = i) -> None:
+            async def mutate(obj: dict[str, Any], i: int = i) -> None:
                 nonlocal third_added
                 set_controller_reference(obj, owners[0])
                 if i >= 5:
@@ -201,7 +202,7 @@ async def test_create_or_update_and_patch_write_only_when_needed(
     """
     client, log = counted
 
-    def settle(obj: dict) -> None:
+    def settle(obj: dict[str, Any]) -> None:
         obj.setdefault("data", {})["mode"] = "on"
 
     for write in (create_or_update, create_or_patch):
@@ -215,7 +216,7 @@ async def test_create_or_update_and_patch_write_only_when_needed(
 
         calls = 0
 
-        async def mutate(obj: dict, name: str = name) -> None:
+        async def mutate(obj: dict[str, Any], name: str = name) -> None:
             nonlocal calls
             calls += 1
             if calls == 1:

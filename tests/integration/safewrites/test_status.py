@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -56,7 +57,7 @@ async def test_concurrent_status_writers_lose_nothing(
         for i in range(ENTRIES):
             entry = f"w{w:02d}-{i:02d}"
 
-            def append(obj: dict, entry: str = entry) -> None:
+            def append(obj: dict[str, Any], entry: str = entry) -> None:
                 nonlocal mutate_calls
                 mutate_calls += 1
                 entries = obj.setdefault("status", {}).setdefault("entries", [])
@@ -89,7 +90,7 @@ async def test_conflict_rereads_and_reapplies_the_mutation(
     created = await k8s.create(gizmo("raced", namespace, size=1))
     seen_phases: list[str | None] = []
 
-    async def mutate(obj: dict) -> None:
+    async def mutate(obj: dict[str, Any]) -> None:
         status = obj.setdefault("status", {})
         seen_phases.append(status.get("phase"))
         if len(seen_phases) == 1:
@@ -123,7 +124,7 @@ async def test_status_write_touches_only_status(
     client, log = counted
     obj = await client.create(gizmo("scoped", namespace, size=1))
 
-    def grow(o: dict) -> None:
+    def grow(o: dict[str, Any]) -> None:
         o["spec"]["size"] = 5
 
     log.clear()
@@ -134,7 +135,7 @@ async def test_status_write_touches_only_status(
     # Someone changes the spec; our stale copy still says size=1.
     await k8s.patch(gizmo_crd, "scoped", MergePatch({"spec": {"size": 3}}), namespace=namespace)
 
-    def ready(o: dict) -> None:
+    def ready(o: dict[str, Any]) -> None:
         o.setdefault("status", {})["phase"] = "Ready"
 
     result, written = await update_status(client, obj, ready)
@@ -163,7 +164,7 @@ async def test_conditions_and_observed_generation(
     t0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
     def progressing(now: datetime, reason: str, status: bool):  # type: ignore[no-untyped-def]
-        def mutate(o: dict) -> None:
+        def mutate(o: dict[str, Any]) -> None:
             set_observed_generation(o)
             set_condition(
                 o.setdefault("status", {}),

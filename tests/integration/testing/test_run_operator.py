@@ -1,5 +1,6 @@
 """setpoint.testing.run_operator: an operator in-process against the real control plane."""
 
+from collections.abc import Callable
 from pathlib import Path
 
 import setpoint as sp
@@ -8,7 +9,7 @@ from setpoint.client import Client
 from setpoint.testing import run_operator
 
 
-def labeller(namespace: str):
+def labeller(namespace: str) -> Callable[[sp.Manager], str]:
     async def reconcile(ctx: sp.Context, request: sp.Request) -> None:
         cm = await ctx.reader.get(kinds.ConfigMap, request.name, namespace=request.namespace)
         if cm.get("data", {}).get("seen") != "yes":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -21,7 +22,7 @@ from setpoint.api.conditions import (
 )
 from setpoint.api.declaration import field, resource
 from setpoint.api.resource import Model, Resource
-from setpoint.api.validation import CONDITION_REASON_PATTERN
+from setpoint.api.validation import CONDITION_REASON_PATTERN, ConditionStatus
 
 T0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=5)
@@ -49,7 +50,7 @@ class BareStatus(Model):
 
 
 def test_set_creates_the_list_and_writes_the_wire_form() -> None:
-    status: dict = {}
+    status: dict[str, Any] = {}
     assert set_condition(status, "Ready", True, "Available", "up", observed_generation=3, now=T0)
     assert status == {
         "conditions": [
@@ -66,7 +67,7 @@ def test_set_creates_the_list_and_writes_the_wire_form() -> None:
 
 
 def test_transition_time_moves_only_when_status_flips() -> None:
-    status: dict = {}
+    status: dict[str, Any] = {}
     set_condition(status, "Ready", False, "Starting", now=T0)
     assert set_condition(status, "Ready", False, "StillStarting", "slow", now=T1)
     cond = status["conditions"][0]
@@ -82,14 +83,14 @@ def test_transition_time_moves_only_when_status_flips() -> None:
 
 
 def test_observed_generation_none_removes_it() -> None:
-    status: dict = {}
+    status: dict[str, Any] = {}
     set_condition(status, "Ready", True, "Ok", observed_generation=2, now=T0)
     assert set_condition(status, "Ready", True, "Ok", now=T0)
     assert "observedGeneration" not in status["conditions"][0]
 
 
 def test_now_defaults_to_current_time_in_whole_seconds() -> None:
-    status: dict = {}
+    status: dict[str, Any] = {}
     before = datetime.now(UTC).replace(microsecond=0)
     set_condition(status, "Ready", True, "Ok")
     stamp = datetime.strptime(status["conditions"][0]["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ")
@@ -114,11 +115,11 @@ def test_now_defaults_to_current_time_in_whole_seconds() -> None:
         ),
     ],
 )
-def test_validation_names_the_bad_field(kwargs: dict, field_name: str) -> None:
+def test_validation_names_the_bad_field(kwargs: dict[str, Any], field_name: str) -> None:
     problems = validate_condition(**kwargs)
     assert len(problems) == 1
     assert problems[0].startswith(field_name)
-    status: dict = {}
+    status: dict[str, Any] = {}
     with pytest.raises(ConditionError, match=field_name):
         set_condition(
             status,
@@ -150,7 +151,7 @@ def test_naive_now_is_refused() -> None:
 
 
 def test_find_remove_and_truth() -> None:
-    status: dict = {}
+    status: dict[str, Any] = {}
     set_condition(status, "Ready", True, "Ok", now=T0)
     set_condition(status, "Degraded", False, "Fine", now=T0)
     set_condition(status, "Progressing", "Unknown", "Waiting", now=T0)
@@ -254,9 +255,9 @@ def test_observed_generation_on_typed_resources() -> None:
     generation=st.none() | st.integers(min_value=0, max_value=2**40),
 )
 def test_setting_twice_is_idempotent(
-    reason: str, message: str, status: str, generation: int | None
+    reason: str, message: str, status: ConditionStatus, generation: int | None
 ) -> None:
-    holder: dict = {}
+    holder: dict[str, Any] = {}
     assert set_condition(
         holder,
         "Ready",
@@ -264,7 +265,7 @@ def test_setting_twice_is_idempotent(
         reason,
         message,
         observed_generation=generation,
-        now=T0,  # type: ignore[arg-type]
+        now=T0,
     )
     snapshot = [dict(c) for c in holder["conditions"]]
     assert not set_condition(
@@ -274,7 +275,7 @@ def test_setting_twice_is_idempotent(
         reason,
         message,
         observed_generation=generation,
-        now=T1,  # type: ignore[arg-type]
+        now=T1,
     )
     assert holder["conditions"] == snapshot
     found = find_condition(holder, "Ready")
@@ -283,7 +284,10 @@ def test_setting_twice_is_idempotent(
 
 def test_observed_generation_can_be_the_one_acted_on() -> None:
     """A retried mutation on a fresher copy must not claim the newer generation."""
-    fresher = {"metadata": {"name": "t", "generation": 5}, "status": {"observedGeneration": 3}}
+    fresher: dict[str, Any] = {
+        "metadata": {"name": "t", "generation": 5},
+        "status": {"observedGeneration": 3},
+    }
     assert set_observed_generation(fresher, 4)
     assert fresher["status"]["observedGeneration"] == 4
     assert not set_observed_generation(fresher, 4)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from setpoint.api.declaration import resource
@@ -31,8 +33,8 @@ def obj(
     namespace: str | None = "ns",
     uid: str | None = None,
     api: str = "v1",
-) -> dict:
-    meta: dict = {"name": name}
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
     if namespace:
         meta["namespace"] = namespace
     if uid:

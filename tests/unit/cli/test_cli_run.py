@@ -283,10 +283,10 @@ def test_default_leader_election_id(module: str, lease: str) -> None:
 
 def test_watch_namespaces_restrict_the_manager_cache() -> None:
     options = run.build_manager_options(settings("op", "--namespace=a", "--namespace=b"), "op")
-    cache = options.new_cache(FakeClient())  # type: ignore[arg-type]
-    assert cache.options.namespaces == ("a", "b")  # type: ignore[attr-defined]
+    cache = options.new_cache(FakeClient())
+    assert cache.options.namespaces == ("a", "b")
     unrestricted = run.build_manager_options(settings("op"), "op")
-    assert unrestricted.new_cache(FakeClient()).options.namespaces == ()  # type: ignore[arg-type,attr-defined]
+    assert unrestricted.new_cache(FakeClient()).options.namespaces == ()
 
 
 def test_equal_bind_addresses_are_rejected() -> None:

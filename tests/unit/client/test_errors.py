@@ -1,5 +1,7 @@
 """Mapping of API server responses to typed errors (client-go's apierrors rules)."""
 
+from typing import Any
+
 import pytest
 
 from setpoint.client.errors import (
@@ -17,7 +19,7 @@ from setpoint.client.errors import (
 )
 
 
-def status(code: int, reason: str = "", **details: object) -> dict:
+def status(code: int, reason: str = "", **details: object) -> dict[str, Any]:
     return {
         "kind": "Status",
         "code": code,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from setpoint.client._fieldpath import apply_is_noop, json_patch_diff, managed_fields_of
 
 # managedFields exactly as kube-apiserver recorded them for an applied Deployment
 # (containers keyed by name, ports by containerPort+protocol with a defaulted protocol,
 # an atomic selector, an atomic args list).
-DEPLOYMENT_FIELDS = {
+DEPLOYMENT_FIELDS: dict[str, Any] = {
     "f:metadata": {"f:labels": {"f:app": {}}, "f:ownerReferences": {'k:{"uid":"u1"}': {}}},
     "f:spec": {
         "f:replicas": {},
@@ -36,7 +37,7 @@ DEPLOYMENT_FIELDS = {
     },
 }
 
-DESIRED = {
+DESIRED: dict[str, Any] = {
     "metadata": {
         "labels": {"app": "d"},
         "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "o", "uid": "u1"}],
@@ -60,7 +61,7 @@ DESIRED = {
     },
 }
 
-LIVE = {
+LIVE: dict[str, Any] = {
     "metadata": {
         "labels": {"app": "d", "team": "blue"},
         "ownerReferences": [
@@ -106,7 +107,7 @@ def test_value_drift_in_an_owned_field_needs_an_apply() -> None:
         (("spec", "selector", "matchLabels", "app"), "x"),
     ):
         live = copy.deepcopy(LIVE)
-        target = live
+        target: Any = live
         for part in path[:-1]:
             target = target[part]
         target[path[-1]] = value
@@ -135,11 +136,11 @@ def test_a_changed_field_set_needs_an_apply() -> None:
 
 
 def test_set_lists_and_index_entries() -> None:
-    owned = {"f:spec": {"f:tags": {'v:"a"': {}, 'v:"b"': {}}}}
+    owned: dict[str, Any] = {"f:spec": {"f:tags": {'v:"a"': {}, 'v:"b"': {}}}}
     assert apply_is_noop({"spec": {"tags": ["b", "x", "a"]}}, {"spec": {"tags": ["a", "b"]}}, owned)
     assert not apply_is_noop({"spec": {"tags": ["b", "x"]}}, {"spec": {"tags": ["a", "b"]}}, owned)
     assert not apply_is_noop({"spec": {"tags": ["a", "b"]}}, {"spec": {"tags": ["a"]}}, owned)
-    indexed = {"f:spec": {"f:items": {"i:0": {"f:v": {}}}}}
+    indexed: dict[str, Any] = {"f:spec": {"f:items": {"i:0": {"f:v": {}}}}}
     assert apply_is_noop(
         {"spec": {"items": [{"v": 1, "w": 2}]}}, {"spec": {"items": [{"v": 1}]}}, indexed
     )
@@ -149,7 +150,7 @@ def test_set_lists_and_index_entries() -> None:
 
 
 def test_scalars_compare_as_json() -> None:
-    owned = {"f:spec": {"f:on": {}, "f:n": {}}}
+    owned: dict[str, Any] = {"f:spec": {"f:on": {}, "f:n": {}}}
     assert apply_is_noop({"spec": {"on": True, "n": 1.0}}, {"spec": {"on": True, "n": 1}}, owned)
     assert not apply_is_noop({"spec": {"on": 1, "n": 1}}, {"spec": {"on": True, "n": 1}}, owned)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from setpoint.api import kinds
@@ -58,8 +60,8 @@ class Task(Resource):
     status: TaskStatus | None = None
 
 
-def gizmo(name: str = "g", **status: object) -> dict:
-    obj: dict = {
+def gizmo(name: str = "g", **status: object) -> dict[str, Any]:
+    obj: dict[str, Any] = {
         "apiVersion": GIZMO.api_version,
         "kind": "Gizmo",
         "metadata": {"name": name, "namespace": "ns"},
@@ -70,8 +72,8 @@ def gizmo(name: str = "g", **status: object) -> dict:
     return obj
 
 
-def cm(name: str = "c", finalizers: list[str] | None = None, **data: str) -> dict:
-    meta: dict = {"name": name, "namespace": "ns"}
+def cm(name: str = "c", finalizers: list[str] | None = None, **data: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "ns"}
     if finalizers:
         meta["finalizers"] = finalizers
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": dict(data)}
@@ -92,7 +94,7 @@ def fake() -> FakeClient:
 async def test_update_status_writes_status_and_skips_empty_writes(fake: FakeClient) -> None:
     obj = await fake.create(gizmo())
 
-    def running(o: dict) -> None:
+    def running(o: dict[str, Any]) -> None:
         o.setdefault("status", {})["phase"] = "Running"
 
     result, written = await update_status(fake, obj, running)
@@ -121,7 +123,7 @@ async def test_update_status_rereads_after_conflict(fake: FakeClient) -> None:
     fake.faults.intercept("update", other_writer, times=1)
     seen: list[object] = []
 
-    async def mutate(o: dict) -> None:
+    async def mutate(o: dict[str, Any]) -> None:
         status = o.setdefault("status", {})
         seen.append(status.get("phase"))
         status["entries"] = ["mine"]
@@ -152,7 +154,7 @@ async def test_update_status_refuses_spec_changes_and_kinds_without_status(
 ) -> None:
     obj = await fake.create(gizmo())
 
-    def sneaky(o: dict) -> None:
+    def sneaky(o: dict[str, Any]) -> None:
         o["spec"]["size"] = 9
         o["metadata"].setdefault("labels", {})["x"] = "y"
 
@@ -292,7 +294,7 @@ def test_qualified_finalizer_names_pass() -> None:
 
 @pytest.mark.parametrize("write", [create_or_update, create_or_patch])
 async def test_create_or_write_outcomes(fake: FakeClient, write: object) -> None:
-    def mode_on(o: dict) -> None:
+    def mode_on(o: dict[str, Any]) -> None:
         o.setdefault("data", {})["mode"] = "on"
 
     result, created = await write(fake, cm(), mode_on)  # type: ignore[operator]
@@ -316,7 +318,7 @@ async def test_create_or_update_is_optimistic_and_create_or_patch_per_field(
         await fake.create(cm(name, mode="on"))
         calls = 0
 
-        async def mutate(o: dict, name: str = name) -> None:
+        async def mutate(o: dict[str, Any], name: str = name) -> None:
             nonlocal calls
             calls += 1
             if calls == 1:
@@ -341,7 +343,7 @@ async def test_create_or_patch_retries_when_its_own_field_changed(fake: FakeClie
     other = await fake.create(cm("other"))
     calls = 0
 
-    async def mutate(o: dict) -> None:
+    async def mutate(o: dict[str, Any]) -> None:
         nonlocal calls
         calls += 1
         if calls == 1:

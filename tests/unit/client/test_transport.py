@@ -8,7 +8,8 @@ closed port, and an expired token.
 import asyncio
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -34,7 +35,7 @@ class Scripted:
     """A tiny HTTP server whose responses are a queue of handlers."""
 
     def __init__(self) -> None:
-        self.responses: list[Callable[[web.Request], web.Response]] = []
+        self.responses: list[Callable[[web.Request], web.Response | Awaitable[web.Response]]] = []
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.url = ""
         self.release = asyncio.Event()
@@ -44,9 +45,9 @@ class Scripted:
         if not self.responses:
             return web.json_response({"kind": "Status", "code": 500}, status=500)
         result = self.responses.pop(0)(request)
-        if asyncio.iscoroutine(result):
-            return await result
-        return result
+        if isinstance(result, web.Response):
+            return result
+        return await result
 
 
 @pytest_asyncio.fixture
@@ -67,7 +68,7 @@ async def server() -> AsyncIterator[Scripted]:
         await runner.cleanup()
 
 
-def status(code: int, reason: str, message: str = "", **details: object) -> dict:
+def status(code: int, reason: str, message: str = "", **details: object) -> dict[str, Any]:
     return {
         "kind": "Status",
         "apiVersion": "v1",
@@ -232,14 +233,15 @@ async def test_metrics_hook_counts_every_attempt(server: Scripted) -> None:
 
 async def test_client_rejects_missing_namespace_and_empty_names(server: Scripted) -> None:
     from setpoint.api import kinds
-    from setpoint.api.kinds import BUILTIN_RESOURCES
+    from setpoint.api.gvk import GroupVersionKind
+    from setpoint.api.kinds import BUILTIN_RESOURCES, ResourceInfo
 
     client = Client(ClientConfig(server=server.url), ClientOptions())
 
-    async def mapping(gvk: object) -> object:
-        return BUILTIN_RESOURCES[gvk]  # type: ignore[index]
+    async def mapping(gvk: GroupVersionKind) -> ResourceInfo:
+        return BUILTIN_RESOURCES[gvk]
 
-    client.mapper.mapping = mapping  # type: ignore[method-assign]
+    client.mapper.mapping = mapping  # type: ignore[method-assign]  # no discovery server here
     with pytest.raises(ValueError, match="namespaced: pass namespace"):
         await client.get(kinds.ConfigMap, "x")
     with pytest.raises(ValueError, match="must not be empty"):

@@ -174,16 +174,16 @@ def test_builder_refuses_bad_finalizer_registrations() -> None:
         builder.finalizer(FIN2, nothing, deadline=-1)
     without_for = Builder("cms").watches(kinds.ConfigMap, lambda obj: []).finalizer(FIN, nothing)
     with pytest.raises(ControllerError, match=r"needs for_\(Kind\)"):
-        without_for.build(nothing, client=fake, cache=Cache(fake))  # type: ignore[arg-type]
+        without_for.build(nothing, client=fake, cache=Cache(fake))
     controller = (
         Builder("widgets")
         .for_(WIDGET)
         .finalizer(FIN, nothing)
         .finalizer(FIN2, nothing)
         .build(nothing, client=fake, cache=Cache(fake))
-    )  # type: ignore[arg-type]
+    )
     assert controller.finalizers == (FIN, FIN2)
-    plain = Builder("plain").for_(WIDGET).build(nothing, client=fake, cache=Cache(fake))  # type: ignore[arg-type]
+    plain = Builder("plain").for_(WIDGET).build(nothing, client=fake, cache=Cache(fake))
     assert plain.finalizers == ()
 
 
@@ -257,7 +257,7 @@ def context(client: FakeClient, cached: JsonObject | None) -> Context:
         request=ObjectKey(NS, "w1"),
         reconcile_id="test",
         log=get_logger("test"),
-        client=client,  # type: ignore[arg-type]
+        client=client,
         reader=StaleReader(cached),  # type: ignore[arg-type]
         recorder=None,
         controller="widgets",
@@ -379,21 +379,21 @@ async def test_cancellation_is_not_a_failure() -> None:
 
 async def test_manager_advertises_its_controllers_finalizers_on_the_lease() -> None:
     fake = FakeClient()
-    manager = Manager(fake, ManagerOptions(metrics_bind_address="0", health_probe_bind_address="0"))  # type: ignore[arg-type]
+    manager = Manager(fake, ManagerOptions(metrics_bind_address="0", health_probe_bind_address="0"))
     assert json.loads(manager.lease_annotations()[OWNED_FINALIZERS_ANNOTATION]) == {}
     manager.controller("widgets").for_(WIDGET).finalizer(FIN, nothing).finalizer(
         FIN2, nothing
     ).build(
         nothing,
-        cache=Cache(fake),  # type: ignore[arg-type]
+        cache=Cache(fake),
     )
-    manager.controller("plain").for_(WIDGET).build(nothing, cache=Cache(fake))  # type: ignore[arg-type]
+    manager.controller("plain").for_(WIDGET).build(nothing, cache=Cache(fake))
     owned = json.loads(manager.lease_annotations()[OWNED_FINALIZERS_ANNOTATION])
     assert owned == {FIN: "widgets", FIN2: "widgets"}
 
     advertised = {"value": manager.lease_annotations()}
     lock = LeaseLock(
-        fake,  # type: ignore[arg-type]
+        fake,
         namespace="default",
         name="op",
         identity="me",

@@ -235,7 +235,7 @@ def test_owner_prefers_a_lease_in_the_objects_namespace() -> None:
 
     from setpoint.cli.doctor import owner_status
 
-    def lease(namespace: str) -> dict:
+    def lease(namespace: str) -> dict[str, Any]:
         return {
             "metadata": {
                 "namespace": namespace,

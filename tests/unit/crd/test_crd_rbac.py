@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from setpoint.api import kinds
+from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.rbac import PolicyRule, declared_rbac_rules, rbac, rbac_rules_of
 from setpoint.crd import find_rbac_rules, generate_rbac, normalize_rules
 from tests._support.crd_golden import load_fixtures
@@ -51,7 +52,7 @@ def test_for_kind_derives_group_and_plural() -> None:
 
 def test_for_kind_rejects_unknown_kinds() -> None:
     with pytest.raises(ValueError, match="not a built-in kind"):
-        PolicyRule.for_kind(kinds.GroupVersionKind("x.io", "v1", "Nope"), verbs=["get"])
+        PolicyRule.for_kind(GroupVersionKind("x.io", "v1", "Nope"), verbs=["get"])
     with pytest.raises(TypeError, match="has no resource_info"):
         PolicyRule.for_kind(dict, verbs=["get"])
 

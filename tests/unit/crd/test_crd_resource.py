@@ -352,7 +352,7 @@ def test_api_version_and_kind_cannot_be_fields() -> None:
 
 def test_resource_decorator_rejects_non_resources() -> None:
     with pytest.raises(DeclarationError, match="not a Resource"):
-        resource(group=GROUP, version="v1")(Spec)  # type: ignore[type-var]
+        resource(group=GROUP, version="v1")(Spec)
 
 
 def test_undeclared_resources_say_how_to_declare_them() -> None:
@@ -450,7 +450,7 @@ def test_invalid_rules(args: tuple[str], kwargs: dict[str, Any], message: str) -
 
 def test_rules_only_decorate_models() -> None:
     with pytest.raises(DeclarationError, match="not a setpoint Model"):
-        Rule("true")(dict)  # type: ignore[type-var]
+        Rule("true")(dict)
 
 
 @pytest.mark.parametrize(

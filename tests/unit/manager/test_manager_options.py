@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from setpoint.manager import LeaderElectionOptions, LeadershipLossPolicy, ManagerOptions
@@ -62,7 +64,8 @@ def test_fractional_lease_duration_is_rejected_because_the_lease_stores_seconds(
 @pytest.mark.parametrize("attr", ["lease_duration", "renew_deadline", "retry_period"])
 def test_non_positive_durations_are_rejected(attr: str) -> None:
     with pytest.raises(ValueError, match=f"{attr} must be a positive number"):
-        LeaderElectionOptions(name="x", **{attr: 0})
+        zero: dict[str, Any] = {attr: 0}
+        LeaderElectionOptions(name="x", **zero)
 
 
 @pytest.mark.parametrize("name", ["", "Upper", "under_score", "-dash", "a" * 254])
@@ -124,7 +127,8 @@ def test_servers_on_the_same_fixed_address_are_rejected() -> None:
 )
 def test_manager_durations_must_be_positive(attr: str) -> None:
     with pytest.raises(ValueError, match=f"ManagerOptions.{attr}="):
-        ManagerOptions(**{attr: 0})
+        zero: dict[str, Any] = {attr: 0}
+        ManagerOptions(**zero)
 
 
 def test_options_are_frozen_and_keyword_only() -> None:
@@ -132,4 +136,4 @@ def test_options_are_frozen_and_keyword_only() -> None:
     with pytest.raises(AttributeError):
         options.metrics_bind_address = "0"  # type: ignore[misc]
     with pytest.raises(TypeError):
-        LeaderElectionOptions("positional")  # type: ignore[misc]
+        LeaderElectionOptions("positional")  # type: ignore[call-arg]  # the point of the test

@@ -389,6 +389,6 @@ async def test_typed_objects_are_accepted(
 
     broadcaster = make(client, clocks, broadcasters)
     await broadcaster.start()
-    broadcaster.recorder("c").normal(Widget(), "Made", "made it")  # type: ignore[arg-type]
+    broadcaster.recorder("c").normal(Widget(), "Made", "made it")
     await eventually(lambda: client.events, timeout=5, description="created")
     assert client.creates[0]["regarding"]["kind"] == "Widget"

@@ -1,5 +1,7 @@
 """FakeClient: the client API, typed kinds, kind registration, errors and subresources."""
 
+from typing import Any
+
 import pytest
 
 from setpoint.api import kinds
@@ -22,6 +24,7 @@ from setpoint.client.errors import (
 from setpoint.client.patch import ApplyPatch, JsonPatch, MergePatch, StrategicMergePatch
 from setpoint.client.protocols import Reader, StatusWriter, Writer
 from setpoint.testing.fake import FakeClient, FakeOptions
+from tests._support.stored import stored
 
 
 class WidgetSpec(Model):
@@ -50,7 +53,7 @@ THING = GroupVersionKind("things.example.com", "v1", "Thing")
 THING_INFO = ResourceInfo(THING, "things", True, frozenset({"status", "scale"}))
 
 
-def cm(name: str, namespace: str = "ns", **data: str) -> dict:
+def cm(name: str, namespace: str = "ns", **data: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -196,11 +199,12 @@ async def test_create_errors_and_generate_name() -> None:
         "metadata.ownerReferences[0].uid",
     ]
     assert many.value.status["message"].startswith('ConfigMap "l" is invalid: [')
+    undecodable: dict[str, Any]
     for undecodable in ({"labels": {"n": 5}}, {"annotations": []}, {"finalizers": "x"}):
-        bad = cm("undecodable")
-        bad["metadata"].update(undecodable)
+        broken = cm("undecodable")
+        broken["metadata"].update(undecodable)
         with pytest.raises(BadRequest, match="cannot be handled as a ConfigMap"):
-            await fake.create(bad)
+            await fake.create(broken)
     made = await fake.create(cm("rv"))
     made["metadata"]["resourceVersion"] = "abc"
     with pytest.raises(InternalError, match=r"strconv\.ParseUint"):
@@ -222,8 +226,8 @@ async def test_dry_run_changes_nothing() -> None:
         )
     )["data"] == {"k": "v", "x": "1"}
     await fake.delete(kinds.ConfigMap, "a", namespace="ns", dry_run=True)
-    stored = fake.lookup(kinds.ConfigMap, "a", namespace="ns")
-    assert stored["data"] == {"k": "v"}
+    kept = stored(fake, kinds.ConfigMap, "a", namespace="ns")
+    assert kept["data"] == {"k": "v"}
     assert fake.resource_version == "1"
 
 
@@ -419,12 +423,12 @@ def test_add_seeds_state_as_given() -> None:
         ],
         resources=[THING_INFO],
     )
-    thing = fake.lookup(THING, "t", namespace="ns")
+    thing = stored(fake, THING, "t", namespace="ns")
     assert thing["status"] == {"phase": "Stuck"}
     assert thing["metadata"]["deletionGracePeriodSeconds"] == 0
     assert thing["metadata"]["generation"] == 1
     assert thing["metadata"]["resourceVersion"] == "2"  # the Namespace went first
-    assert fake.lookup(kinds.Namespace, "ns")["status"] == {"phase": "Active"}
+    assert stored(fake, kinds.Namespace, "ns")["status"] == {"phase": "Active"}
     with pytest.raises(ValueError, match="deletionTimestamp but no finalizers"):
         fake.add(
             {

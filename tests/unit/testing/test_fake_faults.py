@@ -1,6 +1,7 @@
 """Fault injection: rules on the fake, and the interceptor around any client."""
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -20,9 +21,10 @@ from setpoint.client.errors import (
 from setpoint.client.patch import MergePatch
 from setpoint.testing.fake import FakeClient
 from setpoint.testing.faults import Call, FaultInjectingClient, Faults
+from tests._support.stored import stored
 
 
-def cm(name: str, **data: str) -> dict:
+def cm(name: str, **data: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -137,7 +139,7 @@ async def test_intercept_simulates_a_concurrent_writer() -> None:
     async def sneak_in(call: Call) -> None:
         seen.append(call)
         fake.add(cm("sneaky"))  # any write moves the global revision...
-        current = fake.lookup(kinds.ConfigMap, "a", namespace="ns")
+        current = stored(fake, kinds.ConfigMap, "a", namespace="ns")
         current["data"] = {"v": "theirs"}
         await fake.update(current)  # ...and this one makes the caller's copy stale
 
@@ -148,7 +150,7 @@ async def test_intercept_simulates_a_concurrent_writer() -> None:
         await fake.update(mine)
     assert seen[0].verb == "update" and seen[0].name == "a"
     assert seen[0].body["data"] == {"v": "mine"}
-    assert fake.lookup(kinds.ConfigMap, "a", namespace="ns")["data"] == {"v": "theirs"}
+    assert stored(fake, kinds.ConfigMap, "a", namespace="ns")["data"] == {"v": "theirs"}
     calls = [c.verb for c in fake.faults.calls]
     assert calls == ["get", "update", "update"]
     assert len(fake.faults.calls_to("update", kinds.ConfigMap)) == 2

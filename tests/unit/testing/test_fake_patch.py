@@ -1,5 +1,7 @@
 """The fake's patch engines and its server-side apply approximation (no I/O)."""
 
+from typing import Any
+
 import pytest
 
 from setpoint.testing._fake_apply import Ownership, apply_configuration, format_path, leaf_paths
@@ -67,7 +69,7 @@ def test_json_patch_server_leniencies() -> None:
         ["not an operation"],
     ],
 )
-def test_json_patch_refusals(operations: list) -> None:
+def test_json_patch_refusals(operations: list[Any]) -> None:
     with pytest.raises(PatchError):
         json_patch(DOC, operations)
 
@@ -178,7 +180,7 @@ def test_leaf_paths_and_formatting() -> None:
 
 def test_apply_ownership_lifecycle() -> None:
     owners = Ownership()
-    live: dict = {}
+    live: dict[str, Any] = {}
     live, conflicts = apply_configuration(
         live,
         {"metadata": {"labels": {"a": "1"}}, "spec": {"x": 1, "y": 2}},

@@ -1,5 +1,7 @@
 """FakeClient: generation, status subresource, finalizers, garbage collection, namespaces."""
 
+from typing import Any
+
 import pytest
 
 from setpoint.api import kinds
@@ -8,6 +10,7 @@ from setpoint.api.kinds import ResourceInfo
 from setpoint.client.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
 from setpoint.client.patch import JsonPatch, MergePatch
 from setpoint.testing.fake import FakeClient, FakeOptions
+from tests._support.stored import stored
 
 WITH_STATUS = GroupVersionKind("fake.example.com", "v1", "Gizmo")
 WITHOUT_STATUS = GroupVersionKind("fake.example.com", "v1", "Doodad")
@@ -18,12 +21,12 @@ RESOURCES = [
 FINALIZER = "fake.example.com/cleanup"
 
 
-def obj(kind: GroupVersionKind, name: str, **fields: object) -> dict:
+def obj(kind: GroupVersionKind, name: str, **fields: object) -> dict[str, Any]:
     metadata = {"name": name, "namespace": "ns", **fields.pop("metadata", {})}  # type: ignore[dict-item]
     return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata, **fields}
 
 
-def cm(name: str, namespace: str = "ns", **metadata: object) -> dict:
+def cm(name: str, namespace: str = "ns", **metadata: object) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -183,7 +186,7 @@ async def test_background_garbage_collection(fake: FakeClient) -> None:
                 {
                     **ref,
                     "name": "child",
-                    "uid": (fake.lookup(kinds.ConfigMap, "child", namespace="ns"))["metadata"][
+                    "uid": stored(fake, kinds.ConfigMap, "child", namespace="ns")["metadata"][
                         "uid"
                     ],
                 }
@@ -196,10 +199,10 @@ async def test_background_garbage_collection(fake: FakeClient) -> None:
     await fake.delete(kinds.ConfigMap, "owner", namespace="ns")
     names = {o["metadata"]["name"] for o in fake.contents(kinds.ConfigMap)}
     assert names == {"co-owner", "shared", "held", "stranger"}
-    assert fake.lookup(kinds.ConfigMap, "shared", namespace="ns")["metadata"][
+    assert stored(fake, kinds.ConfigMap, "shared", namespace="ns")["metadata"][
         "ownerReferences"
     ] == [co_ref]
-    assert fake.lookup(kinds.ConfigMap, "held", namespace="ns")["metadata"]["deletionTimestamp"]
+    assert stored(fake, kinds.ConfigMap, "held", namespace="ns")["metadata"]["deletionTimestamp"]
 
 
 async def test_foreground_waits_for_dependents(fake: FakeClient) -> None:
@@ -238,9 +241,9 @@ async def test_orphan_keeps_dependents(fake: FakeClient) -> None:
         kinds.ConfigMap, "owner", namespace="ns", propagation_policy="Orphan"
     )
     assert "orphan" in marked["metadata"]["finalizers"]
-    owner_now = fake.lookup(kinds.ConfigMap, "owner", namespace="ns")
+    owner_now = stored(fake, kinds.ConfigMap, "owner", namespace="ns")
     assert owner_now["metadata"]["finalizers"] == [FINALIZER]  # orphaning done, ours remains
-    assert "ownerReferences" not in fake.lookup(kinds.ConfigMap, "dep", namespace="ns")["metadata"]
+    assert "ownerReferences" not in stored(fake, kinds.ConfigMap, "dep", namespace="ns")["metadata"]
 
 
 async def test_without_garbage_collection_nothing_is_collected() -> None:
@@ -257,7 +260,7 @@ async def test_without_garbage_collection_nothing_is_collected() -> None:
     assert fake.lookup(kinds.ConfigMap, "dep", namespace="ns") is not None
     await fake.create(cm("fg"))
     await fake.delete(kinds.ConfigMap, "fg", namespace="ns", propagation_policy="Foreground")
-    assert fake.lookup(kinds.ConfigMap, "fg", namespace="ns")["metadata"]["finalizers"] == [
+    assert stored(fake, kinds.ConfigMap, "fg", namespace="ns")["metadata"]["finalizers"] == [
         "foregroundDeletion"
     ]
 

@@ -26,6 +26,7 @@ from setpoint.webhook.certificates import (
     service_hosts,
 )
 from tests._support.cert_targets import ca_bundles, crd_with_webhook, validating_configuration
+from tests._support.stored import stored
 
 DAY = dt.timedelta(days=1)
 T0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
@@ -235,14 +236,14 @@ async def test_load_creates_the_secret_and_injects_the_ca() -> None:
     client = FakeClient(objects=[ns("system"), crd(), vwc()])
     certs = source(client)
     pair = await certs.load()
-    secret = client.lookup(kinds.Secret, "webhook-server-cert", namespace="system")
+    secret = stored(client, kinds.Secret, "webhook-server-cert", namespace="system")
     assert secret["type"] == "kubernetes.io/tls"
     assert secret["metadata"]["annotations"][MANAGED_ANNOTATION] == "true"
     state = CertificateState.from_secret_data(secret["data"])
     assert state.serving == pair
-    assert ca_bundles(client.lookup(kinds.CustomResourceDefinition, CRD_NAME)) == [state.ca_bundle]
+    assert ca_bundles(stored(client, kinds.CustomResourceDefinition, CRD_NAME)) == [state.ca_bundle]
     assert (
-        ca_bundles(client.lookup(kinds.ValidatingWebhookConfiguration, HOOKS_NAME))
+        ca_bundles(stored(client, kinds.ValidatingWebhookConfiguration, HOOKS_NAME))
         == [state.ca_bundle] * 2
     )
     assert set(certs.injection.values()) == {"injected"}
@@ -291,7 +292,7 @@ async def test_a_secret_someone_else_made_is_refused_not_overwritten() -> None:
     with pytest.raises(CertificateError, match=r"did not make.*CertificateDirectory"):
         await source(client).load()
     assert (
-        client.lookup(kinds.Secret, "webhook-server-cert", namespace="system")["data"]
+        stored(client, kinds.Secret, "webhook-server-cert", namespace="system")["data"]
         == foreign["data"]
     )
 
@@ -305,7 +306,7 @@ async def test_an_empty_secret_made_in_advance_is_adopted() -> None:
     }
     client = FakeClient(objects=[ns("system"), empty])
     pair = await source(client).load()
-    secret = client.lookup(kinds.Secret, "webhook-server-cert", namespace="system")
+    secret = stored(client, kinds.Secret, "webhook-server-cert", namespace="system")
     assert CertificateState.from_secret_data(secret["data"]).serving == pair
 
 
@@ -326,13 +327,13 @@ async def test_watch_reinjects_an_overwritten_ca_bundle_and_serves_a_renewal() -
     served: list[KeyPair] = []
     task = asyncio.create_task(certs.watch(served.append))
     try:
-        hooks = client.lookup(kinds.ValidatingWebhookConfiguration, HOOKS_NAME)
+        hooks = stored(client, kinds.ValidatingWebhookConfiguration, HOOKS_NAME)
         for hook in hooks["webhooks"]:
             hook["clientConfig"].pop("caBundle")
         await client.update(hooks)
 
         def reinjected() -> bool:
-            obj = client.lookup(kinds.ValidatingWebhookConfiguration, HOOKS_NAME)
+            obj = stored(client, kinds.ValidatingWebhookConfiguration, HOOKS_NAME)
             return ca_bundles(obj) == [certs.ca_bundle] * 2
 
         await eventually(reinjected, timeout=5, description="caBundle re-injected")
