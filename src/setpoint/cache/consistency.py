@@ -81,7 +81,7 @@ from setpoint.client.client import (
     Selector,
 )
 from setpoint.client.patch import Patch
-from setpoint.client.protocols import ApiClient, Reader, WatchStream
+from setpoint.client.protocols import ApiClient, CacheView, Reader, WatchStream
 
 __all__ = [
     "ConsistentReader",
@@ -435,8 +435,12 @@ class Expectations:
 # The protocols this module needs from the cache
 
 
-class WriteTracker(Protocol):
-    """Where a :class:`TrackingClient` records writes (the :class:`~setpoint.cache.Cache`)."""
+class WriteTracker(CacheView, Protocol):
+    """Where a :class:`TrackingClient` records writes (the :class:`~setpoint.cache.Cache`).
+
+    It is also a :class:`~setpoint.client.protocols.CacheView`, so the tracking client is a
+    :class:`~setpoint.client.protocols.CachedClient` (``apply_child`` peeks at it).
+    """
 
     def expect_written(self, kind: GroupVersionKind, obj: JsonObject) -> None:
         """Record that this process wrote ``obj`` of ``kind``'s group/kind."""
@@ -927,11 +931,27 @@ class ConsistentReader:
 
 
 if TYPE_CHECKING:
-    from setpoint.client.protocols import IndexReader, ReadWriter, StatusWriter, Writer
+    from setpoint.client.protocols import (
+        CachedClient,
+        IndexReader,
+        ReadWriter,
+        StatusWriter,
+        Writer,
+    )
 
     def _conforms(
         reader: ConsistentReader, cache: ConsistentSource, client: TrackingClient
-    ) -> tuple[Reader, IndexReader, Reader, Reader, Writer, StatusWriter, ReadWriter, ApiClient]:
+    ) -> tuple[
+        Reader,
+        IndexReader,
+        Reader,
+        Reader,
+        Writer,
+        StatusWriter,
+        ReadWriter,
+        ApiClient,
+        CachedClient,
+    ]:
         # Checked by mypy only: the readers and the tracking client satisfy the client's
         # protocols, so code written against them accepts either.
-        return reader, reader, cache, client, client, client, client, client
+        return reader, reader, cache, client, client, client, client, client, client

@@ -39,8 +39,15 @@ from setpoint.client._safebase import (
 from setpoint.client._status import MutationScopeError, require_status_subresource
 from setpoint.client.errors import AlreadyExists, ApiError, NotFound
 from setpoint.client.patch import JsonPatch, json_pointer
+from setpoint.client.protocols import CachedClient
 
-__all__ = ["apply_child", "apply_status", "create_or_patch", "create_or_update"]
+__all__ = [
+    "APPLIED_ANNOTATION_PREFIX",
+    "apply_child",
+    "apply_status",
+    "create_or_patch",
+    "create_or_update",
+]
 
 
 async def create_or_update(
@@ -222,6 +229,7 @@ async def apply_child(
     field_manager: str,
     owner: Any = None,
     force: bool = True,
+    applied_annotation: bool = True,
 ) -> WriteResult[Any]:
     """Apply a declared child object with server-side apply, writing only when needed.
 
@@ -233,13 +241,30 @@ async def apply_child(
         1. Set the controller reference (scope checked with the server's
            discovery data: cross-namespace and namespaced-owns-cluster-scoped
            are refused).
-        2. GET the child. Not found: apply (which creates it): ``CREATED``.
-        3. Find the fields ``field_manager`` owns by applying (its
+        2. With ``applied_annotation`` (the default), add the annotation
+           ``setpoint.dev/applied-<hash of field_manager>: <hash of desired>``
+           to what is applied. If ``client`` is a
+           :class:`~setpoint.client.protocols.CachedClient` (``ctx.client`` in a
+           controller is) and its cache holds the child with that very
+           annotation and every desired value, return ``UNCHANGED`` at once:
+           no request at all.
+        3. GET the child. Not found: apply (which creates it): ``CREATED``.
+        4. Find the fields ``field_manager`` owns by applying (its
            ``managedFields`` entry, operation ``Apply``). If they are exactly
            the fields in ``desired`` and the object holds the desired value in
            each, return ``UNCHANGED`` without a request.
-        4. Otherwise apply ``desired``: ``UPDATED`` (``UNCHANGED`` if the
+        5. Otherwise apply ``desired``: ``UPDATED`` (``UNCHANGED`` if the
            server's resourceVersion did not move).
+
+    The annotation:
+        The cache strips ``managedFields`` (they are most of an object's size),
+        so step 2 cannot see which fields the manager owns; the annotation
+        stands in for them: the same hash means the same applied field set.
+        It is part of every child applied this way, so tools that diff live
+        objects against manifests (Argo CD, Flux, ``kubectl diff``) show it;
+        tell them to ignore ``metadata.annotations["setpoint.dev/applied-*"]``,
+        or pass ``applied_annotation=False``. Without it, nothing is stamped,
+        step 2 is skipped, and every call costs one GET.
 
     Guarantees:
         - Server defaults and fields other managers own (a label someone else
@@ -267,7 +292,9 @@ async def apply_child(
         Conflict: another manager owns a desired field and ``force`` is False.
 
     """
-    return await _apply(client, desired, field_manager, owner, force, subresource="")
+    return await _apply(
+        client, desired, field_manager, owner, force, subresource="", marker=applied_annotation
+    )
 
 
 async def apply_status(
@@ -300,7 +327,9 @@ async def apply_status(
             "Apply the rest with apply_child"
         )
     await require_status_subresource(client, kind, what)
-    return await _apply(client, desired, field_manager, None, force, subresource="status")
+    return await _apply(
+        client, desired, field_manager, None, force, subresource="status", marker=False
+    )
 
 
 async def _apply(
@@ -311,6 +340,7 @@ async def _apply(
     force: bool,
     *,
     subresource: str,
+    marker: bool,
 ) -> WriteResult[Any]:
     if not field_manager:
         raise ValueError("server-side apply needs a field_manager naming the controller")
@@ -321,12 +351,12 @@ async def _apply(
         child_info = await client.resource_info(kind)
         set_controller_reference(data, owner, owner_info=owner_info, dependent_info=child_info)
     typed = is_typed(desired)
-    if not subresource:
+    if marker:
         # Remember what this manager applied, so the next reconcile can tell from the
         # cache alone that nothing changed (see _unchanged_in_cache).
-        marker_key, marker = applied_marker(field_manager, data)
-        data.setdefault("metadata", {}).setdefault("annotations", {})[marker_key] = marker
-        cached = _unchanged_in_cache(client, kind, key, (marker_key, marker), data)
+        marker_key, fingerprint = applied_marker(field_manager, data)
+        data.setdefault("metadata", {}).setdefault("annotations", {})[marker_key] = fingerprint
+        cached = _unchanged_in_cache(client, kind, key, (marker_key, fingerprint), data)
         if cached is not None:
             return WriteResult(OperationResult.UNCHANGED, _decode(kind, cached, typed))
     try:
@@ -360,16 +390,21 @@ async def _apply(
     )
 
 
+APPLIED_ANNOTATION_PREFIX = "setpoint.dev/applied-"
+"""Keys of the annotation :func:`apply_child` stamps: this prefix, then a hash of the field
+manager. Tell GitOps diff tools to ignore annotations starting with it."""
+
+
 def applied_marker(field_manager: str, data: JsonObject) -> tuple[str, str]:
     """The annotation recording what ``field_manager`` last applied: ``(key, fingerprint)``.
 
-    The key carries a hash of the manager's name (managers may not be valid annotation
-    names, and two managers applying one object must not fight over one key); the value
-    is a hash of the applied configuration.
+    The key is :data:`APPLIED_ANNOTATION_PREFIX` plus a hash of the manager's name
+    (managers may not be valid annotation names, and two managers applying one object must
+    not fight over one key); the value is a hash of the applied configuration.
     """
     manager = hashlib.sha256(field_manager.encode()).hexdigest()[:10]
     digest = hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:20]
-    return f"setpoint.dev/applied-{manager}", digest
+    return f"{APPLIED_ANNOTATION_PREFIX}{manager}", digest
 
 
 def _unchanged_in_cache(
@@ -389,12 +424,10 @@ def _unchanged_in_cache(
     server) or "unchanged" for a version that did match; the event of any newer change
     reconciles the owner again, so level-based correctness holds.
     """
-    cache = getattr(client, "cache", None)
-    peek = getattr(cache, "peek", None)
-    if peek is None:
+    if not isinstance(client, CachedClient):
         return None
     gvk = kind if isinstance(kind, GroupVersionKind) else kind.gvk
-    cached = peek(gvk, key)
+    cached = client.cache.peek(gvk, key)
     marker_key, fingerprint = marker
     if not isinstance(cached, dict) or annotations_of(cached).get(marker_key) != fingerprint:
         return None

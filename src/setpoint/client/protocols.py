@@ -16,6 +16,8 @@ protocol                  who takes it
 :class:`ListWatcher`      the informers (list, watch, resolve kinds)
 :class:`ApiClient`        everything the runtime asks of the API: ``Context.client``, the
                           cache, controllers, the builder and the manager
+:class:`CachedClient`     optional: a client that carries a cache it can :class:`CacheView`
+                          (``apply_child`` skips a GET when the cache shows no change)
 ========================  ===============================================================
 
 The live client, the tracking client and the testing fake satisfy all of them, so a
@@ -31,6 +33,8 @@ from __future__ import annotations
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.keys import ObjectKey
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import JsonObject
 from setpoint.client.patch import Patch
@@ -40,6 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ApiClient",
+    "CacheView",
+    "CachedClient",
     "IndexReader",
     "ListWatcher",
     "ReadWriter",
@@ -251,6 +257,33 @@ class ApiClient(ReadWriter, ListWatcher, Protocol):
 
     async def close(self) -> None:
         """Release connections (a wrapper that does not own them does nothing)."""
+        ...
+
+
+@runtime_checkable
+class CacheView(Protocol):
+    """Answers from memory what the server holds, when it can (the cache's ``peek``)."""
+
+    def peek(self, kind: GroupVersionKind, key: ObjectKey) -> JsonObject | None:
+        """The stored object, or ``None`` when absent or not known (not watched, not synced).
+
+        Never waits and never asks the server; the object must not be changed.
+        """
+        ...
+
+
+@runtime_checkable
+class CachedClient(Protocol):
+    """An optional capability: a client carrying the cache its writes are read back from.
+
+    :class:`~setpoint.cache.consistency.TrackingClient` (``ctx.client`` in a controller)
+    has it. Helpers check for it with ``isinstance(client, CachedClient)`` and fall back to
+    the API server when a client lacks it (the live client, the fake).
+    """
+
+    @property
+    def cache(self) -> CacheView:
+        """The cache that holds what this client wrote."""
         ...
 
 

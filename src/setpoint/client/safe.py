@@ -19,7 +19,9 @@ update from a stale copy. Each helper here makes the safe way the short one:
 - :func:`apply_child` applies a controller's declared child with
   server-side apply, comparing only the fields its field manager owns, so it
   neither rewrites the child every reconcile nor fights over server defaults
-  or other writers' fields, and restores drift in its own.
+  or other writers' fields, and restores drift in its own. It stamps a
+  ``setpoint.dev/applied-<hash>`` annotation on the child (see its docstring;
+  ``applied_annotation=False`` turns it off).
 
 Every helper returns what it did (:class:`OperationResult` or
 :class:`FinalizerOutcome`) together with the object, and none sends a
@@ -41,7 +43,13 @@ The pure halves live in :mod:`setpoint.api.conditions` (conditions,
         await update_status(client, widget, status)
 """
 
-from setpoint.client._apply import apply_child, apply_status, create_or_patch, create_or_update
+from setpoint.client._apply import (
+    APPLIED_ANNOTATION_PREFIX,
+    apply_child,
+    apply_status,
+    create_or_patch,
+    create_or_update,
+)
 from setpoint.client._finalizers import (
     FinalizerOutcome,
     FinalizerResult,
@@ -61,6 +69,7 @@ from setpoint.client._safebase import (
 from setpoint.client._status import MutationScopeError, update_status
 
 __all__ = [
+    "APPLIED_ANNOTATION_PREFIX",
     "FinalizerOutcome",
     "FinalizerResult",
     "MutateFn",

@@ -21,7 +21,9 @@ from setpoint.api.owners import (
 from setpoint.api.resource import Model, Resource
 from setpoint.client.errors import Conflict, Invalid, NotFound
 from setpoint.client.patch import MergePatch
+from setpoint.client.protocols import CachedClient
 from setpoint.client.safe import (
+    APPLIED_ANNOTATION_PREFIX,
     FinalizerOutcome,
     MutationScopeError,
     OperationResult,
@@ -422,6 +424,56 @@ async def test_apply_child_refuses_a_foreign_controller_and_bad_scopes(fake: Fak
         await apply_child(fake, elsewhere, field_manager="ctl", owner=owner)
     with pytest.raises(ValueError, match="field_manager"):
         await apply_child(fake, cm("child"), field_manager="")
+
+
+class CachedFake:
+    """The fake plus a cache view over its own store: a CachedClient, as ctx.client is."""
+
+    def __init__(self, fake: FakeClient) -> None:
+        self.fake = fake
+        self.cache = self
+
+    def peek(self, kind: GroupVersionKind, key: ObjectKey) -> dict[str, Any] | None:
+        obj = self.fake.lookup(kind, key.name, namespace=key.namespace or None)
+        return obj if isinstance(obj, dict) else None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.fake, name)
+
+
+async def test_apply_child_stamps_the_applied_annotation_unless_told_not_to(
+    fake: FakeClient,
+) -> None:
+    result, child = await apply_child(fake, cm("marked", k="v"), field_manager="ctl")
+    assert result is OperationResult.CREATED
+    marks = [k for k in child["metadata"]["annotations"] if k.startswith(APPLIED_ANNOTATION_PREFIX)]
+    assert len(marks) == 1
+    _, both = await apply_child(fake, cm("marked", k="v"), field_manager="other-ctl")
+    keys = both["metadata"]["annotations"]
+    assert len([k for k in keys if k.startswith(APPLIED_ANNOTATION_PREFIX)]) == 2
+
+    _, plain = await apply_child(
+        fake, cm("plain", k="v"), field_manager="ctl", applied_annotation=False
+    )
+    assert "annotations" not in plain["metadata"]
+
+
+async def test_apply_child_answers_from_the_cache_when_the_annotation_matches(
+    fake: FakeClient,
+) -> None:
+    client = CachedFake(fake)
+    assert isinstance(client, CachedClient)
+    await apply_child(client, cm("child", k="v"), field_manager="ctl")
+    fake.faults.calls.clear()
+    result, _ = await apply_child(client, cm("child", k="v"), field_manager="ctl")
+    assert result is OperationResult.UNCHANGED
+    assert fake.faults.calls == []  # not even a GET
+
+    result, _ = await apply_child(client, cm("child", k="w"), field_manager="ctl")
+    assert result is OperationResult.UPDATED  # a new desired state: a new fingerprint
+    fake.faults.calls.clear()
+    await apply_child(client, cm("child", k="w"), field_manager="ctl", applied_annotation=False)
+    assert [c.verb for c in fake.faults.calls] == ["get", "apply"]
 
 
 def test_retry_options_are_validated() -> None:
