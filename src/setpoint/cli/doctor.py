@@ -19,6 +19,8 @@ cluster. ``--kind`` (repeatable) and ``-n`` narrow the scan.
 
 Exit status: 0 when the scan ran (stuck objects or not), 1 on an error (unreachable server,
 unknown ``--kind``, bad duration).
+
+``setpoint doctor webhooks`` is in :mod:`setpoint.cli.doctor_webhooks`.
 """
 
 from __future__ import annotations
@@ -610,9 +612,11 @@ def _cmd_finalizers(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``doctor`` command group (``doctor finalizers``)."""
+    """Add the ``doctor`` command group (``doctor finalizers``, ``doctor webhooks``)."""
+    from setpoint.cli.doctor_webhooks import register_checks
+
     doctor = subparsers.add_parser(
-        "doctor", help="diagnose setpoint operators on a cluster (stuck finalizers, ...)"
+        "doctor", help="diagnose setpoint operators on a cluster (stuck finalizers, webhooks)"
     )
     checks = doctor.add_subparsers(dest="check", required=True, metavar="CHECK")
     parser = checks.add_parser(
@@ -656,6 +660,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "-o", "--output", choices=("table", "json"), default="table", help="output format"
     )
     parser.set_defaults(func=_cmd_finalizers)
+    register_checks(checks)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -505,8 +505,8 @@ class SelfManagedCertificates:
     See the module docstring for the flow, guarantees and caveats.
 
     Args:
-        client: The live client (Secrets, CRDs and webhook configurations are read and
-            written with it).
+        client: The client (the live one, or a fake in unit tests) Secrets, CRDs and webhook
+            configurations are read, watched and written with.
         options: What to make and where to inject it.
         now: The wall clock (UTC); tests pass one that jumps ahead.
 
