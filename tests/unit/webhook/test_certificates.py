@@ -227,13 +227,6 @@ def source(
     return SelfManagedCertificates(client, options, now=clock or Clock())
 
 
-def stored(client: FakeClient, kind: Any, name: str, namespace: str | None = None) -> Any:
-    """The object the fake holds (it must exist)."""
-    obj = client.lookup(kind, name, namespace=namespace)
-    assert obj is not None, f"{name} does not exist"
-    return obj
-
-
 def ns(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 
