@@ -49,6 +49,7 @@ from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
 from setpoint.api.declaration import DeclarationError
 from setpoint.api.resource import Resource
+from setpoint.api.validation import is_dns1123_subdomain
 
 __all__ = [
     "AdmissionOptions",
@@ -76,9 +77,6 @@ _VALIDATE_METHODS: Final = {
     "UPDATE": "validate_update",
     "DELETE": "validate_delete",
 }
-_DNS_SUBDOMAIN: Final = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
 _PATH: Final = re.compile(r"^/[A-Za-z0-9._~/-]*$")
 
 
@@ -155,7 +153,7 @@ class AdmissionOptions:
                 "letters, digits and . _ ~ - /"
             )
         if self.name is not None and (
-            not _DNS_SUBDOMAIN.match(self.name) or self.name.count(".") < 2
+            not is_dns1123_subdomain(self.name) or self.name.count(".") < 2
         ):
             raise ValueError(
                 f"AdmissionOptions.name={self.name!r} must be a lower-case DNS name of at least "
@@ -331,7 +329,7 @@ def _spec(
     prefix = "mutate" if mutating else "validate"
     path = options.path or f"/{prefix}-{gvk.group.replace('.', '-')}-{gvk.version}-{kind}"
     name = options.name or f"{prefix[0]}{kind}-{gvk.version}.{gvk.group}"
-    if options.name is None and (not _DNS_SUBDOMAIN.match(name) or name.count(".") < 2):
+    if options.name is None and (not is_dns1123_subdomain(name) or name.count(".") < 2):
         raise DeclarationError(
             f"{where}: the default webhook name {name!r} is not a DNS name of three labels; "
             "set webhook_options = sp.AdmissionOptions(name='v...example.com')"

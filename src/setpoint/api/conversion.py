@@ -55,6 +55,7 @@ from pydantic import ValidationError
 
 from setpoint.api.declaration import DeclarationError
 from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.jsonvalues import copy_json
 from setpoint.api.resource import ObjectMeta, Resource
 
 __all__ = [
@@ -361,10 +362,10 @@ class KindConversion:
         if not isinstance(meta, Mapping):
             raise at.error(f"metadata is {type(meta).__name__}, not an object")
         if origin is target:
-            return _copy(obj)
+            return copy_json(dict(obj))
         hub_obj = self._up(obj, origin, at) if origin.role != "hub" else obj
         if target.role == "hub":
-            return _copy(obj) if hub_obj is obj else dict(hub_obj)
+            return copy_json(dict(obj)) if hub_obj is obj else dict(hub_obj)
         return self._down(hub_obj, target, at)
 
     def convert_typed(self, obj: Resource, to: type[R]) -> R:
@@ -404,7 +405,7 @@ class KindConversion:
         clean_meta = cast("Mapping[str, Any]", clean.get("metadata") or {})
         hub_api = f"{self._prefix}{self.hub_version}"
         if origin.role == "alias":
-            return {**_copy(clean), "apiVersion": hub_api}
+            return {**copy_json(clean), "apiVersion": hub_api}
         spoke = self._parse(origin.cls, clean, at)
         _, hub_json = self._to_hub(spoke, clean_meta, at)
         if stored_raw is None:
@@ -432,7 +433,7 @@ class KindConversion:
         meta = cast("Mapping[str, Any]", hub_obj.get("metadata") or {})
         if target.role == "alias":
             version = _declaration(target.cls).version
-            return {**_copy(hub_obj), "apiVersion": f"{self._prefix}{version}"}
+            return {**copy_json(hub_obj), "apiVersion": f"{self._prefix}{version}"}
         hub = self._parse(self.hub, hub_obj, at)
         _, out = self._from_hub(target.cls, hub, meta, at)
         data = _data_of(hub_obj)
@@ -616,10 +617,6 @@ def _object_ref(obj: Mapping[str, Any], kind: str) -> str:
     found_kind = obj.get("kind")
     kind = found_kind if isinstance(found_kind, str) and found_kind else kind
     return f"{kind} {namespace + '/' if namespace else ''}{name or '(unnamed)'}"
-
-
-def _copy(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return cast("dict[str, Any]", orjson.loads(orjson.dumps(obj)))
 
 
 def _data_of(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.validation import is_dns1035_label, is_dns1123_subdomain
 
 __all__ = [
     "DeclarationError",
@@ -67,10 +68,6 @@ _M = TypeVar("_M", bound=type)
 _R = TypeVar("_R", bound=type)
 
 # Kubernetes name rules (k8s.io/apimachinery/pkg/util/validation).
-_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN = re.compile(rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*")
-_KIND = re.compile(r"[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?")
 
 
 class DeclarationError(TypeError):
@@ -566,16 +563,12 @@ class ResourceOptions:
     Default: the server's generic warning."""
 
     def __post_init__(self) -> None:
-        if (
-            not _DNS1123_SUBDOMAIN.fullmatch(self.group)
-            or "." not in self.group
-            or len(self.group) > 253
-        ):
+        if not is_dns1123_subdomain(self.group) or "." not in self.group:
             raise ValueError(
                 f"group {self.group!r} must be a lower-case DNS subdomain with at least one dot, "
                 "e.g. 'demo.example.com'"
             )
-        if not _DNS1035_LABEL.fullmatch(self.version) or len(self.version) > 63:
+        if not is_dns1035_label(self.version):
             raise ValueError(
                 f"version {self.version!r} must be a DNS label starting with a letter, e.g. 'v1'"
             )
@@ -708,14 +701,15 @@ class ResourceOptions:
 
 
 def _check_kind(value: str, what: str) -> None:
-    if not _KIND.fullmatch(value) or len(value) > 63:
+    # The API server's rule: the lower-cased kind is a DNS-1035 label.
+    if not is_dns1035_label(value.lower()):
         raise ValueError(
             f"{what} {value!r} must be a CamelCase name of letters and digits, e.g. 'Widget'"
         )
 
 
 def _check_label(value: str, what: str) -> None:
-    if not _DNS1035_LABEL.fullmatch(value) or len(value) > 63:
+    if not is_dns1035_label(value):
         raise ValueError(
             f"{what} entry {value!r} must be a lower-case DNS label (letters, digits, '-', "
             "starting with a letter)"

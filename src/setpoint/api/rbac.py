@@ -27,12 +27,12 @@ from typing import Any, TypeVar
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import BUILTIN_RESOURCES, ResourceInfo
+from setpoint.api.validation import is_dns1123_label
 
 __all__ = ["PolicyRule", "declared_rbac_rules", "rbac", "rbac_rules_of"]
 
 _T = TypeVar("_T")
 _VERB = re.compile(r"[a-z]+|\*")
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 # (declaring module, rule) in declaration order; read by declared_rbac_rules.
 _DECLARED: list[tuple[str, PolicyRule]] = []
@@ -95,7 +95,7 @@ class PolicyRule:
                     f"resource {resource!r} must be a lower-case plural name, optionally "
                     "'name/subresource'"
                 )
-        if self.namespace is not None and not _DNS1123_LABEL.fullmatch(self.namespace):
+        if self.namespace is not None and not is_dns1123_label(self.namespace):
             raise ValueError(f"namespace {self.namespace!r} is not a valid namespace name")
 
     @classmethod

@@ -33,9 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-import orjson
-
 from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.jsonvalues import copy_json
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject
 from setpoint.api.runnable import RunnableGroup
@@ -178,12 +177,6 @@ class CacheOptions:
             backoff_initial=min(0.2, self.backoff_max),
             backoff_max=self.backoff_max,
         )
-
-
-def _copy(obj: JsonObject) -> JsonObject:
-    # A JSON round trip through orjson is several times faster than copy.deepcopy.
-    copied: JsonObject = orjson.loads(orjson.dumps(obj))
-    return copied
 
 
 class Cache:
@@ -353,7 +346,7 @@ class Cache:
         return informer
 
     def _decode(self, typed: type[TypedObject] | None, obj: JsonObject) -> Any:
-        data = _copy(obj) if self._options.copy_on_read or typed is not None else obj
+        data = copy_json(obj) if self._options.copy_on_read or typed is not None else obj
         return data if typed is None else typed.from_object(data)
 
     # -- Reader ---------------------------------------------------------------------------------

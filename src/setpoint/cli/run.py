@@ -40,6 +40,7 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
+from setpoint.api.validation import is_dns1123_label
 from setpoint.client.config import SERVICE_ACCOUNT_DIR
 
 if TYPE_CHECKING:
@@ -76,7 +77,6 @@ _LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 _LOG_FORMATS: Final = ("console", "json")
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"0", "false", "no", "off", ""})
-_DNS_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 log = logging.getLogger("setpoint.cli.run")
 
@@ -218,7 +218,7 @@ def _parse_bool(text: str) -> bool:
 
 def _parse_namespace(text: str) -> str:
     value = text.strip()
-    if not _DNS_LABEL.match(value) or len(value) > 63:
+    if not is_dns1123_label(value):
         raise ValueError(
             f"{value!r} is not a namespace name (a DNS label: lowercase letters, digits and '-', "
             "at most 63 characters)"

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from setpoint.api.gvk import GroupVersionKind, split_api_version
+from setpoint.api.jsonvalues import deep_copy, json_equal
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject, annotations_of, key_of, resource_version_of
 from setpoint.api.owners import AlreadyOwned, controller_of, set_controller_reference
@@ -15,7 +16,6 @@ from setpoint.api.types import is_typed
 from setpoint.client._fieldpath import (
     IDENTITY_METADATA,
     apply_is_noop,
-    json_equal,
     json_patch_diff,
     managed_fields_of,
     strip_for_compare,
@@ -30,7 +30,6 @@ from setpoint.client._safebase import (
     as_json,
     backoff,
     call_mutate,
-    deep_copy,
     describe_target,
     is_lost_race,
     kind_of,

@@ -28,13 +28,13 @@ from typing import Any
 
 import orjson
 
-from setpoint.client.patch import _scalar_equal, json_equal, json_patch_diff
+from setpoint.api.jsonvalues import scalar_equal
+from setpoint.client.patch import json_patch_diff
 
 __all__ = [
     "IDENTITY_METADATA",
     "SERVER_METADATA",
     "apply_is_noop",
-    "json_equal",
     "json_patch_diff",
     "managed_fields_of",
     "strip_for_compare",
@@ -136,7 +136,7 @@ def _match_value(current: Any, desired: Any, owned: Any) -> bool:
         return _match_object(current, desired, owned)
     if isinstance(desired, list):
         return _match_list(current, desired, owned)
-    return _scalar_equal(current, desired)
+    return scalar_equal(current, desired)
 
 
 def _match_list(current: Any, desired: list[Any], owned: Mapping[str, Any]) -> bool:
@@ -156,7 +156,7 @@ def _match_list(current: Any, desired: list[Any], owned: Mapping[str, Any]) -> b
         return (
             len(wanted) == len(desired)
             and wanted == {_canonical_v(name) for name in children}
-            and all(any(_scalar_equal(c, d) for c in current) for d in desired)
+            and all(any(scalar_equal(c, d) for c in current) for d in desired)
         )
     if kinds == {"i:"}:
         if {f"i:{i}" for i in range(len(desired))} != set(children) or len(current) < len(desired):
@@ -197,7 +197,7 @@ def _match_associative(current: list[Any], desired: list[Any], owned: Mapping[st
                 i
                 for i in unused
                 if any(f in item for f in entries[i][0])
-                and all(_scalar_equal(item[f], v) for f, v in entries[i][0].items() if f in item)
+                and all(scalar_equal(item[f], v) for f, v in entries[i][0].items() if f in item)
             ),
             None,
         )
@@ -209,8 +209,7 @@ def _match_associative(current: list[Any], desired: list[Any], owned: Mapping[st
             (
                 c
                 for c in current
-                if isinstance(c, Mapping)
-                and all(_scalar_equal(c.get(f), v) for f, v in key.items())
+                if isinstance(c, Mapping) and all(scalar_equal(c.get(f), v) for f, v in key.items())
             ),
             None,
         )
@@ -231,4 +230,4 @@ def _contains(current: Any, desired: Any) -> bool:
             and len(current) == len(desired)
             and all(_contains(c, d) for c, d in zip(current, desired, strict=True))
         )
-    return _scalar_equal(current, desired)
+    return scalar_equal(current, desired)

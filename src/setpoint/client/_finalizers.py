@@ -7,10 +7,10 @@ are the only way setpoint writes ``metadata.finalizers``.
 from __future__ import annotations
 
 import enum
-import re
 from typing import Any, NamedTuple
 
 from setpoint.api.meta import finalizers_of, meta
+from setpoint.api.validation import is_qualified_name
 from setpoint.client._safebase import (
     DEFAULT_RETRY,
     RetryOptions,
@@ -35,8 +35,6 @@ __all__ = [
 
 # A qualified name "prefix/name": DNS-subdomain prefix, then a name part of up to 63
 # characters (k8s.io/apimachinery/pkg/util/validation IsQualifiedName).
-_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 
 _FINALIZERS = json_pointer("metadata", "finalizers")
 
@@ -88,14 +86,7 @@ def validate_finalizer_name(finalizer: str) -> None:
         ValueError: naming the finalizer and the rule.
 
     """
-    prefix, slash, name = finalizer.partition("/")
-    if (
-        not slash
-        or len(prefix) > 253
-        or not _PREFIX.fullmatch(prefix)
-        or len(name) > 63
-        or not _NAME.fullmatch(name)
-    ):
+    if "/" not in finalizer or not is_qualified_name(finalizer):
         raise ValueError(
             f"finalizer {finalizer!r} must be a domain-qualified name like "
             "'example.com/cleanup' (a DNS subdomain, '/', then up to 63 letters, digits, "

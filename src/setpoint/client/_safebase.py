@@ -6,15 +6,12 @@ Private: the public names are re-exported by :mod:`setpoint.client.safe`.
 from __future__ import annotations
 
 import asyncio
-import copy
 import enum
 import inspect
 import random
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeAlias, TypeVar
-
-import orjson
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
@@ -145,24 +142,6 @@ def kind_of(obj: JsonObject | TypedObject) -> Any:
 def gvk_for(kind: Any) -> GroupVersionKind:
     """The GVK of a kind given as a GVK or a typed class."""
     return kind if isinstance(kind, GroupVersionKind) else kind.gvk
-
-
-def deep_copy(obj: Any) -> Any:
-    """An independent copy of a dict or typed object (mutations never leak into the caller's).
-
-    API objects are JSON, so an orjson round trip copies them, about five times faster
-    than ``copy.deepcopy``; anything that is not plain JSON falls back to ``deepcopy``.
-    """
-    if is_typed(obj):
-        return type(obj).from_object(_copy_json(obj.to_object()))
-    return _copy_json(obj)
-
-
-def _copy_json(data: Any) -> Any:
-    try:
-        return orjson.loads(orjson.dumps(data))
-    except TypeError:  # not plain JSON (a datetime, a set, ...): copy it the slow way
-        return copy.deepcopy(data)
 
 
 def resolve(target: Any) -> tuple[Any, ObjectKey, Any | None]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from setpoint.api.jsonvalues import deep_copy, json_equal
 from setpoint.api.kinds import ResourceInfo
-from setpoint.client._fieldpath import json_equal
 from setpoint.client._safebase import (
     DEFAULT_RETRY,
     MutateFn,
@@ -16,7 +16,6 @@ from setpoint.client._safebase import (
     as_json,
     backoff,
     call_mutate,
-    deep_copy,
     describe_target,
     gvk_for,
     is_lost_race,

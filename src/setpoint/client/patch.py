@@ -19,13 +19,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from setpoint.api.jsonvalues import json_equal
+
 __all__ = [
     "ApplyPatch",
     "JsonPatch",
     "MergePatch",
     "Patch",
     "StrategicMergePatch",
-    "json_equal",
     "json_patch_diff",
     "json_pointer",
 ]
@@ -81,24 +82,6 @@ def _diff(
     if guard:
         ops.append({"op": "test", "path": pointer, "value": old})
     ops.append({"op": "replace", "path": pointer, "value": new})
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """Deep equality of JSON values, where (unlike Python's ``==``) ``true`` is not ``1``."""
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, Mapping | list) or isinstance(b, Mapping | list):
-        return False
-    return _scalar_equal(a, b)
-
-
-def _scalar_equal(current: Any, desired: Any) -> bool:
-    # JSON has one number type: 1 and 1.0 are equal; True is not 1.
-    if isinstance(current, bool) or isinstance(desired, bool):
-        return current is desired
-    return bool(current == desired)
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,19 +51,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
-import re
 import time
 import uuid
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.jsonvalues import copy_json
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject, key_of
 from setpoint.api.runnable import RunnableGroup
+from setpoint.api.validation import is_qualified_name
 from setpoint.cache.cache import Cache
 from setpoint.cache.errors import CacheError
 from setpoint.cache.informer import HandlerRegistration
@@ -89,8 +88,6 @@ from setpoint.observability.metrics import Metrics
 
 __all__ = ["Controller", "ControllerError", "ControllerOptions", "validate_name"]
 
-_NAME = re.compile(r"^[a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?$")
-
 
 class ControllerError(Exception):
     """A controller was misconfigured or used out of order; the message says how to fix it."""
@@ -98,7 +95,8 @@ class ControllerError(Exception):
 
 def validate_name(name: str) -> str:
     """Check a controller name: it labels metrics and logs, and names the work queue."""
-    if not isinstance(name, str) or not _NAME.match(name):
+    # The name part of a qualified name: it must fit a metrics label and a Lease name part.
+    if not isinstance(name, str) or "/" in name or not is_qualified_name(name):
         raise ControllerError(
             f"controller name {name!r} is not valid: use 1-63 letters, digits, '-', '_' or "
             "'.', starting and ending with a letter or digit (it becomes a metrics label)"
@@ -460,7 +458,7 @@ class Controller:
         where = f"the watches({source.kind.kind}) mapper of controller {self._name!r}"
 
         def mapped(obj: JsonObject) -> Iterable[ObjectKey] | Awaitable[Iterable[ObjectKey]]:
-            arg = typed.from_object(_copy(obj)) if typed is not None else obj
+            arg = typed.from_object(copy_json(obj)) if typed is not None else obj
             result = mapper(arg)
             if inspect.isawaitable(result):
                 return _checked_later(result, where)
@@ -637,11 +635,6 @@ class Controller:
     def __repr__(self) -> str:
         state = "stopping" if self._stopping else "running" if self._started else "new"
         return f"<Controller {self._name!r} {state} queue={self._queue!r}>"
-
-
-def _copy(obj: JsonObject) -> JsonObject:
-    copied: JsonObject = orjson.loads(orjson.dumps(obj))
-    return copied
 
 
 async def _checked_later(keys: Awaitable[Any], where: str) -> list[ObjectKey]:

@@ -95,6 +95,7 @@ import orjson
 
 from setpoint.api.conditions import ConditionError, set_condition
 from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.jsonvalues import copy_json
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject, annotations_of, finalizers_of, generation_of, key_of, meta
 from setpoint.api.types import TypedObject
@@ -680,7 +681,7 @@ class Finalizers:
         return Result()
 
     async def _run_cleanup(self, ctx: Context, handler: FinalizerHandler, obj: JsonObject) -> None:
-        copy: JsonObject = orjson.loads(orjson.dumps(obj))
+        copy: JsonObject = copy_json(obj)
         arg: Any = self._typed.from_object(copy) if self._typed is not None else copy
         started = time.monotonic()
         ctx.log.info("Running cleanup", finalizer=handler.name, deadline=handler.deadline)

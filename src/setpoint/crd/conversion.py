@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from setpoint.api.conversion import KindConversion, hub_of
 from setpoint.api.declaration import DeclarationError
 from setpoint.api.resource import Resource
+from setpoint.api.validation import is_dns1123_label
 from setpoint.crd.errors import StructuralError
 from setpoint.crd.schema import type_name
 
@@ -38,8 +39,6 @@ __all__ = [
 
 CONVERT_PATH = "/convert"
 """The path the webhook server serves conversion on (controller-runtime's too)."""
-
-_DNS_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,10 +83,10 @@ class WebhookClientConfig:
                 )
         for name in ("service_name", "service_namespace"):
             value = getattr(self, name)
-            if not value or len(value) > 63 or not set(value) <= _DNS_LABEL_CHARS:
+            if not is_dns1123_label(value):
                 raise ValueError(
                     f"WebhookClientConfig.{name}={value!r} must be a DNS label (lower-case "
-                    "letters, digits and '-')"
+                    "letters, digits and '-', starting and ending with a letter or digit)"
                 )
         if not 1 <= self.service_port <= 65535:
             raise ValueError(

@@ -9,12 +9,12 @@ inconsistent settings when they are built, with a message that states the rule. 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Final
 
 from setpoint.api.clock import Clock, LoopClock
+from setpoint.api.validation import is_dns1123_label, is_dns1123_subdomain
 from setpoint.observability.events import EventBroadcasterOptions
 from setpoint.server.address import parse_bind_address
 from setpoint.server.http import AiohttpServer, HttpServerFactory
@@ -32,8 +32,6 @@ __all__ = [
 
 RENEW_JITTER_FACTOR: Final = 1.2
 """client-go's ``JitterFactor``: ``renew_deadline`` must exceed ``retry_period`` times this."""
-
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 class LeadershipLossPolicy(Enum):
@@ -113,12 +111,12 @@ class LeaderElectionOptions:
 
     def __post_init__(self) -> None:
         where = "LeaderElectionOptions"
-        if not self.name or len(self.name) > 253 or not _DNS_SUBDOMAIN.match(self.name):
+        if not is_dns1123_subdomain(self.name):
             raise ValueError(
                 f"{where}.name={self.name!r} must be a valid Lease name (a DNS subdomain: "
                 "lowercase letters, digits, '-' and '.', at most 253 characters)"
             )
-        if self.namespace is not None and not _DNS_SUBDOMAIN.match(self.namespace):
+        if self.namespace is not None and not is_dns1123_label(self.namespace):
             raise ValueError(f"{where}.namespace={self.namespace!r} is not a namespace name")
         if self.identity is not None and not self.identity:
             raise ValueError(f"{where}.identity must not be empty (None picks a unique one)")

@@ -48,6 +48,11 @@ from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.meta import JsonObject
 from setpoint.api.runnable import RunnableGroup
 from setpoint.api.types import TypedObject, is_typed
+from setpoint.api.validation import (
+    DNS1123_SUBDOMAIN_MAX_LENGTH,
+    is_dns1123_subdomain,
+    is_qualified_name,
+)
 
 __all__ = [
     "NORMAL",
@@ -80,11 +85,6 @@ NOTE_LIMIT_BYTES: Final = 1024
 REPORTING_INSTANCE_LIMIT: Final = 128
 """Longest ``reportingInstance`` the API server accepts."""
 
-_NAME_LIMIT: Final = 253
-_QUALIFIED_NAME: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN: Final = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
 _NOT_NAME_CHARS: Final = re.compile(r"[^a-z0-9.-]+")
 
 
@@ -202,20 +202,13 @@ def _event_name(regarding_name: str) -> str:
     # processes reporting on one object in the same nanosecond apart.
     suffix = f"{time.time_ns():x}{uuid.uuid4().hex[:4]}"
     base = _NOT_NAME_CHARS.sub("-", regarding_name.lower()).strip("-.")
-    base = base[: _NAME_LIMIT - len(suffix) - 1].rstrip("-.")
+    base = base[: DNS1123_SUBDOMAIN_MAX_LENGTH - len(suffix) - 1].rstrip("-.")
     name = f"{base}.{suffix}" if base else suffix
-    return name if _DNS_SUBDOMAIN.match(name) else suffix
+    return name if is_dns1123_subdomain(name) else suffix
 
 
 def _validate_reporting_controller(value: str) -> None:
-    prefix, sep, name = value.rpartition("/")
-    ok = (
-        bool(name)
-        and len(name) <= 63
-        and _QUALIFIED_NAME.match(name) is not None
-        and (not sep or (0 < len(prefix) <= _NAME_LIMIT and _DNS_SUBDOMAIN.match(prefix)))
-    )
-    if not ok:
+    if not is_qualified_name(value):
         raise ValueError(
             f"reporting controller {value!r} must be a qualified name such as "
             "'example.com/tenant-controller' or 'tenant-controller' (an optional DNS prefix and "

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Protocol
 
+from setpoint.api.jsonvalues import deep_copy
 from setpoint.api.meta import JsonObject
-from setpoint.client._safebase import deep_copy
 from setpoint.testing._fake_kinds import KindRules, storage_key
 
 if TYPE_CHECKING:
