@@ -242,10 +242,11 @@ class KindConversion:
         what the spoke cannot say. An annotation stored by another hub version is ignored.
 
     Errors:
-        :class:`ConversionError` for every failure of one object, naming it, its version,
-        the target version and the reason: an unknown version or kind, an object that does
-        not match its version's schema, a converter that raised, returned the wrong type or
-        changed metadata other than labels and annotations, or a malformed annotation.
+        ConversionError: for every failure of one object, naming it, its version, the
+            target version and the reason: an unknown version or kind, an object that
+            does not match its version's schema, a converter that raised, returned the
+            wrong type or changed metadata other than labels and annotations, or a
+            malformed annotation.
 
     """
 

@@ -121,6 +121,7 @@ async def add_finalizer(
     Expected Flow:
         1. Start from ``target`` if it is an object, else GET it.
         2. Match the object's state:
+
            - gone (404): ``GONE``;
            - being deleted (``deletionTimestamp`` set): ``DELETING``, no request;
            - finalizer already listed: ``ALREADY_PRESENT``, no request;
@@ -213,6 +214,7 @@ async def remove_finalizer(
     Expected Flow:
         1. Start from ``target`` if it is an object, else GET it.
         2. Match the object's state:
+
            - gone (404): ``GONE``;
            - finalizer not listed: ``ALREADY_ABSENT``, no request;
            - otherwise send a JSON patch that, for each index holding the

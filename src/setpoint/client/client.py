@@ -812,10 +812,9 @@ class Watch:
     can resume after the stream ends or breaks. Iteration ends when the server
     closes the stream (after ``timeout_seconds``).
 
-    Raises from iteration:
-        Gone / Expired: the start resourceVersion is too old; relist and re-watch.
-        ConnectionFailed: the connection broke mid-stream; re-watch from
-            ``resource_version``.
+    Iterating raises :class:`Gone` or :class:`Expired` when the start resourceVersion is
+    too old (relist and re-watch), and :class:`ConnectionFailed` when the connection broke
+    mid-stream (re-watch from ``resource_version``).
     """
 
     def __init__(

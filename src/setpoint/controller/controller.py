@@ -344,8 +344,9 @@ class Controller:
 
         Raises:
             ControllerError: already started, stopped, or the cache is not started.
-            KindNotServed / CacheSyncTimeout: a watched kind is not served, or its
-                informer did not sync within ``cache_sync_timeout``.
+            KindNotServed: a watched kind is not served.
+            CacheSyncTimeout: a watched kind's informer did not sync within
+                ``cache_sync_timeout``.
 
         """
         if self._started or self._stopping:

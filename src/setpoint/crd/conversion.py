@@ -7,8 +7,9 @@ pruned). So :func:`conversion_for` decides, per kind:
 
 * every version has the hub's schema (descriptions aside): no ``conversion`` section (the
   server's default, ``None``);
-* some version differs and is a spoke with converters (:class:`setpoint.Convertible`): a
-  ``Webhook`` conversion with ``conversionReviewVersions: ["v1"]`` and the
+* some version differs and is a spoke with converters
+  (:class:`~setpoint.api.conversion.Convertible`): a ``Webhook`` conversion with
+  ``conversionReviewVersions: ["v1"]`` and the
   :class:`WebhookClientConfig` given (in-cluster Service by default, or a URL for a local
   run);
 * some version differs and has no converter: a :class:`~setpoint.crd.StructuralError` naming

@@ -53,7 +53,7 @@ def crd_for(*classes: type[Resource], webhook: WebhookClientConfig | None = None
     exactly one must be the storage version (a single class is it
     implicitly). Versions with the same schema are left to the API server's
     ``None`` conversion; when a spoke declares converters
-    (:class:`setpoint.Convertible`) the CRD gets a ``Webhook`` conversion
+    (:class:`~setpoint.api.conversion.Convertible`) the CRD gets a ``Webhook`` conversion
     reaching the operator as ``webhook`` says (default: the kubebuilder
     layout's ``webhook-service``). See :mod:`setpoint.crd.conversion`.
 

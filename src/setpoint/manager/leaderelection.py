@@ -106,10 +106,11 @@ class LeaderElector:
         - A lost elector does not restart; the manager shuts down (``LeadershipLossPolicy``).
 
     Errors:
-        Lock errors (unreachable API server, ``Conflict``, ``Forbidden`` on leases) never
-        escape: they count as a failed attempt, are logged, and make :meth:`check` report
-        unhealthy. An unexpected exception inside the elector itself ends it; it is reported
-        by :meth:`failure`, and a leader calls ``on_lost`` first.
+        ClientError: never escapes. Lock errors (an unreachable API server, ``Conflict``,
+            ``Forbidden`` on leases) count as a failed attempt, are logged, and make
+            :meth:`check` report unhealthy.
+        Exception: an unexpected error inside the elector itself ends it; :meth:`failure`
+            reports it, and a leader calls ``on_lost`` first.
     """
 
     def __init__(

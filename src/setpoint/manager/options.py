@@ -101,7 +101,7 @@ class LeaderElectionOptions:
 
     lock: ResourceLock | None = None
     """The lock to campaign on (a test seam). ``None``: a
-    :class:`~setpoint.manager.leaderelection.LeaseLock` on ``namespace/name``, through a
+    :class:`~setpoint.manager.resourcelock.LeaseLock` on ``namespace/name``, through a
     dedicated client so a busy controller's connection pool cannot delay renewals."""
 
     @property
