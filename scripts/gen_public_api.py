@@ -37,6 +37,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "OwnerReference",
         "Resource",
     ],
+    "setpoint.api.conversion": ["ConversionError", "Convertible", "convert"],
     "setpoint.api.rbac": ["PolicyRule", "rbac"],
     "setpoint.api.admission": [
         "AdmissionOptions",

@@ -41,6 +41,8 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "Controller": ("setpoint.controller", "Controller"),
     "ControllerBuilder": ("setpoint.controller", "Builder"),
     "ControllerOptions": ("setpoint.controller", "ControllerOptions"),
+    "ConversionError": ("setpoint.api.conversion", "ConversionError"),
+    "Convertible": ("setpoint.api.conversion", "Convertible"),
     "CustomDefaulter": ("setpoint.api.admission", "CustomDefaulter"),
     "CustomValidator": ("setpoint.api.admission", "CustomValidator"),
     "DeclarationError": ("setpoint.api.declaration", "DeclarationError"),
@@ -120,6 +122,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "by_owner_uid": ("setpoint.cache", "by_owner_uid"),
     "configure_logging": ("setpoint.observability.logging", "configure_logging"),
     "controller_of": ("setpoint.api.owners", "controller_of"),
+    "convert": ("setpoint.api.conversion", "convert"),
     "create_or_patch": ("setpoint.client.safe", "create_or_patch"),
     "create_or_update": ("setpoint.client.safe", "create_or_update"),
     "field": ("setpoint.api.declaration", "field"),
@@ -174,6 +177,8 @@ __all__ = [
     "Controller",
     "ControllerBuilder",
     "ControllerOptions",
+    "ConversionError",
+    "Convertible",
     "CustomDefaulter",
     "CustomValidator",
     "DeclarationError",
@@ -253,6 +258,7 @@ __all__ = [
     "by_owner_uid",
     "configure_logging",
     "controller_of",
+    "convert",
     "create_or_patch",
     "create_or_update",
     "field",
@@ -301,6 +307,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         set_condition,
         set_observed_generation,
     )
+    from setpoint.api.conversion import ConversionError, Convertible, convert
     from setpoint.api.declaration import (
         DeclarationError,
         FieldSchema,

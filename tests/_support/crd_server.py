@@ -23,16 +23,23 @@ def is_established(crd: dict[str, Any]) -> bool:
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
-def kubectl(kubeconfig: Path, *args: str) -> str:
-    """Run the kubectl built with the control plane; return stdout (fails on a non-zero exit)."""
+def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None, check: bool = True) -> str:
+    """Run the kubectl built with the control plane.
+
+    Returns stdout and fails on a non-zero exit; with ``check=False`` returns stdout plus
+    stderr whatever the exit code (to assert on the error a user sees).
+    """
     binary = find_binaries().kubectl
     assert binary is not None, "kubectl was not built with the control plane"
     result = subprocess.run(
         [str(binary), "--kubeconfig", str(kubeconfig), *args],
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+    if not check:
+        return result.stdout + result.stderr
     assert result.returncode == 0, f"kubectl {' '.join(args)} failed: {result.stderr}"
     return result.stdout

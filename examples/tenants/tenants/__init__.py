@@ -1,6 +1,7 @@
 """The tenants operator: setpoint's flagship example of a multi-tenancy operator.
 
-A cluster-scoped ``Tenant`` (``tenants.setpoint.dev/v1``) gets namespaces, each with a
+A cluster-scoped ``Tenant`` (``tenants.setpoint.dev/v1``; ``v1alpha1`` is still served,
+converted by the operator's webhook server) gets namespaces, each with a
 ResourceQuota, a LimitRange, a RoleBinding for its admin group and, when isolated, a
 default-deny NetworkPolicy; it is registered in a tenant directory (a SQLite file) that a
 finalizer keeps in sync on deletion. Start it with::
@@ -25,7 +26,9 @@ from .api import (
     Tenant,
     TenantQuota,
     TenantSpec,
+    TenantSpecV1Alpha1,
     TenantStatus,
+    TenantV1Alpha1,
 )
 from .controller import CONTROLLER_NAME, FINALIZER, TenantReconciler
 from .directory import DirectoryEntry, DirectoryUnavailable, TenantDirectory
@@ -46,7 +49,9 @@ __all__ = [
     "TenantQuota",
     "TenantReconciler",
     "TenantSpec",
+    "TenantSpecV1Alpha1",
     "TenantStatus",
+    "TenantV1Alpha1",
     "TenantsSettings",
     "setup",
 ]
@@ -68,6 +73,8 @@ def setup(manager: sp.Manager, settings: TenantsSettings | None = None) -> Tenan
         settings.directory_path, busy_timeout=settings.directory_busy_timeout
     )
     manager.add(directory)
+    # The API server converts Tenants between v1alpha1 and v1 through this webhook.
+    manager.webhook_server.add_conversion(Tenant, TenantV1Alpha1)
     reconciler = TenantReconciler(settings, directory)
     # The indexes must exist before the manager's cache syncs.
     reconciler.attach(manager.cache)

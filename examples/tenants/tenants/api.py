@@ -4,11 +4,18 @@
 ``config/crd/bases/``. Every constraint below is enforced by the API server (OpenAPI schema
 and CEL rules), so a bad spec is refused at ``kubectl apply`` time with a message naming the
 field; the operator never sees it.
+
+Two versions are served. ``v1`` (:class:`Tenant`) is the storage version and the hub; the
+operator reads and writes only it. ``v1alpha1`` (:class:`TenantV1Alpha1`) is the older,
+deprecated shape, still served for clients that use it: the admin group was called
+``admins``, the quota was three flat fields, network isolation was a mode instead of a bool,
+and there were no container defaults. Its two converters say how each maps to ``v1``; the
+operator's webhook server runs them for the API server (``docs/guide/evolving-an-api.md``).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal, Self
 
 import setpoint as sp
 
@@ -20,7 +27,9 @@ __all__ = [
     "Tenant",
     "TenantQuota",
     "TenantSpec",
+    "TenantSpecV1Alpha1",
     "TenantStatus",
+    "TenantV1Alpha1",
 ]
 
 GROUP = "tenants.setpoint.dev"
@@ -142,6 +151,7 @@ class TenantStatus(sp.Model):
 @sp.resource(
     group=GROUP,
     version="v1",
+    storage=True,
     scope="Cluster",
     short_names=["tn"],
     printer_columns=[
@@ -156,3 +166,83 @@ class Tenant(sp.Resource):
 
     spec: TenantSpec
     status: TenantStatus | None = None
+
+
+# --------------------------------------------------------------------------- v1alpha1
+
+
+class TenantSpecV1Alpha1(sp.Model):
+    """What a tenant got in v1alpha1: flat quota fields and a network mode."""
+
+    namespaces: list[NamespaceName] = sp.field(min_items=1, max_items=32, unique_items=True)
+    """The tenant's namespaces (as in v1)."""
+    admins: str = sp.field(min_length=1, max_length=253)
+    """The group that administers the tenant's namespaces (v1: ``adminGroup``)."""
+    cpu_quota: sp.Quantity = sp.field(default="4", rules=[_non_negative("cpuQuota")])
+    """CPU requests per namespace (v1: ``quota.cpu``)."""
+    memory_quota: sp.Quantity = sp.field(default="8Gi", rules=[_non_negative("memoryQuota")])
+    """Memory requests per namespace (v1: ``quota.memory``)."""
+    pod_quota: int = sp.field(default=20, minimum=0)
+    """Pods per namespace (v1: ``quota.pods``)."""
+    network: Literal["Isolated", "Open"] = "Isolated"
+    """``Isolated``: only the tenant's own namespaces may reach its pods (v1: ``isolated:
+    true``); ``Open``: no NetworkPolicy. v1alpha1 cannot say what v1's ``containerDefaults``
+    says: a v1alpha1 client keeps it untouched (see the class docstring)."""
+
+
+@sp.resource(
+    group=GROUP,
+    version="v1alpha1",
+    kind="Tenant",
+    deprecated=True,
+    deprecation_warning=f"{GROUP}/v1alpha1 Tenant is deprecated; use {GROUP}/v1",
+    printer_columns=[
+        sp.PrinterColumn(name="Ready", json_path='.status.conditions[?(@.type=="Ready")].status'),
+        sp.PrinterColumn(name="Admins", json_path=".spec.admins"),
+        sp.PrinterColumn(name="Network", json_path=".spec.network"),
+        sp.PrinterColumn(name="Age", json_path=".metadata.creationTimestamp", type="date"),
+    ],
+)
+class TenantV1Alpha1(sp.Resource, sp.Convertible[Tenant]):
+    """A tenant, as v1alpha1 clients see it. Converted to and from :class:`Tenant` (the hub).
+
+    What v1alpha1 cannot hold (``containerDefaults``) survives a round trip through it: it is
+    kept in the ``setpoint.dev/conversion-data`` annotation of the v1alpha1 object and
+    restored when the object comes back to v1.
+    """
+
+    spec: TenantSpecV1Alpha1
+    status: TenantStatus | None = None
+
+    def to_hub(self) -> Tenant:
+        """Return this tenant as v1."""
+        spec = self.spec
+        return Tenant(
+            metadata=self.metadata,
+            spec=TenantSpec(
+                namespaces=spec.namespaces,
+                admin_group=spec.admins,
+                quota=TenantQuota(
+                    cpu=spec.cpu_quota, memory=spec.memory_quota, pods=spec.pod_quota
+                ),
+                isolated=spec.network == "Isolated",
+            ),
+            status=self.status,
+        )
+
+    @classmethod
+    def from_hub(cls, hub: Tenant) -> Self:
+        """The v1 tenant ``hub`` as v1alpha1."""
+        spec = hub.spec
+        return cls(
+            metadata=hub.metadata,
+            spec=TenantSpecV1Alpha1(
+                namespaces=spec.namespaces,
+                admins=spec.admin_group,
+                cpu_quota=spec.quota.cpu,
+                memory_quota=spec.quota.memory,
+                pod_quota=spec.quota.pods,
+                network="Isolated" if spec.isolated else "Open",
+            ),
+            status=hub.status,
+        )

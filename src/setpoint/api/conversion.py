@@ -60,6 +60,7 @@ from setpoint.api.resource import ObjectMeta, Resource
 
 __all__ = [
     "CONVERSION_DATA_ANNOTATION",
+    "CONVERT_PATH",
     "ConversionError",
     "Convertible",
     "KindConversion",
@@ -67,6 +68,9 @@ __all__ = [
     "hub_of",
     "is_convertible",
 ]
+
+CONVERT_PATH: Final = "/convert"
+"""The path the conversion webhook is served on (controller-runtime's too)."""
 
 CONVERSION_DATA_ANNOTATION: Final = "setpoint.dev/conversion-data"
 """Annotation on an object read at a spoke version: the hub's data as JSON, so that what the
@@ -562,12 +566,17 @@ def _finish(
     # Serializing metadata is a good part of the cost of a conversion, and it would only be
     # replaced by the original: leave it out.
     body: dict[str, Any] = converted.model_dump(mode="json", by_alias=True, exclude={"metadata"})
-    meta = {k: v for k, v in original_meta.items() if k not in _EDITABLE_METADATA}
-    labels, annotations = converted.metadata.labels, converted.metadata.annotations
-    if labels:
-        meta["labels"] = dict(labels)
-    if annotations:
-        meta["annotations"] = dict(annotations)
+    meta = dict(original_meta)
+    for key, value in (
+        ("labels", converted.metadata.labels),
+        ("annotations", converted.metadata.annotations),
+    ):
+        if value == original_meta.get(key, {}):
+            continue  # unchanged: keep the original's form (an explicit {} stays)
+        if value:
+            meta[key] = dict(value)
+        else:
+            meta.pop(key, None)
     out = {"apiVersion": body.pop("apiVersion"), "kind": body.pop("kind"), "metadata": meta}
     out.update(body)
     return out

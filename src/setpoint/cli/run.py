@@ -152,6 +152,14 @@ class RunSettings:
     )
     """Seconds the whole shutdown may take after SIGTERM. Default: ``ManagerOptions``' (30)."""
 
+    webhook_bind_address: str = ":9443"
+    """Where the webhook server listens, if the operator registers webhooks (``:9443``,
+    controller-runtime's port)."""
+
+    webhook_cert_dir: str | None = None
+    """Directory with the webhook server's ``tls.crt`` and ``tls.key``. ``None``:
+    controller-runtime's ``$TMPDIR/k8s-webhook-server/serving-certs``."""
+
     def __post_init__(self) -> None:
         if not self.target:
             raise ValueError("RunSettings.target must name a module, a .py file or a directory")
@@ -205,6 +213,14 @@ def _parse_address(option: str) -> Callable[[str], str]:
         return value
 
     return parse
+
+
+def _parse_webhook_address(text: str) -> str:
+    from setpoint.webhook.server import WebhookServerOptions
+
+    value = text.strip()
+    WebhookServerOptions(bind_address=value)  # raises ValueError naming the problem
+    return value
 
 
 def _parse_bool(text: str) -> bool:
@@ -345,6 +361,24 @@ def _settings_table() -> tuple[_Setting, ...]:
             "NAMESPACE",
         ),
         _Setting(
+            "webhook_bind_address",
+            "--webhook-bind-address",
+            "SETPOINT_WEBHOOK_BIND_ADDRESS",
+            "where the webhook server listens, if the operator registers webhooks (host:port)",
+            "':9443'",
+            _parse_webhook_address,
+            "ADDR",
+        ),
+        _Setting(
+            "webhook_cert_dir",
+            "--webhook-cert-dir",
+            "SETPOINT_WEBHOOK_CERT_DIR",
+            "directory holding the webhook server's tls.crt and tls.key",
+            "$TMPDIR/k8s-webhook-server/serving-certs",
+            _parse_text,
+            "DIR",
+        ),
+        _Setting(
             "graceful_shutdown_timeout",
             "--graceful-shutdown-timeout",
             "SETPOINT_GRACEFUL_SHUTDOWN_TIMEOUT",
@@ -434,6 +468,7 @@ def build_manager_options(settings: RunSettings, module_name: str) -> ManagerOpt
 
     """
     from setpoint.manager.options import LeaderElectionOptions, ManagerOptions
+    from setpoint.webhook.server import CertificateDirectory, WebhookServerOptions
 
     leader_election = None
     if settings.leader_elect:
@@ -452,11 +487,19 @@ def build_manager_options(settings: RunSettings, module_name: str) -> ManagerOpt
             return Cache(client, options=CacheOptions(namespaces=namespaces))
 
         extra["new_cache"] = new_cache
+    certificate = (
+        CertificateDirectory(settings.webhook_cert_dir)
+        if settings.webhook_cert_dir is not None
+        else CertificateDirectory()
+    )
     return ManagerOptions(
         leader_election=leader_election,
         metrics_bind_address=settings.metrics_bind_address,
         health_probe_bind_address=settings.health_probe_bind_address,
         graceful_shutdown_timeout=settings.graceful_shutdown_timeout,
+        webhook_server=WebhookServerOptions(
+            bind_address=settings.webhook_bind_address, certificate=certificate
+        ),
         **extra,
     )
 

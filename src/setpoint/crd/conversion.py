@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from setpoint.api.conversion import KindConversion, hub_of
+from setpoint.api.conversion import CONVERT_PATH, KindConversion, hub_of
 from setpoint.api.declaration import DeclarationError
 from setpoint.api.resource import Resource
 from setpoint.api.validation import is_dns1123_label
@@ -38,8 +38,6 @@ __all__ = [
     "schemas_equivalent",
 ]
 
-CONVERT_PATH = "/convert"
-"""The path the webhook server serves conversion on (controller-runtime's too)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -63,6 +63,7 @@ from setpoint.observability.events import EventBroadcaster, EventRecorder
 from setpoint.observability.metrics import Metrics, render
 from setpoint.server.address import parse_bind_address
 from setpoint.server.http import HttpRequest, HttpResponse, HttpServer
+from setpoint.webhook.server import WebhookServer
 
 if TYPE_CHECKING:
     from setpoint.cache import Cache
@@ -163,6 +164,7 @@ class Manager:
         self._late_tasks: set[asyncio.Task[None]] = set()
 
         self._cache: Cache | None = None
+        self._webhook_server: WebhookServer | None = None
         self._broadcaster: EventBroadcaster | None = None
 
         self._healthz = HealthChecks("healthz", timeout=opts.health_check_timeout)
@@ -272,6 +274,22 @@ class Manager:
             self.add(cache)
             self._cache = cache
         return self._cache
+
+    @property
+    def webhook_server(self) -> WebhookServer:
+        """The webhook server, built from ``ManagerOptions.webhook_server`` and added on first use.
+
+        It runs in the ``WEBHOOKS`` group (before caches and controllers) in every replica,
+        and adds the ``webhook-server`` readiness check (listening with a certificate)::
+
+            manager.webhook_server.add_conversion(Tenant, TenantV1Alpha1)
+        """
+        if self._webhook_server is None:
+            server = WebhookServer(self.options.webhook_server, metrics=self.metrics)
+            self.add(server)
+            self._readyz.add("webhook-server", server.ready)
+            self._webhook_server = server
+        return self._webhook_server
 
     def controller(self, name: str) -> ManagedBuilder:
         """A controller builder whose ``build(reconciler)`` uses this manager's parts.

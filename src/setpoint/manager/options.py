@@ -18,6 +18,7 @@ from setpoint.api.validation import is_dns1123_label, is_dns1123_subdomain
 from setpoint.observability.events import EventBroadcasterOptions
 from setpoint.server.address import parse_bind_address
 from setpoint.server.http import AiohttpServer, HttpServerFactory
+from setpoint.webhook.server import WebhookServerOptions
 
 if TYPE_CHECKING:
     from setpoint.manager.cache import CacheFactory
@@ -212,6 +213,10 @@ class ManagerOptions:
 
     clock: Clock = field(default_factory=LoopClock)
     """Where leader election reads time and sets timers (a test seam)."""
+
+    webhook_server: WebhookServerOptions = field(default_factory=WebhookServerOptions)
+    """Address and certificate of the webhook server, built on first use of
+    ``Manager.webhook_server`` (an operator without webhooks never starts one)."""
 
     def __post_init__(self) -> None:
         metrics = parse_bind_address(

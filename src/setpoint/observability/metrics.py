@@ -3,8 +3,9 @@
 Every metric setpoint exports is defined here, once, in :class:`Metrics`. The names, label sets
 and histogram buckets are those of controller-runtime (``pkg/internal/controller/metrics``,
 ``pkg/internal/metrics/workqueue.go``, ``pkg/metrics/client_go_adapter.go``,
-``pkg/metrics/leaderelection.go``), so Grafana dashboards and alerts written for Go operators
-work unchanged. The ``setpoint_finalizer_*`` family is setpoint's own.
+``pkg/metrics/leaderelection.go``, ``pkg/webhook/internal/metrics`` and the webhook panic
+counters), so Grafana dashboards and alerts written for Go operators work unchanged. The
+``setpoint_finalizer_*`` family is setpoint's own.
 
 Metrics live on a setpoint-owned :class:`prometheus_client.CollectorRegistry`, never on
 prometheus_client's global default registry: the manager serves :func:`default_registry`, and a
@@ -39,6 +40,7 @@ __all__ = [
     "PRIORITY_OVERFLOW_LABEL",
     "RECONCILE_RESULTS",
     "RECONCILE_TIME_BUCKETS",
+    "WEBHOOK_LATENCY_BUCKETS",
     "WORKQUEUE_DURATION_BUCKETS",
     "Metrics",
     "NoWorkQueueMetrics",
@@ -60,6 +62,10 @@ WORKQUEUE_DURATION_BUCKETS: Final[tuple[float, ...]] = (
 )  # fmt: skip
 """Buckets of the work queue duration histograms: controller-runtime's
 ``ExponentialBuckets(10e-9, 10, 12)``, written out so no float rounding creeps into ``le``."""
+
+WEBHOOK_LATENCY_BUCKETS: Final[tuple[float, ...]] = WORKQUEUE_DURATION_BUCKETS
+"""Buckets of ``controller_runtime_webhook_latency_seconds``: controller-runtime uses the same
+``ExponentialBuckets(10e-9, 10, 12)`` as for the work queue."""
 
 RECONCILE_RESULTS: Final[tuple[str, ...]] = ("success", "error", "requeue", "requeue_after")
 """Values of the ``result`` label of ``controller_runtime_reconcile_total``."""
@@ -306,6 +312,21 @@ class Metrics:
     finalizer_cleanup_failures_total: Counter
     """``setpoint_finalizer_cleanup_failures_total{controller, finalizer}``."""
 
+    webhook_requests_total: Counter
+    """``controller_runtime_webhook_requests_total{webhook, code}``: requests per webhook path
+    and HTTP status code."""
+    webhook_latency_seconds: Histogram
+    """``controller_runtime_webhook_latency_seconds{webhook}``, :data:`WEBHOOK_LATENCY_BUCKETS`."""
+    webhook_requests_in_flight: Gauge
+    """``controller_runtime_webhook_requests_in_flight{webhook}``."""
+    webhook_panics_total: Counter
+    """``controller_runtime_webhook_panics_total``: admission webhooks whose user code raised
+    unexpectedly (Go's panics)."""
+    conversion_webhook_panics_total: Counter
+    """``controller_runtime_conversion_webhook_panics_total``: conversions whose converter
+    raised, returned the wrong type or changed forbidden metadata (controller-runtime counts
+    conversion panics under this name, apart from admission's)."""
+
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         # Deferred import: see the module docstring.
         from prometheus_client import Counter, Gauge, Histogram  # noqa: PLC0415, RUF100
@@ -450,6 +471,36 @@ class Metrics:
             registry=reg,
         )
 
+        self.webhook_requests_total = Counter(
+            "controller_runtime_webhook_requests_total",
+            "Total number of admission requests by HTTP status code.",
+            ("webhook", "code"),
+            registry=reg,
+        )
+        self.webhook_latency_seconds = Histogram(
+            "controller_runtime_webhook_latency_seconds",
+            "Histogram of the latency of processing admission requests",
+            ("webhook",),
+            buckets=WEBHOOK_LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self.webhook_requests_in_flight = Gauge(
+            "controller_runtime_webhook_requests_in_flight",
+            "Current number of admission requests being served.",
+            ("webhook",),
+            registry=reg,
+        )
+        self.webhook_panics_total = Counter(
+            "controller_runtime_webhook_panics_total",
+            "Total number of webhook panics",
+            registry=reg,
+        )
+        self.conversion_webhook_panics_total = Counter(
+            "controller_runtime_conversion_webhook_panics_total",
+            "Total number of conversion webhook panics",
+            registry=reg,
+        )
+
     @classmethod
     def default(cls) -> Metrics:
         """Return the process-wide instance on :func:`default_registry`, built on first call."""
@@ -501,6 +552,16 @@ class Metrics:
         self.reconcile_panics_total.labels(controller)
         self.max_concurrent_reconciles.labels(controller).set(max_concurrent_reconciles)
         self.active_workers.labels(controller).set(0)
+
+    def init_webhook(self, path: str) -> None:
+        """Publish a webhook path's series before its first request, as controller-runtime does.
+
+        The request counter exists at 0 for codes 200 and 500, and nothing is in flight.
+        """
+        for code in ("200", "500"):
+            self.webhook_requests_total.labels(path, code)
+        self.webhook_requests_in_flight.labels(path).set(0)
+        self.webhook_latency_seconds.labels(path)
 
     def new_queue_metrics(self, name: str) -> WorkQueueMetrics:
         """Return work queue metrics labelled ``name`` = ``controller`` = ``name``.

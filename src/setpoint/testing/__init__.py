@@ -16,6 +16,7 @@ from setpoint.testing.fake import FakeClient, FakeOptions, FakeWatch
 from setpoint.testing.faults import Call, FaultInjectingClient, Faults, Rule
 from setpoint.testing.operator import RunningOperator, run_operator
 from setpoint.testing.waits import WaitTimeout, eventually
+from setpoint.testing.webhook import LocalWebhook, serving_certificate
 
 __all__ = [
     "Call",
@@ -28,6 +29,7 @@ __all__ = [
     "FakeWatch",
     "FaultInjectingClient",
     "Faults",
+    "LocalWebhook",
     "RecordedEvent",
     "Rule",
     "RunningOperator",
@@ -36,4 +38,5 @@ __all__ = [
     "eventually",
     "find_binaries",
     "run_operator",
+    "serving_certificate",
 ]

@@ -28,9 +28,12 @@ from typing import Any
 from setpoint.client.client import Client
 from setpoint.client.kubeconfig import load_kubeconfig
 from setpoint.controller.controller import Controller
+from setpoint.crd.conversion import CONVERT_PATH, WebhookClientConfig
 from setpoint.manager.manager import Manager
 from setpoint.manager.options import LeaderElectionOptions, ManagerOptions
 from setpoint.observability.metrics import Metrics
+from setpoint.testing.webhook import serving_certificate
+from setpoint.webhook.server import StaticCertificate, WebhookServerOptions
 
 __all__ = ["RunningOperator", "run_operator"]
 
@@ -47,6 +50,27 @@ class RunningOperator:
     """Whatever ``setup(manager)`` returned (a reconciler, settings, ...)."""
     task: asyncio.Task[None]
     """The task running ``manager.run()``."""
+    webhook_ca: bytes | None = None
+    """The CA (PEM) of the loopback webhook server's certificate, when ``run_operator``
+    configured one (see :meth:`webhook_client_config`)."""
+
+    def webhook_client_config(self, path: str = CONVERT_PATH) -> WebhookClientConfig:
+        """How the API server reaches this operator's webhook ``path`` (URL and caBundle).
+
+        Generate the CRD with it (``crd_for(..., webhook=op.webhook_client_config())``) so
+        the local control plane calls the operator's conversion webhook.
+
+        Raises:
+            RuntimeError: the operator registered no webhooks, or uses its own certificate.
+
+        """
+        server = self.manager.webhook_server if self.webhook_ca is not None else None
+        if server is None or server.address is None:
+            raise RuntimeError(
+                "this operator serves no webhooks here: its setup registered none, or "
+                "ManagerOptions.webhook_server was given (then build the config yourself)"
+            )
+        return WebhookClientConfig(url=server.url(path), ca_bundle=self.webhook_ca)
 
     @property
     def controllers(self) -> list[Controller]:
@@ -91,7 +115,10 @@ async def run_operator(
             one for a restricted user).
         leader_election: Campaign for a Lease first (``None``: run as the only replica).
         options: Manager options to start from; metrics, servers and signal handling
-            are always overridden for test isolation.
+            are always overridden for test isolation. Unless ``options`` sets
+            ``webhook_server``, the webhook server (if ``setup`` registers webhooks) listens
+            on a free loopback port with a certificate from a fresh in-memory CA
+            (``RunningOperator.webhook_ca``).
         start_timeout: Seconds to wait for caches to sync and, with leader election,
             to be elected.
         stop_timeout: Seconds to wait for the graceful stop.
@@ -102,6 +129,14 @@ async def run_operator(
     """
     metrics = Metrics.isolated()
     base = options or ManagerOptions()
+    webhook_ca: bytes | None = None
+    webhook_server = base.webhook_server
+    if webhook_server == WebhookServerOptions():
+        ca, pair = serving_certificate()
+        webhook_ca = ca.cert_pem
+        webhook_server = WebhookServerOptions(
+            bind_address="127.0.0.1:0", certificate=StaticCertificate(pair)
+        )
     opts = dataclasses.replace(
         base,
         metrics=metrics,
@@ -109,6 +144,7 @@ async def run_operator(
         health_probe_bind_address="0",
         handle_signals=False,
         leader_election=leader_election,
+        webhook_server=webhook_server,
     )
     client = Client(load_kubeconfig(str(kubeconfig)))
     manager = Manager(client, opts)
@@ -117,7 +153,7 @@ async def run_operator(
         if inspect.isawaitable(result):
             result = await result
         task = asyncio.create_task(manager.run(), name="setpoint-test-operator")
-        running = RunningOperator(manager, metrics, result, task)
+        running = RunningOperator(manager, metrics, result, task, webhook_ca)
         try:
             waiter = asyncio.ensure_future(manager.wait_elected(timeout=start_timeout))
             done, _ = await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)

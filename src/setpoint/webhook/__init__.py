@@ -1,5 +1,41 @@
-"""setpoint.webhook: admission and conversion webhooks (not built yet).
+"""setpoint.webhook: the HTTPS webhook server and the webhooks it serves (docs/architecture.md).
 
-They will be served by :mod:`setpoint.server` with certificates from :mod:`setpoint.tls`;
-see docs/architecture.md, "Where the next parts live".
+- :mod:`setpoint.webhook.server`: :class:`WebhookServer`, a runnable in the manager's
+  ``WEBHOOKS`` group with a route table, controller-runtime's webhook metrics and a
+  :class:`CertificateSource` seam for the serving certificate.
+- :mod:`setpoint.webhook.conversion`: :class:`ConversionWebhook`, ``/convert`` for
+  ``apiextensions.k8s.io/v1`` ConversionReviews, built on :mod:`setpoint.api.conversion`.
+- :mod:`setpoint.webhook.certificates`: self-managed serving certificates (a CA and a
+  serving certificate in a Secret, renewed, caBundle injected), a :class:`CertificateSource`.
+
+The layer stands on :mod:`setpoint.server` (HTTP and TLS), :mod:`setpoint.client` and
+:mod:`setpoint.api`; the manager builds one server per process (``manager.webhook_server``).
 """
+
+from setpoint.webhook.conversion import (
+    CONVERT_PATH,
+    REVIEW_API_VERSION,
+    ConversionWebhook,
+    MalformedReview,
+)
+from setpoint.webhook.server import (
+    DEFAULT_CERT_DIR,
+    CertificateDirectory,
+    CertificateSource,
+    StaticCertificate,
+    WebhookServer,
+    WebhookServerOptions,
+)
+
+__all__ = [
+    "CONVERT_PATH",
+    "DEFAULT_CERT_DIR",
+    "REVIEW_API_VERSION",
+    "CertificateDirectory",
+    "CertificateSource",
+    "ConversionWebhook",
+    "MalformedReview",
+    "StaticCertificate",
+    "WebhookServer",
+    "WebhookServerOptions",
+]

@@ -41,6 +41,11 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "setpoint_finalizer_pending_objects": ("gauge", ("finalizer",)),
     "setpoint_finalizer_oldest_pending_seconds": ("gauge", ("finalizer",)),
     "setpoint_finalizer_cleanup_failures_total": ("counter", ("controller", "finalizer")),
+    "controller_runtime_webhook_requests_total": ("counter", ("webhook", "code")),
+    "controller_runtime_webhook_latency_seconds": ("histogram", ("webhook",)),
+    "controller_runtime_webhook_requests_in_flight": ("gauge", ("webhook",)),
+    "controller_runtime_webhook_panics_total": ("counter", ()),
+    "controller_runtime_conversion_webhook_panics_total": ("counter", ()),
 }
 
 CONTROLLER_RUNTIME_RECONCILE_BUCKETS = [
@@ -67,6 +72,8 @@ def _touch_every_metric(metrics: Metrics) -> None:
     metrics.finalizer_pending_objects.labels("f").set(0)
     metrics.finalizer_oldest_pending_seconds.labels("f").set(0)
     metrics.finalizer_cleanup_failures_total.labels("c", "f").inc()
+    metrics.init_webhook("/convert")
+    metrics.webhook_latency_seconds.labels("/convert").observe(0.001)
 
 
 def _families(registry: CollectorRegistry) -> dict[str, tuple[str, set[frozenset[str]]]]:
@@ -113,6 +120,7 @@ def test_histogram_buckets_match_controller_runtime() -> None:
     expected = [10e-9 * 10**i for i in range(12)]
     assert bucket_bounds("workqueue_queue_duration_seconds") == pytest.approx(expected)
     assert bucket_bounds("workqueue_work_duration_seconds") == pytest.approx(expected)
+    assert bucket_bounds("controller_runtime_webhook_latency_seconds") == pytest.approx(expected)
 
 
 def test_init_controller_publishes_zeroed_series() -> None:

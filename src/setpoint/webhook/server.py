@@ -1,0 +1,410 @@
+"""The webhook server: one HTTPS server for every conversion and admission webhook.
+
+::
+
+    server = manager.webhook_server                   # or WebhookServer(options, metrics=...)
+    server.add_conversion(Tenant, TenantV1Alpha1)     # serves /convert
+    server.register("/validate-tenant", handler)      # any HttpHandler, by path
+    await manager.run()                               # started in the WEBHOOKS group
+
+Like controller-runtime's ``webhook.Server``, it is a runnable in the manager's ``WEBHOOKS``
+group, so it serves before the caches sync and the controllers start (the API server calls
+it for every read at another version, including the manager's own list and watch), and it
+runs in every replica, leader or not. Requests are routed by exact path; each path is
+instrumented with controller-runtime's metrics (``controller_runtime_webhook_requests_total``,
+``..._latency_seconds``, ``..._requests_in_flight``, labelled ``webhook=<path>``).
+
+The serving certificate comes from a :class:`CertificateSource`, loaded at start (and
+watched while serving, for sources that change, such as
+:class:`~setpoint.webhook.certificates.SelfManagedCertificates`):
+:class:`CertificateDirectory` (``tls.crt``/``tls.key`` in controller-runtime's
+``/tmp/k8s-webhook-server/serving-certs``, where cert-manager's Secret is usually mounted) by
+default, or :class:`StaticCertificate` for a pair made in-process (tests, local runs). The
+running server's certificate is swapped with ``server.tls.update(...)``
+(:class:`~setpoint.server.tls.ServerTLS`): rotation and hot reload build on that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+
+from setpoint.api.runnable import RunnableGroup
+from setpoint.server.address import BindAddress, parse_bind_address
+from setpoint.server.http import AiohttpServer, HttpHandler, HttpRequest, HttpResponse
+from setpoint.server.http import HttpServerOptions as _HttpServerOptions
+from setpoint.server.tls import ServerTLS
+from setpoint.tls.pem import CertificateError, KeyPair, load_key_pair
+
+if TYPE_CHECKING:
+    from setpoint.api.resource import Resource
+    from setpoint.observability.metrics import Metrics
+    from setpoint.webhook.conversion import ConversionWebhook
+
+__all__ = [
+    "DEFAULT_CERT_DIR",
+    "CertificateDirectory",
+    "CertificateSource",
+    "StaticCertificate",
+    "WebhookServer",
+    "WebhookServerOptions",
+]
+
+log = logging.getLogger("setpoint.webhook")
+
+DEFAULT_CERT_DIR: Final = str(Path(tempfile.gettempdir()) / "k8s-webhook-server" / "serving-certs")
+"""controller-runtime's default certificate directory,
+``$TMPDIR/k8s-webhook-server/serving-certs``."""
+
+_MiB: Final = 1024 * 1024
+
+
+@runtime_checkable
+class CertificateSource(Protocol):
+    """Where the webhook server's serving certificate comes from.
+
+    :meth:`load` is called once, when the server starts; a source that renews certificates
+    pushes later ones into the running server with ``server.tls.update(pair)``.
+    """
+
+    async def load(self) -> KeyPair:
+        """The certificate and key to serve.
+
+        Raises:
+            CertificateError: there is no usable certificate; the message says where it looked.
+
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class StaticCertificate:
+    """A certificate made in-process (by :mod:`setpoint.tls.certs`, or read once by hand)."""
+
+    pair: KeyPair
+    """The certificate chain and key, PEM."""
+
+    async def load(self) -> KeyPair:
+        """The pair given at construction."""
+        return self.pair
+
+
+@dataclass(frozen=True, slots=True)
+class CertificateDirectory:
+    """``tls.crt`` and ``tls.key`` in a directory (a mounted kubernetes.io/tls Secret)."""
+
+    path: str = DEFAULT_CERT_DIR
+    """The directory. Default: controller-runtime's, :data:`DEFAULT_CERT_DIR`."""
+    cert_name: str = "tls.crt"
+    """The certificate file's name in it."""
+    key_name: str = "tls.key"
+    """The key file's name in it."""
+
+    async def load(self) -> KeyPair:
+        """Read the pair (in a thread: it is file I/O).
+
+        Raises:
+            CertificateError: a file is missing or unusable; the message names it and says
+                how webhooks get their certificate.
+
+        """
+        cert, key = Path(self.path) / self.cert_name, Path(self.path) / self.key_name
+        try:
+            return await asyncio.to_thread(load_key_pair, cert, key)
+        except CertificateError as exc:
+            raise CertificateError(
+                f"the webhook server has no serving certificate: {exc}. Mount a "
+                "kubernetes.io/tls Secret (cert-manager's, for example) at "
+                f"{self.path}, or point --webhook-cert-dir / WebhookServerOptions.certificate "
+                "elsewhere"
+            ) from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WebhookServerOptions:
+    """Settings of the :class:`WebhookServer`; every default is documented here."""
+
+    bind_address: str = ":9443"
+    """Where to listen, ``host:port`` (``:9443``: every interface, controller-runtime's
+    default port; ``127.0.0.1:0`` picks a free loopback port)."""
+
+    certificate: CertificateSource | None = None
+    """Where the serving certificate comes from. ``None``: ``CertificateDirectory()``, the
+    ``tls.crt``/``tls.key`` pair in :data:`DEFAULT_CERT_DIR`."""
+
+    max_body_size: int = 64 * _MiB
+    """Largest request accepted, in bytes (larger gets 413). A ConversionReview for a list
+    carries every object of the list, so this is well above an admission request's size."""
+
+    inline_objects: int = 16
+    """Reviews with at most this many objects are converted on the event loop; larger ones in
+    a worker thread, so a list of thousands never stalls the loop (probes, other requests)."""
+
+    def __post_init__(self) -> None:
+        address = parse_bind_address(self.bind_address, option="WebhookServerOptions.bind_address")
+        if address is None:
+            raise ValueError(
+                "WebhookServerOptions.bind_address='0' would disable the webhook server; the "
+                "API server must reach it, so give host:port (':9443' by default)"
+            )
+        if self.max_body_size < _MiB:
+            raise ValueError(
+                f"WebhookServerOptions.max_body_size={self.max_body_size} is below 1 MiB; one "
+                "object alone may be 1.5 MiB"
+            )
+        if self.inline_objects < 0:
+            raise ValueError(
+                f"WebhookServerOptions.inline_objects={self.inline_objects} must be >= 0"
+            )
+
+
+class WebhookServer:
+    """Serves webhooks over HTTPS, by path, in the manager's ``WEBHOOKS`` group.
+
+    Expected flow:
+        Build it (the manager does: ``manager.webhook_server``), :meth:`register` handlers or
+        :meth:`add_conversion` the versions of a kind, then ``await start()``: the
+        certificate is loaded, the port bound, and every path answers. ``stop`` lets
+        requests in flight finish within its timeout.
+
+    Guarantees:
+        Every request gets an answer: 404 for an unknown path, 405 for a method other than
+        POST, 413 for a body over :attr:`WebhookServerOptions.max_body_size`, 500 (counted
+        and logged, the server stays up) when a handler raises. Paths can be registered
+        before or after start. Each path's metrics exist at 0 from registration.
+
+    Caveats:
+        The certificate is read once at start. A source that also has ``watch(on_change)``
+        (a :class:`~setpoint.webhook.certificates.WatchedCertificateSource`) runs it while
+        the server serves, and each new certificate replaces the old one for new handshakes;
+        otherwise renewal is the job of whatever calls ``self.tls.update``. Readiness
+        (:meth:`ready`) means the server listens with a certificate, not that the API server
+        trusts it (that is the CRD's caBundle).
+
+    Errors:
+        :meth:`start` raises :class:`~setpoint.tls.pem.CertificateError` when there is no
+        usable certificate, and ``OSError`` naming the address when it cannot listen.
+
+    """
+
+    def __init__(
+        self, options: WebhookServerOptions | None = None, *, metrics: Metrics | None = None
+    ) -> None:
+        self.options = options if options is not None else WebhookServerOptions()
+        """The validated settings."""
+        if metrics is None:
+            from setpoint.observability.metrics import Metrics
+
+            metrics = Metrics.default()
+        self.metrics = metrics
+        """Where requests are counted."""
+        self._routes: dict[str, HttpHandler] = {}
+        self._conversion: ConversionWebhook | None = None
+        self._server: AiohttpServer | None = None
+        self._tls: ServerTLS | None = None
+        self._source: CertificateSource | None = None
+        self._watch: asyncio.Task[None] | None = None
+        bind = parse_bind_address(
+            self.options.bind_address, option="WebhookServerOptions.bind_address"
+        )
+        self._bind = bind if bind is not None else BindAddress(None, 9443)
+
+    # -- runnable ---------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """``"webhook-server"``."""
+        return "webhook-server"
+
+    @property
+    def group(self) -> RunnableGroup:
+        """``WEBHOOKS``: up before the caches, which the API server may convert for."""
+        return RunnableGroup.WEBHOOKS
+
+    @property
+    def needs_leader_election(self) -> bool:
+        """Every replica serves webhooks (the Service spreads calls over all of them)."""
+        return False
+
+    async def start(self) -> None:
+        """Load the certificate, bind and serve.
+
+        Raises:
+            CertificateError: no usable serving certificate (the message says where it looked).
+            OSError: the address cannot be bound.
+
+        """
+        source = self.options.certificate or CertificateDirectory()
+        pair = await source.load()
+        self._tls = ServerTLS(pair)
+        self._source = source
+        server = AiohttpServer(
+            self.name,
+            self._bind,
+            self._dispatch,
+            options=_HttpServerOptions(
+                tls=self._tls,
+                max_body_size=self.options.max_body_size,
+                group=RunnableGroup.WEBHOOKS,
+                shutdown_timeout=5.0,
+            ),
+        )
+        await server.start()
+        self._server = server
+        watch = getattr(source, "watch", None)
+        if callable(watch):
+            # A WatchedCertificateSource (self-managed certificates, a watched directory):
+            # it hands every new certificate to the running server.
+            self._watch = asyncio.create_task(
+                watch(self._tls.update), name="webhook-server-certificates"
+            )
+        log.info("webhook server serving %s", ", ".join(sorted(self._routes)) or "no paths yet")
+
+    async def stop(self, timeout: float) -> None:
+        """Stop listening; requests in flight get up to ``timeout`` seconds to finish."""
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watch
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop(timeout)
+
+    def failure(self) -> BaseException | None:
+        """The error that ended the certificate source's watch, if it ended; else ``None``."""
+        watch = self._watch
+        if watch is None or not watch.done() or watch.cancelled():
+            return None
+        return watch.exception() or RuntimeError(
+            "the webhook server's certificate watch returned; it must run until stopped"
+        )
+
+    # -- where and how ------------------------------------------------------------------------
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """The bound ``(host, port)`` once started (the real port when asked for port 0)."""
+        return self._server.address if self._server is not None else None
+
+    @property
+    def tls(self) -> ServerTLS:
+        """The serving certificate of the running server; ``update()`` swaps it live.
+
+        Raises:
+            RuntimeError: the server has not started.
+
+        """
+        if self._tls is None:
+            raise RuntimeError("the webhook server has not started: it has no certificate yet")
+        return self._tls
+
+    def url(self, path: str) -> str:
+        """``https://host:port<path>`` of a started server (for a CRD's clientConfig.url).
+
+        Raises:
+            RuntimeError: the server has not started.
+
+        """
+        address = self.address
+        if address is None:
+            raise RuntimeError("the webhook server has not started: it has no address yet")
+        host, port = address
+        if ":" in host:
+            host = f"[{host}]"
+        return f"https://{host}:{port}{path}"
+
+    async def ready(self) -> bool:
+        """Readiness check: listening with a serving certificate (``manager.readyz``).
+
+        A source with its own ``ready()`` (self-managed certificates) is asked too; it raises
+        with the reason when its certificate is missing or expired.
+        """
+        if self._server is None or self._tls is None:
+            return False
+        source_ready = getattr(self._source, "ready", None)
+        if callable(source_ready):
+            result = source_ready()
+            if inspect.isawaitable(result):
+                result = await result
+            return bool(result)
+        return True
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The registered paths, sorted."""
+        return tuple(sorted(self._routes))
+
+    # -- routes -------------------------------------------------------------------------------
+
+    def register(self, path: str, handler: HttpHandler) -> None:
+        """Serve ``handler`` on ``path`` (exact match), instrumented with the webhook metrics.
+
+        Raises:
+            ValueError: ``path`` does not start with ``/`` or is registered already.
+
+        """
+        if not path.startswith("/") or any(c.isspace() for c in path):
+            raise ValueError(f"webhook path {path!r} must start with '/' and hold no spaces")
+        if path in self._routes:
+            raise ValueError(f"webhook path {path!r} is registered already")
+        self._routes[path] = handler
+        self.metrics.init_webhook(path)
+
+    def add_conversion(self, *classes: type[Resource]) -> ConversionWebhook:
+        """Convert the versions of a kind on ``/convert`` (registered on first use).
+
+        Pass the hub and its spokes (``add_conversion(Tenant, TenantV1Alpha1)``); call once
+        per kind. Returns the conversion handler.
+
+        Raises:
+            DeclarationError: the classes are not versions of one kind with one hub.
+            ValueError: the kind is registered already.
+
+        """
+        from setpoint.webhook.conversion import CONVERT_PATH, ConversionWebhook
+
+        if self._conversion is None:
+            self._conversion = ConversionWebhook(
+                metrics=self.metrics, inline_objects=self.options.inline_objects
+            )
+            self.register(CONVERT_PATH, self._conversion)
+        self._conversion.register(*classes)
+        return self._conversion
+
+    async def _dispatch(self, request: HttpRequest) -> HttpResponse:
+        handler = self._routes.get(request.path)
+        if handler is None:
+            known = ", ".join(self.paths) or "none"
+            return HttpResponse.text(
+                404, f"no webhook is served on {request.path} (served: {known})\n"
+            )
+        path = request.path
+        metrics = self.metrics
+        in_flight = metrics.webhook_requests_in_flight.labels(path)
+        in_flight.inc()
+        started = time.perf_counter()
+        try:
+            if request.method != "POST":
+                response = HttpResponse(
+                    405,
+                    f"webhooks answer POST, not {request.method}\n".encode(),
+                    headers={"Allow": "POST"},
+                )
+            else:
+                response = await handler(request)
+        except Exception:
+            log.exception("webhook %s failed to answer", path)
+            response = HttpResponse.text(500, "internal error in the webhook; see its log\n")
+        finally:
+            in_flight.dec()
+        metrics.webhook_latency_seconds.labels(path).observe(time.perf_counter() - started)
+        metrics.webhook_requests_total.labels(path, str(response.status)).inc()
+        return response
