@@ -39,7 +39,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True, kw_only=True)
 class WebhookClientConfig:
     """How the API server reaches the conversion webhook: a Service, or a URL.

@@ -71,7 +71,7 @@ class ConversionWebhook:
         responsive).
 
     Errors:
-        :class:`MalformedReview` from :meth:`parse` (turned into HTTP 400 by the handler).
+        MalformedReview: from :meth:`parse` (the handler turns it into HTTP 400).
 
     """
 

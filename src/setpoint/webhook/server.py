@@ -189,8 +189,8 @@ class WebhookServer:
         trusts it (that is the CRD's caBundle).
 
     Errors:
-        :meth:`start` raises :class:`~setpoint.tls.pem.CertificateError` when there is no
-        usable certificate, and ``OSError`` naming the address when it cannot listen.
+        CertificateError: from :meth:`start`, when there is no usable certificate.
+        OSError: from :meth:`start`, naming the address, when it cannot listen.
 
     """
 
