@@ -1,6 +1,7 @@
 """Machine: a kind in three versions with converters, for the conversion tests.
 
-``v2`` is the hub (and storage version). ``v1`` is a spoke whose spec is restructured
+``v2`` is the hub (and storage version). ``MachineV1.to_hub`` refuses an image containing
+``!`` (a converter that fails, for the error paths). ``v1`` is a spoke whose spec is restructured
 (``size`` is ``replicas``, the image one string, ports bare numbers, ``safe`` a coarser view
 of ``mode``) and cannot hold ``paused`` or port names; ``v1beta1`` is a spoke with the hub's
 shape minus ``ports`` and ``paused``. Unit tests convert in memory; integration tests serve
@@ -74,6 +75,9 @@ class MachineV1(sp.Resource, Convertible[Machine]):
     status: StatusV2 | None = None
 
     def to_hub(self) -> Machine:
+        if "!" in self.spec.image:
+            # A converter may refuse what it cannot map; the API server reports it.
+            raise ValueError(f"image {self.spec.image!r} is not an image reference")
         repository, colon, tag = self.spec.image.partition(":")
         return Machine(
             metadata=self.metadata,

@@ -69,8 +69,13 @@ Where the fake does not agree with the server (see also docs/guide/testing.md):
   ``objects=`` or :meth:`FakeClient.add` have no owners.
 - **Strategic merge** knows the merge keys of common built-in lists only; other
   lists are replaced (:mod:`setpoint.testing._fake_patch`).
-- **One storage version**: a kind served in several versions shares one store
-  and objects are not converted, only relabelled with the asked apiVersion.
+- **One storage version**: a kind served in several versions shares one store.
+  Objects are converted with the kind's converters (``sp.Convertible``) when a
+  spoke class is registered or used, exactly as the conversion webhook would
+  (so a test that writes at v1alpha1 and reads at v1 sees what the real server
+  shows); otherwise they are only relabelled with the asked apiVersion (the
+  server's ``None`` strategy). With converters, server-side apply tracks field
+  ownership in the applied version's field names.
 - A list at a future resourceVersion fails at once (504) instead of waiting;
   periodic bookmarks come only from :meth:`FakeClient.send_bookmark`; watches
   never time out unless given ``timeout_seconds``.
@@ -86,9 +91,11 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, overload
 
+from setpoint.api.conversion import KindConversion, hub_of
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import BUILTIN_RESOURCES, ResourceInfo
 from setpoint.api.meta import JsonObject, describe, gvk_of, name_of, namespace_of
+from setpoint.api.resource import Resource
 from setpoint.api.types import KindLike, TypedObject, is_typed
 from setpoint.cache.store import IndexFunc
 from setpoint.client.client import (
@@ -208,6 +215,7 @@ class FakeClient:
         )
         for info in BUILTIN_RESOURCES.values():
             self._store.register(info)
+        self._conversion_classes: dict[tuple[str, str], dict[type[Resource], None]] = {}
         self.register(*resources)
         self._watches: set[FakeWatch] = set()
         self._indexes: dict[tuple[GroupVersionKind, str], IndexFunc] = {}
@@ -216,12 +224,38 @@ class FakeClient:
     # -- test helpers (synchronous, no faults, not recorded) ---------------------------------
 
     def register(self, *resources: ResourceInfo | type[TypedObject]) -> None:
-        """Serve more kinds: ``ResourceInfo`` values or typed classes with ``resource_info()``."""
+        """Serve more kinds: ``ResourceInfo`` values or typed classes with ``resource_info()``.
+
+        A spoke version class (``sp.Convertible[Hub]``) also registers its hub and the
+        conversion between them: objects are then stored at the storage version and
+        converted on every read and write at another version, with the same converters the
+        webhook runs (``fake.register(TenantV1Alpha1)``). Using a spoke class in a call
+        registers it too.
+        """
         for resource in resources:
             if isinstance(resource, ResourceInfo):
                 self._store.register(resource)
             else:
-                self._store.register(_info_of_class(resource))
+                self._register_class(resource)
+
+    def _register_class(self, kind: type[TypedObject]) -> None:
+        self._store.register(_info_of_class(kind))
+        if not (isinstance(kind, type) and issubclass(kind, Resource)):
+            return
+        cls: type[Resource] = kind
+        if hub_of(cls) is None:
+            return
+        gvk = cls.declaration().gvk
+        known = self._conversion_classes.setdefault((gvk.group, gvk.kind), {})
+        known[cls] = None
+        conversion = KindConversion.of(*known)
+        versions = [conversion.class_of(v) for v in conversion.versions]
+        for version_cls in versions:
+            if version_cls.gvk not in self._store.kinds:
+                self._store.register(_info_of_class(version_cls))
+        storage = [c for c in versions if c.declaration().storage]
+        storage_version = storage[0].gvk.version if len(storage) == 1 else conversion.hub_version
+        self._store.register_conversion(conversion, storage_version)
 
     def add(self, *objects: JsonObject | TypedObject) -> None:
         """Store objects as they are (status, finalizers and deletionTimestamp included).
@@ -367,7 +401,7 @@ class FakeClient:
         else:
             gvk = kind.gvk
             if gvk not in self._store.kinds and hasattr(kind, "resource_info"):
-                self._store.register(_info_of_class(kind))
+                self._register_class(kind)
         rules = self._store.kinds.get(gvk)
         if rules is None:
             raise UnknownKind(self._unknown_message(gvk))

@@ -24,11 +24,12 @@ from hypothesis import strategies as st
 from setpoint.api import kinds
 from setpoint.api.conversion import CONVERSION_DATA_ANNOTATION, convert
 from setpoint.api.resource import Resource
-from setpoint.client import ApiError, Client, NotFound
+from setpoint.client import ApiError, Client
 from setpoint.crd import resource_schema
+from setpoint.migrate.install import apply_crd
 from setpoint.observability.metrics import Metrics
-from setpoint.testing import LocalWebhook, eventually
-from tests._support.crd_server import is_established, kubectl
+from setpoint.testing import LocalWebhook
+from tests._support.crd_server import kubectl
 from tests._support.crd_strategies import for_schema
 from tests._support.machines import V1, VERSIONS, Machine, MachineV1, MachineV1Beta1
 
@@ -37,36 +38,12 @@ CRD_NAME = "machines.conv.setpoint.dev"
 METRICS = Metrics.isolated()
 
 
-async def install(k8s: Client, crd: dict[str, Any]) -> None:
-    """Create (or replace) a CRD and wait until it is Established and served."""
-    try:
-        current = await k8s.get(kinds.CustomResourceDefinition, crd["metadata"]["name"])
-    except NotFound:
-        await k8s.create(crd)
-    else:
-        version = current["metadata"]["resourceVersion"]
-        await k8s.update({**crd, "metadata": {**crd["metadata"], "resourceVersion": version}})
-
-    async def established() -> bool | None:
-        got = await k8s.get(kinds.CustomResourceDefinition, crd["metadata"]["name"])
-        return True if is_established(got) else None
-
-    await eventually(established, timeout=60, description=f"CRD {CRD_NAME} Established")
-    for cls in VERSIONS:
-
-        async def served(cls: type[Resource] = cls) -> bool:
-            await k8s.list(cls, namespace="default")
-            return True
-
-        await eventually(served, timeout=60, description=f"{cls.__name__} served")
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def webhook(k8s: Client) -> AsyncIterator[LocalWebhook]:
     """The Machine CRD installed, converting through a webhook on loopback."""
     async with LocalWebhook(metrics=METRICS) as hook:
         hook.server.add_conversion(*VERSIONS)
-        await install(k8s, hook.crd(*VERSIONS))
+        await apply_crd(k8s, hook.crd(*VERSIONS))
         try:
             yield hook
         finally:
