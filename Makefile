@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv demo test check lint typecheck layers docs-check docs docs-serve unit integration e2e controlplane bench release-check min-deps clean
+.PHONY: venv demo test check lint typecheck layers docs-check docs docs-serve unit integration e2e controlplane bench release-check min-deps bench-storage clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -87,6 +87,11 @@ release-check: $(STAMP)
 # (scripts/min_deps.py; last result in docs/packaging.md).
 min-deps: $(STAMP)
 	$(PY) scripts/min_deps.py
+
+# Storage-version migration of 2,000 objects (setpoint's writes and in-tree methods
+# against a floor); CI runs the same code on a small N (tests/integration/migrate).
+bench-storage: controlplane
+	$(PY) bench/migrate/storage.py --n 2000
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build docs/api

@@ -17,6 +17,7 @@ writes nothing and exits 1 when a file is out of date, for CI.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -84,7 +85,36 @@ def _cmd_crd(args: argparse.Namespace) -> int:
     except (LoadError, CRDGenerationError, ValueError, OSError) as exc:
         print(f"setpoint: error: {exc}", file=sys.stderr)
         return 1
+    if args.against_cluster:
+        for warning in asyncio.run(_stored_version_warnings(manifests, args)):
+            print(f"setpoint: warning: {warning}", file=sys.stderr)
     return _write(manifests, args)
+
+
+async def _stored_version_warnings(
+    manifests: Sequence[Manifest], args: argparse.Namespace
+) -> list[str]:
+    """For each generated CRD, whether applying it would drop a version still stored."""
+    from setpoint.api import kinds
+    from setpoint.client import Client
+    from setpoint.client.errors import NotFound
+    from setpoint.migrate.install import dropped_stored_versions, stored_version_message
+
+    warnings = []
+    async with Client.from_kubeconfig(args.kubeconfig, context=args.context) as client:
+        for manifest in manifests:
+            crd = manifest.documents[0]
+            name = crd["metadata"]["name"]
+            try:
+                live = await client.get(kinds.CustomResourceDefinition, name)
+            except NotFound:
+                continue
+            dropped = dropped_stored_versions(live, crd)
+            if dropped:
+                warnings.append(
+                    stored_version_message(name, dropped) + "; the API server would refuse it"
+                )
+    return warnings
 
 
 def _cmd_webhook(args: argparse.Namespace) -> int:
@@ -170,6 +200,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="with --webhook-url: the CA certificate the API server trusts for the webhook "
         "(written as caBundle)",
     )
+    crd.add_argument(
+        "--against-cluster",
+        action="store_true",
+        help="warn when a generated CRD drops a version the live cluster still lists in "
+        "status.storedVersions (run `setpoint crd migrate-storage` first)",
+    )
+    crd.add_argument("--kubeconfig", default=None, help="kubeconfig file (default $KUBECONFIG)")
+    crd.add_argument("--context", default=None, help="kubeconfig context (default: current)")
     crd.set_defaults(func=_cmd_crd)
 
     rbac = sub.add_parser(

@@ -9,7 +9,12 @@
   CRDs, one named check per schema keyword, failing closed on anything no
   check understands (``setpoint crd diff``); :func:`objects_rejected_by`
   lists the live objects a new schema rejects (``--against-cluster``).
-* :func:`apply_crd` installs or replaces a CRD and waits until it is served.
+* :func:`migrate_storage` rewrites every stored object at the storage version
+  (the in-tree StorageVersionMigration where served, else resumable no-op
+  writes) and then cleans ``status.storedVersions``
+  (``setpoint crd migrate-storage``).
+* :func:`apply_crd` installs or replaces a CRD and waits until it is served; it
+  refuses to drop a version still in ``storedVersions``.
 
 This package stands on :mod:`setpoint.crd` and :mod:`setpoint.client`; it
 never imports the manager, controllers or webhooks (docs/architecture.md, "Where the
@@ -25,8 +30,15 @@ from setpoint.migrate.convert import (
 )
 from setpoint.migrate.diff import CHECKS, DiffConfig, DiffConfigError, Finding, diff_crds
 from setpoint.migrate.dryrun import DryRunError, DryRunReport, Rejection, objects_rejected_by
-from setpoint.migrate.install import CRDNotReady, apply_crd
+from setpoint.migrate.install import CRDNotReady, StoredVersionInUse, apply_crd
 from setpoint.migrate.pygen import python_module_for
+from setpoint.migrate.storage import (
+    MigrationProgress,
+    StorageMigrationError,
+    StorageMigrationOptions,
+    StorageMigrationResult,
+    migrate_storage,
+)
 
 __all__ = [
     "CHECKS",
@@ -40,10 +52,16 @@ __all__ = [
     "MigrateOptions",
     "MigrationInputError",
     "MigrationNote",
+    "MigrationProgress",
     "Rejection",
+    "StorageMigrationError",
+    "StorageMigrationOptions",
+    "StorageMigrationResult",
+    "StoredVersionInUse",
     "apply_crd",
     "diff_crds",
     "migrate_crd",
+    "migrate_storage",
     "objects_rejected_by",
     "python_module_for",
 ]

@@ -18,7 +18,13 @@ from setpoint.api.gvk import GroupVersionKind
 from setpoint.client import AlreadyExists, Client
 from setpoint.client.errors import NotFound, UnknownKind
 
-__all__ = ["CRDNotReady", "apply_crd", "served_kinds"]
+__all__ = [
+    "CRDNotReady",
+    "StoredVersionInUse",
+    "apply_crd",
+    "dropped_stored_versions",
+    "served_kinds",
+]
 
 
 class CRDNotReady(TimeoutError):
@@ -26,6 +32,31 @@ class CRDNotReady(TimeoutError):
 
     The message names the CRD and the last condition the server reported.
     """
+
+
+class StoredVersionInUse(ValueError):
+    """A CRD would drop a version objects may still be stored at (``status.storedVersions``).
+
+    The message names the CRD and the versions, and says to run
+    ``setpoint crd migrate-storage`` first.
+    """
+
+
+def dropped_stored_versions(live: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Versions in the live CRD's ``status.storedVersions`` that ``new`` no longer declares."""
+    declared = {str(v.get("name")) for v in new.get("spec", {}).get("versions") or ()}
+    stored = live.get("status", {}).get("storedVersions") or ()
+    return [str(v) for v in stored if v not in declared]
+
+
+def stored_version_message(name: str, dropped: list[str]) -> str:
+    """What to tell a user whose new CRD drops versions still stored."""
+    return (
+        f"CRD {name} would drop version(s) {dropped}, still listed in status.storedVersions: "
+        f"objects may be stored at them. Run `setpoint crd migrate-storage {name}` first; it "
+        "rewrites every object at the storage version and then removes the old versions from "
+        "storedVersions"
+    )
 
 
 def served_kinds(crd: Mapping[str, Any]) -> list[GroupVersionKind]:
@@ -46,10 +77,12 @@ async def apply_crd(
     A replace carries the live object's resourceVersion, so it fails with
     :class:`~setpoint.client.Conflict` rather than overwrite a change made
     meanwhile. A CRD of that name still being deleted is waited out, then
-    created anew. The server may still reject the CRD
+    created anew. A replace that would drop a version still listed in
+    ``status.storedVersions`` is refused before it is sent. The server may still reject the CRD
     (:class:`~setpoint.client.Invalid`, e.g. when it drops a stored version).
 
     Raises:
+        StoredVersionInUse: the new CRD drops a version still in storedVersions.
         CRDNotReady: not Established, or a served version not discoverable, within
             ``timeout`` seconds.
 
@@ -95,6 +128,9 @@ async def _create_or_replace(
                 raise CRDNotReady(f"CRD {name} is still being deleted; try again when it is gone")
             await asyncio.sleep(0.2)
             continue
+        dropped = dropped_stored_versions(current, body)
+        if dropped:
+            raise StoredVersionInUse(stored_version_message(name, dropped))
         metadata = {**body.get("metadata", {})}
         metadata["resourceVersion"] = current["metadata"]["resourceVersion"]
         await client.update({**body, "metadata": metadata})

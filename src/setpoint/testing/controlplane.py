@@ -33,6 +33,7 @@ Caveats:
 from __future__ import annotations
 
 import atexit
+import base64
 import contextlib
 import ctypes
 import json
@@ -87,6 +88,10 @@ _CONTROLLERS = (
     "serviceaccount-token-controller",
     "clusterrole-aggregation-controller",
     "root-ca-certificate-publisher-controller",
+    # In-tree StorageVersionMigration (KEP-4192): the storagemigration.k8s.io/v1 API is
+    # served by default in v1.37 (StorageVersionMigrator is GA); only this controller,
+    # which needs the garbage collector above, has to be listed (decision 0010).
+    "storage-version-migrator-controller",
 )
 
 
@@ -453,6 +458,25 @@ class ControlPlane:
         revision = int(status["header"]["revision"])
         self._etcd_post("/v3/kv/compaction", {"revision": str(revision), "physical": True})
         return revision
+
+    def stored_api_version(self, resource_path: str) -> str | None:
+        """The apiVersion an object is stored at in etcd, read from etcd itself.
+
+        ``resource_path`` is the object's key below ``/registry/``, e.g.
+        ``demo.io/widgets/default/w1`` (group/plural/namespace/name; no namespace
+        for cluster-scoped objects). ``None`` when the key does not exist.
+        Storage-version migration tests use it to prove what the API server
+        cannot show: every object of a CRD is stored as JSON at the version the
+        server encoded it with when it was last written.
+        """
+        if self._dir is None:
+            raise ControlPlaneError("the control plane is not started")
+        key = base64.b64encode(f"/registry/{resource_path}".encode()).decode()
+        found = self._etcd_post("/v3/kv/range", {"key": key})
+        for kv in found.get("kvs") or ():
+            stored = json.loads(base64.b64decode(kv["value"]))
+            return str(stored.get("apiVersion"))
+        return None
 
     def _etcd_post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         request = urllib.request.Request(
