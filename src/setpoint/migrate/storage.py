@@ -310,7 +310,11 @@ async def _in_tree(
     )
     svm_name = svm["metadata"]["name"]
     deadline = time.monotonic() + options.timeout
-    last_done = -1
+    # The controller reports counts only now and then (and clears them when it is done):
+    # count the objects once, so progress always has a total.
+    counted = await _count(client, crd)
+    report(MigrationProgress(crd=name, method="in-tree", done=0, total=counted))
+    last_done = 0
     while True:
         current = await client.get(_SVM, svm_name)
         conditions = {
@@ -319,9 +323,9 @@ async def _in_tree(
         running = conditions.get("Running", {})
         done, total = _counts(str(running.get("message", "")))
         if conditions.get("Succeeded", {}).get("status") == "True":
-            done, total = _counts(str(running.get("message", "")))
-            report(MigrationProgress(crd=name, method="in-tree", done=total or done, total=total))
-            return total or done
+            final = total or counted
+            report(MigrationProgress(crd=name, method="in-tree", done=final, total=final))
+            return final
         failed = conditions.get("Failed", {})
         if failed.get("status") == "True":
             raise StorageMigrationError(
@@ -336,6 +340,19 @@ async def _in_tree(
                 f"(last: {running.get('message', 'not started')})"
             )
         await asyncio.sleep(0.5)
+
+
+async def _count(client: Client, crd: Mapping[str, Any]) -> int:
+    """How many objects of the CRD exist (one small list request)."""
+    gvk = GroupVersionKind(
+        crd["spec"]["group"], _storage_version(crd), crd["spec"]["names"]["kind"]
+    )
+    page = await client.list_page(gvk, limit=1)
+    if page.continue_token is None:
+        return len(page.items)
+    if page.remaining_item_count is not None:
+        return len(page.items) + int(page.remaining_item_count)
+    return len(await client.list(gvk))
 
 
 def _counts(message: str) -> tuple[int, int | None]:

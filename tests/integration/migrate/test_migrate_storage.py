@@ -223,6 +223,7 @@ async def test_in_tree_storage_version_migration(
             options=StorageMigrationOptions(method="auto", timeout=240, checkpoint_dir=tmp_path),
         )
         assert result.method == "in-tree", result.notes
+        assert result.objects == 20
         assert result.stored_versions_after == ("v2",)
         assert made.stored_versions(control_plane) == {f"{made.group}/v2"}
 
