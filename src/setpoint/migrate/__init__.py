@@ -13,6 +13,8 @@
   (the in-tree StorageVersionMigration where served, else resumable no-op
   writes) and then cleans ``status.storedVersions``
   (``setpoint crd migrate-storage``).
+* :func:`take_snapshot` captures objects as normalized documents and
+  :func:`diff_snapshots` compares two (``setpoint snapshot``, ``snapshot diff``).
 * :func:`apply_crd` installs or replaces a CRD and waits until it is served; it
   refuses to drop a version still in ``storedVersions``.
 
@@ -32,6 +34,7 @@ from setpoint.migrate.diff import CHECKS, DiffConfig, DiffConfigError, Finding, 
 from setpoint.migrate.dryrun import DryRunError, DryRunReport, Rejection, objects_rejected_by
 from setpoint.migrate.install import CRDNotReady, StoredVersionInUse, apply_crd
 from setpoint.migrate.pygen import python_module_for
+from setpoint.migrate.snapshot import Difference, SnapshotError, diff_snapshots, take_snapshot
 from setpoint.migrate.storage import (
     MigrationProgress,
     StorageMigrationError,
@@ -46,6 +49,7 @@ __all__ = [
     "CRDNotReady",
     "DiffConfig",
     "DiffConfigError",
+    "Difference",
     "DryRunError",
     "DryRunReport",
     "Finding",
@@ -54,14 +58,17 @@ __all__ = [
     "MigrationNote",
     "MigrationProgress",
     "Rejection",
+    "SnapshotError",
     "StorageMigrationError",
     "StorageMigrationOptions",
     "StorageMigrationResult",
     "StoredVersionInUse",
     "apply_crd",
     "diff_crds",
+    "diff_snapshots",
     "migrate_crd",
     "migrate_storage",
     "objects_rejected_by",
     "python_module_for",
+    "take_snapshot",
 ]

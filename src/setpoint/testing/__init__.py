@@ -15,6 +15,7 @@ from setpoint.testing.controlplane import (
 from setpoint.testing.fake import FakeClient, FakeOptions, FakeWatch
 from setpoint.testing.faults import Call, FaultInjectingClient, Faults, Rule
 from setpoint.testing.operator import RunningOperator, run_operator
+from setpoint.testing.upgrade import UpgradeCheck
 from setpoint.testing.waits import WaitTimeout, eventually
 from setpoint.testing.webhook import LocalWebhook, serving_certificate
 
@@ -33,6 +34,7 @@ __all__ = [
     "RecordedEvent",
     "Rule",
     "RunningOperator",
+    "UpgradeCheck",
     "WaitTimeout",
     "context_for",
     "eventually",
