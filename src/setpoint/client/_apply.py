@@ -37,7 +37,7 @@ from setpoint.client._safebase import (
 )
 from setpoint.client._status import MutationScopeError, require_status_subresource
 from setpoint.client.errors import AlreadyExists, ApiError, NotFound
-from setpoint.client.patch import JsonPatch, json_pointer
+from setpoint.client.patch import JsonPatch
 from setpoint.client.protocols import CachedClient
 
 __all__ = [
@@ -68,16 +68,15 @@ async def create_or_update(
            create it, return ``CREATED``.
         2. Run ``mutate`` on a copy. Nothing changed: return ``UNCHANGED``
            without a request.
-        3. Send a JSON patch of exactly the changed fields, led by a ``test``
-           that ``metadata.resourceVersion`` is still the one read. The patch
-           is optimistic like an Update, but never re-sends fields it did not
-           change, so metadata written by others (finalizers, owner
-           references, labels) is never overwritten from a stale copy.
-        4. The test failed (someone wrote first), or the create raced with
-           another: wait, re-read, go back to 2.
+        3. Update (PUT) the mutated object, carrying the ``resourceVersion``
+           that was read, as controller-runtime's ``CreateOrUpdate`` does.
+        4. Conflict (someone wrote first), or the create raced with another:
+           wait, re-read, go back to 2.
 
     Guarantees:
-        - The write applies only to the exact version the mutation saw.
+        - The write applies only to the exact version the mutation saw, so
+          metadata written by others (finalizers, owner references, labels)
+          is never overwritten from a stale copy: a stale copy is a Conflict.
         - No request when nothing changed; spec writes never touch status.
 
     Caveats:
@@ -104,12 +103,13 @@ async def create_or_patch(
 ) -> WriteResult[Any]:
     """Make the object exist and match ``mutate``, conflicting only on the fields it changes.
 
-    Like :func:`create_or_update`, but the JSON patch guards each changed
-    field with a ``test`` of the value the mutation saw instead of guarding
-    the whole object's resourceVersion. Concurrent writes to *other* fields
-    (another controller's label, a status update) do not cause a retry;
-    a concurrent write to the same field, or to a list being changed
-    (finalizers, owner references: lists are compared whole), does.
+    Like :func:`create_or_update`, but instead of an Update guarded by the
+    whole object's resourceVersion it sends a JSON patch of exactly the
+    changed fields, each guarded by a ``test`` of the value the mutation saw.
+    Concurrent writes to *other* fields (another controller's label, a status
+    update) do not cause a retry; a concurrent write to the same field, or to
+    a list being changed (finalizers, owner references: lists are compared
+    whole), does.
 
     Guarantees:
         - A list such as ``metadata.finalizers`` or ``metadata.ownerReferences``
@@ -172,23 +172,18 @@ async def _create_or_write(
         )
         if not ops:
             return WriteResult(OperationResult.UNCHANGED, current)
-        if not guard_values:
-            ops.insert(
-                0,
-                {
-                    "op": "test",
-                    "path": json_pointer("metadata", "resourceVersion"),
-                    "value": resource_version_of(before),
-                },
-            )
         try:
-            written = await client.patch(
-                kind,
-                key.name,
-                JsonPatch(ops),
-                namespace=key.namespace or None,
-                field_manager=field_manager,
-            )
+            if guard_values:
+                written = await client.patch(
+                    kind,
+                    key.name,
+                    JsonPatch(ops),
+                    namespace=key.namespace or None,
+                    field_manager=field_manager,
+                )
+            else:
+                # The copy carries the resourceVersion it was read at: a stale one is 409.
+                written = await client.update(working, field_manager=field_manager)
         except ApiError as error:
             if not is_lost_race(error):
                 raise

@@ -14,8 +14,9 @@ update from a stale copy. Each helper here makes the safe way the short one:
   controller's finalizer is never dropped, and refuse to add to an object
   being deleted.
 - :func:`create_or_update` / :func:`create_or_patch` make an object exist
-  and match a mutation, sending only the changed fields as a guarded JSON
-  patch, and nothing when nothing changed.
+  and match a mutation: an Update guarded by the resourceVersion read, or a
+  JSON patch of only the changed fields guarded value by value; nothing is
+  sent when nothing changed.
 - :func:`apply_child` applies a controller's declared child with
   server-side apply, comparing only the fields its field manager owns, so it
   neither rewrites the child every reconcile nor fights over server defaults
