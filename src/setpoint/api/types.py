@@ -37,7 +37,7 @@ class TypedObject(Protocol):
 def is_typed(obj: object) -> TypeIs[TypedObject]:
     """Whether ``obj`` is a typed object rather than a JSON dict.
 
-    Use this, not ``is_typed(obj)``, on hot paths: a runtime-checkable
+    Use this, not ``isinstance(obj, TypedObject)``, on hot paths: a runtime-checkable
     protocol check inspects every member and costs about 16 µs on Python 3.11, and the
     runtime does it several times per reconcile. JSON dicts, by far the most common
     case, are answered in one type check.

@@ -45,8 +45,8 @@ from setpoint.client.config import SERVICE_ACCOUNT_DIR
 
 if TYPE_CHECKING:
     from setpoint.client.protocols import ApiClient
-    from setpoint.manager.cache import CacheLike
     from setpoint.manager.options import ManagerOptions
+    from setpoint.manager.sharedcache import CacheLike
 
 __all__ = [
     "EXIT_ERROR",

@@ -68,10 +68,11 @@ class OperationResult(enum.Enum):
 class WriteResult(NamedTuple, Generic[T]):
     """The outcome of a safe write: what happened, and the object as the server now has it.
 
-    Unpacks as a pair: ``result, obj = await create_or_patch(...)``.
+    Unpacks as a pair: ``outcome, obj = await create_or_patch(...)``. The fields are named
+    as :class:`~setpoint.client.safe.FinalizerResult`'s: ``outcome`` and ``object``.
     """
 
-    result: OperationResult
+    outcome: OperationResult
     """Created, updated or unchanged."""
     object: T
     """The object after the write (for ``UNCHANGED``, the object as last read)."""

@@ -16,7 +16,6 @@ response types, are :mod:`setpoint.server`'s.
 """
 
 from setpoint.manager.builder import ManagedBuilder
-from setpoint.manager.cache import CacheFactory, CacheLike, default_new_cache
 from setpoint.manager.errors import (
     CacheSyncTimeout,
     DuplicateCheckError,
@@ -41,6 +40,7 @@ from setpoint.manager.resourcelock import (
     LockNotInitialized,
     ResourceLock,
 )
+from setpoint.manager.sharedcache import CacheFactory, CacheLike, default_new_cache
 
 __all__ = [
     "CacheFactory",

@@ -47,7 +47,6 @@ from setpoint.api.runnable import Runnable, RunnableGroup
 from setpoint.controller.controller import Controller
 from setpoint.controller.finalizers import ADVERTISES_FINALIZERS_LABEL, OWNED_FINALIZERS_ANNOTATION
 from setpoint.manager.builder import ManagedBuilder
-from setpoint.manager.cache import CacheLike
 from setpoint.manager.errors import (
     CacheSyncTimeout,
     LeaderElectionLost,
@@ -59,6 +58,7 @@ from setpoint.manager.healthz import Check, HealthChecks
 from setpoint.manager.leaderelection import LeaderElector, default_identity
 from setpoint.manager.options import LeadershipLossPolicy, ManagerOptions
 from setpoint.manager.resourcelock import LeaseLock
+from setpoint.manager.sharedcache import CacheLike
 from setpoint.observability.events import EventBroadcaster, EventRecorder
 from setpoint.observability.metrics import Metrics, render
 from setpoint.server.address import parse_bind_address

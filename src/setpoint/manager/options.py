@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Final
 
 from setpoint.api.clock import Clock, LoopClock
 from setpoint.api.validation import is_dns1123_label, is_dns1123_subdomain
+from setpoint.manager.sharedcache import CacheFactory, default_new_cache
 from setpoint.observability.events import EventBroadcasterOptions
 from setpoint.server.address import parse_bind_address
 from setpoint.server.http import AiohttpServer, HttpServerFactory
 from setpoint.webhook.server import WebhookServerOptions
 
 if TYPE_CHECKING:
-    from setpoint.manager.cache import CacheFactory
     from setpoint.manager.resourcelock import ResourceLock
     from setpoint.observability.metrics import Metrics
 
@@ -159,12 +159,6 @@ class LeaderElectionOptions:
             )
 
 
-def _default_cache_factory() -> CacheFactory:
-    from setpoint.manager.cache import default_new_cache
-
-    return default_new_cache
-
-
 @dataclass(frozen=True, kw_only=True)
 class ManagerOptions:
     """Settings of a :class:`~setpoint.manager.Manager`; every default is documented here."""
@@ -204,7 +198,7 @@ class ManagerOptions:
     events: EventBroadcasterOptions = field(default_factory=EventBroadcasterOptions)
     """Queueing, aggregation and retries of the Kubernetes Event recorder."""
 
-    new_cache: CacheFactory = field(default_factory=_default_cache_factory)
+    new_cache: CacheFactory = default_new_cache
     """Builds the manager's shared cache from its client on first use of ``Manager.cache``
     (a test seam). The default builds ``setpoint.cache.Cache(client)``."""
 

@@ -165,7 +165,7 @@ async def test_apply_child_through_the_cache_sends_no_request_when_nothing_chang
             "data": {"a": "1", "b": "2"},
         }
         created = await apply_child(tracking, desired, field_manager=MANAGER)
-        assert created.result is OperationResult.CREATED
+        assert created.outcome is OperationResult.CREATED
 
         async def cached_with_marker() -> bool:
             got = cache.peek(kinds.ConfigMap, ObjectKey(namespace, "child"))
@@ -175,7 +175,7 @@ async def test_apply_child_through_the_cache_sends_no_request_when_nothing_chang
         await eventually(cached_with_marker, timeout=30, description="child in the cache")
         log.clear()
         again = await apply_child(tracking, desired, field_manager=MANAGER)
-        assert again.result is OperationResult.UNCHANGED
+        assert again.outcome is OperationResult.UNCHANGED
         assert log.requests == [], log.requests
 
         # Drift in an owned field: seen in the cache, restored through the server.
@@ -189,13 +189,13 @@ async def test_apply_child_through_the_cache_sends_no_request_when_nothing_chang
 
         await eventually(drift_cached, timeout=30, description="drift seen by the cache")
         restored = await apply_child(tracking, desired, field_manager=MANAGER)
-        assert restored.result is OperationResult.UPDATED
+        assert restored.outcome is OperationResult.UPDATED
         assert (await k8s.get(kinds.ConfigMap, "child", namespace=namespace))["data"]["a"] == "1"
 
         # Dropping a field must reach the server (the cache cannot tell it is owned).
         smaller = {**desired, "data": {"a": "1"}}
         dropped = await apply_child(tracking, smaller, field_manager=MANAGER)
-        assert dropped.result is OperationResult.UPDATED
+        assert dropped.outcome is OperationResult.UPDATED
         final = await k8s.get(kinds.ConfigMap, "child", namespace=namespace)
         assert final["data"] == {"a": "1"}
     finally:

@@ -1,8 +1,11 @@
-"""What the manager needs from a cache, and how it builds its default one.
+"""The manager's shared cache: what the manager needs from a cache, and how it builds one.
 
-The manager depends on the small :class:`CacheLike` protocol, not on ``setpoint.cache``
-itself: it starts caches, waits for their initial sync and reports it on ``/readyz``. Any
-runnable in group ``CACHES`` that has ``wait_for_sync`` and ``synced`` is treated this way.
+The manager's own lifecycle depends only on the small :class:`CacheLike` protocol: it
+starts caches, waits for their initial sync and reports it on ``/readyz``. Any runnable in
+group ``CACHES`` that has ``wait_for_sync`` and ``synced`` is treated this way. The shared
+cache itself (``Manager.cache``, built by :data:`CacheFactory` on first use) is a
+:class:`setpoint.cache.Cache`, which controllers read through. (The module is not called
+``cache`` so that ``setpoint.manager.cache`` is never mistaken for :mod:`setpoint.cache`.)
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from setpoint.api.runnable import Runnable
+from setpoint.cache import Cache
 
 if TYPE_CHECKING:
-    from setpoint.cache import Cache
     from setpoint.client.protocols import ApiClient
 
 __all__ = ["CacheFactory", "CacheLike", "default_new_cache"]
@@ -42,10 +45,5 @@ test may inject any object with that shape."""
 
 
 def default_new_cache(client: ApiClient) -> Cache:
-    """Build ``setpoint.cache.Cache(client)``, the manager's default shared cache.
-
-    Imported when first needed, so a manager without controllers never loads the cache.
-    """
-    from setpoint.cache import Cache
-
+    """Build ``setpoint.cache.Cache(client)``, the manager's default shared cache."""
     return Cache(client)
