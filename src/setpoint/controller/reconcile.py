@@ -24,13 +24,13 @@ What the outcome means:
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
-from setpoint.api.types import TypedObject
+from setpoint.observability.events import EventRecorder
 from setpoint.observability.logging import Logger
 
 if TYPE_CHECKING:
@@ -98,21 +98,6 @@ class TerminalError(ReconcileError):
 
 class ReconcileTimeout(ReconcileError, TimeoutError):
     """The reconcile exceeded its timeout and was cancelled; it is retried with backoff."""
-
-
-@runtime_checkable
-class EventRecorder(Protocol):
-    """Records Kubernetes Events about objects (implemented by the manager's recorder).
-
-    ``event`` must return at once and never raise: implementations queue the Event and send
-    it in the background.
-    """
-
-    def event(
-        self, obj: Mapping[str, Any] | TypedObject, type: str, reason: str, message: str
-    ) -> None:
-        """Record an Event of ``type`` (``"Normal"`` or ``"Warning"``) about ``obj``."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,7 +59,7 @@ from setpoint.manager.leaderelection import LeaderElector, default_identity
 from setpoint.manager.options import LeadershipLossPolicy, ManagerOptions
 from setpoint.manager.resourcelock import LeaseLock
 from setpoint.manager.sharedcache import CacheLike
-from setpoint.observability.events import EventBroadcaster, EventRecorder
+from setpoint.observability.events import BroadcastRecorder, EventBroadcaster
 from setpoint.observability.metrics import Metrics, render
 from setpoint.server.address import parse_bind_address
 from setpoint.server.http import HttpRequest, HttpResponse, HttpServer
@@ -305,7 +305,7 @@ class Manager:
         """
         return ManagedBuilder(name, self)
 
-    def event_recorder(self, reporting_controller: str) -> EventRecorder:
+    def event_recorder(self, reporting_controller: str) -> BroadcastRecorder:
         """A recorder of Kubernetes Events reported by ``reporting_controller``.
 
         All recorders share the manager's broadcaster (one queue, one sender), which starts

@@ -19,9 +19,9 @@ from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.meta import JsonObject
 from setpoint.client.errors import NotFound
+from setpoint.observability.events import EventRecorder
 
 __all__ = [
-    "EventRecorderLike",
     "LeaderElectionRecord",
     "LeaseClient",
     "LeaseLock",
@@ -146,14 +146,6 @@ class LeaseClient(Protocol):
         ...
 
 
-class EventRecorderLike(Protocol):
-    """The part of :class:`setpoint.observability.events.EventRecorder` the lock uses."""
-
-    def event(self, obj: JsonObject, type: str, reason: str, message: str) -> None:
-        """Record an Event about ``obj``; never raises."""
-        ...
-
-
 class LeaseLock:
     """A :class:`ResourceLock` on a ``coordination.k8s.io/v1`` Lease.
 
@@ -175,7 +167,7 @@ class LeaseLock:
         namespace: str,
         name: str,
         identity: str,
-        recorder: EventRecorderLike | None = None,
+        recorder: EventRecorder | None = None,
         labels: Mapping[str, str] | None = None,
         annotations: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:

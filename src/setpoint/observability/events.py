@@ -7,7 +7,7 @@
     recorder = broadcaster.recorder("example.com/tenant-controller")
     recorder.event(tenant, "Warning", "QuotaExceeded", "namespace quota is full")
 
-:meth:`EventRecorder.event` only validates and enqueues; a background task sends. Guarantees:
+:meth:`BroadcastRecorder.event` only validates and enqueues; a background task sends. Guarantees:
 
 - **Non-blocking.** ``event()`` takes a lock for a few dictionary operations and returns. It
   may be called from the event loop or from worker threads.
@@ -41,7 +41,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
@@ -57,6 +57,7 @@ from setpoint.api.validation import (
 __all__ = [
     "NORMAL",
     "WARNING",
+    "BroadcastRecorder",
     "EventBroadcaster",
     "EventBroadcasterOptions",
     "EventClient",
@@ -252,11 +253,26 @@ class _Dropped(Exception):
     """An Event that will not be sent; the message says why (logged once per cause)."""
 
 
-class EventRecorder:
-    """Records Events for one reporting controller; built by :meth:`EventBroadcaster.recorder`.
+@runtime_checkable
+class EventRecorder(Protocol):
+    """Records Kubernetes Events about objects: what controllers and the lease lock take.
 
-    It satisfies the controller package's ``EventRecorder`` protocol:
-    ``event(obj, type, reason, message)``.
+    ``event`` must return at once and never raise: implementations queue the Event and send
+    it in the background. :class:`BroadcastRecorder` (``Manager.event_recorder(...)``) is the
+    implementation; ``setpoint.testing.FakeRecorder`` keeps Events in memory for tests.
+    """
+
+    def event(
+        self, obj: Mapping[str, Any] | TypedObject, type: str, reason: str, message: str
+    ) -> None:
+        """Record an Event of ``type`` (``"Normal"`` or ``"Warning"``) about ``obj``."""
+        ...
+
+
+class BroadcastRecorder:
+    """The :class:`EventRecorder` of one reporting controller, sending through a broadcaster.
+
+    Built by :meth:`EventBroadcaster.recorder` (the manager's ``event_recorder``).
     """
 
     def __init__(
@@ -404,7 +420,7 @@ class EventBroadcaster:
 
     def recorder(
         self, reporting_controller: str, *, reporting_instance: str | None = None
-    ) -> EventRecorder:
+    ) -> BroadcastRecorder:
         """A recorder whose Events name ``reporting_controller`` as their reporter.
 
         ``reporting_instance`` defaults to ``"<reporting_controller>-<host name>"`` (as
@@ -421,7 +437,7 @@ class EventBroadcaster:
             reporting_instance = f"{reporting_controller}-{host}"[:REPORTING_INSTANCE_LIMIT]
         if not reporting_instance or len(reporting_instance) > REPORTING_INSTANCE_LIMIT:
             raise ValueError(f"reporting instance {reporting_instance!r} must be 1-128 characters")
-        return EventRecorder(self, reporting_controller, reporting_instance)
+        return BroadcastRecorder(self, reporting_controller, reporting_instance)
 
     @property
     def dropped(self) -> int:
@@ -440,9 +456,9 @@ class EventBroadcaster:
 
     # -- recording (caller side: must not block, must not raise) ------------------------
 
-    def _record(  # noqa: PLR0917 - private; mirrors EventRecorder.event's parameters
+    def _record(  # noqa: PLR0917 - private; mirrors BroadcastRecorder.event's parameters
         self,
-        recorder: EventRecorder,
+        recorder: BroadcastRecorder,
         obj: Mapping[str, Any] | TypedObject,
         type: str,
         reason: str,
