@@ -61,7 +61,7 @@ __all__ = [
     "load_operator",
     "register",
     "resolve_settings",
-    "run_operator",
+    "run_command",
 ]
 
 EXIT_OK: Final = 0
@@ -734,7 +734,7 @@ async def _serve(settings: RunSettings, operator: LoadedOperator) -> int:
     return EXIT_OK
 
 
-def run_operator(settings: RunSettings) -> int:
+def run_command(settings: RunSettings) -> int:
     """Load the operator, build its manager and run it until it stops; return the exit code.
 
     Expected failures print one ``setpoint: error:`` line (plus, for a failing import or
@@ -771,7 +771,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _error(str(exc))
         return EXIT_ERROR
-    return run_operator(settings)
+    return run_command(settings)
 
 
 _EPILOG = """\
