@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv demo test check lint typecheck layers docs-check docs docs-serve unit integration e2e controlplane bench release-check min-deps bench-storage clean
+.PHONY: venv demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane bench release-check min-deps bench-storage clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,7 +51,10 @@ docs-serve: docs
 docs-check: $(STAMP) docs
 	$(PY) scripts/gen_test_index.py --check
 
-check: lint typecheck layers docs-check
+public-api: $(STAMP)
+	$(PY) scripts/gen_public_api.py --check
+
+check: lint typecheck layers docs-check public-api
 
 # Unit tests (tests/unit and the examples' test_unit_*.py): no control plane is built or
 # started; everything marked integration or e2e is deselected.

@@ -1,31 +1,32 @@
-"""Regenerate src/setpoint/__init__.py from PUBLIC_API below.
+"""Regenerate src/setpoint/__init__.py from PUBLIC_API below, or check that it is current.
 
-The public surface is a deliberate list (as httpx's ``__init__`` is). Names load
-lazily on first use; this script writes the lazy table, ``__all__`` and the
-``TYPE_CHECKING`` imports so the three never drift apart.
+The public surface is a deliberate list (as httpx's ``__init__`` is): what an operator
+author uses. Everything else stays importable from its package. Names load lazily on first
+use; this script writes the lazy table, ``__all__`` and the ``TYPE_CHECKING`` imports so the
+three never drift apart.
 
-Run: ``.venv/bin/python scripts/gen_public_api.py`` (then ``ruff format``).
+Run: ``.venv/bin/python scripts/gen_public_api.py`` to write the file, ``--check`` (part of
+``make check``) to fail when it is out of date, or when an exported error does not show
+its public path (``setpoint.NotFound``): such a class needs ``__module__ = "setpoint"``.
 """
 
 from __future__ import annotations
 
+import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 # module -> names it exports publicly; "alias=attr" exports attr under another name.
 PUBLIC_API: dict[str, list[str]] = {
     "setpoint.api": ["kinds", "meta"],
-    "setpoint.api.gvk": ["GroupVersionKind", "GroupVersionResource"],
+    "setpoint.api.gvk": ["GroupVersionKind"],
     "setpoint.api.keys": ["ObjectKey"],
-    "setpoint.api.kinds": ["ResourceInfo"],
-    "setpoint.api.types": ["TypedObject"],
-    "setpoint.api.runnable": ["Runnable", "RunnableGroup"],
     "setpoint.api.declaration": [
         "DeclarationError",
-        "FieldSchema",
         "IntOrString",
         "PrinterColumn",
         "Quantity",
-        "ResourceOptions",
         "Rule",
         "Scale",
         "field",
@@ -66,13 +67,13 @@ PUBLIC_API: dict[str, list[str]] = {
         "set_controller_reference",
         "set_owner_reference",
     ],
+    "setpoint.api.errors": ["SetpointError"],
     "setpoint.client": [
         "AlreadyExists",
         "ApiError",
+        "ClientError",
         "ApplyPatch",
         "Client",
-        "ClientConfig",
-        "ClientOptions",
         "ConfigError",
         "Conflict",
         "ConnectionFailed",
@@ -93,11 +94,12 @@ PUBLIC_API: dict[str, list[str]] = {
         "UnknownKind",
         "Writer",
         "load_config",
-        "load_incluster_config",
         "load_kubeconfig",
     ],
     "setpoint.client.safe": [
         "FinalizerOutcome",
+        "FinalizerResult",
+        "MutationScopeError",
         "OperationResult",
         "RetryOptions",
         "WriteResult",
@@ -118,7 +120,6 @@ PUBLIC_API: dict[str, list[str]] = {
         "KindOptions",
         "NotCached",
         "ReadAfterWriteTimeout",
-        "keep_as_received",
         "by_controller",
         "by_field",
         "by_label",
@@ -134,7 +135,6 @@ PUBLIC_API: dict[str, list[str]] = {
         "UpdateEvent",
         "ControllerBuilder=Builder",
         "Context",
-        "Controller",
         "ControllerOptions",
         "GenerationChanged",
         "LabelSelectorPredicate",
@@ -194,12 +194,14 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+    return sorted(__all__)
 """
 
+TARGET = Path(__file__).resolve().parents[1] / "src" / "setpoint" / "__init__.py"
 
-def main() -> None:
-    """Write src/setpoint/__init__.py."""
+
+def render() -> str:
+    """The text of src/setpoint/__init__.py, formatted as ruff formats it."""
     table: dict[str, tuple[str, str | None]] = {}
     imports: dict[str, list[str]] = {}
     for module, names in PUBLIC_API.items():
@@ -226,9 +228,52 @@ def main() -> None:
         names = ", ".join(sorted(imports[module]))
         lines.append(f"    from {module} import {names}\n")
     lines.append(FOOTER)
-    target = Path(__file__).resolve().parents[1] / "src" / "setpoint" / "__init__.py"
-    target.write_text("".join(lines))
+    ruff = str(Path(sys.executable).with_name("ruff"))
+    text = "".join(lines)
+    for command in (["check", "--fix", "--select", "I", "--quiet"], ["format"]):
+        text = subprocess.run(
+            [ruff, *command, "--stdin-filename", str(TARGET), "-"],
+            input=text,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    return text
+
+
+def misplaced_errors() -> list[str]:
+    """Exported exception classes whose ``__module__`` is not ``setpoint``."""
+    sys.path.insert(0, str(TARGET.parents[1]))
+    setpoint = importlib.import_module("setpoint")
+    bad = []
+    for name in setpoint.__all__:
+        value = getattr(setpoint, name)
+        exported_error = isinstance(value, type) and issubclass(value, BaseException)
+        if exported_error and value.__module__ != "setpoint":
+            bad.append(f"{name} (defined in {value.__module__})")
+    return bad
+
+
+def main() -> int:
+    """Write src/setpoint/__init__.py, or with ``--check`` compare it; return the exit code."""
+    text = render()
+    if "--check" not in sys.argv[1:]:
+        TARGET.write_text(text)
+        return 0
+    problems = []
+    if TARGET.read_text() != text:
+        problems.append(
+            f"{TARGET.name} is out of date with PUBLIC_API: run "
+            ".venv/bin/python scripts/gen_public_api.py"
+        )
+    problems += [
+        f"{entry} is exported but shows its private path; set __module__ = 'setpoint' in it"
+        for entry in misplaced_errors()
+    ]
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -27,3 +27,40 @@ def test_unknown_names_raise_attribute_error() -> None:
         assert "NoSuchThing" in str(exc)
     else:
         raise AssertionError("setpoint.NoSuchThing resolved")
+
+
+def test_errors_show_their_public_path() -> None:
+    error = setpoint.NotFound('configmaps "x" not found', code=404, reason="NotFound")
+    assert repr(error) == "setpoint.NotFound('configmaps \"x\" not found')"
+    assert f"{type(error).__module__}.{type(error).__qualname__}" == "setpoint.NotFound"
+    assert repr(setpoint.TerminalError("no")) == "setpoint.TerminalError('no')"
+
+
+def test_every_error_has_one_root_and_keeps_its_builtin_base() -> None:
+    from setpoint.cache.errors import CacheError
+    from setpoint.crd import CRDGenerationError
+    from setpoint.manager import ManagerError
+
+    roots = [
+        setpoint.ClientError,
+        setpoint.ConfigError,
+        setpoint.MutationScopeError,
+        setpoint.DeclarationError,
+        setpoint.ConditionError,
+        setpoint.ReconcileError,
+        CacheError,
+        ManagerError,
+        CRDGenerationError,
+    ]
+    assert all(issubclass(root, setpoint.SetpointError) for root in roots)
+    assert issubclass(setpoint.ConfigError, ValueError)
+    assert issubclass(setpoint.DeclarationError, TypeError)
+    assert issubclass(setpoint.ReadAfterWriteTimeout, TimeoutError)
+
+
+def test_dir_lists_the_public_names_only() -> None:
+    names = dir(setpoint)
+    assert names == sorted(setpoint.__all__)
+    assert not {"Any", "importlib", "TYPE_CHECKING"} & set(names)
+    assert {"FinalizerResult", "MutationScopeError", "ClientError"} <= set(names)
+    assert not {"Runnable", "RunnableGroup", "FieldSchema", "TypedObject"} & set(names)

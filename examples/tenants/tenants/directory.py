@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import setpoint as sp
+from setpoint.api.runnable import RunnableGroup
 
 __all__ = ["DirectoryEntry", "DirectoryUnavailable", "TenantDirectory"]
 
@@ -164,9 +165,9 @@ class TenantDirectory:
         return "tenant-directory"
 
     @property
-    def group(self) -> sp.RunnableGroup:
+    def group(self) -> RunnableGroup:
         """Started with the other background parts, before the controllers."""
-        return sp.RunnableGroup.OTHERS
+        return RunnableGroup.OTHERS
 
     @property
     def needs_leader_election(self) -> bool:

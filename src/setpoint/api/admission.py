@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
 from setpoint.api.declaration import DeclarationError
+from setpoint.api.errors import SetpointError
 from setpoint.api.resource import Resource
 from setpoint.api.validation import is_dns1123_subdomain
 
@@ -80,7 +81,7 @@ _VALIDATE_METHODS: Final = {
 _PATH: Final = re.compile(r"^/[A-Za-z0-9._~/-]*$")
 
 
-class Denied(Exception):
+class Denied(SetpointError):
     """Raise from a validator or defaulter to refuse the request.
 
     Args:
@@ -90,6 +91,8 @@ class Denied(Exception):
         code: The HTTP status code reported to the client (403, or 422 for invalid input).
 
     """
+
+    __module__ = "setpoint"
 
     def __init__(self, message: str, *, warnings: Sequence[str] = (), code: int = 403) -> None:
         super().__init__(message)

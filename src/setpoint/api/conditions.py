@@ -43,6 +43,7 @@ from collections.abc import Mapping, MutableMapping, MutableSequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from setpoint.api.errors import SetpointError
 from setpoint.api.meta import describe, generation_of
 from setpoint.api.validation import (
     CONDITION_MESSAGE_MAX_LENGTH,
@@ -99,8 +100,10 @@ def _condition_class() -> type[Condition]:
     return Condition
 
 
-class ConditionError(ValueError):
+class ConditionError(SetpointError, ValueError):
     """A condition the API server would reject. The message names the field and the rule."""
+
+    __module__ = "setpoint"
 
 
 def validate_condition(

@@ -54,6 +54,7 @@ import orjson
 from pydantic import ValidationError
 
 from setpoint.api.declaration import DeclarationError
+from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.jsonvalues import copy_json
 from setpoint.api.resource import ObjectMeta, Resource
@@ -89,7 +90,7 @@ R = TypeVar("R", bound=Resource)
 Path = tuple[str | int, ...]
 
 
-class ConversionError(ValueError):
+class ConversionError(SetpointError, ValueError):
     """An object could not be converted from one version of its kind to another.
 
     The message names the object, the version it came in, the version asked for and the

@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.validation import is_dns1035_label, is_dns1123_subdomain
 
@@ -70,13 +71,15 @@ _R = TypeVar("_R", bound=type)
 # Kubernetes name rules (k8s.io/apimachinery/pkg/util/validation).
 
 
-class DeclarationError(TypeError):
+class DeclarationError(SetpointError, TypeError):
     """A resource, model or field declaration that setpoint cannot turn into a correct API.
 
     Raised when the class is defined (or decorated), so mistakes surface at
     import time rather than as a rejected CRD or a silently dropped field.
     The message names the class and field and says how to fix it.
     """
+
+    __module__ = "setpoint"
 
 
 # --------------------------------------------------------------------------- field declarations

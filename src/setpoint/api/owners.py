@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
+from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind, split_api_version
 from setpoint.api.kinds import BUILTIN_RESOURCES, ResourceInfo
 from setpoint.api.meta import JsonObject, gvk_of, meta
@@ -50,7 +51,7 @@ __all__ = [
 ]
 
 
-class OwnerError(ValueError):
+class OwnerError(SetpointError, ValueError):
     """An owner reference that cannot be set. Subclasses say why."""
 
 
@@ -61,9 +62,13 @@ class InvalidOwner(OwnerError):
     owners without ``metadata.uid`` (not yet read from the server).
     """
 
+    __module__ = "setpoint"
+
 
 class AlreadyOwned(OwnerError):
     """The dependent already has a different controller; only one controller may own an object."""
+
+    __module__ = "setpoint"
 
     def __init__(self, message: str, *, owner: Mapping[str, Any]) -> None:
         super().__init__(message)

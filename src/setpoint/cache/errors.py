@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from setpoint.api.errors import SetpointError
 from setpoint.client.errors import UnknownKind
 
 __all__ = [
@@ -14,7 +15,7 @@ __all__ = [
 ]
 
 
-class CacheError(Exception):
+class CacheError(SetpointError):
     """Base of every error the cache raises."""
 
 
@@ -28,6 +29,8 @@ class CacheNotStarted(CacheError):
 class CacheSyncTimeout(CacheError, TimeoutError):
     """Informers did not finish their initial list in time. Names the kinds and last errors."""
 
+    __module__ = "setpoint"
+
 
 class KindNotServed(UnknownKind, CacheError):
     """The API server does not serve a kind the cache was asked to watch.
@@ -38,9 +41,13 @@ class KindNotServed(UnknownKind, CacheError):
     backoff, so it syncs once the CRD appears.
     """
 
+    __module__ = "setpoint"
+
 
 class NotCached(CacheError):
     """A read asked for objects outside the cache's scope (a namespace it does not watch)."""
+
+    __module__ = "setpoint"
 
 
 class ReadAfterWriteTimeout(CacheError, TimeoutError):
@@ -49,3 +56,5 @@ class ReadAfterWriteTimeout(CacheError, TimeoutError):
     Raised by the read-after-write reader instead of returning a version older than one
     this process wrote. A reconcile that raises it is retried with backoff.
     """
+
+    __module__ = "setpoint"

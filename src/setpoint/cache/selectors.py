@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from setpoint.api.errors import SetpointError
 from setpoint.api.meta import labels_of
 
 __all__ = [
@@ -39,7 +40,7 @@ __all__ = [
 LabelOperator = Literal["=", "!=", "in", "notin", "exists", "!", ">", "<"]
 
 
-class SelectorError(ValueError):
+class SelectorError(SetpointError, ValueError):
     """A selector string could not be parsed; the message points at the offending part."""
 
 

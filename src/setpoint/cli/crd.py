@@ -38,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from setpoint.api.errors import SetpointError
 from setpoint.crd import render_yaml
 from setpoint.migrate.convert import (
     CRDMigration,
@@ -164,7 +165,7 @@ def _report_json(results: list[tuple[Path, list[Any], list[CRDMigration]]]) -> d
 _KUBE = "kube://"
 
 
-class InputError(ValueError):
+class InputError(SetpointError, ValueError):
     """An OLD/NEW argument of ``crd diff`` cannot be read; the message says which and why."""
 
 

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO, TypeVar
 
 from setpoint.api import kinds
+from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.cli.run import default_leader_election_id
 from setpoint.client.errors import ClientError
@@ -131,7 +132,7 @@ METRIC_PREFIXES: Final = (
 )
 
 
-class DemoError(Exception):
+class DemoError(SetpointError):
     """A demo step failed or timed out; the message says which and what was last seen."""
 
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
+from setpoint.api.errors import SetpointError
 from setpoint.api.validation import is_dns1123_label
 from setpoint.client.config import SERVICE_ACCOUNT_DIR
 
@@ -507,7 +508,7 @@ def build_manager_options(settings: RunSettings, module_name: str) -> ManagerOpt
 # -- loading the operator ------------------------------------------------------------------------
 
 
-class OperatorLoadError(Exception):
+class OperatorLoadError(SetpointError):
     """The operator could not be loaded or set up; the message says what and where.
 
     Raised for a target that does not exist, a module that fails to import (the message

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from setpoint.api.errors import SetpointError
 from setpoint.api.jsonvalues import deep_copy, json_equal
 from setpoint.api.kinds import ResourceInfo
 from setpoint.client._safebase import (
@@ -26,13 +27,15 @@ from setpoint.client.errors import ApiError
 __all__ = ["MutationScopeError", "require_status_subresource", "update_status"]
 
 
-class MutationScopeError(ValueError):
+class MutationScopeError(SetpointError, ValueError):
     """A mutation changed a part of the object the chosen write must not touch.
 
     A status write changed spec or metadata, or a spec write changed status.
     The server would silently drop those changes; setpoint refuses instead,
     naming the fields, so the bug is found on the first run.
     """
+
+    __module__ = "setpoint"
 
 
 def changed_top_level(before: dict[str, Any], after: dict[str, Any]) -> list[str]:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from setpoint.api.errors import SetpointError
 from setpoint.tls.pem import load_ca, load_cert_chain, os_reason, ssl_reason
 
 __all__ = [
@@ -56,13 +57,15 @@ SERVICE_ACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 """Where the kubelet mounts a pod's service account token, CA bundle and namespace."""
 
 
-class ConfigError(ValueError):
+class ConfigError(SetpointError, ValueError):
     """A configuration that cannot be used.
 
     The message names the file, the field path (e.g.
     ``contexts[name=dev].context.cluster``) and what to do. ``file`` and
     ``field`` carry the first two for programs that want them separately.
     """
+
+    __module__ = "setpoint"
 
     def __init__(self, message: str, *, file: str | None = None, field: str | None = None) -> None:
         self.reason = message

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from setpoint.api.errors import SetpointError
+
 __all__ = [
     "AlreadyExists",
     "ApiError",
@@ -47,12 +49,16 @@ __all__ = [
 ]
 
 
-class ClientError(Exception):
+class ClientError(SetpointError):
     """Base of every error the setpoint client raises."""
+
+    __module__ = "setpoint"
 
 
 class ConnectionFailed(ClientError):
     """The API server could not be reached (refused, DNS, TLS, reset). Names the URL."""
+
+    __module__ = "setpoint"
 
     def __init__(self, message: str, *, url: str) -> None:
         super().__init__(message)
@@ -62,6 +68,8 @@ class ConnectionFailed(ClientError):
 
 class RequestTimeout(ClientError):
     """A request did not complete within its client-side timeout. Names the URL and timeout."""
+
+    __module__ = "setpoint"
 
     def __init__(self, message: str, *, url: str, timeout: float) -> None:
         super().__init__(message)
@@ -73,6 +81,8 @@ class RequestTimeout(ClientError):
 
 class UnknownKind(ClientError):
     """The server does not serve this kind (for a custom resource: its CRD is not installed)."""
+
+    __module__ = "setpoint"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +103,8 @@ class ApiError(ClientError):
 
     Subclasses name the common cases; catch :class:`ApiError` for any of them.
     """
+
+    __module__ = "setpoint"
 
     code_default: int = 0
 
@@ -152,9 +164,13 @@ class Forbidden(ApiError):
     The server's message names the user, the verb, the resource and the namespace.
     """
 
+    __module__ = "setpoint"
+
 
 class NotFound(ApiError):
     """404: the object (or the resource type) does not exist."""
+
+    __module__ = "setpoint"
 
 
 class MethodNotAllowed(ApiError):
@@ -163,6 +179,8 @@ class MethodNotAllowed(ApiError):
 
 class AlreadyExists(ApiError):
     """409 with reason ``AlreadyExists``: ``create`` of a name that is taken."""
+
+    __module__ = "setpoint"
 
 
 class Conflict(ApiError):
@@ -175,6 +193,8 @@ class Conflict(ApiError):
     this manager should take ownership.
     """
 
+    __module__ = "setpoint"
+
 
 class Gone(ApiError):
     """410: the requested ``resourceVersion`` is too old (compacted) or a continue token expired.
@@ -182,9 +202,13 @@ class Gone(ApiError):
     A watcher must relist; a pager must restart the list.
     """
 
+    __module__ = "setpoint"
+
 
 class Expired(Gone):
     """410 with reason ``Expired``: a continue token or resourceVersion has expired."""
+
+    __module__ = "setpoint"
 
 
 class UnsupportedMediaType(ApiError):
@@ -194,9 +218,13 @@ class UnsupportedMediaType(ApiError):
 class Invalid(ApiError):
     """422: the object failed validation. ``causes`` name each invalid field and why."""
 
+    __module__ = "setpoint"
+
 
 class TooManyRequests(ApiError):
     """429: the server is throttling (API Priority and Fairness). Honour ``retry_after``."""
+
+    __module__ = "setpoint"
 
     @property
     def retry_after(self) -> float | None:

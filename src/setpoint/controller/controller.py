@@ -57,6 +57,7 @@ from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.jsonvalues import copy_json
 from setpoint.api.keys import ObjectKey
@@ -89,7 +90,7 @@ from setpoint.observability.metrics import Metrics
 __all__ = ["Controller", "ControllerError", "ControllerOptions", "validate_name"]
 
 
-class ControllerError(Exception):
+class ControllerError(SetpointError):
     """A controller was misconfigured or used out of order; the message says how to fix it."""
 
 

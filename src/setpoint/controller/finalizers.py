@@ -236,6 +236,8 @@ class CleanupFailed(ReconcileError):
     for a reconcile), and in ``setpoint_finalizer_cleanup_failures_total``.
     """
 
+    __module__ = "setpoint"
+
     def __init__(
         self, message: str, *, finalizer: str, retry_after: float, cause: BaseException
     ) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
+from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.observability.events import EventRecorder
@@ -77,7 +78,7 @@ class Result:
             )
 
 
-class ReconcileError(Exception):
+class ReconcileError(SetpointError):
     """An expected reconcile failure: retried with backoff and counted as an error.
 
     Raising any exception retries the reconcile. Subclass this (or raise it) for failures
@@ -87,6 +88,8 @@ class ReconcileError(Exception):
     ``controller_runtime_reconcile_panics_total`` (see decision 0004).
     """
 
+    __module__ = "setpoint"
+
 
 class TerminalError(ReconcileError):
     """A failure retrying cannot fix (invalid spec, a policy refusal): recorded, not retried.
@@ -95,9 +98,13 @@ class TerminalError(ReconcileError):
     exc`` to keep the cause.
     """
 
+    __module__ = "setpoint"
+
 
 class ReconcileTimeout(ReconcileError, TimeoutError):
     """The reconcile exceeded its timeout and was cancelled; it is retried with backoff."""
+
+    __module__ = "setpoint"
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,6 +89,7 @@ from enum import IntEnum
 from typing import Final, Generic, TypeVar
 
 from setpoint.api.clock import Clock, LoopClock, TimerHandle
+from setpoint.api.errors import SetpointError
 from setpoint.controller.ratelimit import (
     PerKeyLimit,
     PerKeyWindowLimiter,
@@ -125,7 +126,7 @@ class Priority(IntEnum):
     """Live changes. The default."""
 
 
-class WorkQueueError(Exception):
+class WorkQueueError(SetpointError):
     """Base class of the work queue's errors."""
 
 

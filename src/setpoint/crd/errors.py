@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from setpoint.api.errors import SetpointError
+
 __all__ = ["CRDGenerationError", "SchemaPath", "StructuralError", "field_path_of"]
 
 SchemaPath = tuple[str | int, ...]
@@ -66,7 +68,7 @@ class StructuralError:
         return f"{where}: {self.message}. Fix: {self.fix}"
 
 
-class CRDGenerationError(Exception):
+class CRDGenerationError(SetpointError):
     """The Python types cannot be turned into a CRD the API server accepts.
 
     ``errors`` lists every problem found (not just the first), each naming the

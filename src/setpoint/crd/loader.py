@@ -20,13 +20,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
 
+from setpoint.api.errors import SetpointError
 from setpoint.api.rbac import PolicyRule, declared_rbac_rules
 from setpoint.api.resource import Resource
 
 __all__ = ["LoadError", "find_rbac_rules", "find_resources", "import_targets"]
 
 
-class LoadError(Exception):
+class LoadError(SetpointError):
     """A target could not be found or imported; the message names it and the cause."""
 
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from setpoint.api.errors import SetpointError
+
 __all__ = ["CompiledPattern", "PatternError", "compile_pattern"]
 
 _MAX_PATTERN_LENGTH = 16 * 1024
@@ -32,7 +34,7 @@ whose program is larger fails to compile instead of using unbounded memory."""
 _GO_REJECTS = ("\\C",)
 
 
-class PatternError(ValueError):
+class PatternError(SetpointError, ValueError):
     """A pattern the API server would reject: the message says why and what to change."""
 
 

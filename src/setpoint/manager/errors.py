@@ -7,6 +7,7 @@ lease involved and says what to check.
 
 from __future__ import annotations
 
+from setpoint.api.errors import SetpointError
 from setpoint.cache import errors as _cache_errors
 
 __all__ = [
@@ -20,7 +21,7 @@ __all__ = [
 ]
 
 
-class ManagerError(Exception):
+class ManagerError(SetpointError):
     """Base of every error ``Manager.run()`` raises; catch it to handle any of them."""
 
 
@@ -33,6 +34,8 @@ class RunnableFailed(ManagerError):
 
     The manager shut down because of it. The original exception is ``__cause__``.
     """
+
+    __module__ = "setpoint"
 
     def __init__(self, runnable: str, message: str) -> None:
         super().__init__(message)
@@ -62,6 +65,8 @@ class LeaderElectionLost(ManagerError):
     Raised by ``run()`` under ``LeadershipLossPolicy.FAIL`` (the default): the process should
     exit and be restarted, as controller-runtime's managers do.
     """
+
+    __module__ = "setpoint"
 
     def __init__(self, lease: str, identity: str) -> None:
         super().__init__(
@@ -93,7 +98,7 @@ class ShutdownIncomplete(ManagerError):
         """``(runnable name, problem)`` pairs."""
 
 
-class DuplicateCheckError(ValueError):
+class DuplicateCheckError(SetpointError, ValueError):
     """A health or readiness check with this name is already registered.
 
     Checks are never silently replaced: two components registering the same name would

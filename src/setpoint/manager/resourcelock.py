@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
 from setpoint.api import kinds
+from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.meta import JsonObject
 from setpoint.client.errors import NotFound
@@ -124,7 +125,7 @@ class ResourceLock(Protocol):
         ...
 
 
-class LockNotInitialized(RuntimeError):
+class LockNotInitialized(SetpointError, RuntimeError):
     """``update`` was called before ``get`` or ``create`` gave the lock a version to update."""
 
 

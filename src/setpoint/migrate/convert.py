@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from setpoint.api.errors import SetpointError
 from setpoint.crd import validate_structural
 from setpoint.crd.structural import (
     JUNCTOR_FORBIDDEN_KEYWORDS,
@@ -79,7 +80,7 @@ class MigrateOptions:
     and a needs-human note says so."""
 
 
-class MigrationInputError(ValueError):
+class MigrationInputError(SetpointError, ValueError):
     """The document cannot be migrated (not a CRD, or malformed); the message says which and why."""
 
 

@@ -66,6 +66,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
+from setpoint.api.errors import SetpointError
+
 __all__ = [
     "CHECKS",
     "DiffConfig",
@@ -122,7 +124,7 @@ CHECKS: dict[str, Level] = {
 _LEVELS = ("error", "warn", "off")
 
 
-class DiffConfigError(ValueError):
+class DiffConfigError(SetpointError, ValueError):
     """The diff configuration is invalid; the message names the key and the allowed values."""
 
 

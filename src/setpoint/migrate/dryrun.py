@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from setpoint.api import kinds
+from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.client import Client
 from setpoint.client.errors import Invalid, NotFound
@@ -62,7 +63,7 @@ __all__ = ["DryRunError", "DryRunReport", "Rejection", "objects_rejected_by"]
 _SHADOW_DOMAIN = "setpoint.dev"
 
 
-class DryRunError(RuntimeError):
+class DryRunError(SetpointError, RuntimeError):
     """The check cannot run; the message says why and what to do."""
 
 

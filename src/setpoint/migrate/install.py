@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from setpoint.api import kinds
+from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.client import AlreadyExists, Client
 from setpoint.client.errors import NotFound, UnknownKind
@@ -27,7 +28,7 @@ __all__ = [
 ]
 
 
-class CRDNotReady(TimeoutError):
+class CRDNotReady(SetpointError, TimeoutError):
     """A CRD did not become Established (or its versions discoverable) in time.
 
     The message names the CRD and the last condition the server reported.

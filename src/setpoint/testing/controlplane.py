@@ -56,6 +56,7 @@ from typing import Any, Self
 
 import yaml
 
+from setpoint.api.errors import SetpointError
 from setpoint.tls.certs import CertificateAuthority, signing_key_pair
 from setpoint.tls.pem import KeyPair
 
@@ -95,7 +96,7 @@ _CONTROLLERS = (
 )
 
 
-class ControlPlaneError(RuntimeError):
+class ControlPlaneError(SetpointError, RuntimeError):
     """The control plane could not be found, built, started or reached.
 
     The message names the component and what to do; for a failed start it

@@ -15,12 +15,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, overload
 
+from setpoint.api.errors import SetpointError
+
 __all__ = ["WaitTimeout", "eventually"]
 
 T = TypeVar("T")
 
 
-class WaitTimeout(AssertionError):
+class WaitTimeout(SetpointError, AssertionError):
     """A condition did not hold within its timeout. The message has the last observation."""
 
 

@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from setpoint.api.errors import SetpointError
+
 __all__ = [
     "CertificateError",
     "KeyPair",
@@ -40,7 +42,7 @@ __all__ = [
 ]
 
 
-class CertificateError(ValueError):
+class CertificateError(SetpointError, ValueError):
     """A certificate or key that cannot be used; the message names the file and the fix."""
 
 
