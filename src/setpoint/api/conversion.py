@@ -98,6 +98,8 @@ class ConversionError(SetpointError, ValueError):
     returned something unusable; the webhook counts those separately, like a panic in Go.
     """
 
+    __module__ = "setpoint"
+
     def __init__(
         self,
         message: str,

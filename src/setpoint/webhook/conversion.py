@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from setpoint.api.conversion import CONVERT_PATH, ConversionError, KindConversion
+from setpoint.api.errors import SetpointError
 from setpoint.server.http import HttpRequest, HttpResponse
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ REVIEW_API_VERSION: Final = "apiextensions.k8s.io/v1"
 JSON: Final = "application/json"
 
 
-class MalformedReview(ValueError):
+class MalformedReview(SetpointError, ValueError):
     """The request body is not a usable ConversionReview; the message says what is wrong."""
 
 
