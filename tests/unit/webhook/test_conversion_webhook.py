@@ -12,6 +12,7 @@ import pytest
 
 import setpoint as sp
 from setpoint.api.conversion import CONVERSION_DATA_ANNOTATION
+from setpoint.api.runnable import RunnableGroup
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import LocalWebhook
 from setpoint.webhook import ConversionWebhook, WebhookServer, WebhookServerOptions
@@ -203,7 +204,7 @@ async def test_unknown_paths_get_404_and_other_methods_405(
 
 async def test_the_server_is_a_webhooks_group_runnable_with_a_certificate_check() -> None:
     server = WebhookServer(WebhookServerOptions(bind_address="127.0.0.1:0"))
-    assert server.group is sp.RunnableGroup.WEBHOOKS
+    assert server.group is RunnableGroup.WEBHOOKS
     assert not server.needs_leader_election
     assert not await server.ready()
     with pytest.raises(RuntimeError, match="has not started"):
