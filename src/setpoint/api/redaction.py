@@ -1,0 +1,108 @@
+"""Text that is safe to put into errors, logs, Events, annotations and conditions.
+
+Two jobs, both pure and bounded:
+
+- :func:`brief` describes a value taken from untrusted input (a kubeconfig, a plugin's
+  answer, a schema) in a few dozen characters. It never expands a large or aliased
+  structure (a YAML "billion laughs" document), never fails on a huge integer, and is cheap
+  whatever it is given.
+- :func:`redact` masks the credentials that commonly end up in exception text before that
+  text leaves the process: bearer tokens, JWTs, PEM private keys, ``user:password@`` in
+  URLs and ``password=...``-style pairs. :func:`redact_url` does the same for one URL.
+
+Redaction is a safety net for text setpoint does not control (an exception raised by user
+code, a server's message); it recognises common shapes only. Code that handles secrets
+must still keep them out of messages in the first place.
+"""
+
+from __future__ import annotations
+
+import re
+import reprlib
+from typing import Final
+
+__all__ = ["REDACTED", "brief", "redact", "redact_url"]
+
+REDACTED: Final = "<redacted>"
+"""What a masked secret is replaced with."""
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 2
+_REPR.maxstring = 48
+_REPR.maxother = 48
+_REPR.maxlong = 24
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = _REPR.maxfrozenset = 4
+
+_SCAN_LIMIT: Final = 64 * 1024
+"""Characters of a text :func:`redact` looks at; the rest is cut (with a marker) first."""
+
+
+def brief(value: object, *, limit: int = 60) -> str:
+    """A short ``repr`` of ``value`` for an error message: at most ``limit`` characters.
+
+    Containers are shown two levels deep and four items wide, so the work is bounded even
+    for a structure whose YAML aliases make it astronomically large when expanded, or one
+    that contains itself. Whatever goes wrong while describing the value, the answer is its
+    type name in angle brackets (``<int>`` for an integer too long to print).
+    """
+    try:
+        text = _REPR.repr(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    if len(text) > limit:
+        text = text[: max(limit - 3, 1)] + "..."
+    return text
+
+
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,15}://)[^\s/@]{1,256}@")
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
+_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----(?:.*?-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|.*)",
+    re.DOTALL,
+)
+_PAIR = re.compile(
+    r"(?i)\b([A-Za-z0-9_.-]{0,40}(?:password|passwd|secret|token|api[_-]?key|access[_-]?key)"
+    r"[A-Za-z0-9_.-]{0,40})(\"?'?\s{0,3}[:=]\s{0,3}\"?'?)([^\s\"',;&}]{1,4096})"
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with the credentials it appears to contain replaced by :data:`REDACTED`.
+
+    Masks: ``Bearer <token>`` and ``Basic <credentials>``, JSON Web Tokens (service-account
+    and OIDC tokens: ``eyJ...``), PEM private key blocks (also a block cut short), the
+    ``user:password@`` part of URLs, and values of keys named like a credential
+    (``password=...``, ``"token": "..."``, ``client_secret: ...``). Texts longer than
+    64 KiB are cut first. Linear in the length of the text.
+    """
+    if len(text) > _SCAN_LIMIT:
+        text = text[:_SCAN_LIMIT] + " ...(cut)"
+    text = _PRIVATE_KEY.sub(f"{REDACTED} private key", text)
+    text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
+    text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
+    text = _JWT.sub(REDACTED, text)
+    return _PAIR.sub(
+        lambda m: m.group(0) if m.group(3) == REDACTED else f"{m.group(1)}{m.group(2)}{REDACTED}",
+        text,
+    )
+
+
+def redact_url(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` part masked (the user stays).
+
+    Plain string work (``setpoint.api`` does no URL parsing with I/O libraries): the
+    authority is what follows ``scheme://`` up to the next ``/``, ``?`` or ``#``. A value
+    without ``://`` is passed through :func:`redact`.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return redact(url)
+    cut = min((i for i in (rest.find(c) for c in "/?#") if i != -1), default=len(rest))
+    authority, tail = rest[:cut], rest[cut:]
+    if "@" not in authority:
+        return url
+    userinfo, _, hostport = authority.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    masked = f"{user}:{REDACTED}" if colon else REDACTED
+    return f"{scheme}://{masked}@{hostport}{tail}"
