@@ -25,6 +25,7 @@ Why not a library: see ``docs/decisions/0002-kubeconfig.md``.
 from __future__ import annotations
 
 import os
+import re
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from setpoint.api.errors import SetpointError
+from setpoint.api.redaction import REDACTED, brief, redact_url
 from setpoint.tls.pem import load_ca, load_cert_chain, os_reason, ssl_reason
 
 __all__ = [
@@ -108,6 +110,18 @@ class ExecConfig:
     """Seconds the plugin may run before it is killed and the request fails. Generous,
     because cloud CLIs can take several seconds to refresh a session."""
 
+    def __repr__(self) -> str:
+        # env values and the cluster extension may hold secrets (API keys, client secrets):
+        # show the names only.
+        env = ", ".join(f"{name}={REDACTED}" for name, _ in self.env)
+        return (
+            f"ExecConfig(command={self.command!r}, args={self.args!r}, env=[{env}], "
+            f"api_version={self.api_version!r}, interactive_mode={self.interactive_mode!r}, "
+            f"provide_cluster_info={self.provide_cluster_info!r}, "
+            f"cluster_config={'None' if self.cluster_config is None else REDACTED}, "
+            f"timeout={self.timeout!r})"
+        )
+
     def __post_init__(self) -> None:
         if not self.command:
             raise ConfigError("exec.command is empty; name the credential plugin to run")
@@ -178,6 +192,28 @@ class ClientConfig:
     source: str = ""
     """Where this came from, for error messages: ``kubeconfig /path (context dev)``."""
 
+    def __repr__(self) -> str:
+        # Never the token, the private key or a proxy password; the certificates are public
+        # but long, so only their presence is shown.
+        shown: list[str] = [f"server={self.server!r}", f"namespace={self.namespace!r}"]
+        for name in ("ca_data", "client_cert_data", "client_key_data", "token"):
+            if getattr(self, name) is not None:
+                shown.append(f"{name}={REDACTED if name in _SECRET_FIELDS else '<set>'}")
+        if self.insecure_skip_tls_verify:
+            shown.append("insecure_skip_tls_verify=True")
+        for name in ("tls_server_name", "token_file", "impersonate_user"):
+            if getattr(self, name) is not None:
+                shown.append(f"{name}={getattr(self, name)!r}")
+        if self.impersonate_groups:
+            shown.append(f"impersonate_groups={self.impersonate_groups!r}")
+        if self.proxy_url is not None:
+            shown.append(f"proxy_url={redact_url(self.proxy_url)!r}")
+        if self.exec is not None:
+            shown.append(f"exec={self.exec!r}")
+        if self.source:
+            shown.append(f"source={self.source!r}")
+        return f"ClientConfig({', '.join(shown)})"
+
     def __post_init__(self) -> None:
         try:
             object.__setattr__(self, "server", _normalize_server(self.server))
@@ -205,6 +241,11 @@ class ClientConfig:
             )
         if self.impersonate_groups and not self.impersonate_user:
             return "impersonate_groups is set without impersonate_user; set the user too"
+        if self.token is not None and not _is_header_token(self.token):
+            return (
+                "the token has spaces, control or non-ASCII characters, so it cannot be sent "
+                "in an Authorization header; check that it was copied whole and only once"
+            )
         return None
 
     def ssl_context(self, *, client_cert: tuple[bytes, bytes] | None = None) -> ssl.SSLContext:
@@ -323,6 +364,19 @@ def load_incluster_config(
     )
 
 
+_SECRET_FIELDS: Final = frozenset({"client_key_data", "token"})
+_HEADER_TOKEN: Final = re.compile(r"[\x21-\x7e]+")
+
+
+def _is_header_token(token: str) -> bool:
+    """Whether ``token`` can be sent as ``Authorization: Bearer <token>``.
+
+    Printable ASCII without spaces: a pasted token with a newline must fail at load time,
+    not on every request.
+    """
+    return _HEADER_TOKEN.fullmatch(token) is not None
+
+
 # --- helpers shared with the kubeconfig loader ---------------------------------------
 
 
@@ -337,17 +391,24 @@ def _default_kubeconfig() -> Path | None:
 def _normalize_server(url: str) -> str:
     """``url`` without a trailing slash; ValueError explaining why it is not a server URL."""
     example = "expected http(s)://host[:port], e.g. https://127.0.0.1:6443"
-    if not isinstance(url, str) or not url or any(c.isspace() for c in url):
-        raise ValueError(f"{url!r} is not a server URL; {example}")
-    parts = urlsplit(url)
+    if not isinstance(url, str):
+        raise ValueError(f"a server URL must be a string, got {type(url).__name__}; {example}")
+    # Messages show the URL without a password and at most 200 characters of it.
+    shown = brief(redact_url(url), limit=200)
+    if not url or any(c.isspace() for c in url):
+        raise ValueError(f"{shown} is not a server URL; {example}")
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise ValueError(f"{shown} is not a URL; {example}") from None
     if parts.scheme not in ("https", "http"):
-        raise ValueError(f"{url!r} does not start with https:// or http://; {example}")
+        raise ValueError(f"{shown} does not start with https:// or http://; {example}")
     if not parts.hostname:
-        raise ValueError(f"{url!r} has no host; {example}")
+        raise ValueError(f"{shown} has no host; {example}")
     if "@" in parts.netloc or parts.query or parts.fragment:
-        raise ValueError(f"{url!r} must not carry credentials, a query or a fragment; {example}")
+        raise ValueError(f"{shown} must not carry credentials, a query or a fragment; {example}")
     try:
         parts.port  # noqa: B018 (parsing the port is the check)
     except ValueError:
-        raise ValueError(f"{url!r} has an invalid port; {example}") from None
+        raise ValueError(f"{shown} has an invalid port; {example}") from None
     return url.rstrip("/")

@@ -31,19 +31,31 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import ssl
+import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from setpoint.client.config import ClientConfig, ConfigError, ExecConfig
+from setpoint.api.redaction import brief
+from setpoint.client.config import ClientConfig, ConfigError, ExecConfig, _is_header_token
 from setpoint.tls.pem import load_cert_chain, os_reason, ssl_reason
 
-__all__ = ["REFRESH_BEFORE_EXPIRY", "Credentials", "ExecCredentials", "credentials_for"]
+__all__ = [
+    "FAILURE_BACKOFF",
+    "REFRESH_BEFORE_EXPIRY",
+    "STDOUT_LIMIT",
+    "Credentials",
+    "ExecCredentials",
+    "credentials_for",
+]
 
 _log = logging.getLogger("setpoint.client.config")
+
+_EXEC_EXTENSION_NAME = "client.authentication.k8s.io/exec"
 
 
 def credentials_for(config: ClientConfig) -> Credentials:
@@ -154,29 +166,114 @@ REFRESH_BEFORE_EXPIRY = timedelta(seconds=10)
 """Run the plugin again this long before the credential expires, so a request does
 not race the expiry and come back 401."""
 
+FAILURE_BACKOFF = (1.0, 30.0)
+"""After a plugin run fails, it is not run again for the first number of seconds, doubling
+with each further failure up to the second; meanwhile requests fail at once with the last
+error. A broken plugin is not restarted for every request (client-go does the same), and a
+fixed one (``kubelogin`` after a login) is picked up within half a minute."""
+
+STDOUT_LIMIT = 1 << 20
+"""Most bytes of stdout read from a plugin (an ``ExecCredential`` is a few KiB); a plugin that
+prints more fails, instead of filling memory."""
+
 _STDERR_LIMIT = 2000
-_STDOUT_PREVIEW = 200
+_PIPE_GRACE = 1.0
+"""Seconds to wait for the pipes to close after the plugin exited: a helper it left running
+in the background may hold them open, and is then killed with the rest of its group."""
 
 
 @dataclass(frozen=True)
 class _ExecResult:
-    token: str | None
-    cert_pair: tuple[bytes, bytes] | None
+    token: str | None = field(repr=False)
+    cert_pair: tuple[bytes, bytes] | None = field(repr=False)
     expires: datetime | None
 
     def fresh(self, now: datetime) -> bool:
         return self.expires is None or now < self.expires - REFRESH_BEFORE_EXPIRY
+
+    def __repr__(self) -> str:
+        # A credential's repr must never show the token or the private key.
+        parts = [
+            "token=<redacted>" if self.token else "token=None",
+            "cert_pair=<redacted>" if self.cert_pair else "cert_pair=None",
+            f"expires={self.expires!r}",
+        ]
+        return f"_ExecResult({', '.join(parts)})"
 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class _PluginOutput(asyncio.SubprocessProtocol):
+    """Collects a plugin's stdout (up to :data:`STDOUT_LIMIT`) and the tail of its stderr."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.stdout = bytearray()
+        self.stdout_overflow = False
+        self.stderr = bytearray()
+        self.exited: asyncio.Future[None] = loop.create_future()
+        """Set when the plugin process has exited."""
+        self.finished: asyncio.Future[None] = loop.create_future()
+        """Set when it has exited *and* both pipes are closed (every writer is gone)."""
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd == 1:
+            room = STDOUT_LIMIT - len(self.stdout)
+            if len(data) > room:
+                self.stdout_overflow = True
+            self.stdout += data[: max(room, 0)]
+        else:
+            self.stderr += data
+            if len(self.stderr) > 4 * _STDERR_LIMIT:
+                del self.stderr[: -2 * _STDERR_LIMIT]
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.finished.done():
+            self.finished.set_result(None)
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL every process in the plugin's process group (it leads its own session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
 class ExecCredentials(Credentials):
     """Credentials from an exec plugin, cached until they expire or are invalidated.
 
-    One plugin run at a time: concurrent callers wait for the run in progress
-    instead of starting their own.
+    Expected flow:
+        The first :meth:`headers` (or :meth:`client_certificate`) runs the plugin and caches
+        its credential; later calls reuse it until it is within
+        :data:`REFRESH_BEFORE_EXPIRY` of its expiry or :meth:`invalidate` is called (after a
+        401). One plugin run at a time: concurrent callers wait for the run in progress
+        instead of starting their own.
+
+    Guarantees:
+        - The plugin runs in its own session and process group, and that whole group is
+          killed when the plugin outlives ``exec.timeout``, when the caller is cancelled
+          (the transport cancels it at the request's deadline) or when the plugin left a
+          helper holding its output pipes. Its pipes are closed and it is reaped; nothing
+          it started keeps a descriptor of this process.
+        - Nothing the plugin prints on stdout is ever copied into an error or a log (it
+          carries the token): errors report its size and where the JSON broke.
+        - After a failure the plugin is not run again for :data:`FAILURE_BACKOFF` seconds
+          (doubling per failure); requests in between fail at once with the last error.
+        - ``repr()`` of the cached credential never shows the token or the private key.
+
+    Caveats:
+        The tail of the plugin's stderr (at most 2,000 characters) is part of its error
+        messages, because that is where plugins explain what is wrong (``login
+        required``); a plugin that prints secrets on stderr leaks them into those errors.
+
+    Errors:
+        :class:`~setpoint.client.config.ConfigError` naming the plugin and the kubeconfig
+        it came from, for a plugin that cannot start, fails, times out or prints something
+        that is not a usable ``ExecCredential``.
     """
 
     def __init__(self, config: ClientConfig, *, clock: Callable[[], datetime] = _utcnow) -> None:
@@ -187,6 +284,9 @@ class ExecCredentials(Credentials):
         self._clock = clock
         self._lock = asyncio.Lock()
         self._current: _ExecResult | None = None
+        self._failures = 0
+        self._last_error: ConfigError | None = None
+        self._retry_at: datetime | None = None
 
     async def headers(self) -> dict[str, str]:
         """Return ``Authorization: Bearer <token>`` if the plugin gave a token, else ``{}``."""
@@ -201,13 +301,42 @@ class ExecCredentials(Credentials):
         """Drop the cached credential; the next call runs the plugin again."""
         self._current = None
 
+    def __repr__(self) -> str:
+        return f"<ExecCredentials {self._describe()}>"
+
     async def _result(self) -> _ExecResult:
         async with self._lock:
             current = self._current
-            if current is None or not current.fresh(self._clock()):
+            if current is not None and current.fresh(self._clock()):
+                return current
+            self._check_backoff()
+            try:
                 current = await self._run()
-                self._current = current
+            except ConfigError as exc:
+                self._failed(exc)
+                raise
+            self._failures, self._last_error, self._retry_at = 0, None, None
+            self._current = current
             return current
+
+    def _check_backoff(self) -> None:
+        if self._retry_at is None or self._last_error is None:
+            return
+        wait = (self._retry_at - self._clock()).total_seconds()
+        if wait > 0:
+            raise ConfigError(
+                f"{self._last_error.reason} (it failed {self._failures} time(s) in a row and "
+                f"is not run again for another {wait:.1f} s)",
+                file=self._last_error.file,
+                field=self._last_error.field,
+            )
+
+    def _failed(self, exc: ConfigError) -> None:
+        self._failures += 1
+        first, cap = FAILURE_BACKOFF
+        delay = min(cap, first * 2 ** (self._failures - 1))
+        self._last_error = exc
+        self._retry_at = self._clock() + timedelta(seconds=delay)
 
     def _describe(self) -> str:
         where = f" (for {self._config.source})" if self._config.source else ""
@@ -238,16 +367,31 @@ class ExecCredentials(Credentials):
         ex = self._exec
         env = dict(os.environ)
         env.update(ex.env)
-        env["KUBERNETES_EXEC_INFO"] = json.dumps(self._exec_info())
-        _log.debug("running exec credential plugin %s", ex.command)
         try:
-            proc = await asyncio.create_subprocess_exec(
+            env["KUBERNETES_EXEC_INFO"] = json.dumps(self._exec_info())
+        except (TypeError, ValueError) as e:
+            # The kubeconfig loader only lets JSON values into the extension; a config built
+            # by hand may not.
+            raise ConfigError(
+                f"{self._describe()}: the cluster's {_EXEC_EXTENSION_NAME} extension cannot be "
+                f"passed to the plugin as JSON ({type(e).__name__}); use strings, numbers, "
+                "booleans, lists and mappings only"
+            ) from None
+        _log.debug("running exec credential plugin %s", ex.command)
+        loop = asyncio.get_running_loop()
+        output = _PluginOutput(loop)
+        try:
+            transport, _ = await loop.subprocess_exec(
+                lambda: output,
                 ex.command,
                 *ex.args,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env=env,
+                # Its own session and process group: on a timeout the plugin *and* whatever
+                # it started are killed together.
+                start_new_session=True,
             )
         except FileNotFoundError:
             raise ConfigError(
@@ -258,50 +402,74 @@ class ExecCredentials(Credentials):
             raise ConfigError(
                 f"{self._describe()} could not be started: {e.strerror or e}{self._hint()}"
             ) from None
+        pid = transport.get_pid()
         try:
+            # shield(): a timeout cancels the waiting task, and that would cancel (and so
+            # complete) the futures it awaits, hiding whether the plugin really finished.
             async with asyncio.timeout(ex.timeout):
-                stdout, stderr = await proc.communicate()
+                await asyncio.shield(output.exited)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(_PIPE_GRACE):
+                        await asyncio.shield(output.finished)
         except TimeoutError:
             raise ConfigError(
-                f"{self._describe()} did not finish within {ex.timeout:g} s and was killed; "
-                "check that it does not wait for input (it runs without a terminal)"
+                f"{self._describe()} did not finish within {ex.timeout:g} s and was killed "
+                "with every process it started; check that it does not wait for input (it "
+                "runs without a terminal)"
             ) from None
         finally:
-            # On timeout or cancellation, do not leave the plugin running; the
-            # event loop's child watcher reaps it.
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-        err_text = _trim(stderr.decode("utf-8", errors="replace"))
-        if proc.returncode != 0:
+            # On a timeout, a cancellation, or pipes still held by a helper the plugin left
+            # behind: kill the whole group, then close the pipes. The loop's child watcher
+            # reaps the plugin; its children are reaped by init once the group is dead.
+            if not output.finished.done():
+                _kill_group(pid)
+            transport.close()
+        returncode = transport.get_returncode()
+        err_text = _trim(output.stderr.decode("utf-8", errors="replace"))
+        if returncode != 0:
             detail = f": {err_text}" if err_text else " (no stderr output)"
             raise ConfigError(
-                f"{self._describe()} exited with code {proc.returncode}{detail}{self._hint()}"
+                f"{self._describe()} exited with code {returncode}{detail}{self._hint()}"
             )
-        return self._parse(stdout, err_text)
+        if output.stdout_overflow:
+            raise self._bad(
+                f"printed more than {STDOUT_LIMIT} bytes on stdout; it must print one "
+                "ExecCredential object (send logs to stderr)",
+                err_text,
+            )
+        return self._parse(bytes(output.stdout), err_text)
+
+    def _bad(self, problem: str, err_text: str) -> ConfigError:
+        extra = f"; its stderr: {err_text}" if err_text else ""
+        return ConfigError(f"{self._describe()} {problem}{extra}")
 
     def _parse(self, stdout: bytes, err_text: str) -> _ExecResult:
         def bad(problem: str) -> ConfigError:
-            extra = f"; its stderr: {err_text}" if err_text else ""
-            return ConfigError(f"{self._describe()} {problem}{extra}")
+            return self._bad(problem, err_text)
 
         try:
             data = json.loads(stdout)
-        except ValueError:
-            preview = stdout.decode("utf-8", errors="replace").strip()[:_STDOUT_PREVIEW]
+        except ValueError as e:
+            # Never quote stdout: it holds the token (a plugin that logs after its JSON
+            # would otherwise put the token into this error, its logs and the probes).
+            where = (
+                f"parsing stopped at line {e.lineno}, column {e.colno}: {e.msg}"
+                if isinstance(e, json.JSONDecodeError)
+                else "it is not UTF-8 text"
+            )
             raise bad(
-                f"printed something that is not JSON: {preview!r}; it must print an "
-                "ExecCredential object on stdout"
+                f"printed {len(stdout)} bytes on stdout that are not one JSON object ({where}); "
+                "it must print only an ExecCredential object on stdout (logs go to stderr)"
             ) from None
         if not isinstance(data, dict):
             raise bad(f"printed JSON {type(data).__name__}, not an ExecCredential object")
         if data.get("kind") != "ExecCredential":
-            raise bad(f"printed kind {data.get('kind')!r}, not 'ExecCredential'")
+            raise bad(f"printed kind {brief(data.get('kind'))}, not 'ExecCredential'")
         if data.get("apiVersion") != self._exec.api_version:
             raise bad(
-                f"answered with apiVersion {data.get('apiVersion')!r}, but the kubeconfig asks "
-                f"for {self._exec.api_version!r} (exec.apiVersion); set exec.apiVersion to the "
-                "version the plugin speaks"
+                f"answered with apiVersion {brief(data.get('apiVersion'))}, but the kubeconfig "
+                f"asks for {self._exec.api_version!r} (exec.apiVersion); set exec.apiVersion to "
+                "the version the plugin speaks"
             )
         status = data.get("status")
         if not isinstance(status, dict):
@@ -310,6 +478,11 @@ class ExecCredentials(Credentials):
         token = status.get("token")
         if token is not None and not isinstance(token, str):
             raise bad(f"returned status.token of type {type(token).__name__}, not a string")
+        if token and not _is_header_token(token):
+            raise bad(
+                "returned a status.token with spaces, control or non-ASCII characters, which "
+                "cannot be sent in an Authorization header"
+            )
         cert, key = status.get("clientCertificateData"), status.get("clientKeyData")
         if (cert is None) != (key is None):
             raise bad("returned only one of status.clientCertificateData and clientKeyData")
@@ -336,8 +509,8 @@ class ExecCredentials(Credentials):
                 expires = None
             if expires is None or expires.tzinfo is None:
                 raise bad(
-                    f"returned status.expirationTimestamp {raw_exp!r}, which is not an RFC 3339 "
-                    "time with a zone (e.g. 2030-01-01T00:00:00Z)"
+                    f"returned status.expirationTimestamp {brief(raw_exp)}, which is not an "
+                    "RFC 3339 time with a zone (e.g. 2030-01-01T00:00:00Z)"
                 )
         return _ExecResult(token=token or None, cert_pair=pair, expires=expires)
 

@@ -21,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import ipaddress
 import logging
+import os
 import random
 import ssl
 import time
@@ -134,15 +136,79 @@ class _TokenBucket:
 def _proxy_from_environment(server: str) -> str | None:
     """The proxy ``HTTPS_PROXY``/``HTTP_PROXY`` name for ``server``, unless ``NO_PROXY`` exempts it.
 
-    Read once per transport, the same rules as client-go's ``http.ProxyFromEnvironment``
-    (the kubeconfig's ``proxy-url`` wins over it).
+    Read once per transport, with the rules of client-go's ``http.ProxyFromEnvironment``
+    (the kubeconfig's ``proxy-url`` wins over it); see :func:`_bypasses_proxy`.
     """
     parts = urlsplit(server)
     proxies = urllib.request.getproxies_environment()
-    host = parts.hostname or ""
-    if not proxies or urllib.request.proxy_bypass(host):
+    proxy = proxies.get(parts.scheme)
+    if not proxy:
         return None
-    return proxies.get(parts.scheme) or None
+    no_proxy = os.environ.get("NO_PROXY") or os.environ.get("no_proxy") or ""
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        port = 0
+    if _bypasses_proxy(parts.hostname or "", port, no_proxy):
+        return None
+    return proxy
+
+
+def _bypasses_proxy(host: str, port: int, no_proxy: str) -> bool:
+    """Whether ``host:port`` goes direct, by Go's ``httpproxy`` rules (client-go's).
+
+    ``localhost`` and loopback addresses never use a proxy. ``NO_PROXY`` is a comma-separated
+    list of: ``*`` (nothing is proxied); IP addresses; CIDR ranges (``10.0.0.0/8``, which
+    Python's ``urllib`` ignores); domain names, matching the name and its subdomains
+    (``example.com``), or only subdomains with a leading ``.`` or ``*.``; each optionally
+    with ``:port``.
+    """
+    host = host.lower().strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if address is not None and address.is_loopback:
+        return True
+    for raw in no_proxy.lower().split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        if entry == "*":
+            return True
+        if "/" in entry:
+            try:
+                network = ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                continue
+            if address is not None and address in network:
+                return True
+            continue
+        entry_host, entry_port = entry, 0
+        head, sep, tail = entry.rpartition(":")
+        if sep and tail.isdigit() and (not head.count(":") or head.endswith("]")):
+            entry_host, entry_port = head, int(tail)
+        entry_host = entry_host.strip("[]")
+        if entry_port and entry_port != port:
+            continue
+        try:
+            entry_address = ipaddress.ip_address(entry_host)
+        except ValueError:
+            entry_address = None
+        if entry_address is not None:
+            if address is not None and address == entry_address:
+                return True
+            continue
+        if entry_host.startswith("*."):
+            entry_host = entry_host[1:]
+        if entry_host.startswith("."):
+            if host.endswith(entry_host):
+                return True
+        elif host == entry_host or host.endswith("." + entry_host):
+            return True
+    return False
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
@@ -280,6 +346,29 @@ class Transport:
             headers.update(extra)
         return headers
 
+    async def _prepare(
+        self, method: str, url: str, accept: str, remaining: float, limit: float
+    ) -> tuple[aiohttp.ClientSession, CIMultiDict[str]]:
+        """The session and the headers of one attempt, within the request's ``remaining`` time.
+
+        Getting them may run an exec credential plugin; when the deadline passes first, the
+        plugin run is cancelled (which kills it) and the request fails with
+        :class:`RequestTimeout`.
+        """
+        try:
+            async with asyncio.timeout(remaining):
+                session = await self._ensure_session()
+                headers = await self._headers({"Accept": accept})
+        except TimeoutError:
+            raise RequestTimeout(
+                f"{method} {url} did not complete within {limit:.1f}s: the credentials were "
+                "not ready in time (a slow exec credential plugin? raise request_timeout or "
+                "make the plugin answer faster)",
+                url=url,
+                timeout=limit,
+            ) from None
+        return session, headers
+
     def _request_kwargs(self) -> dict[str, Any]:
         # Per-request settings that an SSLContext cannot carry.
         kwargs: dict[str, Any] = {}
@@ -321,12 +410,17 @@ class Transport:
                 raise RequestTimeout(
                     f"{method} {url} did not complete within {limit:.1f}s", url=url, timeout=limit
                 )
-            session = await self._ensure_session()
-            headers = await self._headers({"Accept": accept})
+            # Credentials count against the deadline: an exec plugin may take seconds.
+            session, headers = await self._prepare(method, url, accept, remaining, limit)
             if data is not None:
                 headers["Content-Type"] = content_type
             if self._limiter is not None:
                 await self._limiter.acquire()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RequestTimeout(
+                    f"{method} {url} did not complete within {limit:.1f}s", url=url, timeout=limit
+                )
             try:
                 async with session.request(
                     method,

@@ -29,11 +29,15 @@ from setpoint.client.config import (
     ExecConfig,
 )
 from setpoint.client.credentials import (
+    FAILURE_BACKOFF,
     REFRESH_BEFORE_EXPIRY,
+    STDOUT_LIMIT,
     Credentials,
     ExecCredentials,
     credentials_for,
 )
+from setpoint.client.errors import RequestTimeout
+from setpoint.client.transport import Transport, TransportOptions
 
 SERVER = "https://127.0.0.1:6443"
 
@@ -48,6 +52,15 @@ if "record_pid" in spec:
 if "record_info" in spec:
     with open(spec["record_info"], "w") as f:
         f.write(os.environ.get("KUBERNETES_EXEC_INFO", ""))
+if "spawn" in spec:
+    # A helper that inherits stdout and stderr and outlives the plugin unless killed.
+    import subprocess
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    with open(spec["spawn"], "w") as f:
+        f.write(str(child.pid))
+if spec.get("big_stdout"):
+    sys.stdout.write("x" * spec["big_stdout"])
+    sys.stdout.flush()
 if spec.get("sleep"):
     time.sleep(spec["sleep"])
 if spec.get("stderr"):
@@ -392,8 +405,10 @@ async def test_exec_plugin_long_stderr_is_trimmed(plugin: Plugin) -> None:
 async def test_exec_plugin_prints_garbage(plugin: Plugin) -> None:
     plugin.behave(stdout="<html>Sign in</html>", stderr="warning: cache stale")
     msg = await exec_error(plugin.credentials())
-    assert "not JSON" in msg
-    assert "<html>Sign in</html>" in msg
+    assert "not one JSON object" in msg
+    assert "printed 20 bytes" in msg
+    assert "line 1, column 1" in msg
+    assert "Sign in" not in msg  # stdout is never quoted: it may hold the token
     assert "warning: cache stale" in msg
 
 
@@ -478,8 +493,154 @@ async def test_exec_plugin_killed_when_caller_is_cancelled(plugin: Plugin, tmp_p
 
 
 async def test_exec_failure_is_not_cached(plugin: Plugin) -> None:
+    """A failed run is retried once its backoff has passed, and a success is used at once."""
+    now = [datetime(2030, 1, 1, tzinfo=UTC)]
     plugin.behave(exit=1, stderr="down", stdout="")
-    creds = plugin.credentials()
+    creds = ExecCredentials(
+        ClientConfig(server=SERVER, exec=plugin.exec_config()), clock=lambda: now[0]
+    )
     await exec_error(creds)
     plugin.behave(status={"token": "back"})
+    now[0] += timedelta(seconds=FAILURE_BACKOFF[0])
     assert await creds.headers() == {"Authorization": "Bearer back"}
+
+
+# --- exec plugins: hostile and broken plugins (issue 18, items 1, 3, 4, 12) -------------------
+
+
+async def test_exec_plugin_output_after_the_json_is_never_echoed(plugin: Plugin) -> None:
+    """A plugin that logs after its JSON: the error names the size and the place, not the token."""
+    credential = {
+        "apiVersion": EXEC_API_V1,
+        "kind": "ExecCredential",
+        "status": {"token": "SECRET-TOKEN-0123456789"},
+    }
+    plugin.behave(stdout=json.dumps(credential) + "\nINFO refreshed the session\n")
+    msg = await exec_error(plugin.credentials())
+    assert "SECRET-TOKEN" not in msg
+    assert "refreshed" not in msg
+    assert "bytes on stdout that are not one JSON object" in msg
+    assert "line 2, column 1: Extra data" in msg
+
+
+async def test_exec_plugin_huge_stdout_is_refused_not_buffered(plugin: Plugin) -> None:
+    """More than STDOUT_LIMIT bytes on stdout fails the run instead of filling memory."""
+    plugin.behave(big_stdout=STDOUT_LIMIT + 10, stdout="")
+    msg = await exec_error(plugin.credentials())
+    assert f"printed more than {STDOUT_LIMIT} bytes on stdout" in msg
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def test_exec_plugin_timeout_kills_its_helpers_and_leaks_no_descriptors(
+    plugin: Plugin, tmp_path: Path
+) -> None:
+    """A plugin whose helper holds the pipes: each timeout kills the whole group, fds return."""
+    now = [datetime(2030, 1, 1, tzinfo=UTC)]
+    creds = ExecCredentials(
+        ClientConfig(server=SERVER, exec=plugin.exec_config(timeout=0.5)), clock=lambda: now[0]
+    )
+    baseline = open_fds()
+    helpers: list[int] = []
+    for i in range(3):
+        spawn = tmp_path / f"helper-{i}"
+        plugin.behave(sleep=60, spawn=str(spawn))
+        msg = await exec_error(creds)
+        assert "did not finish within 0.5 s" in msg
+        helpers.append(int(spawn.read_text()))
+        now[0] += timedelta(seconds=FAILURE_BACKOFF[1])  # past the backoff
+    for pid in helpers:
+        assert await eventually(gone(pid)), f"helper {pid} of a timed-out plugin survived"
+    assert await eventually(lambda: open_fds() <= baseline), (baseline, open_fds())
+
+
+async def test_exec_plugin_helper_left_running_does_not_block_a_good_answer(
+    plugin: Plugin, tmp_path: Path
+) -> None:
+    """The plugin answers and exits, but a helper keeps stdout open: the answer is used."""
+    spawn = tmp_path / "helper"
+    plugin.behave(status={"token": "ok"}, spawn=str(spawn))
+    started = time.monotonic()
+    assert await plugin.credentials(timeout=30).headers() == {"Authorization": "Bearer ok"}
+    assert time.monotonic() - started < 15
+    assert await eventually(gone(int(spawn.read_text())))
+
+
+async def test_exec_plugin_failure_backs_off(plugin: Plugin) -> None:
+    """A failing plugin is not rerun for every request; the backoff doubles, then it reruns."""
+    now = [datetime(2030, 1, 1, tzinfo=UTC)]
+    plugin.behave(exit=2, stderr="login required", stdout="")
+    creds = ExecCredentials(
+        ClientConfig(server=SERVER, exec=plugin.exec_config()), clock=lambda: now[0]
+    )
+    first = await exec_error(creds)
+    assert "login required" in first
+    for _ in range(5):
+        msg = await exec_error(creds)
+        assert "login required" in msg
+        assert "is not run again for another" in msg
+    assert plugin.runs == 1
+    now[0] += timedelta(seconds=FAILURE_BACKOFF[0])
+    await exec_error(creds)
+    assert plugin.runs == 2
+    now[0] += timedelta(seconds=FAILURE_BACKOFF[0])  # the second backoff is twice as long
+    await exec_error(creds)
+    assert plugin.runs == 2
+    now[0] += timedelta(seconds=FAILURE_BACKOFF[0])
+    plugin.behave(status={"token": "fixed"})
+    assert await creds.headers() == {"Authorization": "Bearer fixed"}
+    assert plugin.runs == 3
+
+
+async def test_slow_exec_plugin_is_bounded_by_request_timeout(plugin: Plugin) -> None:
+    """With request_timeout=1 a 3 s plugin fails the request after about 1 s, not 3 s."""
+    plugin.behave(sleep=3, status={"token": "late"})
+    transport = Transport(
+        ClientConfig(server="https://127.0.0.1:1", exec=plugin.exec_config()),
+        TransportOptions(request_timeout=1.0, connect_timeout=0.5),
+    )
+    started = time.monotonic()
+    try:
+        with pytest.raises(RequestTimeout) as info:
+            await transport.request("GET", "/version")
+    finally:
+        await transport.close()
+    assert time.monotonic() - started < 2.5
+    assert "credentials were not ready in time" in str(info.value)
+
+
+async def test_credential_reprs_hide_secrets(plugin: Plugin) -> None:
+    """repr() of configs and cached plugin results shows no token, key, password or env value."""
+    config = ClientConfig(
+        server=SERVER,
+        token="TOKEN-abcdef",
+        proxy_url="http://proxyuser:PROXY-PASS@proxy.example:3128",
+        source="test",
+    )
+    text = repr(config)
+    assert "TOKEN-abcdef" not in text
+    assert "PROXY-PASS" not in text
+    assert "proxyuser" in text  # the user is not a secret
+    exec_config = plugin.exec_config(env=(("API_KEY", "ENV-SECRET"),))
+    text = repr(ClientConfig(server=SERVER, exec=exec_config))
+    assert "ENV-SECRET" not in text
+    assert "API_KEY" in text
+    plugin.behave(status={"token": "PLUGIN-TOKEN-1"})
+    creds = plugin.credentials()
+    await creds.headers()
+    assert isinstance(creds, ExecCredentials)
+    assert "PLUGIN-TOKEN-1" not in repr(creds._current)
+    assert "PLUGIN-TOKEN-1" not in repr(creds)
+
+
+@pytest.mark.parametrize("token", ["two\nlines", "tok en", "caf\u00e9"])
+async def test_tokens_that_cannot_be_a_header_are_refused(plugin: Plugin, token: str) -> None:
+    """A token with a newline, space or non-ASCII fails at load, never on every request."""
+    with pytest.raises(ConfigError, match="cannot be sent"):
+        ClientConfig(server=SERVER, token=token)
+    plugin.behave(status={"token": token})
+    msg = await exec_error(plugin.credentials())
+    assert "cannot be sent in an Authorization header" in msg
+    assert token not in msg
