@@ -31,6 +31,7 @@ from setpoint.client.errors import (
     Forbidden,
     Gone,
     Invalid,
+    MalformedResponse,
     NotFound,
     RequestTimeout,
     ServiceUnavailable,
@@ -38,7 +39,12 @@ from setpoint.client.errors import (
     Unauthorized,
     UnknownKind,
 )
-from setpoint.client.kubeconfig import load_config, load_kubeconfig
+from setpoint.client.kubeconfig import (
+    kubeconfig_from_secret,
+    load_config,
+    load_kubeconfig,
+    load_kubeconfig_data,
+)
 from setpoint.client.patch import ApplyPatch, JsonPatch, MergePatch, Patch, StrategicMergePatch
 from setpoint.client.protocols import Reader, ReadWriter, StatusWriter, Writer
 from setpoint.client.transport import TransportOptions
@@ -62,6 +68,7 @@ __all__ = [
     "Invalid",
     "JsonPatch",
     "KindLike",
+    "MalformedResponse",
     "MergePatch",
     "NotFound",
     "ObjectList",
@@ -82,7 +89,9 @@ __all__ = [
     "Watch",
     "WatchEvent",
     "Writer",
+    "kubeconfig_from_secret",
     "load_config",
     "load_incluster_config",
     "load_kubeconfig",
+    "load_kubeconfig_data",
 ]

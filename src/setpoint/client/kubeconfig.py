@@ -16,6 +16,21 @@ The rules are kubectl's (``clientcmd``'s loading rules):
 
 Only the chosen context's cluster and user are validated field by field; other
 entries need only be well-formed lists of named mappings.
+
+Untrusted kubeconfigs. A kubeconfig is code execution (``exec`` plugins run a command) and
+a local-file read (``tokenFile``, certificate and key paths: a path such as the pod's own
+service-account token would hand this process's identity to whoever wrote the file).
+:func:`load_kubeconfig_data` therefore loads in *restricted* mode by default: no ``exec``,
+no file references, inline ``*-data``, ``token`` and plain settings only; so does
+:func:`kubeconfig_from_secret`, for kubeconfigs kept in the cluster (multi-cluster
+operators). The operator's own configuration (:func:`load_kubeconfig`, :func:`load_config`)
+is trusted, as with kubectl.
+
+Hostile input never hangs or crashes the loader: YAML aliases that expand to a huge or
+self-referential document, deep nesting, values of the wrong type and non-JSON YAML types
+(``!!binary``, ``!!set``) end in a :class:`~setpoint.client.config.ConfigError` naming the
+field. Messages name the types of wrong values, never the values (a misplaced token must not
+be echoed). Dates are read as strings, as client-go reads them.
 """
 
 from __future__ import annotations
@@ -27,8 +42,9 @@ import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from setpoint.api.redaction import brief
 from setpoint.client.config import (
     _EXEC_API_VERSIONS,
     EXEC_API_V1,
@@ -41,11 +57,31 @@ from setpoint.client.config import (
 )
 from setpoint.tls.pem import load_ca, load_cert_chain, os_reason, ssl_reason
 
-__all__ = ["load_config", "load_kubeconfig"]
+if TYPE_CHECKING:
+    from setpoint.client.protocols import Reader
+
+__all__ = [
+    "MAX_KUBECONFIG_DEPTH",
+    "MAX_KUBECONFIG_VALUES",
+    "kubeconfig_from_secret",
+    "load_config",
+    "load_kubeconfig",
+    "load_kubeconfig_data",
+]
 
 _log = logging.getLogger("setpoint.client.config")
 
 _EXEC_EXTENSION = "client.authentication.k8s.io/exec"
+
+MAX_KUBECONFIG_VALUES = 200_000
+"""Most values (mappings, lists and scalars, counted as if YAML aliases were expanded) a
+kubeconfig may hold. A kubeconfig with a thousand contexts holds a few tens of thousands; a
+"billion laughs" document of nested aliases stops here instead of eating CPU and memory."""
+
+MAX_KUBECONFIG_DEPTH = 64
+"""Deepest nesting of mappings and lists accepted (a self-referential alias stops here too)."""
+
+_FILE_FIELDS = ("certificate-authority", "client-certificate", "client-key", "tokenFile")
 
 
 @dataclass(frozen=True)
@@ -56,11 +92,24 @@ class _Origin:
     why: str
 
 
-class _Node:
-    """A mapping from one kubeconfig file, with its field path for error messages."""
+@dataclass(frozen=True)
+class _Source:
+    """Where a kubeconfig document came from and how far it is trusted."""
 
-    def __init__(self, file: Path, path: str, value: dict[str, Any]) -> None:
-        self.file = file
+    label: str
+    """The file path, or a description (``Secret ns/name, key value``), for messages."""
+    base_dir: Path
+    """Relative file references resolve against this directory."""
+    restricted: bool
+    """No exec plugins and no file references (see the module docstring)."""
+
+
+class _Node:
+    """A mapping from one kubeconfig, with its field path for error messages."""
+
+    def __init__(self, source: _Source, path: str, value: dict[str, Any]) -> None:
+        self.source = source
+        self.file = source.label
         self.path = path
         self.value = value
 
@@ -70,7 +119,7 @@ class _Node:
     def fail(self, key: str | None, message: str) -> NoReturn:
         # "from None": a wrapped yaml/base64/OS error must not show up as a chained traceback.
         raise ConfigError(
-            message, file=str(self.file), field=self.sub(key) if key else self.path
+            message, file=self.file, field=self.sub(key) if key else self.path
         ) from None
 
     def text(self, key: str, *, required: bool = False) -> str | None:
@@ -80,7 +129,8 @@ class _Node:
                 self.fail(key, "is missing or empty")
             return None
         if not isinstance(value, str):
-            self.fail(key, f"must be a string, got {_kind(value)} {value!r}")
+            # The type only: the value may be a token or key data pasted in the wrong place.
+            self.fail(key, f"must be a string, got {_kind(value)}")
         return value
 
     def flag(self, key: str) -> bool:
@@ -88,7 +138,7 @@ class _Node:
         if value is None:
             return False
         if not isinstance(value, bool):
-            self.fail(key, f"must be true or false, got {_kind(value)} {value!r}")
+            self.fail(key, f"must be true or false, got {_kind(value)}")
         return value
 
     def texts(self, key: str) -> tuple[str, ...]:
@@ -99,7 +149,7 @@ class _Node:
             self.fail(key, f"must be a list of strings, got {_kind(value)}")
         for i, item in enumerate(value):
             if not isinstance(item, str):
-                self.fail(f"{key}[{i}]", f"must be a string, got {_kind(item)} {item!r}")
+                self.fail(f"{key}[{i}]", f"must be a string, got {_kind(item)}")
         return tuple(value)
 
     def child(self, key: str) -> _Node | None:
@@ -108,9 +158,9 @@ class _Node:
             return None
         if not isinstance(value, dict):
             self.fail(key, f"must be a mapping, got {_kind(value)}")
-        return _Node(self.file, self.sub(key), value)
+        return _Node(self.source, self.sub(key), value)
 
-    def file_or_data(self, key: str, *, base_dir: Path) -> tuple[bytes, str] | None:
+    def file_or_data(self, key: str) -> tuple[bytes, str] | None:
         """Read ``<key>-data`` (base64) or else the file ``<key>``; return bytes and field path."""
         data_key = f"{key}-data"
         data = self.text(data_key)
@@ -127,7 +177,18 @@ class _Node:
         name = self.text(key)
         if name is None:
             return None
-        return _read_ref(self, key, _resolve(base_dir, name)), self.sub(key)
+        self.refuse_file_reference(key)
+        return _read_ref(self, key, _resolve(self.source.base_dir, name)), self.sub(key)
+
+    def refuse_file_reference(self, key: str) -> None:
+        if self.source.restricted:
+            inline = "token" if key == "tokenFile" else f"{key}-data"
+            self.fail(
+                key,
+                "is a file reference, which a restricted kubeconfig may not use (it comes "
+                "from outside this operator's own configuration, and would read a local "
+                f"file); put the content inline as {inline}",
+            )
 
 
 def load_kubeconfig(
@@ -150,6 +211,81 @@ def load_kubeconfig(
     """
     files = [_read_file(origin) for origin in _existing(_candidates(path))]
     return _resolve_config(files, context)
+
+
+def load_kubeconfig_data(
+    data: str | bytes,
+    *,
+    context: str | None = None,
+    source: str = "kubeconfig data",
+    restricted: bool = True,
+) -> ClientConfig:
+    """Load a :class:`~setpoint.client.config.ClientConfig` from kubeconfig content in memory.
+
+    For kubeconfigs that do not come from this operator's own configuration (a Secret, a
+    custom resource, an upload), so ``restricted`` is on by default: ``exec`` plugins and
+    file references (``tokenFile``, ``certificate-authority``, ``client-certificate``,
+    ``client-key``) are refused with a :class:`~setpoint.client.config.ConfigError`, and
+    only inline data is used. Turn it off only for content as trusted as a file in
+    ``$KUBECONFIG``; relative paths then resolve against the current directory.
+
+    ``source`` names the content in error messages (``Secret tenants/prod-kubeconfig``).
+
+    Raises:
+        ConfigError: naming ``source``, the field path and what to do.
+
+    """
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError("is not UTF-8 text; a kubeconfig is YAML", file=source) from None
+    else:
+        text = data
+    origin = _Source(source, Path.cwd(), restricted)
+    return _resolve_config([_parse(text, origin)], context)
+
+
+async def kubeconfig_from_secret(
+    reader: Reader,
+    name: str,
+    *,
+    namespace: str,
+    key: str = "value",
+    context: str | None = None,
+    restricted: bool = True,
+) -> ClientConfig:
+    """Load the kubeconfig stored under ``key`` of Secret ``namespace/name``, restricted.
+
+    The default key ``value`` is Cluster API's (``<cluster>-kubeconfig`` Secrets). Anyone who
+    can write that Secret chooses what this process connects to and how it authenticates,
+    so the kubeconfig is loaded in restricted mode (see :func:`load_kubeconfig_data`) unless
+    ``restricted=False`` is passed deliberately.
+
+    Raises:
+        ConfigError: the Secret has no such key, it is not base64, or the kubeconfig is not
+            usable (naming the Secret, the key and the field).
+        NotFound: the Secret does not exist (from ``reader.get``).
+
+    """
+    from setpoint.api.kinds import Secret
+
+    where = f"Secret {namespace}/{name}, key {key}"
+    secret = await reader.get(Secret, name, namespace=namespace)
+    data = secret.get("data") if isinstance(secret, dict) else None
+    encoded = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(encoded, str):
+        keys = sorted(data) if isinstance(data, dict) else []
+        raise ConfigError(
+            f"the Secret has no data key {key!r} (it has: {', '.join(keys) or 'none'}); "
+            "pass key=... naming the key that holds the kubeconfig",
+            file=where,
+        )
+    try:
+        content = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise ConfigError("is not valid base64", file=where) from None
+    return load_kubeconfig_data(content, context=context, source=where, restricted=restricted)
 
 
 def load_config(*, context: str | None = None) -> ClientConfig:
@@ -231,7 +367,7 @@ def _existing(origins: list[_Origin]) -> list[_Origin]:
 class _File:
     """One parsed kubeconfig file, its named entries checked for shape."""
 
-    path: Path
+    label: str
     current_context: str | None
     clusters: dict[str, _Node]
     contexts: dict[str, _Node]
@@ -246,35 +382,125 @@ def _read_file(origin: _Origin) -> _File:
         raise ConfigError(
             f"kubeconfig file {path} ({origin.why}) cannot be read: {os_reason(e)}"
         ) from None
-    # Imported here: YAML parsing costs ~20 ms of import time that an in-cluster operator
-    # never needs.
+    return _parse(text, _Source(str(path), path.parent, restricted=False))
+
+
+_loader_class: Any = None
+
+
+def _yaml_loader() -> Any:
+    """The safe YAML loader, without timestamp resolution.
+
+    client-go reads dates as strings: a date in an exec extension must reach the plugin as
+    the text it was, not as a value JSON cannot encode.
+    """
+    global _loader_class  # noqa: PLW0603 - built once, on first use
+    if _loader_class is None:
+        # Imported here: YAML parsing costs ~20 ms of import time that an in-cluster
+        # operator never needs.
+        import yaml
+
+        base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        resolvers = {
+            first: [(tag, rx) for tag, rx in entries if tag != "tag:yaml.org,2002:timestamp"]
+            for first, entries in base.yaml_implicit_resolvers.items()
+        }
+        loader: Any = type("KubeconfigLoader", (base,), {"yaml_implicit_resolvers": resolvers})
+        # An explicit !!timestamp stays text as well (PyYAML's own constructor also fails
+        # with an AttributeError on a value that only looks like a date).
+        loader.add_constructor("tag:yaml.org,2002:timestamp", base.construct_yaml_str)
+        _loader_class = loader
+    return _loader_class
+
+
+def _parse(text: str, source: _Source) -> _File:
     import yaml
 
-    loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        doc = yaml.load(text, Loader=loader)
+        doc = yaml.load(text, Loader=_yaml_loader())  # a SafeLoader subclass
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e)
+        problem = getattr(e, "problem", None) or type(e).__name__
         raise ConfigError(
-            f"not valid YAML at {where}{problem}; fix the syntax there", file=str(path)
+            f"not valid YAML at {where}{str(problem)[:200]}; fix the syntax there",
+            file=source.label,
+        ) from None
+    except RecursionError:
+        raise ConfigError("is nested too deeply to be a kubeconfig", file=source.label) from None
+    except Exception as e:  # PyYAML's constructors raise ValueError, AttributeError &c.
+        # An explicit tag with a value it cannot take (``!!int x``, ``!!float ?``).
+        raise ConfigError(
+            f"holds a YAML value that cannot be read ({type(e).__name__}: an explicit tag "
+            "such as !!int or !!float with a value it cannot take?)",
+            file=source.label,
         ) from None
     if doc is None:  # an empty file is an empty config, as for kubectl
         doc = {}
     if not isinstance(doc, dict):
         raise ConfigError(
             f"the top level must be a mapping with clusters, contexts and users, got {_kind(doc)}",
-            file=str(path),
+            file=source.label,
         )
-    root = _Node(path, "", doc)
+    _check_document(doc, source.label)
+    root = _Node(source, "", doc)
     return _File(
-        path=path,
+        label=source.label,
         current_context=root.text("current-context"),
         clusters=_named(root, "clusters", "cluster"),
         contexts=_named(root, "contexts", "context"),
         users=_named(root, "users", "user"),
     )
+
+
+def _check_document(doc: dict[str, Any], label: str) -> None:
+    """Refuse documents too big (aliases expanded), too deep, or holding non-JSON values.
+
+    Iterative and bounded by :data:`MAX_KUBECONFIG_VALUES`: a self-referential alias or a
+    "billion laughs" document stops at the limit instead of recursing or expanding.
+    """
+    count = 0
+    stack: list[tuple[Any, int, str]] = [(doc, 0, "")]
+    while stack:
+        value, depth, path = stack.pop()
+        count += 1
+        if count > MAX_KUBECONFIG_VALUES:
+            raise ConfigError(
+                f"holds more than {MAX_KUBECONFIG_VALUES} values when its YAML aliases are "
+                "expanded; a kubeconfig never needs that many (aliases nested to blow up?)",
+                file=label,
+            )
+        if depth > MAX_KUBECONFIG_DEPTH:
+            raise ConfigError(
+                f"is nested more than {MAX_KUBECONFIG_DEPTH} levels deep (a self-referential "
+                "YAML alias?)",
+                file=label,
+                field=path or None,
+            )
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, (str, int, float, bool)) and key is not None:
+                    raise ConfigError(
+                        f"has a mapping key of type {type(key).__name__}; keys are strings",
+                        file=label,
+                        field=path or None,
+                    )
+                stack.append((item, depth + 1, f"{path}.{key}" if path else str(key)))
+        elif isinstance(value, list):
+            stack.extend((item, depth + 1, f"{path}[{i}]") for i, item in enumerate(value))
+        elif isinstance(value, int) and not isinstance(value, bool):
+            if not -(2**63) <= value < 2**63:
+                raise ConfigError(
+                    "holds an integer outside the 64-bit range", file=label, field=path or None
+                )
+        elif not isinstance(value, (str, float, bool)) and value is not None:
+            raise ConfigError(
+                f"holds a YAML value of type {type(value).__name__} (an explicit tag such as "
+                "!!binary, !!set or !!timestamp?); kubeconfig values are strings, numbers, "
+                "booleans, lists and mappings",
+                file=label,
+                field=path or None,
+            )
 
 
 def _named(root: _Node, list_key: str, inner_key: str) -> dict[str, _Node]:
@@ -293,12 +519,12 @@ def _named(root: _Node, list_key: str, inner_key: str) -> dict[str, _Node]:
             root.fail(at, f"must be a mapping with name and {inner_key}, got {_kind(item)}")
         name = item.get("name")
         if not isinstance(name, str) or not name:
-            root.fail(f"{at}.name", f"must be a non-empty string, got {name!r}")
+            root.fail(f"{at}.name", f"must be a non-empty string, got {_kind(name)}")
         if name in out:
             # client-go refuses duplicate names within one file as well.
             root.fail(f"{list_key}[name={name}]", "appears more than once; names must be unique")
-        entry = _Node(root.file, f"{list_key}[name={name}]", item)
-        out[name] = entry.child(inner_key) or _Node(root.file, entry.sub(inner_key), {})
+        entry = _Node(root.source, f"{list_key}[name={name}]", item)
+        out[name] = entry.child(inner_key) or _Node(root.source, entry.sub(inner_key), {})
     return out
 
 
@@ -306,21 +532,21 @@ def _resolve_config(files: list[_File], context: str | None) -> ClientConfig:
     clusters: dict[str, _Node] = {}
     contexts: dict[str, _Node] = {}
     users: dict[str, _Node] = {}
-    current: tuple[str, Path] | None = None
+    current: tuple[str, str] | None = None
     for f in files:
         for merged, mine in ((clusters, f.clusters), (contexts, f.contexts), (users, f.users)):
             for name, node in mine.items():
                 merged.setdefault(name, node)
         if current is None and f.current_context:
-            current = (f.current_context, f.path)
-    where = ", ".join(str(f.path) for f in files)
+            current = (f.current_context, f.label)
+    where = ", ".join(f.label for f in files)
 
     if context is not None:
         ctx_name, asked_by = context, f"context {context!r} (the context argument)"
         asked_file, asked_field = where, None
     elif current is not None:
         ctx_name, asked_by = current[0], f"current-context {current[0]!r}"
-        asked_file, asked_field = str(current[1]), "current-context"
+        asked_file, asked_field = current[1], "current-context"
     else:
         raise ConfigError(
             f"no current-context is set and no context was given; pass context=... or run "
@@ -361,11 +587,10 @@ def _resolve_config(files: list[_File], context: str | None) -> ClientConfig:
         return ClientConfig(namespace=namespace, source=source, **kwargs)
     except ConfigError as e:
         # Rules that span fields (e.g. insecure-skip-tls-verify with a CA, token with exec).
-        raise ConfigError(e.reason, file=str(ctx.file), field=ctx.path) from None
+        raise ConfigError(e.reason, file=ctx.file, field=ctx.path) from None
 
 
 def _cluster_settings(cluster: _Node) -> dict[str, Any]:
-    base_dir = cluster.file.parent
     server = cluster.text("server")
     if server is None:
         cluster.fail("server", "is missing; set it to the API server URL, e.g. https://host:6443")
@@ -381,8 +606,8 @@ def _cluster_settings(cluster: _Node) -> dict[str, Any]:
     }
     proxy = out["proxy_url"]
     if proxy is not None and not proxy.startswith(("http://", "https://", "socks5://")):
-        cluster.fail("proxy-url", f"{proxy!r} must start with http://, https:// or socks5://")
-    ca = cluster.file_or_data("certificate-authority", base_dir=base_dir)
+        cluster.fail("proxy-url", "must start with http://, https:// or socks5://")
+    ca = cluster.file_or_data("certificate-authority")
     if ca is not None:
         data, field_path = ca
         try:
@@ -390,7 +615,7 @@ def _cluster_settings(cluster: _Node) -> dict[str, Any]:
         except (ssl.SSLError, ValueError) as e:
             raise ConfigError(
                 f"is not a usable PEM certificate bundle ({ssl_reason(e)})",
-                file=str(cluster.file),
+                file=cluster.file,
                 field=field_path,
             ) from None
         out["ca_data"] = data
@@ -408,12 +633,12 @@ def _exec_extension(cluster: _Node) -> Any:
         if not isinstance(item, dict):
             cluster.fail(f"extensions[{i}]", f"must be a mapping, got {_kind(item)}")
         if item.get("name") == _EXEC_EXTENSION:
+            # Already checked to be JSON values (_check_document), so it reaches the plugin.
             return item.get("extension")
     return None
 
 
 def _user_settings(user: _Node, cluster: _Node) -> dict[str, Any]:
-    base_dir = user.file.parent
     out: dict[str, Any] = {}
     if user.value.get("auth-provider") is not None:
         provider = user.child("auth-provider")
@@ -437,8 +662,8 @@ def _user_settings(user: _Node, cluster: _Node) -> dict[str, Any]:
                 field_name, "is not supported by setpoint yet; remove it or impersonate without it"
             )
 
-    cert = user.file_or_data("client-certificate", base_dir=base_dir)
-    key = user.file_or_data("client-key", base_dir=base_dir)
+    cert = user.file_or_data("client-certificate")
+    key = user.file_or_data("client-key")
     if (cert is None) != (key is None):
         missing = "client-key" if cert is not None else "client-certificate"
         user.fail(
@@ -452,7 +677,7 @@ def _user_settings(user: _Node, cluster: _Node) -> dict[str, Any]:
                 f"the client certificate and key ({cert[1]}, {key[1]}) cannot be used "
                 f"({ssl_reason(e)}); check that they are PEM, match each other and the key "
                 "is unencrypted",
-                file=str(user.file),
+                file=user.file,
                 field=user.path,
             ) from None
         out["client_cert_data"], out["client_key_data"] = cert[0], key[0]
@@ -462,7 +687,8 @@ def _user_settings(user: _Node, cluster: _Node) -> dict[str, Any]:
         out["token"] = token
     token_file = user.text("tokenFile")
     if token_file is not None:
-        resolved = _resolve(base_dir, token_file)
+        user.refuse_file_reference("tokenFile")
+        resolved = _resolve(user.source.base_dir, token_file)
         if not _read_ref(user, "tokenFile", resolved).strip():
             user.fail("tokenFile", f"{resolved} is empty; it must hold a bearer token")
         out["token_file"] = str(resolved)
@@ -476,6 +702,13 @@ def _user_settings(user: _Node, cluster: _Node) -> dict[str, Any]:
 
     exec_node = user.child("exec")
     if exec_node is not None:
+        if user.source.restricted:
+            user.fail(
+                "exec",
+                "runs a credential plugin (a command on this machine), which a restricted "
+                "kubeconfig may not use (it comes from outside this operator's own "
+                "configuration); use a token or client certificate data instead",
+            )
         out["exec"] = _exec_config(exec_node, cluster)
     return out
 
@@ -486,7 +719,7 @@ def _exec_config(node: _Node, cluster: _Node) -> ExecConfig:
     if api_version not in _EXEC_API_VERSIONS:
         node.fail(
             "apiVersion",
-            f"{api_version!r} is not supported; use {_EXEC_API_VERSIONS[0]!r} or "
+            f"{brief(api_version)} is not supported; use {_EXEC_API_VERSIONS[0]!r} or "
             f"{_EXEC_API_VERSIONS[1]!r} (v1alpha1 was removed in Kubernetes 1.24)",
         )
     command = node.text("command", required=True)
@@ -494,7 +727,7 @@ def _exec_config(node: _Node, cluster: _Node) -> ExecConfig:
     if "/" in command and not os.path.isabs(command):
         # kubectl resolves only commands that contain a separator; a bare name
         # is looked up on $PATH.
-        command = str(_resolve(node.file.parent, command))
+        command = str(_resolve(node.source.base_dir, command))
     interactive = node.text("interactiveMode")
     if interactive is None:
         if api_version == EXEC_API_V1:
@@ -510,7 +743,7 @@ def _exec_config(node: _Node, cluster: _Node) -> ExecConfig:
         for i, item in enumerate(raw_env):
             if not isinstance(item, dict):
                 node.fail(f"env[{i}]", f"must be a mapping with name and value, got {_kind(item)}")
-            entry = _Node(node.file, node.sub(f"env[{i}]"), item)
+            entry = _Node(node.source, node.sub(f"env[{i}]"), item)
             name = entry.text("name", required=True)
             value = entry.text("value") or ""
             assert name is not None
@@ -530,7 +763,7 @@ def _exec_config(node: _Node, cluster: _Node) -> ExecConfig:
             **settings,
         )
     except ConfigError as e:
-        raise ConfigError(e.reason, file=str(node.file), field=node.path) from None
+        raise ConfigError(e.reason, file=node.file, field=node.path) from None
 
 
 def _resolve(base_dir: Path, name: str) -> Path:
@@ -545,7 +778,7 @@ def _read_ref(node: _Node, key: str, path: Path) -> bytes:
         node.fail(
             key,
             f"cannot read {path}: {os_reason(e)}; fix the path (relative paths "
-            f"resolve against {node.file.parent})",
+            f"resolve against {node.source.base_dir})",
         )
 
 
