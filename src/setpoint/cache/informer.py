@@ -67,7 +67,7 @@ from setpoint.cache.consistency import Expectations
 from setpoint.cache.errors import CacheError, CacheSyncTimeout, KindNotServed
 from setpoint.cache.selectors import FieldSelector, LabelSelector
 from setpoint.cache.store import IndexFunc, Store, parse_resource_version
-from setpoint.client.errors import ClientError, Forbidden, Gone, UnknownKind
+from setpoint.client.errors import ClientError, Forbidden, Gone, MalformedResponse, UnknownKind
 from setpoint.client.protocols import ListWatcher
 from setpoint.observability.logging import get_logger
 
@@ -603,6 +603,14 @@ class Informer:
                     )
                     self._sync_failed_event.set()
                 log.warning("Kind not served; retrying", error=str(exc))
+                failures += 1
+                await asyncio.sleep(self._backoff(failures))
+            except MalformedResponse as exc:
+                # A line that was not a watch event, or a list that would page forever:
+                # an event may have been lost, so relist after the backoff.
+                self._record_error(exc)
+                log.warning("Malformed response; relisting after backoff", error=str(exc))
+                need_list = True
                 failures += 1
                 await asyncio.sleep(self._backoff(failures))
             except ClientError as exc:

@@ -40,7 +40,7 @@ import orjson
 from setpoint.api import kinds
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import finalizers_of, meta
-from setpoint.client.client import Client
+from setpoint.client.client import Client, check_continue_token
 from setpoint.client.errors import ApiError, ClientError, Expired, MethodNotAllowed, NotFound
 from setpoint.controller.finalizers import (
     ADVERTISES_FINALIZERS_LABEL,
@@ -476,6 +476,7 @@ async def _list_metadata(
     path = _collection_path(info, namespace)
     items: list[dict[str, Any]] = []
     token: str | None = None
+    seen_tokens: set[str] = set()
     while True:
         params = {"limit": str(_PAGE)}
         if token:
@@ -499,8 +500,9 @@ async def _list_metadata(
                 item["kind"] = info.gvk.kind
                 items.append(item)
         token = (body.get("metadata") or {}).get("continue") or None
-        if not token:
+        if not isinstance(token, str) or not token:
             return items
+        check_continue_token(token, seen_tokens, url=f"{client.transport.server}{path}")
 
 
 async def _resources(client: Client, kinds_wanted: Sequence[str]) -> list[ResourceInfo]:

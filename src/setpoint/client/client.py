@@ -23,15 +23,15 @@ from types import TracebackType
 from typing import Any, Generic, Literal, Self, TypeVar, overload
 from urllib.parse import quote
 
-import orjson
-
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import JsonObject, describe, gvk_of, name_of, namespace_of
+from setpoint.api.redaction import brief
 from setpoint.api.types import KindLike, TypedObject, is_typed
+from setpoint.client._watchdecode import MAX_WATCH_LINE, RawWatchEvent, WatchDecoder
 from setpoint.client.config import ClientConfig
 from setpoint.client.discovery import RESTMapper
-from setpoint.client.errors import BadRequest, ConnectionFailed, Expired, Gone, error_from_response
+from setpoint.client.errors import ConnectionFailed, Expired, MalformedResponse
 from setpoint.client.kubeconfig import load_config, load_kubeconfig
 from setpoint.client.patch import ApplyPatch, Patch
 from setpoint.client.transport import RequestHook, Transport, TransportOptions
@@ -57,6 +57,12 @@ PropagationPolicy = Literal["Foreground", "Background", "Orphan"]
 """How deletion treats dependents (``metadata.ownerReferences`` pointing at the object)."""
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
+_EVENT_TYPES: dict[str, EventType] = {
+    "ADDED": "ADDED",
+    "MODIFIED": "MODIFIED",
+    "DELETED": "DELETED",
+    "BOOKMARK": "BOOKMARK",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +85,11 @@ class ClientOptions:
     resourceVersion. A bounded watch also bounds the damage of a connection that
     dies silently."""
 
+    max_watch_line: int = MAX_WATCH_LINE
+    """Longest line of a watch stream, in bytes (16 MiB, client-go's limit): a longer one
+    fails the watch with :class:`~setpoint.client.errors.MalformedResponse` before it is
+    buffered whole."""
+
     def __post_init__(self) -> None:
         if not self.field_manager or len(self.field_manager) > 128:
             raise ValueError("ClientOptions.field_manager must be 1-128 characters")
@@ -86,6 +97,8 @@ class ClientOptions:
             raise ValueError("ClientOptions.page_size must be >= 1")
         if self.watch_timeout < 1:
             raise ValueError("ClientOptions.watch_timeout must be >= 1 second")
+        if self.max_watch_line < 1:
+            raise ValueError("ClientOptions.max_watch_line must be >= 1 byte")
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +140,25 @@ def _selector(value: Selector | None) -> str | None:
     if isinstance(value, str):
         return value
     return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+
+
+def check_continue_token(token: str, seen: set[str], *, url: str) -> None:
+    """Refuse a ``continue`` token seen before in this list, then remember it.
+
+    A server (or a proxy) that keeps answering with the same token would make a pager loop
+    forever while its result grows; client-go's pager trusts the server, setpoint stops.
+
+    Raises:
+        MalformedResponse: ``token`` is in ``seen``.
+
+    """
+    if token in seen:
+        raise MalformedResponse(
+            f"the list of {url} returned a continue token it had returned before, after "
+            f"{len(seen)} page(s); paging would never end, so the list was stopped",
+            url=url,
+        )
+    seen.add(token)
 
 
 def _to_json(obj: JsonObject | TypedObject) -> JsonObject:
@@ -317,9 +349,15 @@ class Client:
         pages come from one consistent snapshot; if the snapshot expires mid-way
         (410 Expired), the list restarts once without paging, as client-go's
         pager does, so the result is never a mix of two snapshots.
+
+        Raises:
+            MalformedResponse: the server sent a ``continue`` token it had sent before
+                (paging would never end).
+
         """
         items: list[Any] = []
         token: str | None = None
+        seen_tokens: set[str] = set()
         first_rv = ""
         while True:
             try:
@@ -343,6 +381,7 @@ class Client:
             token = page.continue_token
             if not token:
                 return ObjectList(items, first_rv)
+            check_continue_token(token, seen_tokens, url=f"{self.transport.server} ({kind})")
 
     async def list_page(
         self,
@@ -385,10 +424,11 @@ class Client:
             if isinstance(kind, GroupVersionKind)
             else [kind.from_object(i) for i in raw_items]
         )
+        token = meta.get("continue")
         return ObjectList(
             items,
             str(meta.get("resourceVersion") or ""),
-            meta.get("continue") or None,
+            token if isinstance(token, str) and token else None,
             meta.get("remainingItemCount"),
         )
 
@@ -900,20 +940,13 @@ class Watch:
             "GET", path, params=params, read_timeout=self._timeout_seconds + 30
         ) as resp:
             self._response = resp
-            buffer = bytearray()
+            decoder = WatchDecoder(url, max_line=client.options.max_watch_line)
             try:
                 async for chunk in resp.content.iter_any():
-                    buffer += chunk
-                    start = 0
-                    while (end := buffer.find(b"\n", start)) != -1:
-                        line = bytes(buffer[start:end])
-                        start = end + 1
-                        if not line.strip():
-                            continue
-                        event = self._event(line, api_version, kind_name, url)
+                    for raw in decoder.feed(chunk):
+                        event = self._event(raw, api_version, kind_name, url)
                         if event is not None:
                             yield event
-                    del buffer[:start]
             except Exception as exc:
                 if self._closing:
                     return  # aclose() closed the connection under us: a clean stop
@@ -935,30 +968,16 @@ class Watch:
                 self._response = None
 
     def _event(
-        self, line: bytes, api_version: str, kind_name: str, url: str
+        self, raw: RawWatchEvent, api_version: str, kind_name: str, url: str
     ) -> WatchEvent[Any] | None:
-        try:
-            raw = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise BadRequest(
-                f"watch {url} sent a line that is not JSON: {line[:200]!r}",
-                code=0,
-                method="GET",
-                url=url,
-            ) from exc
-        kind = raw.get("type")
-        obj = raw.get("object") or {}
-        if kind == "ERROR":
-            code = int(obj.get("code") or 500)
-            error = error_from_response(code, obj, method="GET", url=url)
-            if code == 410 and not isinstance(error, Gone):
-                error = Gone(str(error), code=410, reason="Gone", status=obj, method="GET", url=url)
-            raise error
-        if kind not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
-            log.warning("ignoring unknown watch event type %r from %s", kind, url)
+        obj = raw.object
+        kind = _EVENT_TYPES.get(raw.type)
+        if kind is None:
+            log.warning("ignoring unknown watch event type %s from %s", brief(raw.type), url)
             return None
         meta = obj.get("metadata") or {}
-        rv = str(meta.get("resourceVersion") or "")
+        rv = meta.get("resourceVersion")
+        rv = rv if isinstance(rv, str) else ""
         if rv:
             self.resource_version = rv
         if kind == "BOOKMARK":

@@ -36,6 +36,7 @@ __all__ = [
     "Gone",
     "InternalError",
     "Invalid",
+    "MalformedResponse",
     "MethodNotAllowed",
     "NotFound",
     "RequestTimeout",
@@ -77,6 +78,21 @@ class RequestTimeout(ClientError):
         """The URL of the request that timed out."""
         self.timeout = timeout
         """The timeout, in seconds, that ran out."""
+
+
+class MalformedResponse(ClientError):
+    """The API server (or something posing as it) sent data that breaks the API's protocol.
+
+    A watch line that is not a watch event, a line longer than the decoder's limit, a list
+    whose ``continue`` token repeats. Names the URL; the message says what was wrong without
+    quoting the data (it may hold Secrets). Retrying may help if a proxy mangled the
+    response; an informer relists.
+    """
+
+    def __init__(self, message: str, *, url: str) -> None:
+        super().__init__(message)
+        self.url = url
+        """The URL of the response."""
 
 
 class UnknownKind(ClientError):
@@ -300,13 +316,20 @@ def error_from_response(
         text = body if isinstance(body, str) else ""
         snippet = " ".join(text.split())[:300]
         status = {"kind": "Status", "code": code, "message": snippet or f"HTTP {code}"}
-    reason = str(status.get("reason") or "")
+    given_reason = status.get("reason")
+    reason = given_reason if isinstance(given_reason, str) else ""
     cls = _BY_REASON.get(reason) or _BY_CODE.get(code) or ApiError
     if retry_after is not None:
-        details = dict(status.get("details") or {})
+        given = status.get("details")
+        details = dict(given) if isinstance(given, Mapping) else {}
         details.setdefault("retryAfterSeconds", retry_after)
         status["details"] = details
-    message = str(status.get("message") or f"HTTP {code} {reason}".strip())
+    given_message = status.get("message")
+    message = (
+        given_message
+        if isinstance(given_message, str) and given_message
+        else f"HTTP {code} {reason}".strip()
+    )
     return cls(
         f"{message} ({method} {url} -> {code}{' ' + reason if reason else ''})",
         code=code,
