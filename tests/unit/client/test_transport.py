@@ -276,6 +276,39 @@ def test_proxy_comes_from_the_environment_once(monkeypatch: pytest.MonkeyPatch) 
     assert _proxy_from_environment("https://api.example:6443") is None
 
 
+@pytest.mark.parametrize(
+    ("no_proxy", "server", "direct"),
+    [
+        ("10.0.0.0/8", "https://10.1.2.3:6443", True),
+        ("10.0.0.0/8", "https://11.1.2.3:6443", False),
+        ("fd00::/8", "https://[fd00::1]:6443", True),
+        ("", "https://127.0.0.1:6443", True),  # loopback is never proxied (Go)
+        ("", "https://localhost:6443", True),
+        ("192.168.1.5", "https://192.168.1.5:6443", True),
+        ("example.com", "https://api.example.com:6443", True),
+        ("example.com", "https://example.com", True),
+        (".example.com", "https://example.com", False),
+        ("*.example.com", "https://k8s.example.com", True),
+        ("example.com:443", "https://example.com", True),
+        ("example.com:6443", "https://example.com", False),
+        ("*", "https://anything:1", True),
+        ("notexample.com", "https://example.com", False),
+        (" 10.0.0.0/8 , other ", "https://10.9.9.9", True),
+    ],
+)
+def test_no_proxy_follows_client_go(
+    monkeypatch: pytest.MonkeyPatch, no_proxy: str, server: str, direct: bool
+) -> None:
+    """NO_PROXY CIDR ranges, IPs, domains and ports, and loopback, as Go's httpproxy (item 11)."""
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.setenv("NO_PROXY", no_proxy)
+    from setpoint.client.transport import _proxy_from_environment
+
+    expected = None if direct else "http://proxy.example:3128"
+    assert _proxy_from_environment(server) == expected
+
+
 def test_large_bodies_decode_with_gc_paused_and_restored() -> None:
     import gc
 
