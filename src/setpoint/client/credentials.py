@@ -271,9 +271,10 @@ class ExecCredentials(Credentials):
         required``); a plugin that prints secrets on stderr leaks them into those errors.
 
     Errors:
-        :class:`~setpoint.client.config.ConfigError` naming the plugin and the kubeconfig
-        it came from, for a plugin that cannot start, fails, times out or prints something
-        that is not a usable ``ExecCredential``.
+        ConfigError: naming the plugin and the kubeconfig it came from, for a plugin that
+            cannot start, fails, times out or prints something that is not a usable
+            ``ExecCredential``.
+
     """
 
     def __init__(self, config: ClientConfig, *, clock: Callable[[], datetime] = _utcnow) -> None:
