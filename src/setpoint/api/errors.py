@@ -23,6 +23,7 @@ The tree (built-in bases in brackets; ``-`` marks where the error lives)::
     ├── ClientError                         - client: a request failed
     │   ├── ConnectionFailed                   not reachable
     │   ├── RequestTimeout                     no answer in time
+    │   ├── MalformedResponse                  data that breaks the API's protocol
     │   ├── UnknownKind                        kind not served
     │   │   └── KindNotServed                  (also a CacheError)
     │   └── ApiError                           the server answered with an error Status
