@@ -157,6 +157,11 @@ PUBLIC_API: dict[str, list[str]] = {
         "ManagerOptions",
         "RunnableFailed",
     ],
+    "setpoint.webhook.certificates": [
+        "SelfManagedCertificates",
+        "SelfManagedCertificatesOptions",
+        "service_hosts",
+    ],
     "setpoint.observability.logging": ["configure_logging", "get_logger"],
     "setpoint.observability.metrics": ["Metrics"],
 }

@@ -95,6 +95,11 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "Rule": ("setpoint.api.declaration", "Rule"),
     "RunnableFailed": ("setpoint.manager", "RunnableFailed"),
     "Scale": ("setpoint.api.declaration", "Scale"),
+    "SelfManagedCertificates": ("setpoint.webhook.certificates", "SelfManagedCertificates"),
+    "SelfManagedCertificatesOptions": (
+        "setpoint.webhook.certificates",
+        "SelfManagedCertificatesOptions",
+    ),
     "SetpointError": ("setpoint.api.errors", "SetpointError"),
     "StatusWriter": ("setpoint.client", "StatusWriter"),
     "StrategicMergePatch": ("setpoint.client", "StrategicMergePatch"),
@@ -137,6 +142,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "remove_finalizer": ("setpoint.client.safe", "remove_finalizer"),
     "remove_owner_reference": ("setpoint.api.owners", "remove_owner_reference"),
     "resource": ("setpoint.api.declaration", "resource"),
+    "service_hosts": ("setpoint.webhook.certificates", "service_hosts"),
     "set_condition": ("setpoint.api.conditions", "set_condition"),
     "set_controller_reference": ("setpoint.api.owners", "set_controller_reference"),
     "set_observed_generation": ("setpoint.api.conditions", "set_observed_generation"),
@@ -223,6 +229,8 @@ __all__ = [
     "Rule",
     "RunnableFailed",
     "Scale",
+    "SelfManagedCertificates",
+    "SelfManagedCertificatesOptions",
     "SetpointError",
     "StatusWriter",
     "StrategicMergePatch",
@@ -265,6 +273,7 @@ __all__ = [
     "remove_finalizer",
     "remove_owner_reference",
     "resource",
+    "service_hosts",
     "set_condition",
     "set_controller_reference",
     "set_observed_generation",
@@ -408,6 +417,11 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     )
     from setpoint.observability.logging import configure_logging, get_logger
     from setpoint.observability.metrics import Metrics
+    from setpoint.webhook.certificates import (
+        SelfManagedCertificates,
+        SelfManagedCertificatesOptions,
+        service_hosts,
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -5,13 +5,22 @@
   :class:`CertificateSource` seam for the serving certificate.
 - :mod:`setpoint.webhook.conversion`: :class:`ConversionWebhook`, ``/convert`` for
   ``apiextensions.k8s.io/v1`` ConversionReviews, built on :mod:`setpoint.api.conversion`.
+- :mod:`setpoint.webhook.admission`: :class:`AdmissionWebhook`, ``admission.k8s.io/v1``
+  AdmissionReviews answered by the validators and defaulters of :mod:`setpoint.api.admission`.
 - :mod:`setpoint.webhook.certificates`: self-managed serving certificates (a CA and a
   serving certificate in a Secret, renewed, caBundle injected), a :class:`CertificateSource`.
+  Imported on its own (it loads ``cryptography``): ``from setpoint.webhook.certificates
+  import SelfManagedCertificates``, or ``sp.SelfManagedCertificates``.
 
 The layer stands on :mod:`setpoint.server` (HTTP and TLS), :mod:`setpoint.client` and
 :mod:`setpoint.api`; the manager builds one server per process (``manager.webhook_server``).
 """
 
+from setpoint.webhook.admission import (
+    ADMISSION_REVIEW_API_VERSION,
+    AdmissionWebhook,
+    MalformedAdmissionReview,
+)
 from setpoint.webhook.conversion import (
     CONVERT_PATH,
     REVIEW_API_VERSION,
@@ -28,12 +37,15 @@ from setpoint.webhook.server import (
 )
 
 __all__ = [
+    "ADMISSION_REVIEW_API_VERSION",
     "CONVERT_PATH",
     "DEFAULT_CERT_DIR",
     "REVIEW_API_VERSION",
+    "AdmissionWebhook",
     "CertificateDirectory",
     "CertificateSource",
     "ConversionWebhook",
+    "MalformedAdmissionReview",
     "MalformedReview",
     "StaticCertificate",
     "WebhookServer",

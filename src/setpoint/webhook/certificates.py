@@ -623,6 +623,7 @@ class SelfManagedCertificates:
         """
         informers = await self._start_informers()
         backoff = 0.5
+        served = self._state.serving if self._state is not None else None
         try:
             while True:
                 wait = self._seconds_to_next_check()
@@ -632,7 +633,6 @@ class SelfManagedCertificates:
                 except TimeoutError:
                     pass
                 self._wake.clear()
-                before = self._state.serving if self._state is not None else None
                 try:
                     await self.sync()
                 except asyncio.CancelledError:
@@ -649,25 +649,31 @@ class SelfManagedCertificates:
                     self._wake.set()
                     continue
                 backoff = 0.5
-                after = self._state.serving if self._state is not None else None
-                if after is not None and after != before:
-                    try:
-                        on_change(after)
-                    except CertificateError as exc:
-                        log.error(
-                            "The new serving certificate cannot be served; keeping the old one",
-                            secret=self.secret_ref,
-                            error=str(exc),
-                        )
-                    else:
-                        log.info(
-                            "Serving the new webhook certificate",
-                            secret=self.secret_ref,
-                            expires=read_certificates(after.cert_pem)[0].not_after.isoformat(),
-                        )
+                current = self._state.serving if self._state is not None else None
+                if current is None or current == served:
+                    continue
+                try:
+                    on_change(current)
+                except CertificateError as exc:
+                    log.error(
+                        "The new serving certificate cannot be served; keeping the old one",
+                        secret=self.secret_ref,
+                        error=str(exc),
+                    )
+                    continue
+                served = current
+                log.info(
+                    "Serving the new webhook certificate",
+                    secret=self.secret_ref,
+                    expires=read_certificates(current.cert_pem)[0].not_after.isoformat(),
+                )
         finally:
             for informer in informers:
                 await informer.stop(1.0)
+
+    def recheck(self) -> None:
+        """Ask the running :meth:`watch` loop to look at the Secret and the caBundles now."""
+        self._wake.set()
 
     def _seconds_to_next_check(self) -> float:
         resync = self.options.resync_interval.total_seconds()

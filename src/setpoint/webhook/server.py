@@ -4,7 +4,8 @@
 
     server = manager.webhook_server                   # or WebhookServer(options, metrics=...)
     server.add_conversion(Tenant, TenantV1Alpha1)     # serves /convert
-    server.register("/validate-tenant", handler)      # any HttpHandler, by path
+    server.add_admission(TenantValidator())           # serves its declared path
+    server.register("/custom", handler)               # any HttpHandler, by path
     await manager.run()                               # started in the WEBHOOKS group
 
 Like controller-runtime's ``webhook.Server``, it is a runnable in the manager's ``WEBHOOKS``
@@ -19,9 +20,10 @@ watched while serving, for sources that change, such as
 :class:`~setpoint.webhook.certificates.SelfManagedCertificates`):
 :class:`CertificateDirectory` (``tls.crt``/``tls.key`` in controller-runtime's
 ``/tmp/k8s-webhook-server/serving-certs``, where cert-manager's Secret is usually mounted) by
-default, or :class:`StaticCertificate` for a pair made in-process (tests, local runs). The
-running server's certificate is swapped with ``server.tls.update(...)``
-(:class:`~setpoint.server.tls.ServerTLS`): rotation and hot reload build on that.
+default, watched for changes and reloaded, or :class:`StaticCertificate` for a pair made
+in-process (tests, local runs). The running server's certificate is swapped with
+``server.tls.update(...)`` (:class:`~setpoint.server.tls.ServerTLS`): rotation and hot reload
+build on that.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from setpoint.api.runnable import RunnableGroup
 from setpoint.server.address import BindAddress, parse_bind_address
@@ -44,8 +46,12 @@ from setpoint.server.tls import ServerTLS
 from setpoint.tls.pem import CertificateError, KeyPair, load_key_pair
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from setpoint.api.admission import CustomDefaulter, CustomValidator
     from setpoint.api.resource import Resource
     from setpoint.observability.metrics import Metrics
+    from setpoint.webhook.admission import AdmissionWebhook
     from setpoint.webhook.conversion import ConversionWebhook
 
 __all__ = [
@@ -98,7 +104,14 @@ class StaticCertificate:
 
 @dataclass(frozen=True, slots=True)
 class CertificateDirectory:
-    """``tls.crt`` and ``tls.key`` in a directory (a mounted kubernetes.io/tls Secret)."""
+    """``tls.crt`` and ``tls.key`` in a directory (a mounted kubernetes.io/tls Secret).
+
+    Read at start and then watched (:meth:`watch`, run by the webhook server): when the
+    files change (the kubelet swaps a mounted Secret's files when cert-manager renews it),
+    the new pair is checked and served from the next handshake on. A pair that does not load
+    (caught halfway through an update, or a key that does not match) is logged and the old
+    one kept until the next look.
+    """
 
     path: str = DEFAULT_CERT_DIR
     """The directory. Default: controller-runtime's, :data:`DEFAULT_CERT_DIR`."""
@@ -106,6 +119,16 @@ class CertificateDirectory:
     """The certificate file's name in it."""
     key_name: str = "tls.key"
     """The key file's name in it."""
+    poll_interval: float = 10.0
+    """Seconds between looks at the files (controller-runtime's certificate watcher also
+    re-reads every 10 seconds). The files are small; a look reads both."""
+
+    def __post_init__(self) -> None:
+        if not self.poll_interval > 0:
+            raise ValueError(
+                f"CertificateDirectory.poll_interval={self.poll_interval!r} must be a positive "
+                "number of seconds"
+            )
 
     async def load(self) -> KeyPair:
         """Read the pair (in a thread: it is file I/O).
@@ -125,6 +148,37 @@ class CertificateDirectory:
                 f"{self.path}, or point --webhook-cert-dir / WebhookServerOptions.certificate "
                 "elsewhere"
             ) from None
+
+    async def watch(self, on_change: Callable[[KeyPair], None]) -> None:
+        """Hand every changed, valid pair to ``on_change``, until cancelled; never returns."""
+        cert, key = Path(self.path) / self.cert_name, Path(self.path) / self.key_name
+
+        def read() -> tuple[bytes, bytes] | None:
+            try:
+                return cert.read_bytes(), key.read_bytes()
+            except OSError:
+                return None
+
+        last = await asyncio.to_thread(read)
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            current = await asyncio.to_thread(read)
+            if current is None or current == last:
+                continue
+            try:
+                pair = await asyncio.to_thread(load_key_pair, cert, key)
+                on_change(pair)
+            except CertificateError as exc:
+                log.warning(
+                    "the certificate in %s changed but cannot be served yet (%s); keeping the "
+                    "current one and looking again in %.0fs",
+                    self.path,
+                    exc,
+                    self.poll_interval,
+                )
+                continue
+            last = current
+            log.info("webhook server certificate reloaded from %s", self.path)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -378,6 +432,28 @@ class WebhookServer:
             self.register(CONVERT_PATH, self._conversion)
         self._conversion.register(*classes)
         return self._conversion
+
+    def add_admission(
+        self, *webhooks: CustomValidator[Any] | CustomDefaulter[Any]
+    ) -> list[AdmissionWebhook]:
+        """Serve validators and defaulters, each on its declared path.
+
+        Pass instances (``add_admission(TenantValidator(manager.client))``): a validator may
+        hold what it needs to decide (a client to read other objects). ``setpoint generate
+        webhook`` writes the configurations that send the API server's requests here.
+        Returns the handlers, in order.
+
+        Raises:
+            TypeError: an argument is not a declared validator or defaulter.
+            ValueError: a path is registered already (two webhooks declare the same one).
+
+        """
+        from setpoint.webhook.admission import AdmissionWebhook
+
+        handlers = [AdmissionWebhook(webhook, metrics=self.metrics) for webhook in webhooks]
+        for handler in handlers:
+            self.register(handler.spec.path, handler)
+        return handlers
 
     async def _dispatch(self, request: HttpRequest) -> HttpResponse:
         handler = self._routes.get(request.path)
