@@ -37,55 +37,12 @@ from setpoint.controller.finalizers import (
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import eventually
 from setpoint.testing.fake import FakeClient, FakeOptions
-
-GROUP = "finalizers.test.setpoint.dev"
-WIDGET = GroupVersionKind(GROUP, "v1", "Widget")
-"""Namespaced, with the status subresource."""
-GADGET = GroupVersionKind(GROUP, "v1", "Gadget")
-"""Namespaced, without the status subresource."""
+from tests._support.kinds import CRDS, DOODAD, GIZMO
 
 FIN = "widgets.test.setpoint.dev/directory"
 FIN2 = "widgets.test.setpoint.dev/dns"
 FOREIGN = "other.example.com/hold"
 FAST = CleanupRetry(base_delay=0.2, max_delay=0.8)
-
-
-def _crd(kind: str, plural: str, *, status: bool) -> JsonObject:
-    version: dict[str, Any] = {
-        "name": "v1",
-        "served": True,
-        "storage": True,
-        "schema": {
-            "openAPIV3Schema": {
-                "type": "object",
-                "properties": {
-                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                },
-            }
-        },
-    }
-    if status:
-        version["subresources"] = {"status": {}}
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{GROUP}"},
-        "spec": {
-            "group": GROUP,
-            "scope": "Namespaced",
-            "names": {
-                "plural": plural,
-                "singular": kind.lower(),
-                "kind": kind,
-                "listKind": f"{kind}List",
-            },
-            "versions": [version],
-        },
-    }
-
-
-CRDS = [_crd("Widget", "widgets", status=True), _crd("Gadget", "gadgets", status=False)]
 
 
 @dataclass
@@ -253,15 +210,15 @@ async def finalizer_is_in_place_before_reconcile_runs(backend: Backend) -> None:
     """A live object gets the finalizer first; reconcile only ever sees it protected."""
     async with running(
         backend,
-        lambda op: Builder(op.name).for_(WIDGET).finalizer(FIN, op.cleanup(FIN), deadline=5),
+        lambda op: Builder(op.name).for_(GIZMO).finalizer(FIN, op.cleanup(FIN), deadline=5),
     ) as op:
-        await backend.client.create(backend.obj(WIDGET, "w1"))
+        await backend.client.create(backend.obj(GIZMO, "w1"))
         await eventually(lambda: op.journal.reconciled, timeout=20, description="reconciled")
         assert all(FIN in finalizers_of(o) for o in op.journal.reconciled)
-        assert await has_finalizers(backend, WIDGET, "w1", FIN)
+        assert await has_finalizers(backend, GIZMO, "w1", FIN)
         assert op.journal.cleanups == []
-        await backend.client.delete(WIDGET, "w1", namespace=backend.namespace)
-        await eventually(lambda: backend.gone(WIDGET, "w1"), timeout=20, description="w1 gone")
+        await backend.client.delete(GIZMO, "w1", namespace=backend.namespace)
+        await eventually(lambda: backend.gone(GIZMO, "w1"), timeout=20, description="w1 gone")
 
 
 async def delete_runs_cleanup_removes_finalizer_and_skips_reconcile(backend: Backend) -> None:
@@ -272,22 +229,22 @@ async def delete_runs_cleanup_removes_finalizer_and_skips_reconcile(backend: Bac
     """
     async with running(
         backend,
-        lambda op: Builder(op.name).for_(WIDGET).finalizer(FIN, op.cleanup(FIN), deadline=5),
+        lambda op: Builder(op.name).for_(GIZMO).finalizer(FIN, op.cleanup(FIN), deadline=5),
     ) as op:
-        await backend.client.create(backend.obj(WIDGET, "w1", finalizers=[FOREIGN]))
-        await eventually(lambda: has_finalizers(backend, WIDGET, "w1", FOREIGN, FIN), timeout=20)
+        await backend.client.create(backend.obj(GIZMO, "w1", finalizers=[FOREIGN]))
+        await eventually(lambda: has_finalizers(backend, GIZMO, "w1", FOREIGN, FIN), timeout=20)
         await eventually(lambda: op.journal.reconciled, timeout=20, description="reconciled")
-        await backend.client.delete(WIDGET, "w1", namespace=backend.namespace)
+        await backend.client.delete(GIZMO, "w1", namespace=backend.namespace)
 
         async def only_foreign_left() -> bool:
-            obj = await backend.read(WIDGET, "w1")
+            obj = await backend.read(GIZMO, "w1")
             return obj is not None and finalizers_of(obj) == [FOREIGN]
 
         await eventually(only_foreign_left, timeout=20, description="our finalizer removed")
         assert op.journal.finished == [(FIN, "w1")]
         assert not any(meta(o).get("deletionTimestamp") for o in op.journal.reconciled)
-        await backend.release(WIDGET, "w1", FOREIGN)
-        await eventually(lambda: backend.gone(WIDGET, "w1"), timeout=20, description="w1 gone")
+        await backend.release(GIZMO, "w1", FOREIGN)
+        await eventually(lambda: backend.gone(GIZMO, "w1"), timeout=20, description="w1 gone")
         assert len(op.journal.starts(FIN, "w1")) == 1
 
 
@@ -310,19 +267,19 @@ async def failing_cleanup_is_recorded_retried_with_backoff_then_completes(
         backend,
         lambda op: (
             Builder(op.name)
-            .for_(WIDGET)
+            .for_(GIZMO)
             .finalizer(FIN, op.cleanup(FIN, flaky), deadline=5, retry=FAST)
         ),
     ) as op:
-        await backend.client.create(backend.obj(WIDGET, "w1"))
-        await eventually(lambda: has_finalizers(backend, WIDGET, "w1", FIN), timeout=20)
-        await backend.client.delete(WIDGET, "w1", namespace=backend.namespace)
+        await backend.client.create(backend.obj(GIZMO, "w1"))
+        await eventually(lambda: has_finalizers(backend, GIZMO, "w1", FIN), timeout=20)
+        await backend.client.delete(GIZMO, "w1", namespace=backend.namespace)
         await eventually(
             lambda: len(op.journal.starts(FIN, "w1")) >= 3, timeout=20, description="3 attempts"
         )
 
         async def recorded() -> JsonObject | None:
-            obj = await backend.read(WIDGET, "w1")
+            obj = await backend.read(GIZMO, "w1")
             record = read_cleanup_records(obj or {}).get(FIN)
             return obj if record is not None and record.failures >= 2 else None
 
@@ -350,7 +307,7 @@ async def failing_cleanup_is_recorded_retried_with_backoff_then_completes(
             assert gap >= min(0.2 * 2**n, 0.8) * 0.9, gaps
 
         healthy.set()
-        await eventually(lambda: backend.gone(WIDGET, "w1"), timeout=20, description="w1 gone")
+        await eventually(lambda: backend.gone(GIZMO, "w1"), timeout=20, description="w1 gone")
         await eventually(
             lambda: op.gauge("setpoint_finalizer_pending_objects", FIN) == 0,
             timeout=10,
@@ -378,17 +335,17 @@ async def hanging_cleanup_hits_its_deadline_and_is_retried(backend: Backend) -> 
         backend,
         lambda op: (
             Builder(op.name)
-            .for_(WIDGET)
+            .for_(GIZMO)
             .finalizer(FIN, op.cleanup(FIN, hang), deadline=0.3, retry=FAST)
         ),
     ) as op:
-        await backend.client.create(backend.obj(WIDGET, "w1"))
-        await eventually(lambda: has_finalizers(backend, WIDGET, "w1", FIN), timeout=20)
-        await backend.client.delete(WIDGET, "w1", namespace=backend.namespace)
+        await backend.client.create(backend.obj(GIZMO, "w1"))
+        await eventually(lambda: has_finalizers(backend, GIZMO, "w1", FIN), timeout=20)
+        await backend.client.delete(GIZMO, "w1", namespace=backend.namespace)
         await eventually(lambda: len(cancelled) >= 2, timeout=20, description="2 deadlines hit")
 
         async def recorded() -> JsonObject | None:
-            obj = await backend.read(WIDGET, "w1")
+            obj = await backend.read(GIZMO, "w1")
             return obj if FIN in read_cleanup_records(obj or {}) else None
 
         obj = await eventually(recorded, timeout=20, description="deadline recorded")
@@ -401,7 +358,7 @@ async def hanging_cleanup_hits_its_deadline_and_is_retried(backend: Backend) -> 
         assert op.failures(FIN) >= 2
         assert op.journal.finished == []
         release.set()
-        await eventually(lambda: backend.gone(WIDGET, "w1"), timeout=20, description="w1 gone")
+        await eventually(lambda: backend.gone(GIZMO, "w1"), timeout=20, description="w1 gone")
 
 
 async def kind_without_status_subresource_gets_the_annotation_only(backend: Backend) -> None:
@@ -416,16 +373,16 @@ async def kind_without_status_subresource_gets_the_annotation_only(backend: Back
         backend,
         lambda op: (
             Builder(op.name)
-            .for_(GADGET)
+            .for_(DOODAD)
             .finalizer(FIN, op.cleanup(FIN, flaky), deadline=5, retry=FAST)
         ),
     ) as op:
-        await backend.client.create(backend.obj(GADGET, "g1"))
-        await eventually(lambda: has_finalizers(backend, GADGET, "g1", FIN), timeout=20)
-        await backend.client.delete(GADGET, "g1", namespace=backend.namespace)
+        await backend.client.create(backend.obj(DOODAD, "g1"))
+        await eventually(lambda: has_finalizers(backend, DOODAD, "g1", FIN), timeout=20)
+        await backend.client.delete(DOODAD, "g1", namespace=backend.namespace)
 
         async def recorded() -> JsonObject | None:
-            obj = await backend.read(GADGET, "g1")
+            obj = await backend.read(DOODAD, "g1")
             return obj if FIN in read_cleanup_records(obj or {}) else None
 
         obj = await eventually(recorded, timeout=20, description="failure recorded")
@@ -434,7 +391,7 @@ async def kind_without_status_subresource_gets_the_annotation_only(backend: Back
         assert "status" not in obj
         assert op.failures(FIN) >= 1
         healthy.set()
-        await eventually(lambda: backend.gone(GADGET, "g1"), timeout=20, description="g1 gone")
+        await eventually(lambda: backend.gone(DOODAD, "g1"), timeout=20, description="g1 gone")
 
 
 async def no_finalizer_is_added_to_an_object_already_being_deleted(backend: Backend) -> None:
@@ -443,30 +400,30 @@ async def no_finalizer_is_added_to_an_object_already_being_deleted(backend: Back
     No finalizer is added, no cleanup runs (nothing of ours was ever created for it) and
     reconcile is not called.
     """
-    await backend.client.create(backend.obj(WIDGET, "w1", finalizers=[FOREIGN]))
-    await backend.client.delete(WIDGET, "w1", namespace=backend.namespace)
+    await backend.client.create(backend.obj(GIZMO, "w1", finalizers=[FOREIGN]))
+    await backend.client.delete(GIZMO, "w1", namespace=backend.namespace)
     async with running(
         backend,
-        lambda op: Builder(op.name).for_(WIDGET).finalizer(FIN, op.cleanup(FIN), deadline=5),
+        lambda op: Builder(op.name).for_(GIZMO).finalizer(FIN, op.cleanup(FIN), deadline=5),
     ) as op:
         await eventually(lambda: op.successes() >= 1, timeout=20, description="w1 processed")
-        obj = await backend.read(WIDGET, "w1")
+        obj = await backend.read(GIZMO, "w1")
         assert obj is not None
         assert finalizers_of(obj) == [FOREIGN]
         assert op.journal.cleanups == []
         assert op.journal.reconciled == []
-    await backend.release(WIDGET, "w1", FOREIGN)
+    await backend.release(GIZMO, "w1", FOREIGN)
 
 
 async def cleanup_pending_from_before_a_restart_runs_on_start(backend: Backend) -> None:
     """An object left deleting with our finalizer (a crashed operator) is finalized on start."""
-    await backend.client.create(backend.obj(WIDGET, "w1", finalizers=[FIN]))
-    await backend.client.delete(WIDGET, "w1", namespace=backend.namespace)
+    await backend.client.create(backend.obj(GIZMO, "w1", finalizers=[FIN]))
+    await backend.client.delete(GIZMO, "w1", namespace=backend.namespace)
     async with running(
         backend,
-        lambda op: Builder(op.name).for_(WIDGET).finalizer(FIN, op.cleanup(FIN), deadline=5),
+        lambda op: Builder(op.name).for_(GIZMO).finalizer(FIN, op.cleanup(FIN), deadline=5),
     ) as op:
-        await eventually(lambda: backend.gone(WIDGET, "w1"), timeout=20, description="w1 gone")
+        await eventually(lambda: backend.gone(GIZMO, "w1"), timeout=20, description="w1 gone")
         assert op.journal.finished == [(FIN, "w1")]
         assert op.journal.reconciled == []
 
@@ -479,23 +436,23 @@ async def two_finalizers_of_one_controller_clean_up_last_registered_first(
         backend,
         lambda op: (
             Builder(op.name)
-            .for_(WIDGET)
+            .for_(GIZMO)
             .finalizer(FIN, op.cleanup(FIN), deadline=5)
             .finalizer(FIN2, op.cleanup(FIN2), deadline=5)
         ),
     ) as op:
-        await backend.client.create(backend.obj(WIDGET, "w1"))
+        await backend.client.create(backend.obj(GIZMO, "w1"))
         await eventually(lambda: op.journal.reconciled, timeout=20, description="reconciled")
         assert all(finalizers_of(o)[-2:] == [FIN, FIN2] for o in op.journal.reconciled)
-        await backend.client.delete(WIDGET, "w1", namespace=backend.namespace)
-        await eventually(lambda: backend.gone(WIDGET, "w1"), timeout=20, description="w1 gone")
+        await backend.client.delete(GIZMO, "w1", namespace=backend.namespace)
+        await eventually(lambda: backend.gone(GIZMO, "w1"), timeout=20, description="w1 gone")
         assert op.journal.finished == [(FIN2, "w1"), (FIN, "w1")]
 
 
-class TypedWidget:
-    """A minimal typed class for WIDGET (the TypedObject protocol)."""
+class TypedGizmo:
+    """A minimal typed class for GIZMO (the TypedObject protocol)."""
 
-    gvk: ClassVar[GroupVersionKind] = WIDGET
+    gvk: ClassVar[GroupVersionKind] = GIZMO
 
     def __init__(self, data: JsonObject) -> None:
         self.data = data
@@ -517,13 +474,13 @@ async def cleanup_of_a_typed_kind_receives_a_typed_object(backend: Backend) -> N
 
     async with running(
         backend,
-        lambda op: Builder(op.name).for_(TypedWidget).finalizer(FIN, cleanup, deadline=5),
+        lambda op: Builder(op.name).for_(TypedGizmo).finalizer(FIN, cleanup, deadline=5),
     ) as op:
-        await backend.client.create(backend.obj(WIDGET, "w1"))
+        await backend.client.create(backend.obj(GIZMO, "w1"))
         await eventually(lambda: op.journal.reconciled, timeout=20, description="reconciled")
-        await backend.client.delete(WIDGET, "w1", namespace=backend.namespace)
-        await eventually(lambda: backend.gone(WIDGET, "w1"), timeout=20, description="w1 gone")
-        assert len(seen) == 1 and isinstance(seen[0], TypedWidget)
+        await backend.client.delete(GIZMO, "w1", namespace=backend.namespace)
+        await eventually(lambda: backend.gone(GIZMO, "w1"), timeout=20, description="w1 gone")
+        assert len(seen) == 1 and isinstance(seen[0], TypedGizmo)
         assert meta(seen[0].data).get("deletionTimestamp")
 
 
@@ -544,31 +501,31 @@ async def two_controllers_with_different_finalizers_on_one_kind(backend: Backend
     try:
         await first.start(
             Builder("dir-ctl")
-            .for_(WIDGET)
+            .for_(GIZMO)
             .finalizer(FIN, first.cleanup(FIN, slowish), deadline=10)
             .max_concurrent_reconciles(4)
         )
         await second.start(
             Builder("dns-ctl")
-            .for_(WIDGET)
+            .for_(GIZMO)
             .finalizer(FIN2, second.cleanup(FIN2, slowish), deadline=10)
             .max_concurrent_reconciles(4)
         )
-        await asyncio.gather(*(backend.client.create(backend.obj(WIDGET, n)) for n in names))
+        await asyncio.gather(*(backend.client.create(backend.obj(GIZMO, n)) for n in names))
 
         async def all_protected() -> bool:
-            found = await backend.client.list(WIDGET, namespace=backend.namespace)
+            found = await backend.client.list(GIZMO, namespace=backend.namespace)
             return len(found) == count and all(
                 FIN in finalizers_of(o) and FIN2 in finalizers_of(o) for o in found
             )
 
         await eventually(all_protected, timeout=30, description="both finalizers everywhere")
         await asyncio.gather(
-            *(backend.client.delete(WIDGET, n, namespace=backend.namespace) for n in names)
+            *(backend.client.delete(GIZMO, n, namespace=backend.namespace) for n in names)
         )
 
         async def all_gone() -> bool:
-            return len(await backend.client.list(WIDGET, namespace=backend.namespace)) == 0
+            return len(await backend.client.list(GIZMO, namespace=backend.namespace)) == 0
 
         await eventually(all_gone, timeout=60, description="every widget gone")
         assert sorted(n for f, n in first.journal.finished if f == FIN) == names

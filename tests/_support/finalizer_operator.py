@@ -32,7 +32,7 @@ from setpoint.client import Client, NotFound, load_kubeconfig
 from setpoint.controller import Context, Request, Result
 from setpoint.controller.finalizers import CleanupRetry
 from setpoint.manager import LeaderElectionOptions, Manager, ManagerOptions
-from tests._support.finalizer_flow import FIN, WIDGET
+from tests._support.finalizer_flow import FIN, GIZMO
 
 LEASE_NAME = "finalizer-operator"
 TIMINGS: dict[str, Any] = {
@@ -104,7 +104,7 @@ async def main() -> int:
 
     async def reconcile(ctx: Context, request: Request) -> Result | None:
         try:
-            await ctx.reader.get(WIDGET, request.name, namespace=request.namespace)
+            await ctx.reader.get(GIZMO, request.name, namespace=request.namespace)
         except NotFound:
             return None
         journal.write("reconcile", name=request.name)
@@ -118,7 +118,7 @@ async def main() -> int:
         await asyncio.sleep(args.cleanup_seconds)
         journal.write("end", name=name)
 
-    manager.controller("widgets").for_(WIDGET).finalizer(
+    manager.controller("widgets").for_(GIZMO).finalizer(
         args.finalizer,
         cleanup,
         deadline=args.deadline,

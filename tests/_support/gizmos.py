@@ -1,89 +1,31 @@
-"""The Gizmo CRD the controller integration tests reconcile, and a reference reconciler.
+"""Gizmo manifests, and a reference reconciler the controller integration tests run.
 
-A Gizmo has ``spec.size``; its controller keeps one child ConfigMap (controlled by the Gizmo
-through an owner reference) with ``data.size``, and writes ``status`` through the status
-subresource. Reads go through ``ctx.reader``, writes through ``ctx.client``, and the status
-write is optimistic (a PUT with the read resourceVersion), so a stale read would surface as
-a 409 Conflict.
+The kind itself is declared in tests/_support/kinds.py. A Gizmo has ``spec.size``; its
+controller keeps one child ConfigMap (controlled by the Gizmo through an owner reference)
+with ``data.size``, and writes ``status`` through the status subresource. Reads go through
+``ctx.reader``, writes through ``ctx.client``, and the status write is optimistic (a PUT
+with the read resourceVersion), so a stale read would surface as a 409 Conflict.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 from setpoint.api import kinds
-from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.meta import JsonObject
-from setpoint.client import AlreadyExists, Client, NotFound
+from setpoint.client import Client, NotFound
 from setpoint.controller import Context, Request, Result
-from setpoint.testing import eventually
-
-GIZMO = GroupVersionKind("controller.test.setpoint.dev", "v1", "Gizmo")
-
-CRD: JsonObject = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "gizmos.controller.test.setpoint.dev"},
-    "spec": {
-        "group": GIZMO.group,
-        "scope": "Namespaced",
-        "names": {
-            "plural": "gizmos",
-            "singular": "gizmo",
-            "kind": "Gizmo",
-            "listKind": "GizmoList",
-        },
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "properties": {"size": {"type": "integer"}},
-                            },
-                            "status": {
-                                "type": "object",
-                                "properties": {
-                                    "size": {"type": "integer"},
-                                    "observedGeneration": {"type": "integer"},
-                                    "configMap": {"type": "string"},
-                                },
-                            },
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
+from tests._support.kinds import GIZMO
 
 
-async def install_crd(client: Client) -> None:
-    """Install the Gizmo CRD (idempotent) and wait until Gizmos can be listed."""
-    with contextlib.suppress(AlreadyExists):
-        await client.create(CRD)
-
-    async def served() -> bool:
-        await client.list(GIZMO, namespace="default")
-        return True
-
-    await eventually(served, timeout=60, description="Gizmo CRD served")
-
-
-def gizmo(name: str, namespace: str, size: int) -> JsonObject:
+def gizmo(name: str, namespace: str, **spec: Any) -> JsonObject:
+    """A Gizmo manifest with ``spec`` as given (``size=3``)."""
     return {
         "apiVersion": GIZMO.api_version,
         "kind": "Gizmo",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"size": size},
+        "spec": dict(spec),
     }
 
 
@@ -92,7 +34,7 @@ async def create_gizmos(client: Client, namespace: str, count: int, size: int = 
 
     async def one(i: int) -> None:
         async with limit:
-            await client.create(gizmo(f"g-{i:04d}", namespace, size))
+            await client.create(gizmo(f"g-{i:04d}", namespace, size=size))
 
     await asyncio.gather(*(one(i) for i in range(count)))
 

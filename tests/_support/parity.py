@@ -1,8 +1,8 @@
-"""The parity tests' backend (fake or real) and their three custom kinds.
+"""The parity tests' backend: a client (fake or real), a namespace, and the test kinds.
 
-Gizmo (namespaced, status subresource), Doodad (namespaced, no status subresource) and Dial
-(cluster-scoped, status subresource). The fixtures that build an ``Api`` are in
-tests/integration/parity/conftest.py.
+The kinds are tests/_support/kinds.py's Gizmo (namespaced, status subresource), Doodad
+(namespaced, no status subresource) and Dial (cluster-scoped, status subresource). The
+fixtures that build an ``Api`` are in tests/integration/parity/conftest.py.
 """
 
 from __future__ import annotations
@@ -13,55 +13,7 @@ from typing import Any
 
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
-
-GROUP = "parity.setpoint.dev"
-GIZMO = GroupVersionKind(GROUP, "v1", "Gizmo")
-DOODAD = GroupVersionKind(GROUP, "v1", "Doodad")
-DIAL = GroupVersionKind(GROUP, "v1", "Dial")
-
-
-def _crd(
-    kind: str, plural: str, *, scope: str = "Namespaced", status: bool = True
-) -> dict[str, Any]:
-    version: dict[str, Any] = {
-        "name": "v1",
-        "served": True,
-        "storage": True,
-        "schema": {
-            "openAPIV3Schema": {
-                "type": "object",
-                "properties": {
-                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                },
-            }
-        },
-    }
-    if status:
-        version["subresources"] = {"status": {}}
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{GROUP}"},
-        "spec": {
-            "group": GROUP,
-            "scope": scope,
-            "names": {
-                "plural": plural,
-                "singular": kind.lower(),
-                "kind": kind,
-                "listKind": f"{kind}List",
-            },
-            "versions": [version],
-        },
-    }
-
-
-CRDS = [
-    _crd("Gizmo", "gizmos"),
-    _crd("Doodad", "doodads", status=False),
-    _crd("Dial", "dials", scope="Cluster"),
-]
+from tests._support.kinds import DIAL, DOODAD, GIZMO
 
 
 @dataclass

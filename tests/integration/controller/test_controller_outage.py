@@ -28,9 +28,9 @@ from tests._support.gizmos import (
     converged,
     create_gizmos,
     gizmo,
-    install_crd,
     reconcile_gizmo,
 )
+from tests._support.kinds import install_crds
 from tests._support.outage_proxy import OutageProxy, proxied_client
 
 NAMESPACE = "outage"
@@ -111,7 +111,7 @@ async def test_controller_recovers_from_restart_with_compacted_history(
     inferred_deletes: list[str] = []
     running: asyncio.Task[None] | None = None
     try:
-        await install_crd(direct)
+        await install_crds(direct)
         await direct.create(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         )
@@ -134,13 +134,13 @@ async def test_controller_recovers_from_restart_with_compacted_history(
         for name in deleted:
             await direct.delete(GIZMO, name, namespace=NAMESPACE)
         for i in range(40, 45):
-            await direct.create(gizmo(f"g-{i:04d}", NAMESPACE, 3))
+            await direct.create(gizmo(f"g-{i:04d}", NAMESPACE, size=3))
         plane.compact_etcd()
         await asyncio.to_thread(plane.restart_apiserver)
         for i in range(10, 15):
             await resize(direct, f"g-{i:04d}", 9)
         for i in range(45, 50):
-            await direct.create(gizmo(f"g-{i:04d}", NAMESPACE, 4))
+            await direct.create(gizmo(f"g-{i:04d}", NAMESPACE, size=4))
         reconciled.clear()
         await proxy.restore()
 

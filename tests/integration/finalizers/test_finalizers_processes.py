@@ -28,14 +28,14 @@ from setpoint.client import Client, NotFound
 from setpoint.client.safe import remove_finalizer
 from setpoint.controller.finalizers import read_cleanup_records
 from setpoint.testing.waits import eventually
-from tests._support.finalizer_flow import FIN, WIDGET
+from tests._support.finalizer_flow import FIN, GIZMO
 
 ROOT = Path(__file__).resolve().parents[3]
 """The repository root: the operator runs as a module of the tests package from there."""
 SCRIPT = "tests._support.finalizer_operator"
 LEASE = "finalizer-operator"
 
-pytestmark = pytest.mark.usefixtures("finalizer_crds")
+pytestmark = pytest.mark.usefixtures("test_crds")
 
 
 class Operators:
@@ -130,7 +130,7 @@ async def doctor_json(kubeconfig: Path, namespace: str) -> dict[str, Any]:
 
 def stuck_entry(report: dict[str, Any], name: str) -> dict[str, Any] | None:
     for obj in report["stuck"]:
-        if obj["kind"] == "Widget" and obj["name"] == name:
+        if obj["kind"] == "Gizmo" and obj["name"] == name:
             return obj  # type: ignore[no-any-return]
     return None
 
@@ -157,8 +157,8 @@ def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 async def widget_with_finalizer(k8s: Client, namespace: str, operators: Operators) -> None:
     await k8s.create(
         {
-            "apiVersion": WIDGET.api_version,
-            "kind": WIDGET.kind,
+            "apiVersion": GIZMO.api_version,
+            "kind": GIZMO.kind,
             "metadata": {"name": "w1", "namespace": namespace},
             "spec": {"size": 1},
         }
@@ -172,7 +172,7 @@ async def widget_with_finalizer(k8s: Client, namespace: str, operators: Operator
 
 async def release(k8s: Client, namespace: str, finalizer: str = FIN) -> None:
     try:
-        obj = await k8s.get(WIDGET, "w1", namespace=namespace)
+        obj = await k8s.get(GIZMO, "w1", namespace=namespace)
     except NotFound:
         return
     await remove_finalizer(k8s, obj, finalizer)
@@ -192,13 +192,13 @@ async def test_cleanup_killed_midway_runs_again_after_restart(
     """
     first = operators.spawn("--leader-election", "--cleanup-seconds", "30")
     await widget_with_finalizer(k8s, namespace, operators)
-    await k8s.delete(WIDGET, "w1", namespace=namespace)
+    await k8s.delete(GIZMO, "w1", namespace=namespace)
     await eventually(
         lambda: operators.records("start"), timeout=30, description="first cleanup started"
     )
     await kill(first)
 
-    held = await k8s.get(WIDGET, "w1", namespace=namespace)
+    held = await k8s.get(GIZMO, "w1", namespace=namespace)
     assert meta(held).get("deletionTimestamp")
     assert finalizers_of(held) == [FIN]
     assert operators.records("end") == []
@@ -207,7 +207,7 @@ async def test_cleanup_killed_midway_runs_again_after_restart(
 
     async def gone() -> bool:
         try:
-            await k8s.get(WIDGET, "w1", namespace=namespace)
+            await k8s.get(GIZMO, "w1", namespace=namespace)
         except NotFound:
             return True
         return False
@@ -216,7 +216,7 @@ async def test_cleanup_killed_midway_runs_again_after_restart(
     starts = operators.records("start")
     assert [r["pid"] for r in starts] == [first.pid, second.pid]
     assert [r["pid"] for r in operators.records("end")] == [second.pid]
-    assert len(await k8s.list(WIDGET, namespace=namespace)) == 0
+    assert len(await k8s.list(GIZMO, namespace=namespace)) == 0
     report = await doctor_json(operators.kubeconfig, namespace)
     assert report["stuck"] == []
     assert report["resourcesScanned"] > 0
@@ -242,7 +242,7 @@ async def test_hanging_cleanup_shows_in_doctor_and_metrics(
     )
     try:
         await widget_with_finalizer(k8s, namespace, operators)
-        await k8s.delete(WIDGET, "w1", namespace=namespace)
+        await k8s.delete(GIZMO, "w1", namespace=namespace)
         await eventually(
             lambda: len(operators.records("start")) >= 2,
             timeout=30,
@@ -250,7 +250,7 @@ async def test_hanging_cleanup_shows_in_doctor_and_metrics(
         )
 
         async def recorded() -> bool:
-            obj = await k8s.get(WIDGET, "w1", namespace=namespace)
+            obj = await k8s.get(GIZMO, "w1", namespace=namespace)
             return fin in read_cleanup_records(obj)
 
         await eventually(recorded, timeout=30, description="failure recorded on the object")
@@ -269,7 +269,7 @@ async def test_hanging_cleanup_shows_in_doctor_and_metrics(
         assert finalizer["owner"]["controller"] == "widgets"
         assert finalizer["owner"]["lease"] == f"{namespace}/{LEASE}"
 
-        table = await doctor(operators.kubeconfig, "--kind", "widgets", "--older-than", "0")
+        table = await doctor(operators.kubeconfig, "--kind", "gizmos", "--older-than", "0")
         assert "w1" in table and fin in table and "running" in table
 
         [up] = operators.records("up", pid=process.pid)
@@ -309,7 +309,7 @@ async def test_doctor_says_unknown_without_leader_election(
     operators.spawn("--cleanup", "hang", "--deadline", "1", "--finalizer", finalizer)
     try:
         await widget_with_finalizer(k8s, namespace, operators)
-        await k8s.delete(WIDGET, "w1", namespace=namespace)
+        await k8s.delete(GIZMO, "w1", namespace=namespace)
 
         async def listed() -> dict[str, Any] | None:
             entry = stuck_entry(await doctor_json(operators.kubeconfig, namespace), "w1")

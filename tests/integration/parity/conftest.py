@@ -9,17 +9,15 @@ subresource), Doodad (namespaced, no status subresource) and Dial
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 
 import pytest
 import pytest_asyncio
 
-from setpoint.api import kinds
-from setpoint.client import AlreadyExists, Client
+from setpoint.client import Client
 from setpoint.testing.fake import FakeClient, FakeOptions
-from setpoint.testing.waits import eventually
-from tests._support.parity import CRDS, DIAL, Api
+from tests._support.kinds import install_crds
+from tests._support.parity import Api
 
 
 @pytest.fixture(params=["fake", "real"])
@@ -38,22 +36,6 @@ def api(request: pytest.FixtureRequest) -> Api:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def crds(api: Api) -> Api:
-    """The parity CRDs, installed (and Established) in the backend."""
-    for crd in CRDS:
-        with contextlib.suppress(AlreadyExists):
-            await api.client.create(crd)
-
-    async def established() -> bool:
-        for crd in CRDS:
-            got = await api.client.get(kinds.CustomResourceDefinition, crd["metadata"]["name"])
-            conditions = (got.get("status") or {}).get("conditions") or []
-            if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-                return False
-        return True
-
-    await eventually(established, timeout=30, description="parity CRDs established")
-    # Discovery must see the new kinds before the client can address them.
-    await eventually(
-        lambda: api.client.resource_info(DIAL), timeout=30, description="Dial kind discoverable"
-    )
+    """The test CRDs (tests/_support/kinds.py), installed and served in the backend."""
+    await install_crds(api.client)
     return api

@@ -12,7 +12,8 @@ from setpoint.client import Client
 from setpoint.client.patch import JsonPatch, MergePatch, json_pointer
 from setpoint.client.safe import OperationResult, apply_child
 from setpoint.testing import eventually
-from tests._support.safewrites import RequestLog, gizmo
+from tests._support.gizmos import gizmo
+from tests._support.request_log import RequestLog
 
 MANAGER = "gizmo-controller"
 

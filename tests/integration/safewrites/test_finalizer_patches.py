@@ -18,7 +18,7 @@ from setpoint.client.safe import (
     remove_finalizer,
 )
 from setpoint.testing.waits import eventually
-from tests._support.safewrites import RequestLog
+from tests._support.request_log import RequestLog
 
 ROUNDS = 25
 

@@ -20,7 +20,7 @@ from setpoint.client import Client, NotFound
 from setpoint.client.patch import JsonPatch, MergePatch, json_pointer
 from setpoint.client.safe import OperationResult, apply_child, create_or_patch, create_or_update
 from setpoint.testing.waits import eventually
-from tests._support.safewrites import RequestLog
+from tests._support.request_log import RequestLog
 
 LABEL_WRITES = 40
 

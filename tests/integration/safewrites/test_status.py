@@ -27,7 +27,8 @@ from setpoint.client.safe import (
     apply_status,
     update_status,
 )
-from tests._support.safewrites import RequestLog, gizmo
+from tests._support.gizmos import gizmo
+from tests._support.request_log import RequestLog
 
 WRITERS = 20
 ENTRIES = 50

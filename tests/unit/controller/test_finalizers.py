@@ -41,7 +41,7 @@ from setpoint.manager.resourcelock import LeaderElectionRecord
 from setpoint.observability.logging import get_logger
 from setpoint.observability.metrics import Metrics
 from setpoint.testing.fake import FakeClient
-from tests._support.finalizer_flow import CRDS, FIN, FIN2, FOREIGN, WIDGET
+from tests._support.finalizer_flow import CRDS, FIN, FIN2, FOREIGN, GIZMO
 
 NS = "ns"
 
@@ -58,7 +58,7 @@ def widget(
         metadata["finalizers"] = finalizers
     if deleting:
         metadata["deletionTimestamp"] = "2024-05-01T12:00:00Z"
-    return {"apiVersion": WIDGET.api_version, "kind": "Widget", "metadata": metadata}
+    return {"apiVersion": GIZMO.api_version, "kind": "Gizmo", "metadata": metadata}
 
 
 # -- states -----------------------------------------------------------------------------------
@@ -167,7 +167,7 @@ def test_handlers_are_validated() -> None:
 
 def test_builder_refuses_bad_finalizer_registrations() -> None:
     fake = FakeClient()
-    builder = Builder("widgets").for_(WIDGET).finalizer(FIN, nothing)
+    builder = Builder("widgets").for_(GIZMO).finalizer(FIN, nothing)
     with pytest.raises(ControllerError, match="registered twice"):
         builder.finalizer(FIN, nothing)
     with pytest.raises(ControllerError, match="deadline"):
@@ -177,13 +177,13 @@ def test_builder_refuses_bad_finalizer_registrations() -> None:
         without_for.build(nothing, client=fake, cache=Cache(fake))
     controller = (
         Builder("widgets")
-        .for_(WIDGET)
+        .for_(GIZMO)
         .finalizer(FIN, nothing)
         .finalizer(FIN2, nothing)
         .build(nothing, client=fake, cache=Cache(fake))
     )
     assert controller.finalizers == (FIN, FIN2)
-    plain = Builder("plain").for_(WIDGET).build(nothing, client=fake, cache=Cache(fake))
+    plain = Builder("plain").for_(GIZMO).build(nothing, client=fake, cache=Cache(fake))
     assert plain.finalizers == ()
 
 
@@ -216,7 +216,7 @@ def test_pending_index_follows_events() -> None:
 def test_gauges_are_computed_at_scrape_and_dropped_when_stopped() -> None:
     metrics = Metrics(CollectorRegistry())
     finalizers = Finalizers(
-        "widgets", [FinalizerHandler(name=FIN, cleanup=nothing)], kind=WIDGET, metrics=metrics
+        "widgets", [FinalizerHandler(name=FIN, cleanup=nothing)], kind=GIZMO, metrics=metrics
     )
     finalizers.publish_metrics()
 
@@ -261,7 +261,7 @@ def context(client: FakeClient, cached: JsonObject | None) -> Context:
         reader=StaleReader(cached),  # type: ignore[arg-type]
         recorder=None,
         controller="widgets",
-        gvk=WIDGET,
+        gvk=GIZMO,
     )
 
 
@@ -277,27 +277,27 @@ async def test_cache_says_live_but_the_object_started_deleting_with_ours() -> No
         ran.append(obj["metadata"]["name"])
 
     fake = fake_with(widget(finalizers=[FIN]))
-    await fake.delete(WIDGET, "w1", namespace=NS)
-    finalizers = Finalizers("widgets", [FinalizerHandler(name=FIN, cleanup=cleanup)], kind=WIDGET)
+    await fake.delete(GIZMO, "w1", namespace=NS)
+    finalizers = Finalizers("widgets", [FinalizerHandler(name=FIN, cleanup=cleanup)], kind=GIZMO)
     result = await finalizers.prepare(context(fake, widget()))
     assert result == Result()
     assert ran == ["w1"]
-    assert fake.lookup(WIDGET, "w1", namespace=NS) is None
+    assert fake.lookup(GIZMO, "w1", namespace=NS) is None
 
 
 async def test_cache_says_live_but_the_object_is_deleting_without_ours() -> None:
     """The server refuses the new finalizer; nothing runs and reconcile is skipped."""
     fake = fake_with(widget(finalizers=[FOREIGN]))
-    await fake.delete(WIDGET, "w1", namespace=NS)
-    finalizers = Finalizers("widgets", [FinalizerHandler(name=FIN, cleanup=nothing)], kind=WIDGET)
+    await fake.delete(GIZMO, "w1", namespace=NS)
+    finalizers = Finalizers("widgets", [FinalizerHandler(name=FIN, cleanup=nothing)], kind=GIZMO)
     assert await finalizers.prepare(context(fake, widget(finalizers=[FOREIGN]))) == Result()
-    stored = fake.lookup(WIDGET, "w1", namespace=NS)
+    stored = fake.lookup(GIZMO, "w1", namespace=NS)
     assert stored is not None and finalizers_of(stored) == [FOREIGN]
 
 
 async def test_cache_says_live_but_the_object_is_gone() -> None:
     fake = fake_with()
-    finalizers = Finalizers("widgets", [FinalizerHandler(name=FIN, cleanup=nothing)], kind=WIDGET)
+    finalizers = Finalizers("widgets", [FinalizerHandler(name=FIN, cleanup=nothing)], kind=GIZMO)
     assert await finalizers.prepare(context(fake, widget())) == Result()
     assert await finalizers.prepare(context(fake, None)) == Result()
 
@@ -307,11 +307,11 @@ async def test_live_object_gets_missing_finalizers_and_proceeds() -> None:
     finalizers = Finalizers(
         "widgets",
         [FinalizerHandler(name=FIN, cleanup=nothing), FinalizerHandler(name=FIN2, cleanup=nothing)],
-        kind=WIDGET,
+        kind=GIZMO,
     )
-    cached = fake.lookup(WIDGET, "w1", namespace=NS)
+    cached = fake.lookup(GIZMO, "w1", namespace=NS)
     assert await finalizers.prepare(context(fake, cached)) is None
-    stored = fake.lookup(WIDGET, "w1", namespace=NS)
+    stored = fake.lookup(GIZMO, "w1", namespace=NS)
     assert stored is not None and finalizers_of(stored) == [FOREIGN, FIN, FIN2]
 
 
@@ -325,15 +325,15 @@ async def test_failure_raises_with_its_backoff_and_gates_early_retries() -> None
         raise KeyError("bug")
 
     fake = fake_with(widget(finalizers=[FIN]))
-    await fake.delete(WIDGET, "w1", namespace=NS)
+    await fake.delete(GIZMO, "w1", namespace=NS)
     retry = CleanupRetry(base_delay=2, max_delay=60)
     finalizers = Finalizers(
         "widgets",
         [FinalizerHandler(name=FIN, cleanup=failing, retry=retry)],
-        kind=WIDGET,
+        kind=GIZMO,
         clock=lambda: now[0],
     )
-    ctx = context(fake, fake.lookup(WIDGET, "w1", namespace=NS))
+    ctx = context(fake, fake.lookup(GIZMO, "w1", namespace=NS))
     with pytest.raises(CleanupFailed) as info:
         await finalizers.prepare(ctx)
     assert (info.value.retry_after, info.value.finalizer) == (2, FIN)
@@ -347,7 +347,7 @@ async def test_failure_raises_with_its_backoff_and_gates_early_retries() -> None
         await finalizers.prepare(ctx)
     assert info.value.retry_after == 4
     assert calls == [100.0, 102.0]
-    stored = fake.lookup(WIDGET, "w1", namespace=NS)
+    stored = fake.lookup(GIZMO, "w1", namespace=NS)
     assert stored is not None
     assert read_cleanup_records(stored)[FIN].failures == 2
 
@@ -361,16 +361,16 @@ async def test_cancellation_is_not_a_failure() -> None:
         await asyncio.Event().wait()
 
     fake = fake_with(widget(finalizers=[FIN]))
-    await fake.delete(WIDGET, "w1", namespace=NS)
-    finalizers = Finalizers("widgets", [FinalizerHandler(name=FIN, cleanup=slow)], kind=WIDGET)
+    await fake.delete(GIZMO, "w1", namespace=NS)
+    finalizers = Finalizers("widgets", [FinalizerHandler(name=FIN, cleanup=slow)], kind=GIZMO)
     task = asyncio.create_task(
-        finalizers.prepare(context(fake, fake.lookup(WIDGET, "w1", namespace=NS)))
+        finalizers.prepare(context(fake, fake.lookup(GIZMO, "w1", namespace=NS)))
     )
     await asyncio.wait_for(started.wait(), 5)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    stored = fake.lookup(WIDGET, "w1", namespace=NS)
+    stored = fake.lookup(GIZMO, "w1", namespace=NS)
     assert stored is not None and read_cleanup_records(stored) == {}
 
 
@@ -381,13 +381,13 @@ async def test_manager_advertises_its_controllers_finalizers_on_the_lease() -> N
     fake = FakeClient()
     manager = Manager(fake, ManagerOptions(metrics_bind_address="0", health_probe_bind_address="0"))
     assert json.loads(manager.lease_annotations()[OWNED_FINALIZERS_ANNOTATION]) == {}
-    manager.controller("widgets").for_(WIDGET).finalizer(FIN, nothing).finalizer(
+    manager.controller("widgets").for_(GIZMO).finalizer(FIN, nothing).finalizer(
         FIN2, nothing
     ).build(
         nothing,
         cache=Cache(fake),
     )
-    manager.controller("plain").for_(WIDGET).build(nothing, cache=Cache(fake))
+    manager.controller("plain").for_(GIZMO).build(nothing, cache=Cache(fake))
     owned = json.loads(manager.lease_annotations()[OWNED_FINALIZERS_ANNOTATION])
     assert owned == {FIN: "widgets", FIN2: "widgets"}
 
