@@ -1,11 +1,13 @@
-"""Fakes shared by the manager's unit tests: runnables, caches, a lease store, a client."""
+"""Fakes shared by the manager's unit tests: runnables, caches, an HTTP server, a lease store.
+
+The client is the public :class:`setpoint.testing.FakeClient`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from setpoint.api.clock import ManualClock
 from setpoint.api.runnable import RunnableGroup
@@ -210,26 +212,3 @@ class MemoryLock:
 
     def record_event(self, message: str) -> None:
         self.events.append(message)
-
-
-class FakeTransport:
-    def __init__(self) -> None:
-        self.on_request: Any = None
-
-
-class FakeClient:
-    """Just enough of a Client for a Manager that builds nothing from it."""
-
-    def __init__(self) -> None:
-        self.transport = FakeTransport()
-        self.default_namespace = "default"
-        self.created: list[dict[str, Any]] = []
-        self.patches: list[tuple[str, Any, str | None]] = []
-
-    async def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        self.created.append(obj)
-        return obj
-
-    async def patch(self, kind: Any, name: str, patch: Any, *, namespace: str | None = None) -> Any:
-        self.patches.append((name, patch.body(), namespace))
-        return {}

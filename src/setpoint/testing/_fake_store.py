@@ -152,6 +152,7 @@ class Store:
         history: int,
         garbage_collection: bool,
         require_namespaces: bool,
+        resource_version_prefix: str = "",
     ) -> None:
         self.revision = 0
         """The last revision committed (``resourceVersion`` of the newest write)."""
@@ -165,6 +166,20 @@ class Store:
         self._rules_by_gk: dict[tuple[str, str], KindRules] = {}
         self._conversions: dict[tuple[str, str], tuple[KindConversion, str]] = {}
         self._gc = GarbageCollector(self, enabled=garbage_collection)
+        self._rv_prefix = resource_version_prefix
+
+    # -- resource versions ------------------------------------------------------------
+
+    def format_rv(self, revision: int) -> str:
+        """How this server spells a revision as a resourceVersion (prefix + number)."""
+        return f"{self._rv_prefix}{revision}"
+
+    def revision_of(self, value: str) -> int | None:
+        """The revision a resourceVersion this server issued names, or ``None``."""
+        number = value.removeprefix(self._rv_prefix) if self._rv_prefix else value
+        if (self._rv_prefix and not value.startswith(self._rv_prefix)) or not number.isdigit():
+            return None
+        return int(number)
 
     # -- kinds ------------------------------------------------------------------------
 
@@ -362,14 +377,12 @@ class Store:
             if more and not label_sel.requirements and not field_sel.terms
             else None
         )
-        return Listing(
-            [self.present(rules, state[k]) for k in page], str(revision), token, remaining
-        )
+        items = [self.present(rules, state[k]) for k in page]
+        return Listing(items, self.format_rv(revision), token, remaining)
 
     def _parse_rv(self, value: str | None, path: str) -> int:
-        try:
-            return int(value or "0")
-        except ValueError:
+        revision = self.revision_of(value) if value else 0
+        if revision is None:
             raise api_error(
                 400,
                 "BadRequest",
@@ -377,7 +390,8 @@ class Store:
                 f'strconv.ParseUint: parsing "{value}": invalid syntax',
                 method="GET",
                 path=path,
-            ) from None
+            )
+        return revision
 
     def _too_large(self, revision: int, path: str) -> ApiError:
         # The server waits a few seconds for the revision before giving up; the fake cannot
@@ -460,7 +474,7 @@ class Store:
 
     def _bump(self) -> str:
         self.revision += 1
-        return str(self.revision)
+        return self.format_rv(self.revision)
 
     def _check_namespace(
         self, rules: KindRules, namespace: str, name: str, *, method: str, path: str
@@ -736,7 +750,7 @@ class Store:
                 method=method,
                 path=path,
             )
-        if rv and not rv.isdigit():
+        if rv and self.revision_of(rv) is None:
             raise api_error(
                 500,
                 "",

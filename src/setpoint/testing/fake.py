@@ -156,11 +156,22 @@ class FakeOptions:
     """Events kept for watches and lists from an older resourceVersion; older ones answer
     410 Expired, like etcd after compaction."""
 
+    resource_version_prefix: str = ""
+    """Spell every resourceVersion as this prefix plus the revision (``"v"``: ``"v17"``),
+    to prove code treats resourceVersions as opaque strings, as the API conventions require
+    (an aggregated API server need not use etcd's integers). Empty: plain integers, as
+    kube-apiserver sends them. Letters only."""
+
     def __post_init__(self) -> None:
         if not self.field_manager or len(self.field_manager) > 128:
             raise ValueError("FakeOptions.field_manager must be 1-128 characters")
         if not self.default_namespace:
             raise ValueError("FakeOptions.default_namespace must not be empty")
+        if self.resource_version_prefix and not self.resource_version_prefix.isalpha():
+            raise ValueError(
+                "FakeOptions.resource_version_prefix must be letters only (got "
+                f"{self.resource_version_prefix!r}), so the revision after it stays readable"
+            )
         if self.history < 1:
             raise ValueError(
                 f"FakeOptions.history must be >= 1 event (got {self.history}); a fake without "
@@ -212,6 +223,7 @@ class FakeClient:
             history=self.options.history,
             garbage_collection=self.options.garbage_collection,
             require_namespaces=self.options.require_namespaces,
+            resource_version_prefix=self.options.resource_version_prefix,
         )
         for info in BUILTIN_RESOURCES.values():
             self._store.register(info)
@@ -219,6 +231,7 @@ class FakeClient:
         self.register(*resources)
         self._watches: set[FakeWatch] = set()
         self._indexes: dict[tuple[GroupVersionKind, str], IndexFunc] = {}
+        self._held: list[tuple[FakeWatch, object]] | None = None
         self.add(*objects)
 
     # -- test helpers (synchronous, no faults, not recorded) ---------------------------------
@@ -332,7 +345,7 @@ class FakeClient:
     @property
     def resource_version(self) -> str:
         """The newest resourceVersion (the global revision of the last write)."""
-        return str(self._store.revision)
+        return self._store.format_rv(self._store.revision)
 
     def compact(self) -> None:
         """Forget history: watches and lists from an older resourceVersion get 410 Expired."""
@@ -341,7 +354,32 @@ class FakeClient:
     def send_bookmark(self) -> None:
         """Send a BOOKMARK at the current resourceVersion to every watch that allows them."""
         for watch in list(self._watches):
-            watch._push(_Bookmark(self._store.revision))
+            self._deliver(watch, _Bookmark(self._store.revision))
+
+    def hold_watch_events(self) -> None:
+        """Hold back what running watches receive until :meth:`release_watch_events`.
+
+        Writes take effect and reads and lists see them, but watch events and bookmarks
+        queue up: a watch stream (and so an informer's cache) lagging behind the server,
+        which is what read-after-write code must cope with. Watches started meanwhile still
+        replay their backlog at once. :meth:`break_watches` and :meth:`end_watches` are not
+        held (the connection itself fails or ends).
+        """
+        if self._held is None:
+            self._held = []
+
+    def release_watch_events(self) -> None:
+        """Deliver the held events and bookmarks, in order, to the watches still running."""
+        held, self._held = self._held, None
+        for watch, item in held or ():
+            if watch in self._watches:
+                watch._push(item)
+
+    def _deliver(self, watch: FakeWatch, item: object) -> None:
+        if self._held is not None:
+            self._held.append((watch, item))
+        else:
+            watch._push(item)
 
     def end_watches(self) -> None:
         """End every running watch cleanly, as the server does when ``timeoutSeconds`` ends."""
@@ -532,7 +570,8 @@ class FakeClient:
                 resource_version_match=None,
             )
 
-        return await self._run(Call("list", kind_gvk(kind), namespace), op)
+        call = Call("list", kind_gvk(kind), namespace, resource_version=resource_version)
+        return await self._run(call, op)
 
     async def list_page(
         self,
@@ -560,7 +599,8 @@ class FakeClient:
                 resource_version_match=resource_version_match,
             )
 
-        return await self._run(Call("list_page", kind_gvk(kind), namespace), op)
+        call = Call("list_page", kind_gvk(kind), namespace, resource_version=resource_version)
+        return await self._run(call, op)
 
     def _list(
         self,
@@ -1167,7 +1207,7 @@ class FakeWatch:
         self._queue.put_nowait(item)
 
     def _listener(self, event: Event) -> None:
-        self._queue.put_nowait(event)
+        self._client._deliver(self, event)
 
     def _stop(self) -> None:
         self._client._store.unlisten(self._listener)
@@ -1188,16 +1228,15 @@ class FakeWatch:
             if self._allow_bookmarks:
                 self._queue.put_nowait(_Bookmark(store.revision, initial_events_end=True))
         else:
-            try:
-                revision = int(start)
-            except ValueError:
+            revision = store.revision_of(start)
+            if revision is None:
                 raise api_error(
                     400,
                     "BadRequest",
                     f"invalid resource version {start!r}",
                     method="GET",
                     path=path,
-                ) from None
+                )
             if revision < store.compacted:
                 raise api_error(
                     410,
@@ -1256,7 +1295,9 @@ class FakeWatch:
     def _bookmark(self, bookmark: _Bookmark) -> WatchEvent[Any]:
         rules = self._rules
         assert rules is not None
-        metadata: dict[str, Any] = {"resourceVersion": str(bookmark.revision)}
+        metadata: dict[str, Any] = {
+            "resourceVersion": self._client._store.format_rv(bookmark.revision)
+        }
         if bookmark.initial_events_end:
             metadata["annotations"] = {INITIAL_EVENTS_END: "true"}
         obj = {
@@ -1269,7 +1310,12 @@ class FakeWatch:
 
     async def _events(self) -> AsyncIterator[WatchEvent[Any]]:
         client = self._client
-        call = Call("watch", kind_gvk(self._kind), self._namespace)
+        call = Call(
+            "watch",
+            kind_gvk(self._kind),
+            self._namespace,
+            resource_version=self.resource_version or None,
+        )
 
         async def start() -> None:
             await asyncio.sleep(0)

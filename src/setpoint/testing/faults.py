@@ -103,6 +103,8 @@ class Call:
     """The subresource addressed, if any."""
     body: Any = None
     """What was sent: the object for create/update/apply, the patch for patch."""
+    resource_version: str | None = None
+    """The resourceVersion a list or watch asked for (where a watch resumes from), if any."""
 
     @property
     def path(self) -> str:
@@ -582,17 +584,32 @@ class FaultInjectingClient:
 
     async def list(self, kind: KindLike, **kwargs: Any) -> Any:
         """:meth:`Client.list <setpoint.client.Client.list>`, with faults."""
-        call = Call("list", kind_gvk(kind), kwargs.get("namespace"))
+        call = Call(
+            "list",
+            kind_gvk(kind),
+            kwargs.get("namespace"),
+            resource_version=kwargs.get("resource_version"),
+        )
         return await self.faults.run(call, lambda: self.inner.list(kind, **kwargs))
 
     async def list_page(self, kind: KindLike, **kwargs: Any) -> Any:
         """:meth:`Client.list_page <setpoint.client.Client.list_page>`, with faults."""
-        call = Call("list_page", kind_gvk(kind), kwargs.get("namespace"))
+        call = Call(
+            "list_page",
+            kind_gvk(kind),
+            kwargs.get("namespace"),
+            resource_version=kwargs.get("resource_version"),
+        )
         return await self.faults.run(call, lambda: self.inner.list_page(kind, **kwargs))
 
     def watch(self, kind: KindLike, **kwargs: Any) -> _FaultyWatch:
         """:meth:`Client.watch <setpoint.client.Client.watch>`; rules run when iteration starts."""
-        call = Call("watch", kind_gvk(kind), kwargs.get("namespace"))
+        call = Call(
+            "watch",
+            kind_gvk(kind),
+            kwargs.get("namespace"),
+            resource_version=kwargs.get("resource_version"),
+        )
         return _FaultyWatch(self.faults, call, self.inner.watch(kind, **kwargs))
 
     async def create(self, obj: Any, **kwargs: Any) -> Any:

@@ -10,8 +10,18 @@ import pytest_asyncio
 
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject
-from setpoint.cache import Cache, CacheOptions, FuncHandler, KindNotServed, KindOptions
+from setpoint.cache import (
+    Cache,
+    CacheOptions,
+    FuncHandler,
+    Informer,
+    InformerOptions,
+    KindNotServed,
+    KindOptions,
+    keep_as_received,
+)
 from setpoint.client import Client, NotFound
 from setpoint.client.patch import MergePatch
 from setpoint.testing import eventually
@@ -83,6 +93,26 @@ async def test_cached_reads_match_the_live_client(
     assert cache_error.value.reason == live_error.value.reason == "NotFound"
     assert cache_error.value.details["name"] == live_error.value.details["name"] == "missing"
     assert cache_error.value.details["kind"] == live_error.value.details["kind"]
+
+
+async def test_keep_as_received_stores_what_the_server_sent(k8s: Client, namespace: str) -> None:
+    """With ``transform=keep_as_received`` the cache keeps managedFields.
+
+    The default transform strips them (the test above); keep_as_received stores each
+    object exactly as the server sent it, managedFields included.
+    """
+    await make(k8s, namespace, "kept")
+    options = InformerOptions(namespaces=(namespace,), transform=keep_as_received)
+    informer = Informer(k8s, kinds.ConfigMap, options)
+    await informer.start()
+    try:
+        await informer.wait_for_sync(30)
+        await eventually(lambda: ObjectKey(namespace, "kept") in informer.store, timeout=30)
+        stored = informer.store.get(ObjectKey(namespace, "kept"))
+        assert stored is not None
+        assert stored["metadata"]["managedFields"][0]["manager"]
+    finally:
+        await informer.stop()
 
 
 async def test_a_kind_that_is_not_served_fails_fast(k8s: Client) -> None:

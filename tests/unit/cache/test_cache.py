@@ -25,8 +25,8 @@ from setpoint.cache import (
 from setpoint.cache.selectors import SelectorError
 from setpoint.client.errors import NotFound
 from setpoint.client.protocols import Reader
-from setpoint.testing import eventually
-from tests._support.cache_fakeapi import CLUSTER_THING, WIDGET, FakeApi, widget
+from setpoint.testing import FakeClient, eventually
+from tests._support.widgets import CLUSTER_THING, WIDGET, fake_api, put, widget
 
 
 @dataclass
@@ -64,16 +64,20 @@ def owned(name: str, owner_uid: str, owner_name: str, **extra: Any) -> dict[str,
 
 
 @pytest.fixture
-async def api() -> FakeApi:
-    fake = FakeApi()
-    fake.put(widget("a", metadata={"labels": {"app": "web", "tier": "1"}}, spec={"color": "red"}))
-    fake.put(widget("b", metadata={"labels": {"app": "db", "tier": "2"}}, spec={"color": "blue"}))
-    fake.put(widget("c", namespace="other", spec={"color": "red"}))
+async def api() -> FakeClient:
+    fake = fake_api()
+    await put(
+        fake, widget("a", metadata={"labels": {"app": "web", "tier": "1"}}, spec={"color": "red"})
+    )
+    await put(
+        fake, widget("b", metadata={"labels": {"app": "db", "tier": "2"}}, spec={"color": "blue"})
+    )
+    await put(fake, widget("c", namespace="other", spec={"color": "red"}))
     return fake
 
 
 @pytest.fixture
-async def cache(api: FakeApi) -> AsyncIterator[Cache]:
+async def cache(api: FakeClient) -> AsyncIterator[Cache]:
     c = Cache(api)  # type: ignore[arg-type]
     await c.start()
     try:
@@ -123,11 +127,11 @@ async def test_not_found_is_the_clients_error(cache: Cache) -> None:
     assert "cache" in str(error)
 
 
-async def test_namespace_rules_match_the_client(cache: Cache, api: FakeApi) -> None:
+async def test_namespace_rules_match_the_client(cache: Cache, api: FakeClient) -> None:
     with pytest.raises(ValueError, match="namespaced"):
         await cache.get(WIDGET, "a")
-    api.put({"apiVersion": CLUSTER_THING.api_version, "kind": "ClusterThing",
-             "metadata": {"name": "t"}}, kind=CLUSTER_THING)  # fmt: skip
+    thing = {"apiVersion": CLUSTER_THING.api_version, "kind": CLUSTER_THING.kind}
+    await put(api, {**thing, "metadata": {"name": "t"}}, kind=CLUSTER_THING)
     assert (await cache.get(CLUSTER_THING, "t"))["metadata"]["name"] == "t"
     with pytest.raises(ValueError, match="cluster-scoped"):
         await cache.get(CLUSTER_THING, "t", namespace="default")
@@ -179,10 +183,10 @@ def test_by_field_indexes_the_selector_value() -> None:
     assert index(widget("x")) == ""
 
 
-async def test_owner_and_controller_indexes(cache: Cache, api: FakeApi) -> None:
-    api.put(owned("child-1", "uid-p", "parent"))
-    api.put(owned("child-2", "uid-p", "parent"))
-    api.put(owned("child-3", "uid-q", "other-parent"))
+async def test_owner_and_controller_indexes(cache: Cache, api: FakeClient) -> None:
+    await put(api, owned("child-1", "uid-p", "parent"))
+    await put(api, owned("child-2", "uid-p", "parent"))
+    await put(api, owned("child-3", "uid-q", "other-parent"))
     cache.add_index(WIDGET, "owner", by_owner_uid)
     cache.add_index(
         WIDGET, "controller", by_controller(GroupVersionKind("test.setpoint.dev", "v2", "Parent"))
@@ -201,7 +205,7 @@ async def test_owner_and_controller_indexes(cache: Cache, api: FakeApi) -> None:
         cache.add_index(WIDGET, "owner", by_owner_uid)
 
 
-async def test_reads_before_start_fail_clearly(api: FakeApi) -> None:
+async def test_reads_before_start_fail_clearly(api: FakeClient) -> None:
     cache = Cache(api)  # type: ignore[arg-type]
     with pytest.raises(CacheNotStarted, match="start"):
         await cache.get(WIDGET, "a", namespace="default")
@@ -210,7 +214,7 @@ async def test_reads_before_start_fail_clearly(api: FakeApi) -> None:
     await cache.stop(1)
 
 
-async def test_informers_created_before_start_start_with_the_cache(api: FakeApi) -> None:
+async def test_informers_created_before_start_start_with_the_cache(api: FakeClient) -> None:
     cache = Cache(api)  # type: ignore[arg-type]
     informer = cache.informer(WIDGET)
     assert not informer.started
@@ -235,7 +239,7 @@ async def test_unknown_kind_is_named_in_wait_for_sync(cache: Cache) -> None:
         await cache.get(missing, "x", namespace="default")
 
 
-async def test_namespaced_cache_refuses_other_namespaces(api: FakeApi) -> None:
+async def test_namespaced_cache_refuses_other_namespaces(api: FakeClient) -> None:
     cache = Cache(api, options=CacheOptions(namespaces=("default",)))  # type: ignore[arg-type]
     await cache.start()
     try:
@@ -249,8 +253,8 @@ async def test_namespaced_cache_refuses_other_namespaces(api: FakeApi) -> None:
         await cache.stop(5)
 
 
-async def test_per_kind_options_override_the_defaults(api: FakeApi) -> None:
-    api.put(widget("m", metadata={"managedFields": [{"manager": "x"}]}))
+async def test_per_kind_options_override_the_defaults(api: FakeClient) -> None:
+    await put(api, widget("m", data={"kept": "as sent"}))
     options = CacheOptions(
         namespaces=("default",),
         by_kind={WIDGET: KindOptions(namespaces=(), labels="", transform=keep_as_received)},
@@ -269,12 +273,12 @@ async def test_per_kind_options_override_the_defaults(api: FakeApi) -> None:
         listing = await cache.list(WIDGET)
         assert len(listing) == 4
         m = await cache.get(WIDGET, "m", namespace="default")
-        assert m["metadata"]["managedFields"] == [{"manager": "x"}]
+        assert m == api.lookup(WIDGET, "m", namespace="default")  # no transform applied
     finally:
         await cache.stop(5)
 
 
-async def test_copy_on_read_can_be_disabled(api: FakeApi) -> None:
+async def test_copy_on_read_can_be_disabled(api: FakeClient) -> None:
     cache = Cache(api, options=CacheOptions(copy_on_read=False))  # type: ignore[arg-type]
     await cache.start()
     try:

@@ -1,7 +1,8 @@
 """Read-after-write: readers wait for this process's own writes; the tracking client records them.
 
-The fake API can hold watch events back (``hold``/``release``), which is exactly a lagging
-cache: the write has happened on the server, the informer has not seen it yet.
+The fake client can hold watch events back (``hold_watch_events``/``release_watch_events``),
+which is exactly a lagging cache: the write has happened on the server, the informer has not
+seen it yet.
 """
 
 from __future__ import annotations
@@ -30,10 +31,24 @@ from setpoint.client.errors import NotFound
 from setpoint.client.patch import MergePatch
 from setpoint.client.protocols import Reader, StatusWriter, Writer
 from setpoint.client.transport import Response
-from setpoint.testing import eventually
-from tests._support.cache_fakeapi import WIDGET, FakeApi, widget
+from setpoint.testing import FakeClient, eventually
+from tests._support.widgets import (
+    WIDGET,
+    connection_reset,
+    fake_api,
+    hold_next_watch,
+    put,
+    remove,
+    widget,
+)
 
 KEY = ObjectKey("default", "a")
+
+
+def expected(informer: Informer, key: ObjectKey) -> ExpectedWrite:
+    write = informer.expectations.get(key)
+    assert write is not None, f"no write of {key} recorded"
+    return write
 
 
 async def let_tasks_run() -> None:
@@ -43,19 +58,19 @@ async def let_tasks_run() -> None:
 
 
 @pytest.fixture
-async def api() -> FakeApi:
-    fake = FakeApi()
-    fake.put(widget("a", data={"v": 1}))
+async def api() -> FakeClient:
+    fake = fake_api()
+    await put(fake, widget("a", data={"v": 1}))
     return fake
 
 
 @pytest.fixture
-async def cache(api: FakeApi) -> AsyncIterator[Cache]:
+async def cache(api: FakeClient) -> AsyncIterator[Cache]:
     c = Cache(api)  # type: ignore[arg-type]
     await c.start()
     c.informer(WIDGET)
     await c.wait_for_sync(5)
-    await eventually(lambda: api.open_watches == 1, timeout=5, description="watch open")
+    await eventually(lambda: api.active_watches == 1, timeout=5, description="watch open")
     try:
         yield c
     finally:
@@ -63,11 +78,11 @@ async def cache(api: FakeApi) -> AsyncIterator[Cache]:
 
 
 async def test_a_read_waits_for_the_cache_to_catch_up_with_our_write(
-    cache: Cache, api: FakeApi
+    cache: Cache, api: FakeClient
 ) -> None:
     reader = cache.reader(read_after_write_timeout=5)
-    api.hold()
-    written = api.put(widget("a", data={"v": 2}))
+    api.hold_watch_events()
+    written = await put(api, widget("a", data={"v": 2}))
     cache.expect_written(WIDGET, written)
 
     pending = asyncio.create_task(reader.get(WIDGET, "a", namespace="default"))
@@ -77,7 +92,7 @@ async def test_a_read_waits_for_the_cache_to_catch_up_with_our_write(
     stale = await cache.get(WIDGET, "a", namespace="default")
     assert stale["data"] == {"v": 1}
 
-    api.release()
+    api.release_watch_events()
     fresh = await asyncio.wait_for(pending, 5)
     assert fresh["data"] == {"v": 2}
     assert cache.informer(WIDGET).expectations.pending() == []
@@ -92,11 +107,11 @@ async def test_nothing_to_wait_for_reads_at_once(cache: Cache) -> None:
 
 
 async def test_a_lagging_cache_fails_the_read_instead_of_returning_stale_data(
-    cache: Cache, api: FakeApi
+    cache: Cache, api: FakeClient
 ) -> None:
     reader = cache.reader(read_after_write_timeout=0.05)
-    api.hold()
-    written = api.put(widget("a", data={"v": 2}))
+    api.hold_watch_events()
+    written = await put(api, widget("a", data={"v": 2}))
     cache.expect_written(WIDGET, written)
     with pytest.raises(ReadAfterWriteTimeout) as caught:
         await reader.get(WIDGET, "a", namespace="default")
@@ -104,36 +119,36 @@ async def test_a_lagging_cache_fails_the_read_instead_of_returning_stale_data(
     assert "default/a" in message
     assert written["metadata"]["resourceVersion"] in message
     assert isinstance(caught.value, TimeoutError)
-    api.release()
+    api.release_watch_events()
 
 
-async def test_a_read_waits_for_our_delete(cache: Cache, api: FakeApi) -> None:
+async def test_a_read_waits_for_our_delete(cache: Cache, api: FakeClient) -> None:
     reader = cache.reader(read_after_write_timeout=5)
-    uid = api.objects[(WIDGET, KEY)]["metadata"]["uid"]
-    api.hold()
-    api.remove(KEY)
+    uid = api.lookup(WIDGET, "a", namespace="default")["metadata"]["uid"]
+    api.hold_watch_events()
+    await remove(api, KEY)
     cache.expect_deleted(WIDGET, KEY, uid=uid)
     pending = asyncio.create_task(reader.get(WIDGET, "a", namespace="default"))
     await let_tasks_run()
     assert not pending.done()
-    api.release()
+    api.release_watch_events()
     with pytest.raises(NotFound):
         await asyncio.wait_for(pending, 5)
 
 
-async def test_a_delete_of_an_object_the_cache_never_saw(cache: Cache, api: FakeApi) -> None:
+async def test_a_delete_of_an_object_the_cache_never_saw(cache: Cache, api: FakeClient) -> None:
     """Created and deleted while the cache lagged: reads say NotFound, before and after."""
     reader = cache.reader(read_after_write_timeout=5)
-    api.hold()
-    created = api.put(widget("short-lived"))
-    api.remove(ObjectKey("default", "short-lived"))
+    api.hold_watch_events()
+    created = await put(api, widget("short-lived"))
+    await remove(api, ObjectKey("default", "short-lived"))
     cache.expect_deleted(
         WIDGET, ObjectKey("default", "short-lived"), uid=created["metadata"]["uid"]
     )
     with pytest.raises(NotFound):
         await asyncio.wait_for(reader.get(WIDGET, "short-lived", namespace="default"), 1)
     informer = cache.informer(WIDGET)
-    api.release()
+    api.release_watch_events()
     await eventually(
         lambda: ObjectKey("default", "short-lived") not in informer.expectations,
         timeout=5,
@@ -143,74 +158,81 @@ async def test_a_delete_of_an_object_the_cache_never_saw(cache: Cache, api: Fake
         await reader.get(WIDGET, "short-lived", namespace="default")
 
 
-async def test_a_list_waits_for_every_write_in_its_namespace(cache: Cache, api: FakeApi) -> None:
+async def test_a_list_waits_for_every_write_in_its_namespace(cache: Cache, api: FakeClient) -> None:
     reader = cache.reader(read_after_write_timeout=5)
-    api.hold()
-    cache.expect_written(WIDGET, api.put(widget("b")))
-    cache.expect_written(WIDGET, api.put(widget("c", namespace="elsewhere")))
+    api.hold_watch_events()
+    cache.expect_written(WIDGET, await put(api, widget("b")))
+    cache.expect_written(WIDGET, await put(api, widget("c", namespace="elsewhere")))
     in_default = asyncio.create_task(reader.list(WIDGET, namespace="default"))
     everywhere = asyncio.create_task(reader.list(WIDGET))
     await let_tasks_run()
     assert not in_default.done()
     assert not everywhere.done()
-    api.release()
+    api.release_watch_events()
     names = [o["metadata"]["name"] for o in await asyncio.wait_for(in_default, 5)]
     assert names == ["a", "b"]
     assert len(await asyncio.wait_for(everywhere, 5)) == 3
 
 
-async def test_other_namespaces_do_not_block_a_list(cache: Cache, api: FakeApi) -> None:
+async def test_other_namespaces_do_not_block_a_list(cache: Cache, api: FakeClient) -> None:
     reader = cache.reader(read_after_write_timeout=5)
-    api.hold()
-    cache.expect_written(WIDGET, api.put(widget("c", namespace="elsewhere")))
+    api.hold_watch_events()
+    cache.expect_written(WIDGET, await put(api, widget("c", namespace="elsewhere")))
     listing = await asyncio.wait_for(reader.list(WIDGET, namespace="default"), 1)
     assert [o["metadata"]["name"] for o in listing] == ["a"]
-    api.release()
+    api.release_watch_events()
 
 
-async def test_a_bookmark_past_our_write_settles_it(cache: Cache, api: FakeApi) -> None:
+async def test_a_bookmark_past_our_write_settles_it(cache: Cache, api: FakeClient) -> None:
     """The watermark: once every event up to our version is applied, the store reflects it."""
     informer = cache.informer(WIDGET)
-    api.advance(5)
+    for i in range(5):  # writes to another kind: the revision moves on, no Widget events
+        api.add(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": f"c{i}", "namespace": "x"},
+            }
+        )
     # A write the informer will see no event for (say, it left the informer's selector).
-    cache.expect_written(WIDGET, widget("a", metadata={"resourceVersion": api.rv(api.revision)}))
+    cache.expect_written(WIDGET, widget("a", metadata={"resourceVersion": api.resource_version}))
     assert informer.expectations.pending() == [KEY]
-    api.bookmark()
+    api.send_bookmark()
     await asyncio.wait_for(informer.expectations.wait_caught_up(KEY, 5), 5)
     assert informer.expectations.pending() == []
 
 
-async def test_a_relist_settles_expectations(cache: Cache, api: FakeApi) -> None:
+async def test_a_relist_settles_expectations(cache: Cache, api: FakeClient) -> None:
     informer = cache.informer(WIDGET)
-    api.hold()
-    written = api.put(widget("a", data={"v": 3}))
+    api.hold_watch_events()
+    written = await put(api, widget("a", data={"v": 3}))
     cache.expect_written(WIDGET, written)
-    api.watch_gate = asyncio.Event()
-    api.break_watches()
-    await eventually(lambda: api.calls[-1].startswith("watch"), timeout=5)
+    gate, _ = hold_next_watch(api)
+    api.break_watches(connection_reset())
+    await eventually(lambda: api.faults.calls[-1].verb == "watch", timeout=5)
     api.compact()
-    api.release()
-    api.watch_gate.set()
+    api.release_watch_events()
+    gate.set()
     reader = cache.reader(read_after_write_timeout=5)
     obj = await reader.get(WIDGET, "a", namespace="default")
     assert obj["data"] == {"v": 3}
     assert informer.stats.relists == 1
 
 
-async def test_an_older_write_never_lowers_the_expectation(cache: Cache, api: FakeApi) -> None:
+async def test_an_older_write_never_lowers_the_expectation(cache: Cache, api: FakeClient) -> None:
     informer = cache.informer(WIDGET)
-    api.hold()
-    first = api.put(widget("a", data={"v": 2}))
-    second = api.put(widget("a", data={"v": 3}))
+    api.hold_watch_events()
+    first = await put(api, widget("a", data={"v": 2}))
+    second = await put(api, widget("a", data={"v": 3}))
     cache.expect_written(WIDGET, second)
     cache.expect_written(WIDGET, first)  # a racing writer reports late
     assert expected(informer, KEY).resource_version == second["metadata"]["resourceVersion"]
-    api.release()
+    api.release_watch_events()
     obj = await cache.reader(read_after_write_timeout=5).get(WIDGET, "a", namespace="default")
     assert obj["data"] == {"v": 3}
 
 
-async def test_writes_outside_the_informers_scope_are_not_tracked(api: FakeApi) -> None:
+async def test_writes_outside_the_informers_scope_are_not_tracked(api: FakeClient) -> None:
     cache = Cache(api)  # type: ignore[arg-type]
     await cache.start()
     try:
@@ -229,33 +251,34 @@ async def test_writes_outside_the_informers_scope_are_not_tracked(api: FakeApi) 
         await cache.stop(5)
 
 
-async def test_non_integer_versions_compare_by_equality(api: FakeApi) -> None:
-    api.rv_prefix = "v"
+async def test_non_integer_versions_compare_by_equality() -> None:
+    api = fake_api(resource_version_prefix="v")
+    await put(api, widget("a", data={"v": 1}))
     cache = Cache(api)  # type: ignore[arg-type]
     await cache.start()
     try:
         informer = cache.informer(WIDGET)
         await cache.wait_for_sync(5)
-        await eventually(lambda: api.open_watches == 1, timeout=5)
-        api.hold()
-        written = api.put(widget("a", data={"v": "opaque"}))
+        await eventually(lambda: api.active_watches == 1, timeout=5)
+        api.hold_watch_events()
+        written = await put(api, widget("a", data={"v": "opaque"}))
         assert written["metadata"]["resourceVersion"].startswith("v")
         cache.expect_written(WIDGET, written)
         # An unrelated bookmark cannot settle an opaque version.
-        api.bookmark()
+        api.send_bookmark()
         pending = asyncio.create_task(
             cache.reader(read_after_write_timeout=5).get(WIDGET, "a", namespace="default")
         )
         await let_tasks_run()
         assert not pending.done()
-        api.release()
+        api.release_watch_events()
         assert (await asyncio.wait_for(pending, 5))["data"] == {"v": "opaque"}
         assert informer.expectations.pending() == []
     finally:
         await cache.stop(5)
 
 
-async def test_expectations_expire(api: FakeApi) -> None:
+async def test_expectations_expire(api: FakeClient) -> None:
     informer = Informer(api, WIDGET, InformerOptions(expectation_ttl=0.01))  # type: ignore[arg-type]
     await informer.start()
     try:
@@ -272,7 +295,7 @@ async def test_expectations_expire(api: FakeApi) -> None:
         await informer.stop()
 
 
-async def test_stopping_releases_waiting_readers(api: FakeApi) -> None:
+async def test_stopping_releases_waiting_readers(api: FakeClient) -> None:
     informer = Informer(api, WIDGET)  # type: ignore[arg-type]
     await informer.start()
     await informer.wait_for_sync(5)
@@ -323,7 +346,7 @@ def live(transport: FakeTransport) -> Client:
 
 
 @contextlib.asynccontextmanager
-async def tracked(api: FakeApi, live: Client) -> AsyncIterator[tuple[TrackingClient, Informer]]:
+async def tracked(api: FakeClient, live: Client) -> AsyncIterator[tuple[TrackingClient, Informer]]:
     cache = Cache(api)  # type: ignore[arg-type]
     await cache.start()
     informer = cache.informer(WIDGET)
@@ -334,18 +357,12 @@ async def tracked(api: FakeApi, live: Client) -> AsyncIterator[tuple[TrackingCli
         await cache.stop(5)
 
 
-def expected(informer: Informer, key: ObjectKey) -> ExpectedWrite:
-    write = informer.expectations.get(key)
-    assert write is not None, f"no write of {key} recorded"
-    return write
-
-
 def stored(name: str, rv: str, **meta: Any) -> dict[str, Any]:
     return widget(name, metadata={"resourceVersion": rv, "uid": f"uid-{name}", **meta})
 
 
 async def test_tracking_client_records_creates_updates_and_patches(
-    api: FakeApi, live: Client, transport: FakeTransport
+    api: FakeClient, live: Client, transport: FakeTransport
 ) -> None:
     async with tracked(api, live) as (client, informer):
         assert isinstance(client, Reader)
@@ -374,7 +391,7 @@ async def test_tracking_client_records_creates_updates_and_patches(
 
 
 async def test_tracking_client_ignores_dry_runs(
-    api: FakeApi, live: Client, transport: FakeTransport
+    api: FakeClient, live: Client, transport: FakeTransport
 ) -> None:
     async with tracked(api, live) as (client, informer):
         transport.replies = [stored("new", "500")]
@@ -385,7 +402,7 @@ async def test_tracking_client_ignores_dry_runs(
 
 
 async def test_tracking_client_records_deletes(
-    api: FakeApi, live: Client, transport: FakeTransport
+    api: FakeClient, live: Client, transport: FakeTransport
 ) -> None:
     async with tracked(api, live) as (client, informer):
         # Gone at once: the server answers with a Status naming the uid.
@@ -407,7 +424,7 @@ async def test_tracking_client_records_deletes(
 
 
 async def test_closing_the_tracking_client_keeps_the_pool(
-    api: FakeApi, live: Client, transport: FakeTransport
+    api: FakeClient, live: Client, transport: FakeTransport
 ) -> None:
     async with tracked(api, live) as (client, _):
         await client.close()
@@ -415,7 +432,7 @@ async def test_closing_the_tracking_client_keeps_the_pool(
 
 
 async def test_removing_the_last_finalizer_is_recorded_as_a_delete(
-    api: FakeApi, live: Client, transport: FakeTransport
+    api: FakeClient, live: Client, transport: FakeTransport
 ) -> None:
     """A patch that strips a deleting object's last finalizer deletes it.
 

@@ -1,14 +1,13 @@
-"""Informer semantics against a scripted API: list, watch, re-watch, relist, handlers.
+"""Informer semantics over the fake client: list, watch, re-watch, relist, handlers.
 
-The fake API (fakeapi.py) keeps a revision counter and an event history like etcd, so the
-tests can break connections, compact history and hold a re-watch back while they change
-objects, deterministically. The same semantics are checked against a real API server in
-tests/integration/cache.
+The FakeClient keeps a revision counter and an event history like etcd, and its fault
+rules fail or hold back requests, so the tests can break connections, compact history and
+hold a re-watch back while they change objects, deterministically. The same semantics are
+checked against a real API server in tests/integration/cache.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,9 +24,20 @@ from setpoint.cache import (
     KindNotServed,
     keep_as_received,
 )
+from setpoint.cache.informer import strip_managed_fields
 from setpoint.client.errors import ConnectionFailed, ServiceUnavailable, UnknownKind
-from setpoint.testing import eventually
-from tests._support.cache_fakeapi import CLUSTER_THING, WIDGET, FakeApi, widget
+from setpoint.testing import FakeClient, eventually
+from tests._support.widgets import (
+    CLUSTER_THING,
+    WIDGET,
+    WIDGET_CRD,
+    connection_reset,
+    fake_api,
+    hold_next_watch,
+    put,
+    remove,
+    widget,
+)
 
 FAST = {"backoff_initial": 0.005, "backoff_max": 0.02}
 
@@ -59,12 +69,12 @@ class Recorder:
 
 
 @pytest.fixture
-async def api() -> FakeApi:
-    return FakeApi()
+async def api() -> FakeClient:
+    return fake_api()
 
 
 @contextlib.asynccontextmanager
-async def running(api: FakeApi, **options: Any) -> AsyncIterator[Informer]:
+async def running(api: FakeClient, **options: Any) -> AsyncIterator[Informer]:
     informer = Informer(api, WIDGET, InformerOptions(**{**FAST, **options}))  # type: ignore[arg-type]
     await informer.start()
     try:
@@ -74,14 +84,14 @@ async def running(api: FakeApi, **options: Any) -> AsyncIterator[Informer]:
 
 
 @pytest.fixture
-async def informer(api: FakeApi) -> AsyncIterator[Informer]:
+async def informer(api: FakeClient) -> AsyncIterator[Informer]:
     async with running(api) as started:
         yield started
 
 
-async def test_initial_list_is_delivered_as_initial_adds(api: FakeApi) -> None:
-    api.put(widget("a"))
-    api.put(widget("b"))
+async def test_initial_list_is_delivered_as_initial_adds(api: FakeClient) -> None:
+    await put(api, widget("a"))
+    await put(api, widget("b"))
     recorder = Recorder()
     async with running(api) as informer:
         informer.add_handler(recorder)
@@ -89,11 +99,11 @@ async def test_initial_list_is_delivered_as_initial_adds(api: FakeApi) -> None:
         assert informer.synced
         assert sorted(recorder.events) == [("add", "a", True), ("add", "b", True)]
         assert {k.name for k in informer.store} == {"a", "b"}
-        assert informer.resource_version == str(api.revision)
+        assert informer.resource_version == api.resource_version
 
 
 async def test_watch_events_reach_handlers_after_the_store(
-    informer: Informer, api: FakeApi
+    informer: Informer, api: FakeClient
 ) -> None:
     seen_in_store: list[bool] = []
     recorder = Recorder()
@@ -105,10 +115,10 @@ async def test_watch_events_reach_handlers_after_the_store(
     informer.add_handler(recorder)
     informer.add_handler(FuncHandler(add=check))
     await informer.wait_for_sync(5)
-    await eventually(lambda: api.open_watches == 1, timeout=5, description="watch open")
-    first = api.put(widget("a"))
-    second = api.put(widget("a", data={"v": 2}))
-    removed = api.remove(ObjectKey("default", "a"))
+    await eventually(lambda: api.active_watches == 1, timeout=5, description="watch open")
+    first = await put(api, widget("a"))
+    second = await put(api, widget("a", data={"v": 2}))
+    await remove(api, ObjectKey("default", "a"))
     await eventually(lambda: len(recorder.events) == 3, timeout=5, description="3 events")
     assert recorder.events == [
         ("add", "a", False),
@@ -122,40 +132,52 @@ async def test_watch_events_reach_handlers_after_the_store(
     ]
     assert seen_in_store == [True]
     assert informer.store.get(ObjectKey("default", "a")) is None
-    assert informer.resource_version == removed["metadata"]["resourceVersion"]
+    assert informer.resource_version == api.resource_version  # the DELETED event's version
 
 
-async def test_bookmarks_advance_the_resource_version(informer: Informer, api: FakeApi) -> None:
+async def test_bookmarks_advance_the_resource_version(informer: Informer, api: FakeClient) -> None:
     await informer.wait_for_sync(5)
-    await eventually(lambda: api.open_watches == 1, timeout=5, description="watch open")
-    api.advance(7)
-    api.bookmark()
+    await eventually(lambda: api.active_watches == 1, timeout=5, description="watch open")
+    bookmarks = informer.stats.bookmarks
+    for i in range(7):  # writes to another kind: the revision moves on, no Widget events
+        api.add(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": f"cm{i}", "namespace": "x"},
+            }
+        )
+    api.send_bookmark()
     await eventually(
-        lambda: informer.resource_version == str(api.revision), timeout=5, description="bookmark"
+        lambda: informer.resource_version == api.resource_version, timeout=5, description="bookmark"
     )
-    assert informer.stats.bookmarks == 1
+    assert informer.stats.bookmarks == bookmarks + 1
     assert informer.stats.events == 0
 
 
 async def test_dropped_connection_rewatches_from_last_version_without_relist(
-    informer: Informer, api: FakeApi
+    informer: Informer, api: FakeClient
 ) -> None:
     recorder = Recorder()
     informer.add_handler(recorder)
     await informer.wait_for_sync(5)
-    await eventually(lambda: api.open_watches == 1, timeout=5, description="watch open")
-    api.put(widget("a"))
+    await eventually(lambda: api.active_watches == 1, timeout=5, description="watch open")
+    await put(api, widget("a"))
     await eventually(lambda: recorder.events, timeout=5, description="add seen")
     last = informer.resource_version
 
-    api.watch_gate = asyncio.Event()  # hold the re-watch back while objects change
-    api.break_watches()
+    gate, _ = hold_next_watch(api)  # hold the re-watch back while objects change
+    api.break_watches(connection_reset())
     await eventually(
-        lambda: api.calls[-1] == f"watch None {last}", timeout=5, description="re-watch issued"
+        lambda: (
+            (api.faults.calls[-1].verb, api.faults.calls[-1].resource_version) == ("watch", last)
+        ),
+        timeout=5,
+        description="re-watch from the last version issued",
     )
-    api.put(widget("b"))
-    api.put(widget("a", data={"v": 2}))
-    api.watch_gate.set()
+    await put(api, widget("b"))
+    await put(api, widget("a", data={"v": 2}))
+    gate.set()
     await eventually(lambda: len(recorder.events) == 3, timeout=5, description="changes seen")
     assert [e[:2] for e in recorder.events] == [("add", "a"), ("add", "b"), ("update", "a")]
     assert informer.stats.lists == 1
@@ -163,26 +185,26 @@ async def test_dropped_connection_rewatches_from_last_version_without_relist(
     assert informer.stats.rewatches >= 1
 
 
-async def test_gone_relists_and_reconciles_the_store(informer: Informer, api: FakeApi) -> None:
+async def test_gone_relists_and_reconciles_the_store(informer: Informer, api: FakeClient) -> None:
     """After 410 Gone, the relist emits deletes, updates and adds; never a duplicate add."""
     for name in ("keep", "change", "vanish"):
-        api.put(widget(name))
+        await put(api, widget(name))
     await informer.wait_for_sync(5)
     await eventually(lambda: len(informer.store) == 3, timeout=5, description="3 stored")
     recorder = Recorder()
     informer.add_handler(recorder)
     recorder.events.clear()
 
-    api.watch_gate = asyncio.Event()
-    api.break_watches()
+    gate, _ = hold_next_watch(api)
+    api.break_watches(connection_reset())
     await eventually(
-        lambda: api.calls[-1].startswith("watch"), timeout=5, description="re-watch issued"
+        lambda: api.faults.calls[-1].verb == "watch", timeout=5, description="re-watch issued"
     )
-    api.put(widget("change", data={"v": 2}))
-    api.remove(ObjectKey("default", "vanish"))
-    api.put(widget("new"))
+    await put(api, widget("change", data={"v": 2}))
+    await remove(api, ObjectKey("default", "vanish"))
+    await put(api, widget("new"))
     api.compact()
-    api.watch_gate.set()
+    gate.set()
 
     await eventually(lambda: informer.stats.relists == 1, timeout=5, description="relist")
     await eventually(lambda: len(recorder.events) == 3, timeout=5, description="relist events")
@@ -194,32 +216,32 @@ async def test_gone_relists_and_reconciles_the_store(informer: Informer, api: Fa
     assert {k.name for k in informer.store} == {"keep", "change", "new"}
     assert informer.stats.lists == 2
     # The watch resumes from the relist's version and keeps delivering.
-    await eventually(lambda: api.open_watches == 1, timeout=5, description="watch reopened")
-    api.put(widget("after"))
+    await eventually(lambda: api.active_watches == 1, timeout=5, description="watch reopened")
+    await put(api, widget("after"))
     await eventually(lambda: ("add", "after", False) in recorder.events, timeout=5)
 
 
 async def test_relist_reports_the_last_seen_state_for_vanished_objects(
-    informer: Informer, api: FakeApi
+    informer: Informer, api: FakeClient
 ) -> None:
-    api.put(widget("x", data={"v": "last-seen"}))
+    await put(api, widget("x", data={"v": "last-seen"}))
     deleted: list[dict[str, Any]] = []
     informer.add_handler(FuncHandler(delete=lambda obj, unknown: deleted.append(obj)))
     await informer.wait_for_sync(5)
-    await eventually(lambda: api.open_watches == 1, timeout=5, description="watch open")
-    api.watch_gate = asyncio.Event()
-    api.break_watches()
-    await eventually(lambda: api.calls[-1].startswith("watch"), timeout=5)
-    api.put(widget("x", data={"v": "never-seen"}))
-    api.remove(ObjectKey("default", "x"))
+    await eventually(lambda: api.active_watches == 1, timeout=5, description="watch open")
+    gate, _ = hold_next_watch(api)
+    api.break_watches(connection_reset())
+    await eventually(lambda: api.faults.calls[-1].verb == "watch", timeout=5)
+    await put(api, widget("x", data={"v": "never-seen"}))
+    await remove(api, ObjectKey("default", "x"))
     api.compact()
-    api.watch_gate.set()
+    gate.set()
     await eventually(lambda: deleted, timeout=5, description="inferred delete")
     assert deleted[0]["data"] == {"v": "last-seen"}
 
 
-async def test_handler_added_after_sync_gets_a_replay(informer: Informer, api: FakeApi) -> None:
-    api.put(widget("a"))
+async def test_handler_added_after_sync_gets_a_replay(informer: Informer, api: FakeClient) -> None:
+    await put(api, widget("a"))
     await informer.wait_for_sync(5)
     await eventually(lambda: len(informer.store) == 1, timeout=5, description="stored")
     recorder = Recorder()
@@ -228,12 +250,12 @@ async def test_handler_added_after_sync_gets_a_replay(informer: Informer, api: F
     assert registration.synced
     registration.remove()
     registration.remove()
-    api.put(widget("b"))
+    await put(api, widget("b"))
     await eventually(lambda: "b" in {k.name for k in informer.store}, timeout=5)
     assert recorder.events == [("add", "a", True)]
 
 
-async def test_a_failing_handler_does_not_stop_others(informer: Informer, api: FakeApi) -> None:
+async def test_a_failing_handler_does_not_stop_others(informer: Informer, api: FakeClient) -> None:
     def explode(obj: dict[str, Any], initial: bool) -> None:
         raise RuntimeError("handler bug")
 
@@ -241,25 +263,25 @@ async def test_a_failing_handler_does_not_stop_others(informer: Informer, api: F
     informer.add_handler(FuncHandler(add=explode))
     informer.add_handler(recorder)
     await informer.wait_for_sync(5)
-    await eventually(lambda: api.open_watches == 1, timeout=5)
-    api.put(widget("a"))
-    api.put(widget("b"))
+    await eventually(lambda: api.active_watches == 1, timeout=5)
+    await put(api, widget("a"))
+    await put(api, widget("b"))
     await eventually(lambda: len(recorder.events) == 2, timeout=5, description="both adds")
     assert informer.failure() is None
 
 
-async def test_default_transform_strips_managed_fields(informer: Informer, api: FakeApi) -> None:
-    api.put(widget("a", metadata={"managedFields": [{"manager": "kubectl"}], "labels": {"x": "1"}}))
-    await informer.wait_for_sync(5)
-    await eventually(lambda: len(informer.store) == 1, timeout=5, description="stored")
-    stored = informer.store.get(ObjectKey("default", "a"))
-    assert stored is not None
-    assert "managedFields" not in stored["metadata"]
-    assert stored["metadata"]["labels"] == {"x": "1"}
+def test_the_default_transform_strips_managed_fields() -> None:
+    """The fake never sends managedFields (the server does: tests/integration/cache), so the
+    default transform is checked on its own here."""
+    assert InformerOptions().transform is strip_managed_fields
+    obj = widget("a", metadata={"managedFields": [{"manager": "kubectl"}], "labels": {"x": "1"}})
+    stripped = strip_managed_fields(obj)
+    assert "managedFields" not in stripped["metadata"]
+    assert stripped["metadata"]["labels"] == {"x": "1"}
 
 
-async def test_custom_and_failing_transforms(api: FakeApi) -> None:
-    api.put(widget("a", metadata={"managedFields": [{"manager": "m"}]}))
+async def test_custom_and_failing_transforms(api: FakeClient) -> None:
+    await put(api, widget("a"))
 
     def add_marker(obj: dict[str, Any]) -> dict[str, Any]:
         obj["marker"] = True
@@ -269,7 +291,6 @@ async def test_custom_and_failing_transforms(api: FakeApi) -> None:
         await informer.wait_for_sync(5)
         stored = informer.store.get(ObjectKey("default", "a"))
         assert stored is not None and stored["marker"] is True
-        assert stored["metadata"]["managedFields"] == [{"manager": "m"}]
 
     def broken(obj: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("transform bug")
@@ -281,42 +302,42 @@ async def test_custom_and_failing_transforms(api: FakeApi) -> None:
     async with running(api, transform=keep_as_received) as informer:
         await informer.wait_for_sync(5)
         stored = informer.store.get(ObjectKey("default", "a"))
-        assert stored is not None and "managedFields" in stored["metadata"]
+        assert stored == api.lookup(WIDGET, "a", namespace="default")
 
 
-async def test_namespaces_get_one_list_and_watch_each(api: FakeApi) -> None:
+async def test_namespaces_get_one_list_and_watch_each(api: FakeClient) -> None:
     for namespace in ("a", "b", "c"):
-        api.put(widget("w", namespace=namespace))
+        await put(api, widget("w", namespace=namespace))
     async with running(api, namespaces=("a", "b")) as informer:
         await informer.wait_for_sync(5)
         assert sorted(str(k) for k in informer.store) == ["a/w", "b/w"]
-        assert sorted(c for c in api.calls if c.startswith("list")) == ["list a", "list b"]
+        assert sorted(str(c.namespace) for c in api.faults.calls_to("list")) == ["a", "b"]
         assert informer.covers_namespace("a")
         assert not informer.covers_namespace("c")
-        await eventually(lambda: api.open_watches == 2, timeout=5, description="two watches")
-        api.put(widget("x", namespace="c"))
-        api.put(widget("x", namespace="b"))
+        await eventually(lambda: api.active_watches == 2, timeout=5, description="two watches")
+        await put(api, widget("x", namespace="c"))
+        await put(api, widget("x", namespace="b"))
         await eventually(lambda: ObjectKey("b", "x") in informer.store, timeout=5)
         assert ObjectKey("c", "x") not in informer.store
 
 
-async def test_cluster_scoped_kinds_ignore_namespaces(api: FakeApi) -> None:
-    api.put({"apiVersion": CLUSTER_THING.api_version, "kind": "ClusterThing",
-             "metadata": {"name": "t"}}, kind=CLUSTER_THING)  # fmt: skip
+async def test_cluster_scoped_kinds_ignore_namespaces(api: FakeClient) -> None:
+    thing = {"apiVersion": CLUSTER_THING.api_version, "kind": CLUSTER_THING.kind}
+    await put(api, {**thing, "metadata": {"name": "t"}}, kind=CLUSTER_THING)
     informer = Informer(api, CLUSTER_THING, InformerOptions(namespaces=("a",), **FAST))  # type: ignore[arg-type]
     await informer.start()
     try:
         await informer.wait_for_sync(5)
         assert informer.namespaced is False
         assert list(informer.store) == [ObjectKey("", "t")]
-        assert "list None" in api.calls
+        assert [c.namespace for c in api.faults.calls_to("list")] == [None]
     finally:
         await informer.stop()
 
 
-async def test_label_selector_limits_what_is_stored(api: FakeApi) -> None:
-    api.put(widget("yes", metadata={"labels": {"app": "web"}}))
-    api.put(widget("no", metadata={"labels": {"app": "db"}}))
+async def test_label_selector_limits_what_is_stored(api: FakeClient) -> None:
+    await put(api, widget("yes", metadata={"labels": {"app": "web"}}))
+    await put(api, widget("no", metadata={"labels": {"app": "db"}}))
     async with running(api, labels="app=web") as informer:
         await informer.wait_for_sync(5)
         assert [k.name for k in informer.store] == ["yes"]
@@ -324,52 +345,55 @@ async def test_label_selector_limits_what_is_stored(api: FakeApi) -> None:
         assert not informer.matches(widget("z"))
 
 
-async def test_unknown_kind_fails_sync_at_once_then_recovers(api: FakeApi) -> None:
-    del api.kinds[WIDGET]
+async def test_unknown_kind_fails_sync_at_once_then_recovers() -> None:
+    api = fake_api(widgets=False)
     async with running(api) as informer:
         with pytest.raises(KindNotServed, match="Widget") as caught:
             await informer.wait_for_sync(30)
         assert isinstance(caught.value, UnknownKind)
         assert "CustomResourceDefinition" in str(caught.value)
-        api.kinds[WIDGET] = True  # the CRD gets installed
-        api.put(widget("a"))
+        await api.create(WIDGET_CRD)  # the CRD gets installed
+        await put(api, widget("a"))
         await eventually(lambda: informer.synced, timeout=5, description="synced after install")
         await informer.wait_for_sync(1)
 
 
-async def test_sync_timeout_names_the_last_error(api: FakeApi) -> None:
-    api.list_failures = [ServiceUnavailable("etcd is down", code=503)] * 1000
+async def test_sync_timeout_names_the_last_error(api: FakeClient) -> None:
+    outage = api.faults.fail_next(
+        "list", error=ServiceUnavailable("etcd is down", code=503), times=None
+    )
     async with running(api) as informer:
         with pytest.raises(CacheSyncTimeout, match="etcd is down"):
             await informer.wait_for_sync(0.2)
-        api.list_failures.clear()
+        outage.remove()
         await informer.wait_for_sync(5)
         assert informer.stats.errors >= 1
 
 
-async def test_transient_list_failures_are_retried(api: FakeApi) -> None:
-    api.list_failures = [ConnectionFailed("refused", url="https://fake")] * 3
-    api.put(widget("a"))
+async def test_transient_list_failures_are_retried(api: FakeClient) -> None:
+    api.faults.fail_next("list", error=ConnectionFailed("refused", url="https://fake"), times=3)
+    await put(api, widget("a"))
     async with running(api) as informer:
         await informer.wait_for_sync(5)
         assert informer.stats.errors == 3
         assert len(informer.store) == 1
 
 
-async def test_watch_errors_back_off_and_recover(informer: Informer, api: FakeApi) -> None:
+async def test_watch_errors_back_off_and_recover(informer: Informer, api: FakeClient) -> None:
     await informer.wait_for_sync(5)
-    await eventually(lambda: api.open_watches == 1, timeout=5)
-    api.watch_failures = [ServiceUnavailable("busy", code=503)] * 3
-    api.break_watches()
-    await eventually(lambda: api.open_watches == 1, timeout=5, description="watch reopened")
+    await eventually(lambda: api.active_watches == 1, timeout=5)
+    failing = api.faults.fail_next("watch", error=ServiceUnavailable("busy", code=503), times=3)
+    api.break_watches(connection_reset())
+    await eventually(lambda: failing.hits == 3, timeout=5, description="three re-watches failed")
+    await eventually(lambda: api.active_watches == 1, timeout=5, description="watch reopened")
     assert informer.stats.errors >= 4
     assert informer.stats.relists == 0
-    api.put(widget("late"))
+    await put(api, widget("late"))
     await eventually(lambda: ObjectKey("default", "late") in informer.store, timeout=5)
 
 
-async def test_periodic_resync_sends_updates_with_the_same_object(api: FakeApi) -> None:
-    api.put(widget("a"))
+async def test_periodic_resync_sends_updates_with_the_same_object(api: FakeClient) -> None:
+    await put(api, widget("a"))
     recorder = Recorder()
     async with running(api, resync_period=0.02) as informer:
         informer.add_handler(recorder)
@@ -380,14 +404,14 @@ async def test_periodic_resync_sends_updates_with_the_same_object(api: FakeApi) 
         assert all(e[2] == e[3] for e in updates)
 
 
-async def test_index_is_maintained_by_events(informer: Informer, api: FakeApi) -> None:
+async def test_index_is_maintained_by_events(informer: Informer, api: FakeClient) -> None:
     informer.add_index("color", lambda obj: obj.get("spec", {}).get("color"))
-    api.put(widget("a", spec={"color": "red"}))
+    await put(api, widget("a", spec={"color": "red"}))
     await informer.wait_for_sync(5)
     await eventually(lambda: len(informer.store) == 1, timeout=5, description="stored")
     assert informer.store.keys_by_index("color", "red") == {ObjectKey("default", "a")}
-    await eventually(lambda: api.open_watches == 1, timeout=5)
-    api.put(widget("a", spec={"color": "blue"}))
+    await eventually(lambda: api.active_watches == 1, timeout=5)
+    await put(api, widget("a", spec={"color": "blue"}))
     await eventually(
         lambda: informer.store.keys_by_index("color", "blue") == {ObjectKey("default", "a")},
         timeout=5,
@@ -395,7 +419,7 @@ async def test_index_is_maintained_by_events(informer: Informer, api: FakeApi) -
     assert informer.store.keys_by_index("color", "red") == set()
 
 
-async def test_stop_is_idempotent_and_final(api: FakeApi) -> None:
+async def test_stop_is_idempotent_and_final(api: FakeClient) -> None:
     never_started = Informer(api, WIDGET, InformerOptions(**FAST))  # type: ignore[arg-type]
     await never_started.stop()
     informer = Informer(api, WIDGET, InformerOptions(**FAST))  # type: ignore[arg-type]
@@ -405,12 +429,12 @@ async def test_stop_is_idempotent_and_final(api: FakeApi) -> None:
     await informer.stop()
     await informer.stop()
     assert not informer.started
-    await eventually(lambda: api.open_watches == 0, timeout=5, description="watch closed")
+    await eventually(lambda: api.active_watches == 0, timeout=5, description="watch closed")
     with pytest.raises(CacheError, match="stopped"):
         await informer.start()
 
 
-async def test_waiting_for_an_unstarted_informer_is_an_error(api: FakeApi) -> None:
+async def test_waiting_for_an_unstarted_informer_is_an_error(api: FakeClient) -> None:
     informer = Informer(api, WIDGET)  # type: ignore[arg-type]
     with pytest.raises(CacheError, match="not started"):
         await informer.wait_for_sync(1)

@@ -1,7 +1,7 @@
 """Controller semantics on a scripted API: sources, outcomes, metrics, exclusivity, shutdown.
 
-The informers list and watch the scripted API of tests/_support/cache_fakeapi.py, so
-these tests drive events deterministically; the same behaviour against the real API server
+The informers list and watch the public FakeClient, so these tests drive events
+deterministically; the same behaviour against the real API server
 is in tests/integration/controller.
 """
 
@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
+from setpoint.api.kinds import ResourceInfo
 from setpoint.api.runnable import Runnable, RunnableGroup
 from setpoint.cache import Cache
 from setpoint.controller import (
@@ -33,8 +34,8 @@ from setpoint.controller import (
 )
 from setpoint.controller.ratelimit import RateLimiterOptions
 from setpoint.observability.metrics import Metrics
-from setpoint.testing import eventually
-from tests._support.cache_fakeapi import WIDGET, FakeApi, widget
+from setpoint.testing import FakeClient, eventually
+from tests._support.widgets import WIDGET, fake_api, put, remove, widget
 
 PARENT = GroupVersionKind("test.setpoint.dev", "v1", "Parent")
 FAST_RETRIES = RateLimiterOptions(base_delay=0.001, max_delay=0.05)
@@ -71,15 +72,16 @@ def sample(metric: Any, *labels: str) -> float:
 
 
 @pytest.fixture
-async def api() -> FakeApi:
-    fake = FakeApi({WIDGET: True, PARENT: True})
-    fake.put(widget("a"))
-    fake.put(widget("b"))
+async def api() -> FakeClient:
+    fake = fake_api()
+    fake.register(ResourceInfo(PARENT, "parents", True))
+    await put(fake, widget("a"))
+    await put(fake, widget("b"))
     return fake
 
 
 @pytest.fixture
-async def cache(api: FakeApi) -> AsyncIterator[Cache]:
+async def cache(api: FakeClient) -> AsyncIterator[Cache]:
     c = Cache(api)  # type: ignore[arg-type]
     await c.start()
     try:
@@ -99,7 +101,7 @@ def reconciler() -> Calls:
 
 
 class Harness:
-    def __init__(self, cache: Cache, api: FakeApi, metrics: Metrics, reconciler: Calls) -> None:
+    def __init__(self, cache: Cache, api: FakeClient, metrics: Metrics, reconciler: Calls) -> None:
         self.cache, self.api, self.metrics, self.reconciler = cache, api, metrics, reconciler
         self.controllers: list[Controller] = []
 
@@ -118,7 +120,7 @@ class Harness:
 
 @pytest.fixture
 async def harness(
-    cache: Cache, api: FakeApi, metrics: Metrics, reconciler: Calls
+    cache: Cache, api: FakeClient, metrics: Metrics, reconciler: Calls
 ) -> AsyncIterator[Harness]:
     h = Harness(cache, api, metrics, reconciler)
     try:
@@ -135,23 +137,23 @@ def builder(name: str = "widgets") -> Builder:
 
 
 async def test_initial_objects_and_later_changes_are_reconciled(
-    harness: Harness, reconciler: Calls, api: FakeApi
+    harness: Harness, reconciler: Calls, api: FakeClient
 ) -> None:
     controller = await harness.start(builder().for_(WIDGET))
     await eventually(
         lambda: sorted(reconciler.names_called()) == ["default/a", "default/b"], timeout=5
     )
-    api.put(widget("c"))
+    await put(api, widget("c"))
     await eventually(
         lambda: "default/c" in reconciler.names_called(), timeout=5, description="new object"
     )
-    api.remove(ObjectKey("default", "a"))
+    await remove(api, ObjectKey("default", "a"))
     await eventually(lambda: reconciler.count("a") == 2, timeout=5, description="deletion")
     assert controller.failure() is None
 
 
 async def test_initial_list_keys_queue_at_low_priority(
-    cache: Cache, api: FakeApi, reconciler: Calls
+    cache: Cache, api: FakeClient, reconciler: Calls
 ) -> None:
     controller = builder().for_(WIDGET).build(reconciler, client=api, cache=cache)  # type: ignore[arg-type]
     queued: list[tuple[ObjectKey, int]] = []
@@ -164,7 +166,7 @@ async def test_initial_list_keys_queue_at_low_priority(
     try:
         await eventually(lambda: len(reconciler.calls) == 2, timeout=5)
         assert {p for _, p in queued} == {Priority.LOW}
-        api.put(widget("live"))
+        await put(api, widget("live"))
         await eventually(lambda: reconciler.count("live") == 1, timeout=5)
         assert (ObjectKey("default", "live"), Priority.NORMAL) in queued
     finally:
@@ -226,7 +228,7 @@ async def test_errors_back_off_and_are_counted_as_errors_not_panics(
 
 
 async def test_unexpected_exceptions_are_panics_and_never_kill_a_worker(
-    harness: Harness, reconciler: Calls, metrics: Metrics, api: FakeApi
+    harness: Harness, reconciler: Calls, metrics: Metrics, api: FakeClient
 ) -> None:
     def explode(ctx: Context, request: Request) -> None:
         raise KeyError("bug")
@@ -236,13 +238,13 @@ async def test_unexpected_exceptions_are_panics_and_never_kill_a_worker(
     await eventually(lambda: reconciler.count("a") >= 3, timeout=5)
     assert sample(metrics.reconcile_panics_total, "widgets") >= 3
     assert sample(metrics.reconcile_errors_total, "widgets") >= 3
-    api.put(widget("still-works"))
+    await put(api, widget("still-works"))
     await eventually(lambda: reconciler.count("still-works") == 1, timeout=5)
     assert controller.failure() is None
 
 
 async def test_terminal_errors_are_recorded_and_not_retried(
-    harness: Harness, reconciler: Calls, metrics: Metrics, api: FakeApi
+    harness: Harness, reconciler: Calls, metrics: Metrics, api: FakeClient
 ) -> None:
     reconciler.behaviour["a"] = TerminalError("spec.size must be positive")
     controller = await harness.start(builder().for_(WIDGET))
@@ -257,7 +259,7 @@ async def test_terminal_errors_are_recorded_and_not_retried(
     assert reconciler.count("a") == 1
     assert sample(metrics.reconcile_errors_total, "widgets") == 1
     # The next change reconciles it again.
-    api.put(widget("a", data={"fixed": "yes"}))
+    await put(api, widget("a", data={"fixed": "yes"}))
     await eventually(lambda: reconciler.count("a") == 2, timeout=5)
 
 
@@ -285,7 +287,7 @@ async def test_a_reconcile_over_its_timeout_is_cancelled_and_retried(
 
 
 async def test_no_key_is_ever_reconciled_twice_at_once(
-    harness: Harness, reconciler: Calls, api: FakeApi
+    harness: Harness, reconciler: Calls, api: FakeClient
 ) -> None:
     running: set[ObjectKey] = set()
     overlaps: list[ObjectKey] = []
@@ -300,11 +302,11 @@ async def test_no_key_is_ever_reconciled_twice_at_once(
         running.discard(request)
 
     for i in range(20):
-        api.put(widget(f"w{i}"))
+        await put(api, widget(f"w{i}"))
     await harness.start(builder().for_(WIDGET).max_concurrent_reconciles(4), reconciler=slow)
     for round_ in range(5):
         for i in range(20):
-            api.put(widget(f"w{i}", data={"round": str(round_)}))
+            await put(api, widget(f"w{i}", data={"round": str(round_)}))
         await asyncio.sleep(0)
     await eventually(lambda: not running and peak[0] > 1, timeout=10, description="settled")
     assert overlaps == []
@@ -312,7 +314,7 @@ async def test_no_key_is_ever_reconciled_twice_at_once(
 
 
 async def test_stop_drains_in_flight_reconciles(
-    cache: Cache, api: FakeApi, metrics: Metrics
+    cache: Cache, api: FakeClient, metrics: Metrics
 ) -> None:
     release = asyncio.Event()
     finished: list[str] = []
@@ -330,7 +332,7 @@ async def test_stop_drains_in_flight_reconciles(
     await eventually(lambda: controller.active_workers == 2, timeout=5)
     stopping = asyncio.create_task(controller.stop(5))
     await asyncio.sleep(0)
-    api.put(widget("after-stop"))  # intake is closed: never reconciled
+    await put(api, widget("after-stop"))  # intake is closed: never reconciled
     assert not stopping.done()
     release.set()
     await asyncio.wait_for(stopping, 5)
@@ -339,7 +341,7 @@ async def test_stop_drains_in_flight_reconciles(
     await controller.stop(5)  # idempotent
 
 
-async def test_stop_cancels_what_does_not_finish_in_time(cache: Cache, api: FakeApi) -> None:
+async def test_stop_cancels_what_does_not_finish_in_time(cache: Cache, api: FakeClient) -> None:
     cancelled: list[str] = []
 
     async def stuck(ctx: Context, request: Request) -> None:
@@ -358,7 +360,7 @@ async def test_stop_cancels_what_does_not_finish_in_time(cache: Cache, api: Fake
 
 
 async def test_owns_enqueues_the_controlling_owner(
-    harness: Harness, reconciler: Calls, api: FakeApi
+    harness: Harness, reconciler: Calls, api: FakeClient
 ) -> None:
     def child(name: str, *refs: dict[str, Any]) -> dict[str, Any]:
         return widget(name, metadata={"ownerReferences": list(refs)})
@@ -369,20 +371,20 @@ async def test_owns_enqueues_the_controlling_owner(
 
     await harness.start(builder().for_(PARENT).owns(WIDGET))
     await eventually(lambda: harness.controllers[0].queue.in_flight_count == 0, timeout=5)
-    api.put(child("c1", ref("Parent", "p1")))
-    api.put(child("c2", ref("Parent", "p2", controller=False), ref("Other", "x")))
-    api.put(child("c3", ref("Parent", "p3", group="elsewhere.dev")))
-    api.put(child("c4", ref("Other", "o", controller=False), ref("Parent", "p4")))
+    await put(api, child("c1", ref("Parent", "p1")))
+    await put(api, child("c2", ref("Parent", "p2", controller=False), ref("Other", "x")))
+    await put(api, child("c3", ref("Parent", "p3", group="elsewhere.dev")))
+    await put(api, child("c4", ref("Other", "o", controller=False), ref("Parent", "p4")))
     await eventually(lambda: reconciler.count("p4") == 1, timeout=5)
     assert sorted(reconciler.names_called()) == ["default/p1", "default/p4"]
     # An owner change reconciles the previous owner and the new one.
-    api.put(child("c1", ref("Parent", "p5")))
+    await put(api, child("c1", ref("Parent", "p5")))
     await eventually(lambda: reconciler.count("p5") == 1, timeout=5)
     await eventually(lambda: reconciler.count("p1") == 2, timeout=5)
 
 
 async def test_watches_maps_with_sync_and_async_mappers(
-    harness: Harness, reconciler: Calls, api: FakeApi
+    harness: Harness, reconciler: Calls, api: FakeClient
 ) -> None:
     def by_label(obj: dict[str, Any]) -> list[ObjectKey]:
         target = obj["metadata"].get("labels", {}).get("target")
@@ -395,19 +397,19 @@ async def test_watches_maps_with_sync_and_async_mappers(
     await harness.start(builder().for_(PARENT).watches(WIDGET, by_label).watches(WIDGET, to_two))
     await eventually(lambda: reconciler.count("x") >= 1, timeout=5)
     reconciler.calls.clear()
-    api.put(widget("a", metadata={"labels": {"target": "t"}}))
+    await put(api, widget("a", metadata={"labels": {"target": "t"}}))
     await eventually(lambda: reconciler.count("t") == 1, timeout=5)
     await eventually(lambda: reconciler.count("y") >= 1, timeout=5)
 
 
 async def test_a_mapper_returning_garbage_is_logged_not_fatal(
-    harness: Harness, reconciler: Calls, api: FakeApi
+    harness: Harness, reconciler: Calls, api: FakeClient
 ) -> None:
     def bad(obj: dict[str, Any]) -> list[str]:
         return ["not-a-key"]
 
     controller = await harness.start(builder().for_(PARENT).watches(WIDGET, bad))
-    api.put(widget("z"))
+    await put(api, widget("z"))
     await eventually(lambda: "z" in [k.name for k in harness.cache.informer(WIDGET).store],
                      timeout=5)  # fmt: skip
     assert reconciler.calls == []
@@ -415,9 +417,9 @@ async def test_a_mapper_returning_garbage_is_logged_not_fatal(
 
 
 async def test_source_and_global_predicates_filter_events(
-    harness: Harness, reconciler: Calls, api: FakeApi
+    harness: Harness, reconciler: Calls, api: FakeClient
 ) -> None:
-    api.put(widget("g", metadata={"generation": 1, "labels": {"team": "a"}}))
+    await put(api, widget("g", metadata={"labels": {"team": "a"}}))
     only_team_a = lambda event: event.object["metadata"].get("labels", {}).get("team") == "a"  # noqa: E731
     await harness.start(
         builder().for_(WIDGET, predicates=[GenerationChanged()]).with_event_filter(only_team_a)
@@ -425,17 +427,18 @@ async def test_source_and_global_predicates_filter_events(
     await eventually(lambda: reconciler.count("g") == 1, timeout=5)
     assert reconciler.names_called() == ["default/g"]
     # A status-only change (same generation) is filtered; a spec change is not.
-    api.put(widget("g", metadata={"generation": 1, "labels": {"team": "a"}}, status={"x": 1}))
-    api.put(widget("g", metadata={"generation": 2, "labels": {"team": "a"}}))
+    g = api.lookup(WIDGET, "g", namespace="default")
+    await api.update_status({**g, "status": {"x": 1}})
+    await put(api, widget("g", metadata={"labels": {"team": "a"}}, spec={"v": 2}))
     await eventually(lambda: reconciler.count("g") == 2, timeout=5)
-    api.put(widget("g", metadata={"generation": 3, "labels": {"team": "b"}}))
-    api.put(widget("h", metadata={"generation": 1, "labels": {"team": "a"}}))
+    await put(api, widget("g", metadata={"labels": {"team": "b"}}, spec={"v": 3}))
+    await put(api, widget("h", metadata={"labels": {"team": "a"}}))
     await eventually(lambda: reconciler.count("h") == 1, timeout=5)
     assert reconciler.count("g") == 2
 
 
 async def test_plain_async_functions_are_reconcilers(
-    harness: Harness, api: FakeApi, metrics: Metrics
+    harness: Harness, api: FakeClient, metrics: Metrics
 ) -> None:
     seen: list[str] = []
 
@@ -457,7 +460,7 @@ async def test_a_wrong_return_value_is_a_panic(
     await eventually(lambda: sample(metrics.reconcile_panics_total, "widgets") >= 1, timeout=5)
 
 
-async def test_runnable_contract(cache: Cache, api: FakeApi, reconciler: Calls) -> None:
+async def test_runnable_contract(cache: Cache, api: FakeClient, reconciler: Calls) -> None:
     controller = builder().for_(WIDGET).build(reconciler, client=api, cache=cache)  # type: ignore[arg-type]
     assert isinstance(controller, Runnable)
     assert controller.group is RunnableGroup.CONTROLLERS
@@ -470,7 +473,7 @@ async def test_runnable_contract(cache: Cache, api: FakeApi, reconciler: Calls) 
         await controller.start()
 
 
-async def test_start_needs_a_started_cache(api: FakeApi, reconciler: Calls) -> None:
+async def test_start_needs_a_started_cache(api: FakeClient, reconciler: Calls) -> None:
     cache = Cache(api)  # type: ignore[arg-type]
     controller = builder().for_(WIDGET).build(reconciler, client=api, cache=cache)  # type: ignore[arg-type]
     with pytest.raises(ControllerError, match="start the cache"):

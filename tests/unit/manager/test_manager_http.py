@@ -14,7 +14,8 @@ from prometheus_client import CollectorRegistry
 from setpoint.manager import DuplicateCheckError, HealthChecks, Manager, ManagerOptions
 from setpoint.observability.metrics import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT, Metrics
 from setpoint.server import AiohttpServer, BindAddress, HttpRequest, HttpResponse
-from tests._support.manager_fakes import FakeCache, FakeClient, FakeHttpServer
+from setpoint.testing import FakeClient
+from tests._support.manager_fakes import FakeCache, FakeHttpServer
 
 
 def get(path: str, **query: tuple[str, ...]) -> HttpRequest:

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from setpoint.api.clock import ManualClock
 from setpoint.api.runnable import RunnableGroup
+from setpoint.client import Client, ClientConfig
 from setpoint.manager import (
     CacheSyncTimeout,
     LeaderElectionLost,
@@ -25,10 +26,10 @@ from setpoint.manager import (
     ShutdownIncomplete,
 )
 from setpoint.observability.metrics import Metrics
+from setpoint.testing import FakeClient
 from setpoint.testing.waits import eventually
 from tests._support.manager_fakes import (
     FakeCache,
-    FakeClient,
     FakeHttpServer,
     FakeRunnable,
     LeaseStore,
@@ -299,7 +300,8 @@ async def test_sigterm_shuts_down_gracefully() -> None:
 async def test_request_metrics_hook_is_installed_while_running(
     running: Callable[[Manager], Running],
 ) -> None:
-    client = FakeClient()
+    # The live client (it sends nothing here): the hook lives on its transport.
+    client = Client(ClientConfig(server="https://api.invalid:6443"))
     seen: list[tuple[str, str, str]] = []
 
     def previous(method: str, host: str, code: str) -> None:
@@ -319,6 +321,7 @@ async def test_request_metrics_hook_is_installed_while_running(
     manager.stop()
     await run.result()
     assert client.transport.on_request is previous
+    await client.close()
 
 
 # -- leadership ---------------------------------------------------------------------------

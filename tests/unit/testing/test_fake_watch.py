@@ -238,3 +238,75 @@ async def test_watch_errors() -> None:
     with pytest.raises(UnknownKind):
         await drain(fake.watch(GroupVersionKind("x.example.com", "v1", "X")), 1)
     assert fake.active_watches == 0
+
+
+# -- a lagging watch stream, opaque resourceVersions, what a watch asked for -----------------
+
+
+async def test_held_watch_events_arrive_in_order_on_release() -> None:
+    fake = FakeClient()
+    start = (await fake.create(cm("before")))["metadata"]["resourceVersion"]
+    watch = fake.watch(kinds.ConfigMap, namespace="ns", resource_version=start)
+    first = asyncio.ensure_future(watch.__anext__())
+    await eventually(lambda: fake.active_watches == 1, timeout=1)
+    fake.hold_watch_events()
+    made = await fake.create(cm("a"))
+    made["data"] = {"v": "2"}
+    await fake.update(made)
+    fake.send_bookmark()
+    # The writes happened: reads see them; the watch has not.
+    assert fake.lookup(kinds.ConfigMap, "a", namespace="ns")["data"] == {"v": "2"}
+    await asyncio.sleep(0)
+    assert not first.done()
+    fake.release_watch_events()
+    events = [await asyncio.wait_for(first, 1), *await drain(watch, 2)]
+    assert [e.type for e in events] == ["ADDED", "MODIFIED", "BOOKMARK"]
+    assert events[2].resource_version == fake.resource_version
+
+
+async def test_breaking_a_watch_is_not_held() -> None:
+    fake = FakeClient()
+    await fake.create(cm("before"))
+    watch = fake.watch(kinds.ConfigMap, namespace="ns", resource_version=fake.resource_version)
+    pending = asyncio.ensure_future(watch.__anext__())
+    await eventually(lambda: fake.active_watches == 1, timeout=1)
+    fake.hold_watch_events()
+    await fake.create(cm("held"))
+    fake.break_watches(ConnectionFailed("reset", url="https://fake"))
+    with pytest.raises(ConnectionFailed):
+        await asyncio.wait_for(pending, 1)
+    fake.release_watch_events()  # the broken watch gets nothing more
+    assert fake.active_watches == 0
+
+
+async def test_a_resource_version_prefix_makes_versions_opaque() -> None:
+    fake = FakeClient(options=FakeOptions(resource_version_prefix="v"))
+    made = await fake.create(cm("a"))
+    rv = made["metadata"]["resourceVersion"]
+    assert rv.startswith("v") and rv[1:].isdigit()
+    assert fake.resource_version == rv
+    listing = await fake.list(kinds.ConfigMap, namespace="ns")
+    assert listing.resource_version == rv
+    made["data"] = {"v": "2"}
+    updated = await fake.update(made)  # the version it issued is accepted back
+    watch = fake.watch(kinds.ConfigMap, namespace="ns", resource_version=rv)
+    [event] = await drain(watch, 1)
+    assert event.resource_version == updated["metadata"]["resourceVersion"]
+    with pytest.raises(BadRequest):
+        await fake.list_page(kinds.ConfigMap, namespace="ns", resource_version="17")
+
+
+def test_the_resource_version_prefix_is_validated() -> None:
+    with pytest.raises(ValueError, match="letters only"):
+        FakeOptions(resource_version_prefix="v1")
+
+
+async def test_calls_record_where_a_list_or_watch_starts() -> None:
+    fake = FakeClient()
+    await fake.create(cm("a"))
+    rv = fake.resource_version
+    await fake.list(kinds.ConfigMap, namespace="ns", resource_version=rv)
+    await drain(fake.watch(kinds.ConfigMap, namespace="ns", resource_version="0"), 1)
+    list_call, watch_call = fake.faults.calls_to("list")[0], fake.faults.calls_to("watch")[0]
+    assert (list_call.namespace, list_call.resource_version) == ("ns", rv)
+    assert watch_call.resource_version == "0"
