@@ -15,16 +15,12 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
 
 from setpoint.client import config as config_module
 from setpoint.client import load_config, load_kubeconfig
@@ -36,6 +32,7 @@ from setpoint.client.config import (
     load_incluster_config,
 )
 from setpoint.client.credentials import credentials_for
+from setpoint.tls.certs import CertificateAuthority
 
 SERVER_NAME = "kubernetes.default.svc"
 
@@ -56,111 +53,30 @@ class Pki:
     encrypted_client_key: bytes
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey, password: bytes | None = None) -> bytes:
-    encryption: serialization.KeySerializationEncryption = (
-        serialization.BestAvailableEncryption(password)
-        if password
-        else serialization.NoEncryption()
-    )
+def _encrypted(key_pem: bytes, password: bytes) -> bytes:
+    """The same private key, encrypted with ``password`` (as a kubeconfig may carry it)."""
+    key = serialization.load_pem_private_key(key_pem, password=None)
     return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(password),
     )
-
-
-def _make_ca(name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(hours=1))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return cert, key
-
-
-def _issue(
-    ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey],
-    common_name: str,
-    *,
-    server: bool,
-) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    ca_cert, ca_key = ca
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.now(UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(
-            x509.Name(
-                [
-                    x509.NameAttribute(NameOID.COMMON_NAME, common_name),
-                    x509.NameAttribute(NameOID.ORGANIZATION_NAME, "devs"),
-                ]
-            )
-        )
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(hours=1))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-        .add_extension(
-            x509.ExtendedKeyUsage(
-                [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
-            ),
-            critical=False,
-        )
-    )
-    if server:
-        # Deliberately not 127.0.0.1: connecting by IP then needs tls_server_name.
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(SERVER_NAME)]), critical=False
-        )
-    return builder.sign(ca_key, hashes.SHA256()), key
-
-
-def _pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
 
 
 @pytest.fixture(scope="module")
 def pki() -> Pki:
-    ca = _make_ca("test-ca")
-    other = _make_ca("other-ca")
-    server_cert, server_key = _issue(ca, "apiserver", server=True)
-    client_cert, client_key = _issue(ca, "alice", server=False)
+    """Two CAs, a serving and a client certificate, made by the library's own CA code."""
+    ca = CertificateAuthority("test-ca")
+    # Deliberately not 127.0.0.1: connecting by IP then needs tls_server_name.
+    server = ca.serving_cert("apiserver", (SERVER_NAME,))
+    client = ca.client_cert("alice", ("devs",))
     return Pki(
-        ca=_pem(ca[0]),
-        other_ca=_pem(other[0]),
-        server=Pair(_pem(server_cert), _key_pem(server_key)),
-        client=Pair(_pem(client_cert), _key_pem(client_key)),
-        stranger_key=_key_pem(ec.generate_private_key(ec.SECP256R1())),
-        encrypted_client_key=_key_pem(client_key, b"hunter2"),
+        ca=ca.cert_pem,
+        other_ca=CertificateAuthority("other-ca").cert_pem,
+        server=Pair(server.cert_pem, server.key_pem),
+        client=Pair(client.cert_pem, client.key_pem),
+        stranger_key=CertificateAuthority("stranger").key_pem,
+        encrypted_client_key=_encrypted(client.key_pem, b"hunter2"),
     )
 
 
