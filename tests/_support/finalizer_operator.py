@@ -32,7 +32,8 @@ from setpoint.client import Client, NotFound, load_kubeconfig
 from setpoint.controller import Context, Request, Result
 from setpoint.controller.finalizers import CleanupRetry
 from setpoint.manager import LeaderElectionOptions, Manager, ManagerOptions
-from tests._support.finalizer_flow import FIN, GIZMO
+from tests._support.finalizer_flow import FIN
+from tests._support.kinds import GIZMO
 
 LEASE_NAME = "finalizer-operator"
 TIMINGS: dict[str, Any] = {

@@ -78,10 +78,10 @@ async def test_already_exists_and_not_found(crds: Api) -> None:
 
     with pytest.raises(NotFound) as missing_cr:
         await c.get(crds.gizmo, "nope", namespace=ns)
-    assert missing_cr.value.status["message"] == 'gizmos.parity.setpoint.dev "nope" not found'
+    assert missing_cr.value.status["message"] == 'gizmos.test.setpoint.dev "nope" not found'
     assert missing_cr.value.details == {
         "name": "nope",
-        "group": "parity.setpoint.dev",
+        "group": "test.setpoint.dev",
         "kind": "gizmos",
     }
     for call in (
@@ -159,7 +159,7 @@ async def test_stale_resource_version_conflicts(crds: Api) -> None:
     with pytest.raises(Conflict) as stale:
         await c.update(b)
     assert stale.value.status["message"] == (
-        'Operation cannot be fulfilled on gizmos.parity.setpoint.dev "shared": the object has '
+        'Operation cannot be fulfilled on gizmos.test.setpoint.dev "shared": the object has '
         "been modified; please apply your changes to the latest version and try again"
     )
     b["status"] = {"seen": True}
@@ -222,7 +222,7 @@ async def test_delete_preconditions(crds: Api) -> None:
     with pytest.raises(Conflict) as wrong_uid:
         await c.delete(crds.doodad, "guarded", namespace=ns, preconditions=Preconditions(uid="x"))
     assert wrong_uid.value.status["message"] == (
-        'Operation cannot be fulfilled on Doodad.parity.setpoint.dev "guarded": the UID in the '
+        'Operation cannot be fulfilled on Doodad.test.setpoint.dev "guarded": the UID in the '
         f"precondition (x) does not match the UID in record ({uid}). The object might have been "
         "deleted and then recreated"
     )

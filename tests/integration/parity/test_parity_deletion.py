@@ -75,7 +75,7 @@ async def test_no_new_finalizers_on_a_deleting_object(crds: Api) -> None:
     assert (cause.field, cause.reason) == ("metadata.finalizers", "FieldValueForbidden")
     assert 'found new finalizers []string{"parity.setpoint.dev/late"}' in cause.message
     assert info.value.status["message"].startswith(
-        'Gizmo.parity.setpoint.dev "closing" is invalid: metadata.finalizers: Forbidden: '
+        'Gizmo.test.setpoint.dev "closing" is invalid: metadata.finalizers: Forbidden: '
         "no new finalizers can be added if the object is being deleted"
     )
     with pytest.raises(Invalid):

@@ -9,15 +9,12 @@ from typing import Any
 import pytest
 
 from setpoint.api.conditions import (
-    Condition,
     find_condition,
     set_condition,
     set_observed_generation,
 )
-from setpoint.api.declaration import field, resource
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
-from setpoint.api.resource import Model, Resource
 from setpoint.client import Client, Invalid
 from setpoint.client.patch import MergePatch
 from setpoint.client.safe import (
@@ -28,6 +25,7 @@ from setpoint.client.safe import (
     update_status,
 )
 from tests._support.gizmos import gizmo
+from tests._support.kinds import Gizmo
 from tests._support.request_log import RequestLog
 
 WRITERS = 20
@@ -249,48 +247,28 @@ async def test_apply_status_with_a_field_manager(
     assert restored["status"]["phase"] == "Ready"
 
 
-class GizmoSpec(Model):
-    size: int | None = None
-    color: str | None = None
-
-
-class GizmoStatus(Model):
-    phase: str | None = None
-    observed_generation: int | None = None
-    entries: list[str] = field(default_factory=list)
-    conditions: list[Condition] = field(
-        default_factory=list, list_type="map", list_map_keys=["type"]
-    )
-
-
-@resource(group="safewrites.setpoint.dev", version="v1", kind="Gizmo")
-class TypedGizmo(Resource):
-    spec: GizmoSpec = field(default_factory=GizmoSpec)
-    status: GizmoStatus | None = None
-
-
 async def test_typed_objects_and_typed_conditions(
     k8s: Client, namespace: str, gizmo_crd: GroupVersionKind
 ) -> None:
     """Typed resources go through the status writer; typed conditions pass the server's schema.
 
-    A typed Gizmo with a Condition-list status is read, given a Ready
+    A typed Gizmo (the test kinds' own class) with a Condition-list status is read, given a Ready
     condition and observedGeneration by a mutation, and written through
     /status; the server's metav1.Condition schema accepts it and the typed
     object read back carries the same condition.
     """
     await k8s.create(gizmo("typed", namespace, size=2))
-    typed = await k8s.get(TypedGizmo, "typed", namespace=namespace)
+    typed = await k8s.get(Gizmo, "typed", namespace=namespace)
 
-    def ready(obj: TypedGizmo) -> None:
+    def ready(obj: Gizmo) -> None:
         set_observed_generation(obj)
         assert obj.status is not None
         set_condition(obj.status, "Ready", True, "Reconciled", observed_generation=1)
 
     result, written = await update_status(k8s, typed, ready)
     assert result is OperationResult.UPDATED
-    assert isinstance(written, TypedGizmo)
-    again = await k8s.get(TypedGizmo, "typed", namespace=namespace)
+    assert isinstance(written, Gizmo)
+    again = await k8s.get(Gizmo, "typed", namespace=namespace)
     assert again.status is not None
     assert again.status.observed_generation == again.metadata.generation
     cond = again.status.conditions[0]
