@@ -21,6 +21,7 @@ serves once :func:`install_crds` has run.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -150,7 +151,7 @@ async def install_crds(client: Any, crds: Iterable[JsonObject] = CRDS) -> None:
         )
         # Discovery must see the new kind before a client can address it.
         await eventually(
-            lambda kind=kind: client.resource_info(kind),
+            functools.partial(client.resource_info, kind),
             timeout=30,
             description=f"{kind.kind} discoverable",
         )

@@ -21,7 +21,8 @@ from setpoint.controller import Builder, Context, Controller, Request, Result
 from setpoint.controller.reconcile import ReconcilerLike
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import eventually
-from tests._support.gizmos import GIZMO, converged, create_gizmos, reconcile_gizmo
+from tests._support.gizmos import converged, create_gizmos, reconcile_gizmo
+from tests._support.kinds import GIZMO
 
 COUNT = 500
 

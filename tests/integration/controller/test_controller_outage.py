@@ -24,13 +24,12 @@ from setpoint.manager import Manager, ManagerOptions
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import ControlPlane, ControlPlaneOptions, eventually
 from tests._support.gizmos import (
-    GIZMO,
     converged,
     create_gizmos,
     gizmo,
     reconcile_gizmo,
 )
-from tests._support.kinds import install_crds
+from tests._support.kinds import GIZMO, install_crds
 from tests._support.outage_proxy import OutageProxy, proxied_client
 
 NAMESPACE = "outage"

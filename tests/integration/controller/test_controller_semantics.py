@@ -29,7 +29,8 @@ from setpoint.controller import (
 from setpoint.controller.ratelimit import RateLimiterOptions
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import eventually
-from tests._support.gizmos import GIZMO, create_gizmos
+from tests._support.gizmos import create_gizmos
+from tests._support.kinds import GIZMO
 
 Start = Callable[..., Awaitable[tuple[Controller, Metrics]]]
 

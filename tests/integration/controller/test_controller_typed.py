@@ -13,7 +13,7 @@ from setpoint.cache import Cache, CacheOptions
 from setpoint.client import Client, NotFound
 from setpoint.controller import Builder, Context, Request, Result
 from setpoint.testing import eventually
-from tests._support.gizmos import GIZMO
+from tests._support.kinds import GIZMO
 
 
 class GizmoSpec(sp.Model):

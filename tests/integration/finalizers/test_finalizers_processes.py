@@ -28,7 +28,8 @@ from setpoint.client import Client, NotFound
 from setpoint.client.safe import remove_finalizer
 from setpoint.controller.finalizers import read_cleanup_records
 from setpoint.testing.waits import eventually
-from tests._support.finalizer_flow import FIN, GIZMO
+from tests._support.finalizer_flow import FIN
+from tests._support.kinds import GIZMO
 
 ROOT = Path(__file__).resolve().parents[3]
 """The repository root: the operator runs as a module of the tests package from there."""

@@ -78,7 +78,7 @@ async def api() -> FakeClient:
 
 @pytest.fixture
 async def cache(api: FakeClient) -> AsyncIterator[Cache]:
-    c = Cache(api)  # type: ignore[arg-type]
+    c = Cache(api)
     await c.start()
     try:
         yield c
@@ -206,7 +206,7 @@ async def test_owner_and_controller_indexes(cache: Cache, api: FakeClient) -> No
 
 
 async def test_reads_before_start_fail_clearly(api: FakeClient) -> None:
-    cache = Cache(api)  # type: ignore[arg-type]
+    cache = Cache(api)
     with pytest.raises(CacheNotStarted, match="start"):
         await cache.get(WIDGET, "a", namespace="default")
     with pytest.raises(CacheNotStarted):
@@ -215,7 +215,7 @@ async def test_reads_before_start_fail_clearly(api: FakeClient) -> None:
 
 
 async def test_informers_created_before_start_start_with_the_cache(api: FakeClient) -> None:
-    cache = Cache(api)  # type: ignore[arg-type]
+    cache = Cache(api)
     informer = cache.informer(WIDGET)
     assert not informer.started
     await cache.start()
@@ -240,7 +240,7 @@ async def test_unknown_kind_is_named_in_wait_for_sync(cache: Cache) -> None:
 
 
 async def test_namespaced_cache_refuses_other_namespaces(api: FakeClient) -> None:
-    cache = Cache(api, options=CacheOptions(namespaces=("default",)))  # type: ignore[arg-type]
+    cache = Cache(api, options=CacheOptions(namespaces=("default",)))
     await cache.start()
     try:
         names = [o["metadata"]["name"] for o in await cache.list(WIDGET)]
@@ -267,7 +267,7 @@ async def test_per_kind_options_override_the_defaults(api: FakeClient) -> None:
     other = options.informer_options(CLUSTER_THING)
     assert other.namespaces == ("default",)
     assert other.labels == "app=web"
-    cache = Cache(api, options=options)  # type: ignore[arg-type]
+    cache = Cache(api, options=options)
     await cache.start()
     try:
         listing = await cache.list(WIDGET)
@@ -279,7 +279,7 @@ async def test_per_kind_options_override_the_defaults(api: FakeClient) -> None:
 
 
 async def test_copy_on_read_can_be_disabled(api: FakeClient) -> None:
-    cache = Cache(api, options=CacheOptions(copy_on_read=False))  # type: ignore[arg-type]
+    cache = Cache(api, options=CacheOptions(copy_on_read=False))
     await cache.start()
     try:
         first = await cache.get(WIDGET, "a", namespace="default")

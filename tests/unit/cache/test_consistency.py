@@ -32,6 +32,7 @@ from setpoint.client.patch import MergePatch
 from setpoint.client.protocols import Reader, StatusWriter, Writer
 from setpoint.client.transport import Response
 from setpoint.testing import FakeClient, eventually
+from tests._support.stored import stored as stored_in
 from tests._support.widgets import (
     WIDGET,
     connection_reset,
@@ -66,7 +67,7 @@ async def api() -> FakeClient:
 
 @pytest.fixture
 async def cache(api: FakeClient) -> AsyncIterator[Cache]:
-    c = Cache(api)  # type: ignore[arg-type]
+    c = Cache(api)
     await c.start()
     c.informer(WIDGET)
     await c.wait_for_sync(5)
@@ -124,7 +125,7 @@ async def test_a_lagging_cache_fails_the_read_instead_of_returning_stale_data(
 
 async def test_a_read_waits_for_our_delete(cache: Cache, api: FakeClient) -> None:
     reader = cache.reader(read_after_write_timeout=5)
-    uid = api.lookup(WIDGET, "a", namespace="default")["metadata"]["uid"]
+    uid = stored_in(api, WIDGET, "a", namespace="default")["metadata"]["uid"]
     api.hold_watch_events()
     await remove(api, KEY)
     cache.expect_deleted(WIDGET, KEY, uid=uid)
@@ -233,12 +234,12 @@ async def test_an_older_write_never_lowers_the_expectation(cache: Cache, api: Fa
 
 
 async def test_writes_outside_the_informers_scope_are_not_tracked(api: FakeClient) -> None:
-    cache = Cache(api)  # type: ignore[arg-type]
+    cache = Cache(api)
     await cache.start()
     try:
         informer = cache.informer(WIDGET)
         await cache.wait_for_sync(5)
-        filtered = Informer(api, WIDGET, InformerOptions(labels="app=web"))  # type: ignore[arg-type]
+        filtered = Informer(api, WIDGET, InformerOptions(labels="app=web"))
         filtered.expect_written(widget("x", metadata={"resourceVersion": "999"}))
         assert filtered.expectations.pending() == []
         # A kind without an informer records nothing (a later informer lists after the write).
@@ -254,7 +255,7 @@ async def test_writes_outside_the_informers_scope_are_not_tracked(api: FakeClien
 async def test_non_integer_versions_compare_by_equality() -> None:
     api = fake_api(resource_version_prefix="v")
     await put(api, widget("a", data={"v": 1}))
-    cache = Cache(api)  # type: ignore[arg-type]
+    cache = Cache(api)
     await cache.start()
     try:
         informer = cache.informer(WIDGET)
@@ -279,7 +280,7 @@ async def test_non_integer_versions_compare_by_equality() -> None:
 
 
 async def test_expectations_expire(api: FakeClient) -> None:
-    informer = Informer(api, WIDGET, InformerOptions(expectation_ttl=0.01))  # type: ignore[arg-type]
+    informer = Informer(api, WIDGET, InformerOptions(expectation_ttl=0.01))
     await informer.start()
     try:
         await informer.wait_for_sync(5)
@@ -296,7 +297,7 @@ async def test_expectations_expire(api: FakeClient) -> None:
 
 
 async def test_stopping_releases_waiting_readers(api: FakeClient) -> None:
-    informer = Informer(api, WIDGET)  # type: ignore[arg-type]
+    informer = Informer(api, WIDGET)
     await informer.start()
     await informer.wait_for_sync(5)
     informer.expect_written(widget("a", metadata={"resourceVersion": "100000"}))
@@ -347,7 +348,7 @@ def live(transport: FakeTransport) -> Client:
 
 @contextlib.asynccontextmanager
 async def tracked(api: FakeClient, live: Client) -> AsyncIterator[tuple[TrackingClient, Informer]]:
-    cache = Cache(api)  # type: ignore[arg-type]
+    cache = Cache(api)
     await cache.start()
     informer = cache.informer(WIDGET)
     await cache.wait_for_sync(5)

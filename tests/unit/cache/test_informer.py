@@ -75,7 +75,7 @@ async def api() -> FakeClient:
 
 @contextlib.asynccontextmanager
 async def running(api: FakeClient, **options: Any) -> AsyncIterator[Informer]:
-    informer = Informer(api, WIDGET, InformerOptions(**{**FAST, **options}))  # type: ignore[arg-type]
+    informer = Informer(api, WIDGET, InformerOptions(**{**FAST, **options}))
     await informer.start()
     try:
         yield informer
@@ -435,7 +435,7 @@ async def test_stop_is_idempotent_and_final(api: FakeClient) -> None:
 
 
 async def test_waiting_for_an_unstarted_informer_is_an_error(api: FakeClient) -> None:
-    informer = Informer(api, WIDGET)  # type: ignore[arg-type]
+    informer = Informer(api, WIDGET)
     with pytest.raises(CacheError, match="not started"):
         await informer.wait_for_sync(1)
 

@@ -35,6 +35,7 @@ from setpoint.controller import (
 from setpoint.controller.ratelimit import RateLimiterOptions
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import FakeClient, eventually
+from tests._support.stored import stored
 from tests._support.widgets import WIDGET, fake_api, put, remove, widget
 
 PARENT = GroupVersionKind("test.setpoint.dev", "v1", "Parent")
@@ -64,7 +65,7 @@ class Calls:
             return outcome  # type: ignore[no-any-return]
         if isinstance(action, BaseException):
             raise action
-        return action  # type: ignore[no-any-return]
+        return action
 
 
 def sample(metric: Any, *labels: str) -> float:
@@ -82,7 +83,7 @@ async def api() -> FakeClient:
 
 @pytest.fixture
 async def cache(api: FakeClient) -> AsyncIterator[Cache]:
-    c = Cache(api)  # type: ignore[arg-type]
+    c = Cache(api)
     await c.start()
     try:
         yield c
@@ -108,7 +109,7 @@ class Harness:
     async def start(self, builder: Builder, reconciler: Any = None, **kwargs: Any) -> Controller:
         controller = builder.build(
             reconciler if reconciler is not None else self.reconciler,
-            client=self.api,  # type: ignore[arg-type]
+            client=self.api,
             cache=self.cache,
             metrics=self.metrics,
             **kwargs,
@@ -155,7 +156,7 @@ async def test_initial_objects_and_later_changes_are_reconciled(
 async def test_initial_list_keys_queue_at_low_priority(
     cache: Cache, api: FakeClient, reconciler: Calls
 ) -> None:
-    controller = builder().for_(WIDGET).build(reconciler, client=api, cache=cache)  # type: ignore[arg-type]
+    controller = builder().for_(WIDGET).build(reconciler, client=api, cache=cache)
     queued: list[tuple[ObjectKey, int]] = []
     original = controller.queue.add
     controller.queue.add = lambda key, *, priority=0: (  # type: ignore[method-assign]
@@ -325,7 +326,7 @@ async def test_stop_drains_in_flight_reconciles(
 
     controller = (
         builder().for_(WIDGET).max_concurrent_reconciles(2).build(
-            blocking, client=api, cache=cache, metrics=metrics  # type: ignore[arg-type]
+            blocking, client=api, cache=cache, metrics=metrics
         )
     )  # fmt: skip
     await controller.start()
@@ -351,7 +352,7 @@ async def test_stop_cancels_what_does_not_finish_in_time(cache: Cache, api: Fake
             cancelled.append(request.name)
             raise
 
-    controller = builder().for_(WIDGET).build(stuck, client=api, cache=cache)  # type: ignore[arg-type]
+    controller = builder().for_(WIDGET).build(stuck, client=api, cache=cache)
     await controller.start()
     await eventually(lambda: controller.active_workers == 1, timeout=5)
     await asyncio.wait_for(controller.stop(0.05), 5)
@@ -427,7 +428,7 @@ async def test_source_and_global_predicates_filter_events(
     await eventually(lambda: reconciler.count("g") == 1, timeout=5)
     assert reconciler.names_called() == ["default/g"]
     # A status-only change (same generation) is filtered; a spec change is not.
-    g = api.lookup(WIDGET, "g", namespace="default")
+    g = stored(api, WIDGET, "g", namespace="default")
     await api.update_status({**g, "status": {"x": 1}})
     await put(api, widget("g", metadata={"labels": {"team": "a"}}, spec={"v": 2}))
     await eventually(lambda: reconciler.count("g") == 2, timeout=5)
@@ -461,21 +462,21 @@ async def test_a_wrong_return_value_is_a_panic(
 
 
 async def test_runnable_contract(cache: Cache, api: FakeClient, reconciler: Calls) -> None:
-    controller = builder().for_(WIDGET).build(reconciler, client=api, cache=cache)  # type: ignore[arg-type]
+    controller = builder().for_(WIDGET).build(reconciler, client=api, cache=cache)
     assert isinstance(controller, Runnable)
     assert controller.group is RunnableGroup.CONTROLLERS
     assert controller.needs_leader_election is True
     assert controller.name == "controller/widgets"
     follower = builder("f").for_(WIDGET).needs_leader_election(False)
-    assert follower.build(reconciler, client=api, cache=cache).needs_leader_election is False  # type: ignore[arg-type]
+    assert follower.build(reconciler, client=api, cache=cache).needs_leader_election is False
     await controller.stop(1)  # never started: fine
     with pytest.raises(ControllerError, match="already started"):
         await controller.start()
 
 
 async def test_start_needs_a_started_cache(api: FakeClient, reconciler: Calls) -> None:
-    cache = Cache(api)  # type: ignore[arg-type]
-    controller = builder().for_(WIDGET).build(reconciler, client=api, cache=cache)  # type: ignore[arg-type]
+    cache = Cache(api)
+    controller = builder().for_(WIDGET).build(reconciler, client=api, cache=cache)
     with pytest.raises(ControllerError, match="start the cache"):
         await controller.start()
 

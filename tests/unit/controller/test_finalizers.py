@@ -41,7 +41,8 @@ from setpoint.manager.resourcelock import LeaderElectionRecord
 from setpoint.observability.logging import get_logger
 from setpoint.observability.metrics import Metrics
 from setpoint.testing.fake import FakeClient
-from tests._support.finalizer_flow import CRDS, FIN, FIN2, FOREIGN, GIZMO
+from tests._support.finalizer_flow import FIN, FIN2, FOREIGN
+from tests._support.kinds import CRDS, GIZMO
 
 NS = "ns"
 

@@ -29,7 +29,7 @@ def new_manager(**overrides: Any) -> Manager:
         "handle_signals": False,
     }
     values.update(overrides)
-    return Manager(FakeClient(), ManagerOptions(**values))  # type: ignore[arg-type]
+    return Manager(FakeClient(), ManagerOptions(**values))
 
 
 # -- HealthChecks ---------------------------------------------------------------------------
@@ -225,7 +225,7 @@ async def test_real_servers_bind_port_zero_and_answer(http: aiohttp.ClientSessio
     metrics = Metrics(CollectorRegistry())
     metrics.leader_election_master_status.labels("x").set(1)
     manager = Manager(
-        FakeClient(),  # type: ignore[arg-type]
+        FakeClient(),
         ManagerOptions(
             metrics=metrics,
             metrics_bind_address="127.0.0.1:0",

@@ -88,7 +88,7 @@ async def test_groups_start_in_order_and_stop_in_reverse(
     running: Callable[[Manager], Running],
 ) -> None:
     log: list[str] = []
-    manager = Manager(FakeClient(), options())  # type: ignore[arg-type]
+    manager = Manager(FakeClient(), options())
     cache = FakeCache("cache", log)
     cache.synced_event.set()
     # Added out of order on purpose: the group decides, not the order of add().
@@ -134,7 +134,7 @@ async def test_controllers_wait_until_caches_have_synced(
     running: Callable[[Manager], Running],
 ) -> None:
     log: list[str] = []
-    manager = Manager(FakeClient(), options())  # type: ignore[arg-type]
+    manager = Manager(FakeClient(), options())
     cache = FakeCache("cache", log)
     manager.add(cache)
     manager.add(FakeRunnable("ctrl", G.CONTROLLERS, log))
@@ -153,7 +153,7 @@ async def test_controllers_wait_until_caches_have_synced(
 
 async def test_a_cache_that_never_syncs_fails_startup_clearly() -> None:
     log: list[str] = []
-    manager = Manager(FakeClient(), options(cache_sync_timeout=0.2))  # type: ignore[arg-type]
+    manager = Manager(FakeClient(), options(cache_sync_timeout=0.2))
     manager.add(FakeCache("informers", log))
     manager.add(FakeRunnable("ctrl", G.CONTROLLERS, log))
     with pytest.raises(CacheSyncTimeout) as info:
@@ -167,7 +167,7 @@ async def test_a_cache_that_never_syncs_fails_startup_clearly() -> None:
 
 async def test_a_cache_sync_error_names_the_cache() -> None:
     log: list[str] = []
-    manager = Manager(FakeClient(), options())  # type: ignore[arg-type]
+    manager = Manager(FakeClient(), options())
     manager.add(FakeCache("informers", log, sync_error=LookupError("no kind Widget")))
     with pytest.raises(RunnableFailed, match="informers failed to sync: no kind Widget") as info:
         await asyncio.wait_for(manager.run(), 10)
@@ -176,7 +176,7 @@ async def test_a_cache_sync_error_names_the_cache() -> None:
 
 async def test_a_start_error_stops_what_started_and_raises() -> None:
     log: list[str] = []
-    manager = Manager(FakeClient(), options())  # type: ignore[arg-type]
+    manager = Manager(FakeClient(), options())
     manager.add(FakeRunnable("server", G.SERVERS, log))
     boom = OSError("port in use")
     manager.add(FakeRunnable("webhook", G.WEBHOOKS, log, start_error=boom))
@@ -194,7 +194,7 @@ async def test_a_runnable_whose_work_dies_shuts_the_manager_down(
     running: Callable[[Manager], Running],
 ) -> None:
     log: list[str] = []
-    manager = Manager(FakeClient(), options())  # type: ignore[arg-type]
+    manager = Manager(FakeClient(), options())
     worker = FakeRunnable("worker", G.OTHERS, log)
     manager.add(worker)
     manager.add(FakeRunnable("ctrl", G.CONTROLLERS, log))
@@ -209,7 +209,7 @@ async def test_a_runnable_whose_work_dies_shuts_the_manager_down(
 
 async def test_stop_before_run_makes_run_return_at_once() -> None:
     log: list[str] = []
-    manager = Manager(FakeClient(), options())  # type: ignore[arg-type]
+    manager = Manager(FakeClient(), options())
     manager.add(FakeRunnable("ctrl", G.CONTROLLERS, log))
     manager.stop()
     await asyncio.wait_for(manager.run(), 10)
@@ -217,7 +217,7 @@ async def test_stop_before_run_makes_run_return_at_once() -> None:
 
 
 async def test_a_manager_runs_once() -> None:
-    manager = Manager(FakeClient(), options())  # type: ignore[arg-type]
+    manager = Manager(FakeClient(), options())
     manager.stop()
     await manager.run()
     with pytest.raises(ManagerStateError, match="runs once"):
@@ -227,7 +227,7 @@ async def test_a_manager_runs_once() -> None:
 
 
 async def test_adding_twice_or_a_non_runnable_is_an_error() -> None:
-    manager = Manager(FakeClient(), options())  # type: ignore[arg-type]
+    manager = Manager(FakeClient(), options())
     runnable = FakeRunnable("x", G.OTHERS, [])
     manager.add(runnable)
     with pytest.raises(ValueError, match="added to this manager already"):
@@ -240,7 +240,7 @@ async def test_a_runnable_added_while_running_starts_at_once(
     running: Callable[[Manager], Running],
 ) -> None:
     log: list[str] = []
-    manager = Manager(FakeClient(), options())  # type: ignore[arg-type]
+    manager = Manager(FakeClient(), options())
     manager.add(FakeRunnable("ctrl", G.CONTROLLERS, log))
     run = running(manager)
     await eventually(contains(log, "start:ctrl"), timeout=5, description="started")
@@ -254,7 +254,7 @@ async def test_a_runnable_added_while_running_starts_at_once(
 async def test_a_stop_that_overruns_the_grace_period_is_reported() -> None:
     log: list[str] = []
     manager = Manager(
-        FakeClient(),  # type: ignore[arg-type]
+        FakeClient(),
         options(graceful_shutdown_timeout=0.2),
     )
     stuck = FakeRunnable("stuck", G.OTHERS, log, stop_hangs=True)
@@ -272,7 +272,7 @@ async def test_a_stop_that_overruns_the_grace_period_is_reported() -> None:
 
 async def test_cancelling_run_shuts_down_gracefully_then_propagates() -> None:
     log: list[str] = []
-    manager = Manager(FakeClient(), options())  # type: ignore[arg-type]
+    manager = Manager(FakeClient(), options())
     manager.add(FakeRunnable("ctrl", G.CONTROLLERS, log))
     task = asyncio.create_task(manager.run())
     await eventually(contains(log, "start:ctrl"), timeout=5, description="started")
@@ -284,7 +284,7 @@ async def test_cancelling_run_shuts_down_gracefully_then_propagates() -> None:
 
 async def test_sigterm_shuts_down_gracefully() -> None:
     log: list[str] = []
-    manager = Manager(FakeClient(), options(handle_signals=True))  # type: ignore[arg-type]
+    manager = Manager(FakeClient(), options(handle_signals=True))
     manager.add(FakeRunnable("ctrl", G.CONTROLLERS, log))
     before = signal.getsignal(signal.SIGTERM)
     task = asyncio.create_task(manager.run())
@@ -309,7 +309,7 @@ async def test_request_metrics_hook_is_installed_while_running(
 
     client.transport.on_request = previous
     metrics = Metrics(CollectorRegistry())
-    manager = Manager(client, options(metrics=metrics))  # type: ignore[arg-type]
+    manager = Manager(client, options(metrics=metrics))
     log: list[str] = []
     manager.add(FakeRunnable("ctrl", G.CONTROLLERS, log))
     run = running(manager)
@@ -348,7 +348,7 @@ def elected_manager(
         release_on_cancel=release,
     )
     manager = Manager(
-        FakeClient(),  # type: ignore[arg-type]
+        FakeClient(),
         options(leader_election=le, clock=clock, metrics=metrics),
     )
     return manager, lock, metrics
@@ -461,7 +461,7 @@ async def test_release_on_cancel_releases_after_leader_only_work_stopped(
 async def test_wait_elected_without_leader_election_returns_once_running(
     running: Callable[[Manager], Running],
 ) -> None:
-    manager = Manager(FakeClient(), options())  # type: ignore[arg-type]
+    manager = Manager(FakeClient(), options())
     with pytest.raises(TimeoutError):
         await manager.wait_elected(timeout=0.05)
     run = running(manager)
@@ -476,7 +476,7 @@ async def test_controller_builder_is_prefilled_from_the_manager() -> None:
     from setpoint.controller import ControllerError
 
     metrics = Metrics(CollectorRegistry())
-    manager = Manager(FakeClient(), options(metrics=metrics))  # type: ignore[arg-type]
+    manager = Manager(FakeClient(), options(metrics=metrics))
 
     async def reconcile(ctx: Any, request: Any) -> None:
         return None

@@ -12,9 +12,10 @@ from setpoint.api.resource import Model, Resource
 from setpoint.client.errors import BadRequest, ConnectionFailed, Expired, Gone, UnknownKind
 from setpoint.testing.fake import FakeClient, FakeOptions
 from setpoint.testing.waits import eventually
+from tests._support.stored import stored
 
 
-def cm(name: str, **labels: str) -> dict:
+def cm(name: str, **labels: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -255,7 +256,7 @@ async def test_held_watch_events_arrive_in_order_on_release() -> None:
     await fake.update(made)
     fake.send_bookmark()
     # The writes happened: reads see them; the watch has not.
-    assert fake.lookup(kinds.ConfigMap, "a", namespace="ns")["data"] == {"v": "2"}
+    assert stored(fake, kinds.ConfigMap, "a", namespace="ns")["data"] == {"v": "2"}
     await asyncio.sleep(0)
     assert not first.done()
     fake.release_watch_events()
