@@ -71,6 +71,21 @@ def test_integration_and_e2e_tests_do_not_import_unit_tests() -> None:
     assert offenders == []
 
 
+def test_example_operators_are_imported_by_their_package_name() -> None:
+    """``import tenants`` (pytest's pythonpath), never ``examples.tenants.tenants``.
+
+    The dotted form works only when the current directory happens to be on sys.path
+    (``python -m pytest``), and it would load a second copy of the operator's modules.
+    """
+    offenders = []
+    for path in python_files():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for module in imported_modules(tree):
+            if module == "examples" or module.startswith("examples."):
+                offenders.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert offenders == []
+
+
 def test_support_modules_are_not_collected_as_tests() -> None:
     """Helpers in tests/_support hold scenarios and fakes, never test_* modules."""
     assert sorted(p.name for p in (TESTS / "_support").glob("test_*.py")) == []

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tenants.api import Tenant, TenantV1Alpha1
 
-from examples.tenants.tenants.api import Tenant, TenantV1Alpha1
 from setpoint.api.conversion import CONVERSION_DATA_ANNOTATION, KindConversion
 from setpoint.api.resource import Resource
 from setpoint.crd import resource_schema
