@@ -49,6 +49,7 @@ from sphinx.addnodes import pending_xref
 from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
 from sphinx.transforms.post_transforms import SphinxPostTransform
+from sphinx.util import logging
 
 __all__ = ["Entry", "collect", "resolve_alias", "setup", "write_pages"]
 
@@ -282,8 +283,12 @@ def _module_aliases(entries: list[Entry]) -> None:
                 entry.aliases.add(f"{info.name}.{attr}")
 
 
+_ENTRIES: list[Entry] = []
+
+
 def _generate(app: Sphinx) -> None:
     entries = collect()
+    _ENTRIES[:] = entries
     _module_aliases(entries)
     _ALIASES.clear()
     _BY_SUFFIX.clear()
@@ -510,6 +515,27 @@ def _napoleon_except_attributes(app: Sphinx) -> None:
             app.connect("autodoc-process-docstring", process)
 
 
+def _check_every_name_documented(app: Sphinx, env: BuildEnvironment) -> None:
+    """Fail the build when a public name got no entry (an autodoc import that failed, say).
+
+    Every name of every surface must resolve to an object the Python domain knows, by its
+    canonical name or through an alias, so the index's links all land.
+    """
+    domain = env.get_domain("py")
+    known = {name for name, *_ in domain.get_objects()}
+    for entry in _ENTRIES:
+        if entry.canonical not in known:
+            _logger.warning(
+                "public name %s has no entry in the API reference",
+                entry.canonical,
+                type="setpoint",
+                subtype="api",
+            )
+
+
+_logger = logging.getLogger(__name__)
+
+
 class RepositoryLinks(SphinxPostTransform):
     """Links from a guide to a file of the repository outside ``docs/`` become its path.
 
@@ -546,4 +572,5 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("autodoc-process-bases", _drop_private_bases)
     app.connect("autodoc-process-docstring", _no_type_docstrings)
     app.add_post_transform(RepositoryLinks)
+    app.connect("env-check-consistency", _check_every_name_documented)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
