@@ -256,3 +256,38 @@ async def test_cli_migrate_storage_reports_progress(
         assert "storedVersions ['v1', 'v2'] -> ['v2']" in captured.out
         assert await asyncio.to_thread(main, argv) == 0
         assert "nothing to migrate" in capsys.readouterr().out
+
+
+async def test_generate_crd_warns_when_it_would_drop_a_stored_version(
+    k8s: Client,
+    namespace: str,
+    kubeconfig_path: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`generate crd --against-cluster` warns that v1 is still stored and names the migration."""
+    group = "generate.storage.migrate.setpoint.dev"
+    async with dials(k8s, namespace, group, 1):
+        module = tmp_path / "dials_v2_only.py"
+        module.write_text(
+            "import setpoint as sp\n\n"
+            "class DialSpec(sp.Model):\n"
+            "    level: int | None = None\n\n"
+            f"@sp.resource(group={group!r}, version='v2')\n"
+            "class Dial(sp.Resource):\n"
+            "    spec: DialSpec | None = None\n"
+        )
+        argv = [
+            "generate",
+            "crd",
+            str(module),
+            "--output-dir",
+            str(tmp_path / "config"),
+            "--against-cluster",
+            "--kubeconfig",
+            str(kubeconfig_path),
+        ]
+        assert await asyncio.to_thread(main, argv) == 0
+        err = capsys.readouterr().err
+        assert f"setpoint: warning: CRD dials.{group} would drop version(s) ['v1']" in err
+        assert f"setpoint crd migrate-storage dials.{group}" in err
