@@ -39,14 +39,16 @@ def test_demo_converges_tenants_shows_quota_deletion_and_metrics_and_cleans_up(
     """`setpoint demo` runs the tenants operator end to end and leaves nothing behind.
 
     The demo starts its own control plane, installs the Tenant CRD generated from the
-    operator's types, runs the operator as a `python -m setpoint run` subprocess with leader
-    election, metrics and probes, creates three Tenants and waits until all are Ready with
-    every namespace and child in place, shows the quota counting a Pod, re-creates a child
-    deleted by hand, deletes a Tenant (unregistered from the SQLite directory before the
-    Tenant goes, then its namespaces go), prints metrics, stops the operator with SIGTERM
-    (exit 0) and the plane, within two minutes. Its output is not a terminal here, so the
-    table is appended as snapshots. Afterwards no process refers to its work directory, the
-    directory is gone and nothing was written to the current directory.
+    operator's types (v1 and v1alpha1, converted by the operator's webhook), runs the operator
+    as a `python -m setpoint run` subprocess with leader election, metrics, probes and the
+    webhook server, creates three Tenants and waits until all are Ready with every namespace
+    and child in place, writes a Tenant at v1alpha1 and reads it at v1, shows the quota
+    counting a Pod, re-creates a child deleted by hand, deletes a Tenant (unregistered from
+    the SQLite directory before the Tenant goes, then its namespaces go), prints metrics,
+    stops the operator with SIGTERM (exit 0) and the plane, within two minutes. Its output
+    is not a terminal here, so the table is appended as snapshots. Afterwards no process
+    refers to its work directory, the directory is gone and nothing was written to the
+    current directory.
     """
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     proc = subprocess.run(
@@ -80,6 +82,24 @@ def test_demo_converges_tenants_shows_quota_deletion_and_metrics_and_cleans_up(
         assert row.endswith("100%"), row
     assert "all three Tenants Ready" in out
 
+    # API versions: a Tenant written at v1alpha1 reads at v1, converted by the operator's
+    # webhook (served on a loopback port with the demo's CA in the CRD's caBundle).
+    assert re.search(
+        r"generated crd/bases/tenants\.setpoint\.dev_tenants\.yaml .*v1, v1alpha1", out
+    )
+    assert re.search(r"--webhook-bind-address 127\.0\.0\.1:\d+ --webhook-cert-dir", out)
+    assert "[+]webhook-server ok" in out
+    assert "wrote Tenant hooli at tenants.setpoint.dev/v1alpha1: namespaces=[hooli] " in out
+    versions = out[_index(out, "read it at tenants.setpoint.dev/v1 ") :]
+    assert "  adminGroup: hooli-admins\n" in versions
+    assert "  quota: {cpu: 1, memory: 2Gi, pods: 5}\n" in versions
+    assert "  isolated: false\n" in versions
+    assert "Tenant acme read at tenants.setpoint.dev/v1alpha1: admins=acme-admins " in out
+    assert "v1-only containerDefaults rides along in annotation setpoint.dev/conversion-data" in out
+    served = re.search(r"the operator's webhook answered (\d+) conversion request", out)
+    assert served is not None and int(served.group(1)) >= 2
+    assert 'controller_runtime_webhook_requests_total{code="500",webhook="/convert"} 0.0' in out
+
     # Quota usage counts the Pod.
     assert re.search(r"^\s+acme-dev\s+1/10\s+\S+/4\s+\S+/8Gi$", out, re.M), out
     assert re.search(r"^\s+acme-prod\s+0/10\s", out, re.M)
@@ -89,8 +109,8 @@ def test_demo_converges_tenants_shows_quota_deletion_and_metrics_and_cleans_up(
     assert "the operator re-created it" in out
 
     # Deletion: the finalizer unregistered the Tenant before it went, then the namespaces.
-    assert "directory tenants-directory.db before: acme, globex, initech" in out
-    unregistered = _index(out, "directory: initech unregistered (rows now: acme, globex)")
+    assert "directory tenants-directory.db before: acme, globex, hooli, initech" in out
+    unregistered = _index(out, "directory: initech unregistered (rows now: acme, globex, hooli)")
     gone = _index(out, "Tenant initech is gone")
     assert unregistered < gone
     for namespace in ("initech-web", "initech-api"):

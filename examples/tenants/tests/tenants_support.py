@@ -17,7 +17,7 @@ import yaml
 from tenants import Tenant, TenantReconciler, TenantsSettings, setup
 
 import setpoint as sp
-from setpoint.testing import RunningOperator, eventually, run_operator
+from setpoint.testing import RunningOperator, eventually, run_operator, serving_certificate
 
 EXAMPLE_DIR = Path(__file__).resolve().parent.parent
 """examples/tenants."""
@@ -46,11 +46,14 @@ def tenant_manifest(
     admin_group: str = "tenant-admins",
     quota: dict[str, Any] | None = None,
     isolated: bool | None = None,
+    container_defaults: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A Tenant as a user would write it."""
     spec: dict[str, Any] = {"namespaces": namespaces, "adminGroup": admin_group}
     if quota is not None:
         spec["quota"] = quota
+    if container_defaults is not None:
+        spec["containerDefaults"] = container_defaults
     if isolated is not None:
         spec["isolated"] = isolated
     return {
@@ -241,7 +244,14 @@ class OperatorProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        """Start it (leader election, probes and metrics off: one replica, no ports)."""
+        """Start it (leader election, probes and metrics off: one replica, no ports).
+
+        Its conversion webhook listens on a free loopback port, with a certificate from a
+        fresh CA written next to the log (the installed CRD keeps its in-cluster Service
+        config: these tests read Tenants at v1 only).
+        """
+        cert_dir = self.log_path.parent / "webhook-certs"
+        serving_certificate(cert_dir)
         env = dict(os.environ)
         env.update(
             KUBECONFIG=str(self.kubeconfig),
@@ -259,6 +269,8 @@ class OperatorProcess:
                 "--no-leader-elect",
                 "--metrics-bind-address=0",
                 "--health-probe-bind-address=0",
+                "--webhook-bind-address=127.0.0.1:0",
+                f"--webhook-cert-dir={cert_dir}",
             ],
             env=env,
             stdout=log,

@@ -5,13 +5,18 @@ What it does, in order (about a minute once the control plane binaries are built
 1. Starts the local control plane (etcd, kube-apiserver, kube-controller-manager); builds the
    binaries first if they are not cached yet, showing the build's progress.
 2. Generates the ``Tenant`` CRD in-process from the operator's Python types (what
-   ``setpoint generate crd`` writes) and installs it.
+   ``setpoint generate crd`` writes) and installs it. Tenant is served at ``v1`` (stored) and
+   ``v1alpha1``; the CRD converts between them through the operator's conversion webhook,
+   reached on loopback with a certificate from a CA the demo makes (its caBundle).
 3. Runs the operator exactly as a user would, as a subprocess:
-   ``python -m setpoint run examples/tenants/tenants --leader-elect ...``, with metrics and
-   probes on free loopback ports and the tenant directory (SQLite) in a temporary directory.
+   ``python -m setpoint run examples/tenants/tenants --leader-elect ...``, with metrics,
+   probes and the webhook server on free loopback ports and the tenant directory (SQLite) in
+   a temporary directory.
 4. Creates three Tenants and shows them converging in a table: conditions, namespaces,
    children per kind, directory registration and progress. On a terminal the table is redrawn
-   in place; otherwise (CI logs) a snapshot is appended whenever it changes.
+   in place; otherwise (CI logs) a snapshot is appended whenever it changes. Then writes a
+   Tenant at ``v1alpha1``, as a client of the old API version would, and reads it at ``v1``
+   (and a ``v1`` Tenant at ``v1alpha1``): the operator's webhook converts both ways.
 5. Creates a Pod in a tenant namespace (there is no kubelet: it is stored and counted by the
    quota, never run) and shows the Tenant's quota usage.
 6. Deletes a Tenant and shows its finalizer unregistering it from the directory (read from
@@ -68,6 +73,9 @@ __all__ = ["DemoError", "register"]
 T = TypeVar("T")
 
 TENANT: Final = GroupVersionKind("tenants.setpoint.dev", "v1", "Tenant")
+TENANT_V1ALPHA1: Final = GroupVersionKind("tenants.setpoint.dev", "v1alpha1", "Tenant")
+OLD_CLIENT_TENANT: Final = "hooli"
+"""The Tenant the demo writes at v1alpha1, as a client of the old API version would."""
 TENANT_LABEL: Final = "tenants.setpoint.dev/tenant"
 OPERATOR_MODULE: Final = "tenants"
 
@@ -129,6 +137,7 @@ METRIC_PREFIXES: Final = (
     "workqueue_adds_total",
     "workqueue_depth",
     "leader_election_master_status",
+    "controller_runtime_webhook_requests_total",
 )
 
 
@@ -459,7 +468,9 @@ class Operator:
         return int(self.proc.returncode)
 
 
-def operator_command(kubeconfig: Path, metrics: int, probes: int) -> list[str]:
+def operator_command(
+    kubeconfig: Path, metrics: int, probes: int, webhook: int, cert_dir: Path
+) -> list[str]:
     """The command line that runs the operator, as a user would type it."""
     return [
         sys.executable,
@@ -476,10 +487,16 @@ def operator_command(kubeconfig: Path, metrics: int, probes: int) -> list[str]:
         f"127.0.0.1:{metrics}",
         "--health-probe-bind-address",
         f"127.0.0.1:{probes}",
+        "--webhook-bind-address",
+        f"127.0.0.1:{webhook}",
+        "--webhook-cert-dir",
+        str(cert_dir),
     ]
 
 
-def start_operator(workdir: Path, kubeconfig: Path, directory: Path) -> Operator:
+def start_operator(
+    workdir: Path, kubeconfig: Path, directory: Path, webhook: DemoWebhook
+) -> Operator:
     """Start ``python -m setpoint run examples/tenants/tenants`` with its log in ``workdir``.
 
     Call it from the main thread with no other threads running: the parent-death signal is
@@ -491,7 +508,7 @@ def start_operator(workdir: Path, kubeconfig: Path, directory: Path) -> Operator
     env["TENANTS_DIRECTORY_PATH"] = str(directory)
     env.setdefault("SETPOINT_LOG_FORMAT", "console")
     log_path = workdir / "operator.log"
-    command = operator_command(kubeconfig, metrics, probes)
+    command = operator_command(kubeconfig, metrics, probes, webhook.port, webhook.cert_dir)
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             command,
@@ -509,21 +526,53 @@ def start_operator(workdir: Path, kubeconfig: Path, directory: Path) -> Operator
 # -- the steps ------------------------------------------------------------------------------------
 
 
-def tenant_crds(screen: Screen) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class DemoWebhook:
+    """Where the operator's webhook server listens and the certificate it serves."""
+
+    port: int
+    """Loopback port of the webhook server."""
+    cert_dir: Path
+    """``tls.crt`` and ``tls.key`` (``--webhook-cert-dir``)."""
+    ca_pem: bytes
+    """The CA that signed them: the CRD's caBundle."""
+
+    @classmethod
+    def make(cls, workdir: Path) -> DemoWebhook:
+        """A fresh CA and serving certificate for 127.0.0.1, written into ``workdir``."""
+        from setpoint.testing.webhook import serving_certificate
+
+        cert_dir = workdir / "webhook-certs"
+        ca, _ = serving_certificate(cert_dir)
+        return cls(_free_port(), cert_dir, ca.cert_pem)
+
+    @property
+    def url(self) -> str:
+        """The conversion endpoint the API server calls."""
+        return f"https://127.0.0.1:{self.port}/convert"
+
+
+def tenant_crds(screen: Screen, webhook: DemoWebhook) -> list[dict[str, Any]]:
     """Generate the Tenant CRD from the operator's Python types, as ``setpoint generate crd`` does.
 
     The plane installs it before kube-controller-manager starts. Its garbage
     collector rescans the API for new kinds only every 30 s; a CRD that exists
     when it starts is handled from the first second, so deletion cascades at once.
+    Tenant has two versions with converters, so the CRD converts through the operator's
+    webhook, reached at ``webhook.url`` with the demo CA as caBundle (what
+    ``setpoint generate crd --webhook-url ... --webhook-ca-file ...`` writes).
     """
-    from setpoint.crd import find_resources, generate_crds, import_targets
+    from setpoint.crd import WebhookClientConfig, find_resources, generate_crds, import_targets
 
     modules = import_targets([str(operator_path())])
+    config = WebhookClientConfig(url=webhook.url, ca_bundle=webhook.ca_pem)
     crds: list[dict[str, Any]] = []
-    for manifest in generate_crds(find_resources(modules)):
+    for manifest in generate_crds(find_resources(modules), webhook=config):
         for crd in manifest.documents:
-            screen.line(f"generated {manifest.path} from the Python types")
+            versions = ", ".join(v["name"] for v in crd["spec"]["versions"])
+            screen.line(f"generated {manifest.path} from the Python types (versions {versions})")
             crds.append(crd)
+    screen.line(f"conversion between the versions: the operator's webhook at {webhook.url}")
     return crds
 
 
@@ -611,6 +660,75 @@ async def converge(client: Client, op: Operator, screen: Screen, directory: Path
     screen.end_table()
     screen.line()
     screen.line(f"all three Tenants Ready in {time.monotonic() - started:.1f}s")
+
+
+async def show_versions(client: Client, op: Operator, screen: Screen) -> None:
+    """Write a Tenant at v1alpha1 as an old client would; read it at v1; read acme at v1alpha1.
+
+    The API server stores Tenants at v1 and converts through the operator's conversion
+    webhook (``TenantV1Alpha1.to_hub``/``from_hub``); what v1alpha1 cannot hold travels in
+    the ``setpoint.dev/conversion-data`` annotation.
+    """
+    from setpoint.api.conversion import CONVERSION_DATA_ANNOTATION
+
+    old_spec = {
+        "namespaces": [OLD_CLIENT_TENANT],
+        "admins": "hooli-admins",
+        "cpuQuota": "1",
+        "memoryQuota": "2Gi",
+        "podQuota": 5,
+        "network": "Open",
+    }
+    await client.create(
+        {
+            "apiVersion": TENANT_V1ALPHA1.api_version,
+            "kind": "Tenant",
+            "metadata": {"name": OLD_CLIENT_TENANT},
+            "spec": old_spec,
+        }
+    )
+    shown = " ".join(f"{k}={_flat(v)}" for k, v in old_spec.items())
+    screen.line(f"wrote Tenant {OLD_CLIENT_TENANT} at {TENANT_V1ALPHA1.api_version}: {shown}")
+    hub = await client.get(TENANT, OLD_CLIENT_TENANT)
+    spec = hub["spec"]
+    screen.line(f"read it at {TENANT.api_version} (stored version; converted by the webhook):")
+    for key in ("namespaces", "adminGroup", "quota", "isolated", "containerDefaults"):
+        screen.line(f"  {key}: {_flat(spec.get(key))}")
+    old = await client.get(TENANT_V1ALPHA1, QUOTA_TENANT)
+    annotations = old["metadata"].get("annotations") or {}
+    kept = "containerDefaults" in annotations.get(CONVERSION_DATA_ANNOTATION, "")
+    screen.line(
+        f"Tenant {QUOTA_TENANT} read at {TENANT_V1ALPHA1.api_version}: admins="
+        f"{old['spec']['admins']} network={old['spec']['network']} "
+        f"cpuQuota={_flat(old['spec']['cpuQuota'])}"
+    )
+    if kept:
+        screen.line(
+            f"  v1-only containerDefaults rides along in annotation {CONVERSION_DATA_ANNOTATION}"
+        )
+    served = await _conversion_requests(op)
+    screen.line(f"the operator's webhook answered {served} conversion request(s) so far")
+
+
+def _flat(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_flat(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_flat(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+async def _conversion_requests(op: Operator) -> int:
+    status, body = await http_get(op.metrics_url)
+    if status != 200:
+        return 0
+    total = 0.0
+    for line in body.splitlines():
+        if line.startswith("controller_runtime_webhook_requests_total{") and '"/convert"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return int(total)
 
 
 async def show_quota(client: Client, op: Operator, screen: Screen) -> None:
@@ -751,6 +869,9 @@ async def _main(plane: ControlPlane, op: Operator, screen: Screen, keep: bool) -
         screen.section("3 Tenants converging")
         await converge(client, op, screen, directory)
 
+        screen.section("API versions: v1alpha1 beside v1")
+        await show_versions(client, op, screen)
+
         screen.section("quota usage")
         await show_quota(client, op, screen)
 
@@ -772,6 +893,9 @@ async def _keep_running(plane: ControlPlane, op: Operator, screen: Screen, direc
     screen.section("--keep: everything stays up until Ctrl-C")
     screen.line(f"  export KUBECONFIG={plane.kubeconfig_path}")
     screen.line(f"  {kubectl} get tenants")
+    screen.line(
+        f"  {kubectl} get tenants.v1alpha1.tenants.setpoint.dev   # converted by the webhook"
+    )
     screen.line(f"  {kubectl} describe tenant {QUOTA_TENANT}")
     screen.line(f"  {kubectl} get ns -l {TENANT_LABEL} --show-labels")
     screen.line(f"  {kubectl} get resourcequota,limitrange,rolebinding,networkpolicy -A")
@@ -842,7 +966,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         try:
             _ensure_binaries(screen)
             screen.section("control plane")
-            crds = tenant_crds(screen)
+            webhook = DemoWebhook.make(workdir)
+            crds = tenant_crds(screen, webhook)
             plane = ControlPlane(ControlPlaneOptions(base_dir=workdir / "plane", crds=crds))
             plane.start()
             screen.line(f"etcd, kube-apiserver, kube-controller-manager up at {plane.server}")
@@ -853,7 +978,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             screen.section("operator")
             asyncio.run(_prepare(plane, screen))
             # Forked from the main thread, after asyncio.run joined its worker threads.
-            op = start_operator(workdir, plane.kubeconfig_path, workdir / "tenants-directory.db")
+            op = start_operator(
+                workdir, plane.kubeconfig_path, workdir / "tenants-directory.db", webhook
+            )
             screen.line("running: " + " ".join(_short(a) for a in op.command))
             screen.line(f"operator pid {op.proc.pid}, log {op.log_path}")
             asyncio.run(_main(plane, op, screen, args.keep))
