@@ -110,12 +110,13 @@ def test_read_directory(tmp_path: Path) -> None:
 
 
 def test_operator_command_is_what_a_user_types(tmp_path: Path) -> None:
-    command = demo.operator_command(tmp_path / "kubeconfig", 1234, 1235)
+    command = demo.operator_command(tmp_path / "kubeconfig", 1234, 1235, 1236, tmp_path / "c")
     shown = " ".join(demo._short(arg) for arg in command)
     assert shown.startswith("python -m setpoint run examples/tenants/tenants --kubeconfig ")
     assert "--leader-elect" in command
     assert "127.0.0.1:1234" in command
     assert "127.0.0.1:1235" in command
+    assert f"--webhook-bind-address 127.0.0.1:1236 --webhook-cert-dir {tmp_path / 'c'}" in shown
     assert command[0] == sys.executable
 
 
