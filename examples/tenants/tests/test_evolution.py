@@ -164,8 +164,9 @@ async def walk(
     )
     async with run_operator(
         lambda manager: setup(manager, settings), kubeconfig=kubeconfig_path, options=options
-    ):
+    ) as operator:
         await check.converged(is_ready, timeout=90)
+        await operator.wait_idle(timeout=60)
         await check.readable_at_every_version()
         before = await check.snapshot()
         hub = await k8s.get(Tenant, names[1])
@@ -197,11 +198,22 @@ async def walk(
         findings = diff_crds([await live_crd(k8s)], [step5])
         assert errors(findings) == {("servedVersionRemoval", None)}, [str(f) for f in findings]
         await apply_crd(k8s, step5)
-        await k8s.mapper.refresh()
+
+        async def v1alpha1_gone() -> bool:
+            # Discovery drops the version a moment after the CRD changes.
+            await k8s.mapper.refresh()
+            try:
+                await k8s.resource_info(V1ALPHA1)
+            except sp.UnknownKind:
+                return True
+            return False
+
+        await eventually(v1alpha1_gone, timeout=30, description="v1alpha1 no longer served")
         with pytest.raises(sp.UnknownKind):
             await k8s.list(V1ALPHA1)
         await check.readable_at_every_version()
         await check.converged(is_ready, timeout=60)
+        await operator.wait_idle(timeout=60)
         after = await check.snapshot()
         check.assert_diff(before, after, expected=[])
 
