@@ -20,13 +20,13 @@ every pair.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from setpoint.api.errors import SetpointError
 from setpoint.api.meta import labels_of
+from setpoint.api.validation import label_value_problem, qualified_name_problem
 
 __all__ = [
     "FieldRequirement",
@@ -41,7 +41,16 @@ LabelOperator = Literal["=", "!=", "in", "notin", "exists", "!", ">", "<"]
 
 
 class SelectorError(SetpointError, ValueError):
-    """A selector string could not be parsed; the message points at the offending part."""
+    """A selector the API server would refuse; the message names the selector and the part.
+
+    ``reason`` is the API server's own wording (what a 400 Bad Request says), without the
+    selector in front: the testing fake answers with it.
+    """
+
+    def __init__(self, kind: str, selector: str, reason: str) -> None:
+        super().__init__(f"{kind} selector {selector!r}: {reason}")
+        self.reason = reason
+        """The API server's wording of the problem."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,89 +85,171 @@ class LabelRequirement:
         return number > int(bound) if op == ">" else number < int(bound)
 
 
-_KEY_RE: Final = re.compile(
-    r"^([a-zA-Z0-9]([-a-zA-Z0-9.]*[a-zA-Z0-9])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$"
-)
-_VALUE_RE: Final = re.compile(r"^([a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?)?$")
+# Characters that end an identifier in the API server's selector lexer.
+_SPECIAL: Final = frozenset("!=(),<> \t\n")
+_OPERATORS: Final = ("==", "!=", "!", "=", "(", ")", ",", "<", ">")
 
 
-def _split_top_level(text: str) -> list[str]:
-    """Split on commas that are not inside ``( ... )``."""
-    parts: list[str] = []
-    depth = 0
-    start = 0
-    for index, char in enumerate(text):
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth < 0:
-                raise SelectorError(f"label selector {text!r}: unbalanced ')' at {index}")
-        elif char == "," and depth == 0:
-            parts.append(text[start:index])
-            start = index + 1
-    if depth:
-        raise SelectorError(f"label selector {text!r}: unclosed '('")
-    parts.append(text[start:])
-    return parts
+def _tokens(text: str) -> list[str]:
+    """The API server's lexer (apimachinery ``labels.Lexer``): identifiers and operators."""
+    tokens: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch in " \t\n":
+            i += 1
+        elif text.startswith(("==", "!="), i):
+            tokens.append(text[i : i + 2])
+            i += 2
+        elif ch in "!=(),<>":
+            tokens.append(ch)
+            i += 1
+        else:
+            j = i
+            while j < len(text) and text[j] not in _SPECIAL:
+                j += 1
+            tokens.append(text[i:j])
+            i = j
+    return tokens
 
 
-def _check_key(key: str, text: str) -> str:
-    if not key or len(key) > 317 or not _KEY_RE.match(key):
-        raise SelectorError(f"label selector {text!r}: {key!r} is not a valid label key")
-    return key
+class _LabelParser:
+    """apimachinery's label selector parser, with its error messages."""
 
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = _tokens(text)
+        self.pos = 0
 
-def _check_value(value: str, text: str) -> str:
-    if len(value) > 63 or not _VALUE_RE.match(value):
-        raise SelectorError(f"label selector {text!r}: {value!r} is not a valid label value")
-    return value
+    def fail(self, reason: str) -> SelectorError:
+        return SelectorError("label", self.text, reason)
 
+    def peek(self) -> str | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
 
-_SET_RE: Final = re.compile(
-    r"^\s*(?P<key>[^\s!=<>()]+)\s+(?P<op>in|notin)\s*\((?P<values>.*)\)\s*$"
-)
-_CMP_RE: Final = re.compile(r"^\s*(?P<key>[^\s!=<>()]+)\s*(?P<op>==|=|!=|>|<)\s*(?P<value>.*?)\s*$")
+    def next(self) -> str | None:
+        token = self.peek()
+        self.pos += 1
+        return token
 
+    def parse(self) -> tuple[LabelRequirement, ...]:
+        requirements: list[LabelRequirement] = []
+        if self.peek() is None:
+            return ()
+        while True:
+            requirements.append(self.requirement())
+            token = self.next()
+            if token is None:
+                return tuple(requirements)
+            if token != ",":
+                raise self.fail(f"found '{token}', expected: ',' or 'end of string'")
 
-def _parse_requirement(part: str, text: str) -> LabelRequirement:
-    stripped = part.strip()
-    if not stripped:
-        raise SelectorError(f"label selector {text!r}: empty requirement")
-    match = _SET_RE.match(stripped)
-    if match:
-        values = [v.strip() for v in match["values"].split(",")]
-        if values == [""]:
-            raise SelectorError(
-                f"label selector {text!r}: {match['op']!r} needs at least one value"
+    def requirement(self) -> LabelRequirement:
+        token = self.next()
+        if token == "!":
+            key = self.next()
+            if not _is_identifier(key):
+                raise self.fail(
+                    f"unable to parse requirement: found '{_describe(key)}', expected: identifier"
+                )
+            return LabelRequirement(self.key(key), "!")
+        if not _is_identifier(token):
+            raise self.fail(
+                f"unable to parse requirement: found '{_describe(token)}', expected: "
+                "!, identifier, or 'end of string'"
             )
-        return LabelRequirement(
-            _check_key(match["key"], text),
-            "in" if match["op"] == "in" else "notin",
-            frozenset(_check_value(v, text) for v in values),
-        )
-    match = _CMP_RE.match(stripped)
-    if match:
-        op = match["op"]
-        value = match["value"]
+        key = self.key(token)
+        op = self.peek()
+        if op is None or op == ",":
+            return LabelRequirement(key, "exists")
+        self.next()
+        if op in ("=", "=="):
+            return LabelRequirement(key, "=", frozenset({self.single_value()}))
+        if op == "!=":
+            return LabelRequirement(key, "!=", frozenset({self.single_value()}))
         if op in (">", "<"):
+            value = self.single_value()
             try:
                 int(value)
             except ValueError:
-                raise SelectorError(
-                    f"label selector {text!r}: {op!r} needs an integer, not {value!r}"
+                raise self.fail(
+                    "unable to parse requirement: for 'Gt', 'Lt' operators, the value must be "
+                    f"an integer: {value!r}"
                 ) from None
-            return LabelRequirement(
-                _check_key(match["key"], text), ">" if op == ">" else "<", frozenset({value})
-            )
-        return LabelRequirement(
-            _check_key(match["key"], text),
-            "!=" if op == "!=" else "=",
-            frozenset({_check_value(value, text)}),
+            return LabelRequirement(key, ">" if op == ">" else "<", frozenset({value}))
+        if op in ("in", "notin"):
+            return LabelRequirement(key, "in" if op == "in" else "notin", self.value_set())
+        raise self.fail(
+            f"unable to parse requirement: found '{op}', expected: in, notin, =, ==, !=, gt, lt"
         )
-    if stripped.startswith("!"):
-        return LabelRequirement(_check_key(stripped[1:].strip(), text), "!")
-    return LabelRequirement(_check_key(stripped, text), "exists")
+
+    def value_set(self) -> frozenset[str]:
+        opening = self.next()
+        if opening != "(":
+            raise self.fail(
+                f"unable to parse requirement: found '{_describe(opening)}' expected: '('"
+            )
+        values: list[str] = []
+        if self.peek() == ")":
+            # The server reads "()" as the set holding the empty string.
+            self.next()
+            return frozenset({""})
+        while True:
+            item = self.peek()
+            if item == ")":
+                self.next()
+                values.append("")
+                return frozenset(values)
+            if item == ",":
+                self.next()
+                values.append("")
+                continue
+            if not _is_identifier(item):
+                raise self.fail(
+                    f"unable to parse requirement: found '{_describe(item)}', expected: ',' or ')'"
+                )
+            self.next()
+            assert item is not None
+            values.append(self.value(item))
+            after = self.next()
+            if after == ")":
+                return frozenset(values)
+            if after != ",":
+                raise self.fail(
+                    f"unable to parse requirement: found '{_describe(after)}', expected: ',' or ')'"
+                )
+
+    def single_value(self) -> str:
+        token = self.peek()
+        if token is None or token == ",":
+            return ""
+        if not _is_identifier(token):
+            raise self.fail(f"found '{token}', expected: identifier")
+        self.next()
+        return self.value(token)
+
+    def key(self, key: str | None) -> str:
+        assert key is not None
+        problem = qualified_name_problem(key)
+        if problem is not None:
+            raise self.fail(f"unable to parse requirement: invalid label key {key!r}: {problem}")
+        return key
+
+    def value(self, value: str) -> str:
+        problem = label_value_problem(value)
+        if problem is not None:
+            raise self.fail(
+                f"unable to parse requirement: invalid label value: {value!r}: {problem}"
+            )
+        return value
+
+
+def _is_identifier(token: str | None) -> bool:
+    return token is not None and token not in _OPERATORS
+
+
+def _describe(token: str | None) -> str:
+    return "end of string" if token is None else token
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,16 +272,14 @@ class LabelSelector:
         if selector is None:
             return cls()
         if isinstance(selector, Mapping):
-            text = ",".join(f"{k}={v}" for k, v in selector.items())
+            parser = _LabelParser(",".join(f"{k}={v}" for k, v in selector.items()))
             return cls(
                 tuple(
-                    LabelRequirement(_check_key(k, text), "=", frozenset({_check_value(v, text)}))
+                    LabelRequirement(parser.key(k), "=", frozenset({parser.value(v)}))
                     for k, v in sorted(selector.items())
                 )
             )
-        if not selector.strip():
-            return cls()
-        return cls(tuple(_parse_requirement(p, selector) for p in _split_top_level(selector)))
+        return cls(_LabelParser(selector).parse())
 
     @property
     def empty(self) -> bool:
@@ -244,8 +333,10 @@ def _unescape_field_value(value: str, text: str) -> str:
         if escaped:
             if char not in "\\,=":
                 raise SelectorError(
-                    f"field selector {text!r}: invalid escape '\\{char}' (only \\\\, \\, and "
-                    "\\= are allowed)"
+                    "field",
+                    text,
+                    f"invalid field selector: invalid escape sequence: '\\{char}' (only \\\\, "
+                    "\\, and \\= are allowed)",
                 )
             out.append(char)
             escaped = False
@@ -254,7 +345,9 @@ def _unescape_field_value(value: str, text: str) -> str:
         else:
             out.append(char)
     if escaped:
-        raise SelectorError(f"field selector {text!r}: a value ends with a lone backslash")
+        raise SelectorError(
+            "field", text, "invalid field selector: a value ends with a lone backslash"
+        )
     return "".join(out)
 
 
@@ -301,23 +394,49 @@ class FieldSelector:
             return cls()
         requirements = []
         for part in _split_unescaped(selector, ","):
+            if not part.strip():
+                continue  # the server skips empty terms
             for op, negated in (("!=", True), ("==", False), ("=", False)):
                 index = _find_unescaped(part, op)
                 if index >= 0:
                     path = part[:index].strip()
                     if not path:
-                        raise SelectorError(f"field selector {selector!r}: {part!r} has no field")
+                        break
                     raw = part[index + len(op) :]
                     requirements.append(
                         FieldRequirement(path, _unescape_field_value(raw, selector), negated)
                     )
                     break
             else:
+                path = ""
+            if not path:
                 raise SelectorError(
-                    f"field selector {selector!r}: {part!r} is not 'field=value', "
-                    "'field==value' or 'field!=value'"
+                    "field",
+                    selector,
+                    f"invalid selector: '{selector}'; can't understand '{part.strip()}' (use "
+                    "'field=value', 'field==value' or 'field!=value')",
                 )
         return cls(tuple(requirements))
+
+    def require_fields(self, supported: frozenset[str], *, custom: bool) -> FieldSelector:
+        """Return the selector itself when the server selects on every path it names.
+
+        ``custom`` picks the server's wording: custom resources answer ``field label not
+        supported: X``, built-in kinds name the fields they do support.
+
+        Raises:
+            SelectorError: a field outside ``supported``.
+
+        """
+        for requirement in self.requirements:
+            if requirement.path not in supported:
+                if custom:
+                    reason = f"field label not supported: {requirement.path}"
+                else:
+                    names = ", ".join(f'"{p}"' for p in sorted(supported))
+                    reason = f'"{requirement.path}" is not a known field selector: only {names}'
+                raise SelectorError("field", str(self), reason)
+        return self
 
     @property
     def empty(self) -> bool:

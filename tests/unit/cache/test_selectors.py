@@ -37,6 +37,11 @@ LABELS = {"app": "web", "tier": "3", "example.com/owner": "team-a"}
         ("app=web,tier in (1,3),!missing", True),
         ("app=web,tier in (1,2)", False),
         (" app = web , tier ", True),
+        (
+            "app in ()",
+            False,
+        ),  # "()" is the set holding only the empty string, as the server reads it
+        ("missing notin ()", True),
     ],
 )
 def test_label_selector_semantics(selector: str, matches: bool) -> None:
@@ -61,7 +66,6 @@ def test_label_matches_object_metadata() -> None:
     "bad",
     [
         "app in (",
-        "app in ()",
         "=web",
         "app=we b",
         "a b",
@@ -74,6 +78,30 @@ def test_label_matches_object_metadata() -> None:
 def test_malformed_label_selectors_are_named(bad: str) -> None:
     with pytest.raises(SelectorError, match="label selector"):
         LabelSelector.parse(bad)
+
+
+def test_selector_errors_carry_the_servers_wording() -> None:
+    with pytest.raises(SelectorError) as label:
+        LabelSelector.parse("x in (a b)")
+    assert label.value.reason == "unable to parse requirement: found 'b', expected: ',' or ')'"
+    assert str(label.value).startswith("label selector 'x in (a b)': ")
+    with pytest.raises(SelectorError) as field:
+        FieldSelector.parse("metadata.name in (a)")
+    assert "can't understand 'metadata.name in (a)'" in field.value.reason
+
+
+def test_field_selectors_can_be_limited_to_the_fields_a_kind_supports() -> None:
+    supported = frozenset({"metadata.name", "metadata.namespace"})
+    selector = FieldSelector.parse("metadata.name=a,,metadata.namespace!=b")
+    assert selector.require_fields(supported, custom=False) is selector
+    with pytest.raises(SelectorError) as builtin:
+        FieldSelector.parse("spec.x=1").require_fields(supported, custom=False)
+    assert builtin.value.reason == (
+        '"spec.x" is not a known field selector: only "metadata.name", "metadata.namespace"'
+    )
+    with pytest.raises(SelectorError) as custom:
+        FieldSelector.parse("spec.x=1").require_fields(supported, custom=True)
+    assert custom.value.reason == "field label not supported: spec.x"
 
 
 def test_label_selector_round_trips_through_str() -> None:
