@@ -27,6 +27,7 @@ from setpoint.controller import (
     TerminalError,
 )
 from setpoint.controller.ratelimit import RateLimiterOptions
+from setpoint.controller.reconcile import ReconcilerLike
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import eventually
 from tests._support.gizmos import create_gizmos
@@ -45,14 +46,14 @@ async def start(
     controllers: list[Controller] = []
 
     async def start_controller(
-        name: str, reconciler: object, options: ControllerOptions
+        name: str, reconciler: ReconcilerLike, options: ControllerOptions
     ) -> tuple[Controller, Metrics]:
         metrics = Metrics(CollectorRegistry())
         controller = (
             Builder(name)
             .for_(GIZMO)
             .with_options(options)
-            .build(reconciler, client=client, cache=cache, metrics=metrics)  # type: ignore[arg-type]
+            .build(reconciler, client=client, cache=cache, metrics=metrics)
         )
         await controller.start()
         controllers.append(controller)

@@ -39,7 +39,7 @@ from tests._support.widgets import (
     widget,
 )
 
-FAST = {"backoff_initial": 0.005, "backoff_max": 0.02}
+FAST: dict[str, Any] = {"backoff_initial": 0.005, "backoff_max": 0.02}
 
 
 class Recorder:
@@ -324,7 +324,7 @@ async def test_namespaces_get_one_list_and_watch_each(api: FakeClient) -> None:
 async def test_cluster_scoped_kinds_ignore_namespaces(api: FakeClient) -> None:
     thing = {"apiVersion": CLUSTER_THING.api_version, "kind": CLUSTER_THING.kind}
     await put(api, {**thing, "metadata": {"name": "t"}}, kind=CLUSTER_THING)
-    informer = Informer(api, CLUSTER_THING, InformerOptions(namespaces=("a",), **FAST))  # type: ignore[arg-type]
+    informer = Informer(api, CLUSTER_THING, InformerOptions(namespaces=("a",), **FAST))
     await informer.start()
     try:
         await informer.wait_for_sync(5)
@@ -420,9 +420,9 @@ async def test_index_is_maintained_by_events(informer: Informer, api: FakeClient
 
 
 async def test_stop_is_idempotent_and_final(api: FakeClient) -> None:
-    never_started = Informer(api, WIDGET, InformerOptions(**FAST))  # type: ignore[arg-type]
+    never_started = Informer(api, WIDGET, InformerOptions(**FAST))
     await never_started.stop()
-    informer = Informer(api, WIDGET, InformerOptions(**FAST))  # type: ignore[arg-type]
+    informer = Informer(api, WIDGET, InformerOptions(**FAST))
     await informer.start()
     await informer.wait_for_sync(5)
     assert informer.started

@@ -80,8 +80,8 @@ def status(code: int, reason: str, message: str = "", **details: object) -> dict
     }
 
 
-def transport(url: str, **options: object) -> Transport:
-    opts = TransportOptions(backoff_base=0.01, backoff_cap=0.05, **options)  # type: ignore[arg-type]
+def transport(url: str, **options: Any) -> Transport:
+    opts = TransportOptions(backoff_base=0.01, backoff_cap=0.05, **options)
     return Transport(ClientConfig(server=url, token="t0k"), opts)
 
 

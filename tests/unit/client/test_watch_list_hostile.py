@@ -17,7 +17,8 @@ import pytest_asyncio
 from aiohttp import web
 
 from setpoint.api import kinds
-from setpoint.api.kinds import BUILTIN_RESOURCES
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.kinds import BUILTIN_RESOURCES, ResourceInfo
 from setpoint.client import Client, ClientConfig, ClientOptions
 from setpoint.client._watchdecode import MAX_WATCH_LINE, WatchDecoder
 from setpoint.client.errors import Gone, InternalError, MalformedResponse
@@ -68,10 +69,10 @@ async def api() -> AsyncIterator[Api]:
 def client_for(api: Api, **options: Any) -> Client:
     client = Client(ClientConfig(server=api.url), ClientOptions(**options))
 
-    async def mapping(gvk: object) -> object:
-        return BUILTIN_RESOURCES[gvk]  # type: ignore[index]
+    async def mapping(gvk: GroupVersionKind) -> ResourceInfo:
+        return BUILTIN_RESOURCES[gvk]
 
-    client.mapper.mapping = mapping  # type: ignore[method-assign]
+    client.mapper.mapping = mapping  # type: ignore[method-assign]  # no discovery server here
     return client
 
 

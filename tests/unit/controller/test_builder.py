@@ -70,7 +70,8 @@ def test_option_shortcuts_and_with_options() -> None:
     replaced = Builder("y").for_(PARENT).with_options(ControllerOptions(reconcile_timeout=1))
     assert replaced.options.reconcile_timeout == 1
     with pytest.raises(TypeError, match="ControllerOptions"):
-        Builder("z").with_options({"reconcile_timeout": 1})  # type: ignore[arg-type]
+        a_dict: Any = {"reconcile_timeout": 1}  # deliberately not ControllerOptions
+        Builder("z").with_options(a_dict)
 
 
 def test_defaults_are_documented_values() -> None:
@@ -121,7 +122,8 @@ def test_for_is_given_once() -> None:
 
 def test_watches_needs_a_mapper() -> None:
     with pytest.raises(ControllerError, match="mapper"):
-        Builder("w").watches(kinds.Secret, "not callable")  # type: ignore[arg-type]
+        not_callable: Any = "not callable"  # deliberately the wrong type
+        Builder("w").watches(kinds.Secret, not_callable)
 
 
 def test_reconcilers_must_be_async() -> None:

@@ -19,7 +19,7 @@ from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.runnable import Runnable, RunnableGroup
-from setpoint.cache import Cache
+from setpoint.cache import Cache, ConsistentReader, TrackingClient
 from setpoint.controller import (
     Builder,
     Context,
@@ -159,10 +159,12 @@ async def test_initial_list_keys_queue_at_low_priority(
     controller = builder().for_(WIDGET).build(reconciler, client=api, cache=cache)
     queued: list[tuple[ObjectKey, int]] = []
     original = controller.queue.add
-    controller.queue.add = lambda key, *, priority=0: (  # type: ignore[method-assign]
-        queued.append((key, priority)),
-        original(key, priority=priority),
-    )[1]
+
+    def add(key: ObjectKey, *, priority: int = 0) -> None:
+        queued.append((key, priority))
+        original(key, priority=priority)
+
+    controller.queue.add = add  # type: ignore[method-assign]  # spy on the queue
     await controller.start()
     try:
         await eventually(lambda: len(reconciler.calls) == 2, timeout=5)
@@ -198,8 +200,8 @@ async def test_context_carries_request_id_logger_clients_and_recorder(
         "name": key.name,
         "reconcile_id": ctx.reconcile_id,
     }
-    assert ctx.reader.cache is cache
-    assert ctx.client.cache is cache
+    assert isinstance(ctx.reader, ConsistentReader) and ctx.reader.cache is cache
+    assert isinstance(ctx.client, TrackingClient) and ctx.client.cache is cache
 
 
 async def test_requeue_after_reconciles_again_and_counts(
@@ -406,8 +408,8 @@ async def test_watches_maps_with_sync_and_async_mappers(
 async def test_a_mapper_returning_garbage_is_logged_not_fatal(
     harness: Harness, reconciler: Calls, api: FakeClient
 ) -> None:
-    def bad(obj: dict[str, Any]) -> list[str]:
-        return ["not-a-key"]
+    def bad(obj: dict[str, Any]) -> Any:
+        return ["not-a-key"]  # not ObjectKeys: what the test is about
 
     controller = await harness.start(builder().for_(PARENT).watches(WIDGET, bad))
     await put(api, widget("z"))
@@ -483,7 +485,9 @@ async def test_start_needs_a_started_cache(api: FakeClient, reconciler: Calls) -
 
 async def test_start_fails_clearly_for_an_unknown_kind(cache: Cache, reconciler: Calls) -> None:
     missing = GroupVersionKind("missing.setpoint.dev", "v1", "Gadget")
-    controller = builder().for_(missing).build(reconciler, client=cache.client, cache=cache)
+    client = cache.client
+    assert isinstance(client, FakeClient)
+    controller = builder().for_(missing).build(reconciler, client=client, cache=cache)
     with pytest.raises(Exception, match="Gadget"):
         await controller.start()
     await controller.stop(1)

@@ -17,6 +17,7 @@ from setpoint.api import kinds
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject, finalizers_of
 from setpoint.cache import Cache
+from setpoint.client.client import ObjectList
 from setpoint.client.errors import NotFound
 from setpoint.controller import Builder, Context, ControllerError, Result
 from setpoint.controller.finalizers import (
@@ -161,9 +162,11 @@ def test_handlers_are_validated() -> None:
         return None
 
     with pytest.raises(TypeError, match="not async"):
-        FinalizerHandler(name=FIN, cleanup=blocking)  # type: ignore[arg-type]
+        not_async: Any = blocking  # deliberately a plain function
+        FinalizerHandler(name=FIN, cleanup=not_async)
     with pytest.raises(TypeError, match="async function"):
-        FinalizerHandler(name=FIN, cleanup="nope")  # type: ignore[arg-type]
+        not_callable: Any = "nope"  # deliberately the wrong type
+        FinalizerHandler(name=FIN, cleanup=not_callable)
 
 
 def test_builder_refuses_bad_finalizer_registrations() -> None:
@@ -252,6 +255,12 @@ class StaleReader:
             raise NotFound(f"{name} not found", code=404)
         return self.obj
 
+    async def list(self, kind: Any, **_: Any) -> ObjectList[Any]:
+        return ObjectList([] if self.obj is None else [self.obj], "")
+
+    async def list_by_index(self, kind: Any, index: str, value: str) -> ObjectList[Any]:
+        return await self.list(kind)
+
 
 def context(client: FakeClient, cached: JsonObject | None) -> Context:
     return Context(
@@ -259,7 +268,7 @@ def context(client: FakeClient, cached: JsonObject | None) -> Context:
         reconcile_id="test",
         log=get_logger("test"),
         client=client,
-        reader=StaleReader(cached),  # type: ignore[arg-type]
+        reader=StaleReader(cached),
         recorder=None,
         controller="widgets",
         gvk=GIZMO,

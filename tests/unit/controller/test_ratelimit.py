@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 
@@ -169,9 +170,9 @@ def test_default_limiter_without_bucket_is_pure_backoff() -> None:
         ({"overall_burst": 0}, "overall_burst"),
     ],
 )
-def test_rate_limiter_options_validate_each_field(kwargs: dict[str, float], field: str) -> None:
+def test_rate_limiter_options_validate_each_field(kwargs: dict[str, Any], field: str) -> None:
     with pytest.raises(ValueError, match=f"RateLimiterOptions.{field}"):
-        RateLimiterOptions(**kwargs)  # type: ignore[arg-type]
+        RateLimiterOptions(**kwargs)
 
 
 def test_rate_limiter_options_defaults_match_client_go() -> None:
@@ -221,9 +222,9 @@ def test_per_key_window_forgets_keys_that_left_the_window() -> None:
         ({"max_processings": 1, "window": float("inf")}, "window"),
     ],
 )
-def test_per_key_limit_validates(kwargs: dict[str, float], field: str) -> None:
+def test_per_key_limit_validates(kwargs: dict[str, Any], field: str) -> None:
     with pytest.raises(ValueError, match=f"PerKeyLimit.{field}"):
-        PerKeyLimit(**kwargs)  # type: ignore[arg-type]
+        PerKeyLimit(**kwargs)
 
 
 # --------------------------------------------------------------------------------------------

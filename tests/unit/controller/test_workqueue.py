@@ -8,6 +8,7 @@ lets the loop run it up to its await with :func:`let_tasks_run` (no time passes)
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -589,9 +590,11 @@ def test_rate_limiter_and_rate_limit_options_are_exclusive() -> None:
 
 def test_options_reject_wrong_types_with_the_field_name() -> None:
     with pytest.raises(TypeError, match="rate_limits"):
-        WorkQueueOptions(rate_limits={"base_delay": 1.0})  # type: ignore[arg-type]
+        a_dict: Any = {"base_delay": 1.0}  # deliberately not RateLimiterOptions
+        WorkQueueOptions(rate_limits=a_dict)
     with pytest.raises(TypeError, match="per_key_limit"):
-        WorkQueueOptions(per_key_limit=(1, 2.0))  # type: ignore[arg-type]
+        a_tuple: Any = (1, 2.0)  # deliberately not a PerKeyLimit
+        WorkQueueOptions(per_key_limit=a_tuple)
 
 
 def test_repr_shows_counts() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from typing import Self
+from typing import Any, Self
 
 import pytest
 
@@ -122,6 +122,6 @@ def test_a_spoke_whose_hub_is_not_generated_is_refused() -> None:
         ({"ca_bundle": b"not a cert"}, "must hold PEM certificates"),
     ],
 )
-def test_webhook_client_config_is_validated(kwargs: dict[str, object], message: str) -> None:
+def test_webhook_client_config_is_validated(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        WebhookClientConfig(**kwargs)  # type: ignore[arg-type]
+        WebhookClientConfig(**kwargs)

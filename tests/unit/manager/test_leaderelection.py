@@ -420,7 +420,7 @@ async def test_leader_events_are_recorded_on_the_lease() -> None:
     seen: list[tuple[str, str, str, str]] = []
 
     class Recorder:
-        def event(self, obj: dict[str, Any], type: str, reason: str, message: str) -> None:
+        def event(self, obj: Any, type: str, reason: str, message: str) -> None:
             seen.append((obj["metadata"]["name"], type, reason, message))
 
     lock = LeaseLock(api, namespace="ops", name="op-lock", identity="me", recorder=Recorder())

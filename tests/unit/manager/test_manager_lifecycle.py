@@ -233,7 +233,8 @@ async def test_adding_twice_or_a_non_runnable_is_an_error() -> None:
     with pytest.raises(ValueError, match="added to this manager already"):
         manager.add(runnable)
     with pytest.raises(TypeError, match="is not a Runnable"):
-        manager.add(object())  # type: ignore[arg-type]
+        not_a_runnable: Any = object()  # deliberately the wrong type
+        manager.add(not_a_runnable)
 
 
 async def test_a_runnable_added_while_running_starts_at_once(

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import pytest
 
@@ -90,16 +90,24 @@ async def test_context_for_builds_what_a_controller_builds() -> None:
 
 async def test_context_for_takes_a_typed_kind_and_no_recorder() -> None:
     class Widget:
-        gvk = sp.GroupVersionKind("example.dev", "v1", "Widget")
+        gvk: ClassVar[sp.GroupVersionKind] = sp.GroupVersionKind("example.dev", "v1", "Widget")
 
-    ctx = context_for(FakeClient(), sp.ObjectKey("", "w"), gvk=Widget, recorder=None)  # type: ignore[arg-type]
+        @classmethod
+        def from_object(cls, obj: Mapping[str, Any]) -> Self:
+            return cls()
+
+        def to_object(self) -> dict[str, Any]:
+            return {}
+
+    ctx = context_for(FakeClient(), sp.ObjectKey("", "w"), gvk=Widget, recorder=None)
     assert ctx.gvk == Widget.gvk
     assert ctx.recorder is None
 
 
 def test_context_for_refuses_a_request_that_is_not_a_key() -> None:
     with pytest.raises(TypeError, match=r"ObjectKey\(namespace, name\)"):
-        context_for(FakeClient(), "ns/a")  # type: ignore[arg-type]
+        not_a_key: Any = "ns/a"
+        context_for(FakeClient(), not_a_key)
 
 
 def test_fake_recorder_records_what_the_real_recorder_sends() -> None:

@@ -92,13 +92,15 @@ async def test_matching_skip_times_and_removal() -> None:
     fake.faults.fail_next(["create", "delete"], namespace="elsewhere")
     await fake.create(cm("c"))
     with pytest.raises(ValueError, match="unknown verb"):
-        fake.faults.fail_next("frobnicate")  # type: ignore[arg-type]
+        unknown_verb: Any = "frobnicate"  # deliberately not a verb
+        fake.faults.fail_next(unknown_verb)
     with pytest.raises(ValueError, match="times"):
         fake.faults.fail_next("get", times=0)
     with pytest.raises(ValueError, match="skip"):
         fake.faults.fail_next("get", skip=-1)
     with pytest.raises(TypeError, match="kind must be"):
-        fake.faults.fail_next("get", kind="ConfigMap")  # type: ignore[arg-type]
+        kind_name: Any = "ConfigMap"  # deliberately a name, not a GroupVersionKind
+        fake.faults.fail_next("get", kind=kind_name)
 
 
 async def test_applied_failures_take_effect_first() -> None:

@@ -272,7 +272,8 @@ async def test_a_renewal_race_is_won_by_one_replica() -> None:
     await asyncio.gather(a.sync(), b.sync())
     assert a.rotations + b.rotations == 2  # one creation, one renewal
     assert a.state == b.state
-    assert serving_info(a.state).not_after == clock.now + dt.timedelta(days=365)  # type: ignore[arg-type]
+    assert a.state is not None
+    assert serving_info(a.state).not_after == clock.now + dt.timedelta(days=365)
 
 
 async def test_a_secret_someone_else_made_is_refused_not_overwritten() -> None:
