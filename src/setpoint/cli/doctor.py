@@ -42,6 +42,7 @@ from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import finalizers_of, meta
 from setpoint.client.client import Client, check_continue_token
 from setpoint.client.errors import ApiError, ClientError, Expired, MethodNotAllowed, NotFound
+from setpoint.client.kubeconfig import load_kubeconfig
 from setpoint.controller.finalizers import (
     ADVERTISES_FINALIZERS_LABEL,
     CleanupRecord,
@@ -591,7 +592,8 @@ async def scan(
 
 
 async def _run_finalizers(args: argparse.Namespace) -> FinalizerReport:
-    client = Client.from_kubeconfig(args.kubeconfig, context=args.context)
+    config = load_kubeconfig(args.kubeconfig, context=args.context, context_option="--context NAME")
+    client = Client(config)
     try:
         return await scan(
             client,

@@ -161,6 +161,12 @@ class RunSettings:
     """Directory with the webhook server's ``tls.crt`` and ``tls.key``. ``None``:
     controller-runtime's ``$TMPDIR/k8s-webhook-server/serving-certs``."""
 
+    cache_sync_timeout: float = dataclasses.field(
+        default_factory=lambda: float(_manager_default("cache_sync_timeout"))
+    )
+    """Seconds the caches (and each controller's informers) may take for their initial list
+    before startup fails. Default: ``ManagerOptions``' (120)."""
+
     def __post_init__(self) -> None:
         if not self.target:
             raise ValueError("RunSettings.target must name a module, a .py file or a directory")
@@ -268,6 +274,7 @@ def _settings_table() -> tuple[_Setting, ...]:
     metrics = _manager_default("metrics_bind_address")
     probes = _manager_default("health_probe_bind_address")
     grace = _manager_default("graceful_shutdown_timeout")
+    sync = _manager_default("cache_sync_timeout")
     return (
         _Setting(
             "kubeconfig",
@@ -388,6 +395,15 @@ def _settings_table() -> tuple[_Setting, ...]:
             _parse_seconds,
             "SECONDS",
         ),
+        _Setting(
+            "cache_sync_timeout",
+            "--cache-sync-timeout",
+            "SETPOINT_CACHE_SYNC_TIMEOUT",
+            "seconds the caches may take to list every watched kind before startup fails",
+            f"{sync:g}",
+            _parse_seconds,
+            "SECONDS",
+        ),
     )
 
 
@@ -501,6 +517,7 @@ def build_manager_options(settings: RunSettings, module_name: str) -> ManagerOpt
         webhook_server=WebhookServerOptions(
             bind_address=settings.webhook_bind_address, certificate=certificate
         ),
+        cache_sync_timeout=settings.cache_sync_timeout,
         **extra,
     )
 
@@ -704,10 +721,11 @@ async def _serve(settings: RunSettings, operator: LoadedOperator) -> int:
     from setpoint.manager import LeaderElectionLost, Manager, ManagerError
 
     options = build_manager_options(settings, operator.name)
+    hint = "--context NAME (or SETPOINT_CONTEXT)"
     if settings.kubeconfig is not None:
-        config = load_kubeconfig(settings.kubeconfig, context=settings.context)
+        config = load_kubeconfig(settings.kubeconfig, context=settings.context, context_option=hint)
     else:
-        config = load_config(context=settings.context)
+        config = load_config(context=settings.context, context_option=hint)
     client = Client(config)
     try:
         manager = Manager(client, options)

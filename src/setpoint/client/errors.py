@@ -42,6 +42,7 @@ __all__ = [
     "RequestTimeout",
     "ServerTimeout",
     "ServiceUnavailable",
+    "TLSVerificationFailed",
     "TooManyRequests",
     "Unauthorized",
     "UnknownKind",
@@ -65,6 +66,17 @@ class ConnectionFailed(ClientError):
         super().__init__(message)
         self.url = url
         """The URL that could not be reached."""
+
+
+class TLSVerificationFailed(ConnectionFailed):
+    """The API server's certificate was not trusted (or not issued for its address).
+
+    Retrying cannot help: the client's certificate authority (the kubeconfig's
+    ``certificate-authority`` for the cluster, or the service account's ``ca.crt``) is not
+    the one that signed the server's certificate, the server URL points at another server,
+    or the certificate does not name the host. The message says which, and where the CA
+    came from.
+    """
 
 
 class RequestTimeout(ClientError):

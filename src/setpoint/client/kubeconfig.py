@@ -191,15 +191,24 @@ class _Node:
             )
 
 
+CONTEXT_ARGUMENT = "context=..."
+"""How a library caller picks a context; the default ``context_option`` of the loaders."""
+
+
 def load_kubeconfig(
-    path: str | os.PathLike[str] | None = None, *, context: str | None = None
+    path: str | os.PathLike[str] | None = None,
+    *,
+    context: str | None = None,
+    context_option: str = CONTEXT_ARGUMENT,
 ) -> ClientConfig:
     """Load a :class:`~setpoint.client.config.ClientConfig` from kubeconfig files, as kubectl does.
 
     ``path`` is one file. ``None`` means ``$KUBECONFIG`` (a ``:``-separated list,
     merged with kubectl's rules: the first file to define a name or
     ``current-context`` wins, missing files are skipped) or else ``~/.kube/config``.
-    ``context`` overrides ``current-context``.
+    ``context`` overrides ``current-context``. ``context_option`` is how the caller's user
+    passes a context, named in messages about contexts (``"--context NAME"`` for a
+    command line; the default ``"context=..."`` for Python callers).
 
     Relative file paths in a kubeconfig resolve against that file's directory.
     Referenced files are read (and certificates parsed) now, so mistakes show
@@ -210,7 +219,7 @@ def load_kubeconfig(
 
     """
     files = [_read_file(origin) for origin in _existing(_candidates(path))]
-    return _resolve_config(files, context)
+    return _resolve_config(files, context, context_option)
 
 
 def load_kubeconfig_data(
@@ -243,7 +252,7 @@ def load_kubeconfig_data(
     else:
         text = data
     origin = _Source(source, Path.cwd(), restricted)
-    return _resolve_config([_parse(text, origin)], context)
+    return _resolve_config([_parse(text, origin)], context, CONTEXT_ARGUMENT)
 
 
 async def kubeconfig_from_secret(
@@ -288,11 +297,14 @@ async def kubeconfig_from_secret(
     return load_kubeconfig_data(content, context=context, source=where, restricted=restricted)
 
 
-def load_config(*, context: str | None = None) -> ClientConfig:
+def load_config(
+    *, context: str | None = None, context_option: str = CONTEXT_ARGUMENT
+) -> ClientConfig:
     """Find the config an operator should use wherever it runs.
 
     In order: ``$KUBECONFIG`` when set, ``~/.kube/config`` when it exists, the
-    pod's service account when ``$KUBERNETES_SERVICE_HOST`` is set.
+    pod's service account when ``$KUBERNETES_SERVICE_HOST`` is set. ``context_option`` is
+    as for :func:`load_kubeconfig`.
 
     Raises:
         ConfigError: from the source that was chosen, or listing every place
@@ -301,11 +313,11 @@ def load_config(*, context: str | None = None) -> ClientConfig:
     """
     looked: list[str] = []
     if os.environ.get("KUBECONFIG", ""):
-        return load_kubeconfig(context=context)
+        return load_kubeconfig(context=context, context_option=context_option)
     looked.append("$KUBECONFIG (not set)")
     default = _default_kubeconfig()
     if default is not None and default.is_file():
-        return load_kubeconfig(context=context)
+        return load_kubeconfig(context=context, context_option=context_option)
     looked.append(f"{default or '~/.kube/config'} (does not exist)")
     if os.environ.get("KUBERNETES_SERVICE_HOST", ""):
         if context is not None:
@@ -528,7 +540,7 @@ def _named(root: _Node, list_key: str, inner_key: str) -> dict[str, _Node]:
     return out
 
 
-def _resolve_config(files: list[_File], context: str | None) -> ClientConfig:
+def _resolve_config(files: list[_File], context: str | None, context_option: str) -> ClientConfig:
     clusters: dict[str, _Node] = {}
     contexts: dict[str, _Node] = {}
     users: dict[str, _Node] = {}
@@ -542,15 +554,23 @@ def _resolve_config(files: list[_File], context: str | None) -> ClientConfig:
     where = ", ".join(f.label for f in files)
 
     if context is not None:
-        ctx_name, asked_by = context, f"context {context!r} (the context argument)"
+        ctx_name, asked_by = context, f"context {context!r} (given as {context_option})"
         asked_file, asked_field = where, None
     elif current is not None:
         ctx_name, asked_by = current[0], f"current-context {current[0]!r}"
         asked_file, asked_field = current[1], "current-context"
+        asked_file, asked_field = str(current[1]), "current-context"
+    elif not contexts:
+        raise ConfigError(
+            "defines no contexts, so there is no cluster to connect to: use a kubeconfig "
+            "written for your cluster (by its tools, or by `setpoint controlplane up` for a "
+            "local one)",
+            file=where,
+        )
     else:
         raise ConfigError(
-            f"no current-context is set and no context was given; pass context=... or run "
-            f"`kubectl config use-context NAME`. Known contexts: {_names(contexts)}",
+            f"no current-context is set and no context was given: pass {context_option} "
+            f"naming one of {_names(contexts)}, or run `kubectl config use-context NAME`",
             file=where,
         )
     ctx = contexts.get(ctx_name)

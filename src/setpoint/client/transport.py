@@ -43,6 +43,7 @@ from setpoint.client.errors import (
     ApiError,
     ConnectionFailed,
     RequestTimeout,
+    TLSVerificationFailed,
     Unauthorized,
     error_from_response,
 )
@@ -332,6 +333,37 @@ class Transport:
             with contextlib.suppress(Exception):  # metrics never break a request
                 hook(method, self._host, code)
 
+    def _untrusted(
+        self, exc: aiohttp.ClientConnectorCertificateError, request: str
+    ) -> TLSVerificationFailed:
+        """The error for a server certificate that failed verification."""
+        cause = exc.certificate_error
+        reason = getattr(cause, "verify_message", None) or getattr(cause, "reason", None)
+        reason = str(reason or cause)
+        where = self.config.source or "the client configuration"
+        if "hostname" in reason.lower() or "ip address mismatch" in reason.lower():
+            advice = (
+                "the certificate was not issued for this address: use the server URL (or "
+                "tls-server-name) the cluster's certificate names"
+            )
+        elif self.config.ca_data is None:
+            advice = (
+                f"{where} names no certificate authority, so the system trust store was used "
+                "and none of its CAs signed it: set the cluster's certificate-authority (or "
+                "certificate-authority-data) to the CA of this API server"
+            )
+        else:
+            advice = (
+                f"the certificate authority in {where} did not sign it: set the cluster's "
+                "certificate-authority (or certificate-authority-data) to the CA of this API "
+                "server, or check that the server URL points at the intended cluster"
+            )
+        return TLSVerificationFailed(
+            f"the API server at {self.server} presented a certificate the client does not "
+            f"trust ({reason}; {request}): {advice}",
+            url=self.server,
+        )
+
     def _backoff(self, attempt: int) -> float:
         ceiling = min(self.options.backoff_cap, self.options.backoff_base * 2**attempt)
         return random.uniform(ceiling / 2, ceiling)
@@ -453,6 +485,11 @@ class Transport:
                         f"after {attempt + 1} attempts ({method} {url})",
                         url=url,
                     ) from exc
+            except aiohttp.ClientConnectorCertificateError as exc:
+                # Verification fails the same way every time: no retry, and the advice is
+                # about the CA, not about whether the server runs.
+                self._record(method, "<error>")
+                raise self._untrusted(exc, f"{method} {url}") from exc
             except aiohttp.ClientConnectorError as exc:
                 # The connection was never established, so nothing was sent:
                 # safe to retry for every verb.
@@ -540,6 +577,9 @@ class Transport:
                 ),
                 **self._request_kwargs(),
             )
+        except aiohttp.ClientConnectorCertificateError as exc:
+            self._record(method, "<error>")
+            raise self._untrusted(exc, f"{method} {url}") from exc
         except aiohttp.ClientConnectorError as exc:
             self._record(method, "<error>")
             raise ConnectionFailed(

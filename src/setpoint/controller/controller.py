@@ -68,6 +68,7 @@ from setpoint.cache.cache import Cache
 from setpoint.cache.errors import CacheError
 from setpoint.cache.informer import HandlerRegistration
 from setpoint.client.errors import ClientError
+from setpoint.client.preflight import AccessNeed
 from setpoint.client.protocols import ApiClient
 from setpoint.controller.finalizers import CleanupFailed, Finalizers
 from setpoint.controller.handlers import EnqueueHandler, Source, check_keys, controller_owner_key
@@ -88,6 +89,9 @@ from setpoint.observability.logging import Logger, get_logger
 from setpoint.observability.metrics import Metrics
 
 __all__ = ["Controller", "ControllerError", "ControllerOptions", "validate_name"]
+
+DEFAULT_CACHE_SYNC_TIMEOUT = 120.0
+"""Seconds a controller waits for its informers when neither it nor a manager says."""
 
 
 class ControllerError(SetpointError):
@@ -122,8 +126,10 @@ class ControllerOptions:
     """Whether the controller runs only in the replica holding the leader lease. Default
     ``True``: two replicas reconciling the same objects would fight."""
 
-    cache_sync_timeout: float = 120.0
-    """Seconds ``start()`` waits for the informers of the watched kinds to sync."""
+    cache_sync_timeout: float | None = None
+    """Seconds ``start()`` waits for the informers of the watched kinds to sync. ``None``:
+    the manager's ``ManagerOptions.cache_sync_timeout`` for a controller built with
+    ``manager.controller(...)`` (``setpoint run --cache-sync-timeout``), else 120."""
 
     read_after_write_timeout: float | None = None
     """Seconds ``ctx.reader`` waits for the cache to reflect this process's own writes.
@@ -148,7 +154,8 @@ class ControllerOptions:
                 raise ValueError(
                     f"ControllerOptions.{name} must be a number of seconds > 0, or None"
                 )
-        if self.cache_sync_timeout <= 0 or self.mapper_timeout <= 0:
+        sync = self.cache_sync_timeout
+        if (sync is not None and sync <= 0) or self.mapper_timeout <= 0:
             raise ValueError(
                 "ControllerOptions: cache_sync_timeout and mapper_timeout must be > 0 seconds"
             )
@@ -333,6 +340,26 @@ class Controller:
         """
         return self._finalizers.names if self._finalizers is not None else ()
 
+    @property
+    def watched_kinds(self) -> tuple[GroupVersionKind, ...]:
+        """Every kind the controller watches (its sources' kinds, without repeats)."""
+        kinds = [s.kind for s in self._sources]
+        if self._finalizers is not None:
+            kinds.append(self._finalizers.kind)
+        return tuple(dict.fromkeys(kinds))
+
+    def access_needs(self) -> list[AccessNeed]:
+        """What the controller's informers need, checked by the manager before it starts.
+
+        ``list`` and ``watch`` on every watched kind, in each namespace its cache watches.
+        """
+        needs: list[AccessNeed] = []
+        why = f"controller {self._name!r}"
+        for kind in self.watched_kinds:
+            namespaces = self._cache.options.informer_options(kind).namespaces
+            needs.extend(AccessNeed(kind, namespace=ns, why=why) for ns in namespaces or (None,))
+        return needs
+
     def enqueue(self, key: ObjectKey, *, after: float = 0.0) -> None:
         """Ask for a reconcile of ``key`` (now, or ``after`` seconds from now)."""
         if after > 0:
@@ -382,7 +409,7 @@ class Controller:
                 # Feeds the pending-objects gauges from the for_ kind's events.
                 informer = self._cache.informer(self._finalizers.kind)
                 self._registrations.append(informer.add_handler(self._finalizers.pending))
-            timeout = self._options.cache_sync_timeout
+            timeout = self._options.cache_sync_timeout or DEFAULT_CACHE_SYNC_TIMEOUT
             async with asyncio.timeout(timeout + 1):
                 await asyncio.gather(*(i.wait_for_sync(timeout) for i in informers))
         except BaseException:

@@ -12,7 +12,8 @@ does. Any of the four can still be passed to override the manager's.
 
 from __future__ import annotations
 
-from typing import Protocol
+import dataclasses
+from typing import TYPE_CHECKING, Protocol
 
 from setpoint.api.runnable import Runnable
 from setpoint.cache.cache import Cache
@@ -21,6 +22,9 @@ from setpoint.controller.builder import Builder
 from setpoint.controller.controller import Controller
 from setpoint.controller.reconcile import EventRecorder, ReconcilerLike
 from setpoint.observability.metrics import Metrics
+
+if TYPE_CHECKING:
+    from setpoint.manager.options import ManagerOptions
 
 __all__ = ["ManagedBuilder", "ManagerParts"]
 
@@ -41,6 +45,11 @@ class ManagerParts(Protocol):
     @property
     def metrics(self) -> Metrics:
         """The metrics controllers record into."""
+        ...
+
+    @property
+    def options(self) -> ManagerOptions:
+        """The manager's settings (controllers take its ``cache_sync_timeout``)."""
         ...
 
     @property
@@ -76,7 +85,8 @@ class ManagedBuilder(Builder):
         """Make the controller with the manager's parts, add it to the manager, return it.
 
         Defaults: ``manager.client``, ``manager.cache``, ``manager.metrics`` and
-        ``manager.event_recorder(<controller name>)``.
+        ``manager.event_recorder(<controller name>)``; a controller without its own
+        ``cache_sync_timeout`` takes the manager's.
 
         Raises:
             ControllerError: as :meth:`Builder.build`.
@@ -89,6 +99,10 @@ class ManagedBuilder(Builder):
             raise ValueError(
                 f"the manager already runs a controller named {self.name!r}: names label "
                 "metrics and name work queues, so each controller needs its own"
+            )
+        if self.options.cache_sync_timeout is None:
+            self._options = dataclasses.replace(
+                self.options, cache_sync_timeout=manager.options.cache_sync_timeout
             )
         controller = super().build(
             reconciler,

@@ -546,8 +546,41 @@ class Manager:
 
     # -- startup -------------------------------------------------------------------------------
 
+    async def _preflight(self) -> None:
+        """Check the connection and the access the runnables need (``ManagerOptions.preflight``)."""
+        from setpoint.client.client import Client
+        from setpoint.client.preflight import AccessNeed, preflight
+
+        client = self.client
+        if not self.options.preflight or not isinstance(client, Client):
+            return
+        needs: list[AccessNeed] = []
+        for entry in self._entries:
+            if isinstance(entry.runnable, Controller):
+                needs.extend(entry.runnable.access_needs())
+        if self._cache is not None:
+            for informer in self._cache.informers():
+                why = "the manager's cache"
+                scopes = informer.options.namespaces or (None,)
+                needs.extend(AccessNeed(informer.kind, namespace=ns, why=why) for ns in scopes)
+        le = self.options.leader_election
+        if le is not None and le.lock is None:
+            from setpoint.api import kinds
+
+            needs.append(
+                AccessNeed(
+                    kinds.Lease,
+                    verbs=("get", "create", "update"),
+                    namespace=self._lease_namespace,
+                    why=f"leader election on Lease {self._lease_namespace}/{le.name}",
+                )
+            )
+        user = await preflight(client, needs)
+        log.info("connected to %s as %s (%s)", client.config.server, user, client.config.source)
+
     async def _startup(self) -> None:
         try:
+            await self._preflight()
             if self._broadcaster is not None:
                 await self._broadcaster.start()
             for group in RunnableGroup:
@@ -627,11 +660,12 @@ class Manager:
             async with asyncio.timeout(timeout + 1.0):
                 await cache.wait_for_sync(timeout)
         except TimeoutError as exc:
+            detail = f" ({exc})" if str(exc) else ""
             error = CacheSyncTimeout(
                 name,
-                f"{name} did not sync within {timeout:g}s (ManagerOptions.cache_sync_timeout): "
-                "check that the service account may list and watch every kind it caches, "
-                "that their CRDs are installed, and the API server's health",
+                f"{name} did not sync within {timeout:g}s (ManagerOptions.cache_sync_timeout)"
+                f"{detail}: check that the service account may list and watch every kind it "
+                "caches, that their CRDs are installed, and the API server's health",
                 timeout=timeout,
             )
             raise error from exc

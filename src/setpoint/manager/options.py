@@ -178,7 +178,18 @@ class ManagerOptions:
     """Seconds the whole shutdown may take; each runnable gets what is left of it."""
 
     cache_sync_timeout: float = 120.0
-    """Seconds each cache may take for its initial list before startup fails."""
+    """Seconds each cache may take for its initial list before startup fails; also the
+    default of controllers built with ``manager.controller(...)`` (their
+    ``ControllerOptions.cache_sync_timeout``, unless they set their own)."""
+
+    preflight: bool = True
+    """Before starting anything, check once that the API server is reachable, that the
+    client trusts its certificate and that it accepts the credentials, and that they allow
+    ``list`` and ``watch`` on every kind the controllers watch (and the Lease verbs with
+    leader election); fail at once with a message naming the kubeconfig, the server and the
+    fix (:func:`setpoint.client.preflight.preflight`). Only for the live ``Client`` (a fake
+    needs no check). ``False`` skips it, for example when RBAC is granted only after the
+    operator started."""
 
     health_check_timeout: float = 10.0
     """Seconds one health or readiness check may take before it counts as failed."""

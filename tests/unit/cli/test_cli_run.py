@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -46,16 +45,6 @@ FLAGS = (
     "--namespace",
     "--graceful-shutdown-timeout",
 )
-
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    """``run`` configures the root logger; put it back so later tests log as before."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -131,7 +131,7 @@ def test_server_path_prefix_is_kept(tmp_path: Path) -> None:
 
 def test_empty_file_counts_as_empty_config(tmp_path: Path) -> None:
     err = load_error(write(tmp_path / "kc", ""))
-    assert "no current-context" in str(err)
+    assert "defines no contexts" in str(err)
 
 
 # --- where the files come from, and merging ----------------------------------------
@@ -409,7 +409,7 @@ def test_unknown_current_context_lists_known(tmp_path: Path) -> None:
 def test_unknown_context_argument(tmp_path: Path) -> None:
     path = write(tmp_path / "kc", simple())
     err = load_error(path, context="prod")
-    assert "'prod' (the context argument)" in str(err)
+    assert "'prod' (given as context=...)" in str(err)
     assert "known contexts: dev" in str(err)
 
 
