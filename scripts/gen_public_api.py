@@ -120,6 +120,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "KindOptions",
         "NotCached",
         "ReadAfterWriteTimeout",
+        "SelectorError",
         "by_controller",
         "by_field",
         "by_label",

@@ -95,6 +95,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "Rule": ("setpoint.api.declaration", "Rule"),
     "RunnableFailed": ("setpoint.manager", "RunnableFailed"),
     "Scale": ("setpoint.api.declaration", "Scale"),
+    "SelectorError": ("setpoint.cache", "SelectorError"),
     "SelfManagedCertificates": ("setpoint.webhook.certificates", "SelfManagedCertificates"),
     "SelfManagedCertificatesOptions": (
         "setpoint.webhook.certificates",
@@ -229,6 +230,7 @@ __all__ = [
     "Rule",
     "RunnableFailed",
     "Scale",
+    "SelectorError",
     "SelfManagedCertificates",
     "SelfManagedCertificatesOptions",
     "SetpointError",
@@ -334,6 +336,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         KindOptions,
         NotCached,
         ReadAfterWriteTimeout,
+        SelectorError,
         by_controller,
         by_field,
         by_label,

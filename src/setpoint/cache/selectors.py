@@ -52,6 +52,8 @@ class SelectorError(SetpointError, ValueError):
         self.reason = reason
         """The API server's wording of the problem."""
 
+    __module__ = "setpoint"
+
 
 @dataclass(frozen=True, slots=True)
 class LabelRequirement:

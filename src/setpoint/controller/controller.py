@@ -17,7 +17,9 @@ outcome                                   what happens
 ``None`` / ``Result()``                   backoff reset; ``reconcile_total{result=success}``
 ``Result(requeue_after=s)``               backoff reset; queued again in ``s`` seconds;
                                           ``result=requeue_after``
-:class:`TerminalError`                    not retried; ``errors_total`` and
+:class:`TerminalError`, an invalid       not retried until the object changes; a
+selector, a 422 naming a field            ``Stalled`` condition and a Warning Event;
+                                          ``errors_total`` and
                                           ``terminal_reconcile_errors_total``; ``result=error``
 an API, cache or :class:`ReconcileError`  retried with per-key exponential backoff;
 error, or the reconcile timeout           ``errors_total``; ``result=error``
@@ -37,6 +39,8 @@ Guarantees
   arrives meanwhile is reconciled again afterwards.
 - A worker never dies: every exception from a reconcile is recorded and handled as above. A
   reconcile that exceeds ``reconcile_timeout`` is cancelled and counts as an error.
+- A traceback is logged once per distinct error: identical repeats are counted, with an
+  error-level line at the 2nd, 4th, 8th, ... repeat and debug lines in between.
 - ``ctx.reader`` never returns an object older than this process's own last write of it
   made through ``ctx.client`` (see :mod:`setpoint.cache.consistency`).
 
@@ -53,10 +57,11 @@ import inspect
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from setpoint.api.conditions import validate_condition
 from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.jsonvalues import copy_json
@@ -67,7 +72,7 @@ from setpoint.api.validation import is_qualified_name
 from setpoint.cache.cache import Cache
 from setpoint.cache.errors import CacheError
 from setpoint.cache.informer import HandlerRegistration
-from setpoint.client.errors import ClientError
+from setpoint.client.errors import ClientError, NotFound
 from setpoint.client.preflight import AccessNeed
 from setpoint.client.protocols import ApiClient
 from setpoint.controller.finalizers import CleanupFailed, Finalizers
@@ -84,8 +89,15 @@ from setpoint.controller.reconcile import (
     Result,
     TerminalError,
 )
+from setpoint.controller.reporting import ConditionReporter
+from setpoint.controller.terminal import (
+    STALLED_CONDITION,
+    fingerprint,
+    message_of,
+    terminal_reason,
+)
 from setpoint.controller.workqueue import ShutDown, WorkQueue, WorkQueueOptions
-from setpoint.observability.logging import Logger, get_logger
+from setpoint.observability.logging import Logger, RepeatedErrors, get_logger
 from setpoint.observability.metrics import Metrics
 
 __all__ = ["Controller", "ControllerError", "ControllerOptions", "validate_name"]
@@ -142,6 +154,12 @@ class ControllerOptions:
     mapper_timeout: float = 30.0
     """Seconds an async ``watches`` mapper may take per event before it is abandoned."""
 
+    terminal_condition: str | None = STALLED_CONDITION
+    """The status condition a terminal error sets on the ``for_`` object (when its kind has
+    a status subresource) and the next successful reconcile removes; see
+    :mod:`setpoint.controller.terminal`. Default ``"Stalled"``; ``None``: no condition
+    (the Event and the log line remain)."""
+
     def __post_init__(self) -> None:
         if isinstance(self.max_concurrent_reconciles, bool) or self.max_concurrent_reconciles < 1:
             raise ValueError(
@@ -153,6 +171,13 @@ class ControllerOptions:
             if value is not None and (not math.isfinite(value) or value <= 0):
                 raise ValueError(
                     f"ControllerOptions.{name} must be a number of seconds > 0, or None"
+                )
+        if self.terminal_condition is not None:
+            problems = validate_condition(self.terminal_condition, "True", "Reason")
+            if problems:
+                raise ValueError(
+                    f"ControllerOptions.terminal_condition={self.terminal_condition!r} is not "
+                    f"a condition type: {'; '.join(problems)}"
                 )
         sync = self.cache_sync_timeout
         if (sync is not None and sync <= 0) or self.mapper_timeout <= 0:
@@ -253,6 +278,9 @@ class Controller:
         self._stopping = False
         self._failure: BaseException | None = None
         self._active = 0
+        self._terminal: dict[ObjectKey, Hashable] = {}
+        self._repeats = RepeatedErrors()
+        self._conditions = ConditionReporter(for_kind) if for_kind is not None else None
 
     # -- Runnable ------------------------------------------------------------------------------
 
@@ -553,7 +581,20 @@ class Controller:
             gvk=self._for_kind,
         )
 
+    def _cached(self, key: ObjectKey) -> JsonObject | None:
+        """The ``for_`` object as the cache holds it now (not a copy: only read it)."""
+        if self._for_kind is None:
+            return None
+        return self._cache.informer(self._for_kind).store.get(key)
+
     async def _process(self, key: ObjectKey, priority: int) -> None:
+        before = fingerprint(self._cached(key))
+        if key in self._terminal:
+            if self._terminal[key] == before:
+                # Failed terminally, and nothing that could fix it changed since.
+                self._queue.forget(key)
+                return
+            del self._terminal[key]
         ctx = self._context(key)
         metrics = self._metrics
         self._active += 1
@@ -567,16 +608,15 @@ class Controller:
             if task is not None and task.cancelling():
                 raise  # the controller is stopping
             self._failed(ctx, key, priority, ReconcileError("the reconcile was cancelled"))
-        except TerminalError as exc:
-            self._queue.forget(key)
-            self._count("error", terminal=True)
-            ctx.log.error(
-                "Reconcile failed with a terminal error; not retried", exc_info=exc, error=str(exc)
-            )
         except Exception as exc:
-            self._failed(ctx, key, priority, exc)
+            reason = None if isinstance(exc, CleanupFailed) else terminal_reason(exc)
+            if reason is not None:
+                await self._terminal_failure(ctx, key, before, exc, reason)
+            else:
+                self._failed(ctx, key, priority, exc)
         else:
             self._queue.forget(key)
+            await self._clear_stalled(ctx, key)
             if result.requeue_after is not None:
                 self._queue.add_after(key, result.requeue_after, priority=priority)
                 self._count("requeue_after")
@@ -621,6 +661,64 @@ class Controller:
             )
         return outcome
 
+    async def _terminal_failure(
+        self, ctx: Context, key: ObjectKey, before: Hashable, exc: Exception, reason: str
+    ) -> None:
+        """Record a terminal error: no retry until the object changes, an Event, a condition."""
+        self._queue.forget(key)
+        self._count("error", terminal=True)
+        if self._for_kind is not None:
+            self._terminal[key] = before
+        message = message_of(exc)
+        repeats = self._repeats.seen(exc)
+        traceback = isinstance(exc, TerminalError) and repeats == 1
+        ctx.log.error(
+            "Reconcile failed with a terminal error; not retried until the object changes",
+            exc_info=exc if traceback else None,
+            error=message,
+            reason=reason,
+        )
+        kind = self._for_kind
+        if kind is None:
+            return
+        try:
+            obj = await ctx.reader.get(kind, key.name, namespace=key.namespace or None)
+        except NotFound:
+            return
+        except (ClientError, CacheError) as error:
+            ctx.log.warning("Could not read the object to report the error", error=str(error))
+            return
+        if ctx.recorder is not None:
+            ctx.recorder.event(
+                obj, "Warning", reason, f"{message} (retried when the object changes)"
+            )
+        condition = self._options.terminal_condition
+        if condition is not None and self._conditions is not None:
+            await self._conditions.set(ctx.client, obj, condition, reason, message, ctx.log)
+
+    async def _clear_stalled(self, ctx: Context, key: ObjectKey) -> None:
+        """After a success, remove the condition a terminal error set (if the cache shows it)."""
+        condition = self._options.terminal_condition
+        cached = self._cached(key)
+        if condition is None or cached is None or self._conditions is None:
+            return
+        status = cached.get("status")
+        conditions = status.get("conditions") if isinstance(status, dict) else None
+        if not isinstance(conditions, list) or not any(
+            isinstance(c, dict) and c.get("type") == condition for c in conditions
+        ):
+            return
+        try:
+            obj = await ctx.reader.get(
+                self._conditions.kind, key.name, namespace=key.namespace or None
+            )
+        except NotFound:
+            return
+        except (ClientError, CacheError) as error:
+            ctx.log.warning("Could not read the object to clear its condition", error=str(error))
+            return
+        await self._conditions.remove(ctx.client, obj, condition, ctx.log)
+
     def _failed(self, ctx: Context, key: ObjectKey, priority: int, exc: BaseException) -> None:
         if isinstance(exc, CleanupFailed):
             # A cleanup has its own backoff (CleanupRetry), which also gates early events.
@@ -631,23 +729,30 @@ class Controller:
             self._queue.add_rate_limited(key, priority=priority)
         self._count("error", panic=panic)
         retries = self._queue.num_requeues(key)
-        if panic:
+        cause = exc.cause if isinstance(exc, CleanupFailed) else exc
+        quiet = not panic and isinstance(cause, ClientError | CacheError | TimeoutError)
+        message = (
+            "Reconcile raised an unexpected exception (counted as a panic); retrying with backoff"
+            if panic
+            else "Reconcile failed; retrying with backoff"
+        )
+        error = f"{type(exc).__name__}: {exc}"
+        if quiet:
+            ctx.log.error(message, error=error, retries=retries)
+            return
+        # A traceback is printed the first time; identical repeats are counted instead.
+        repeats = self._repeats.seen(exc)
+        if repeats == 1:
+            ctx.log.error(message, exc_info=exc, error=error, retries=retries)
+        elif RepeatedErrors.worth_logging(repeats):
             ctx.log.error(
-                "Reconcile raised an unexpected exception (counted as a panic); retrying with "
-                "backoff",
-                exc_info=exc,
-                error=f"{type(exc).__name__}: {exc}",
+                f"{message} (the same error as before; its traceback was logged the first time)",
+                error=error,
                 retries=retries,
+                repeats=repeats,
             )
         else:
-            cause = exc.cause if isinstance(exc, CleanupFailed) else exc
-            quiet = isinstance(cause, ClientError | CacheError | TimeoutError)
-            ctx.log.error(
-                "Reconcile failed; retrying with backoff",
-                exc_info=None if quiet else exc,
-                error=f"{type(exc).__name__}: {exc}",
-                retries=retries,
-            )
+            ctx.log.debug(message, error=error, retries=retries, repeats=repeats)
 
     def _count(self, result: str, *, terminal: bool = False, panic: bool = False) -> None:
         metrics = self._metrics

@@ -93,11 +93,10 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeAlias
 
 import orjson
 
-from setpoint.api.conditions import ConditionError, set_condition
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.jsonvalues import copy_json
 from setpoint.api.keys import ObjectKey
-from setpoint.api.meta import JsonObject, annotations_of, finalizers_of, generation_of, key_of, meta
+from setpoint.api.meta import JsonObject, annotations_of, finalizers_of, key_of, meta
 from setpoint.api.types import TypedObject
 from setpoint.client._finalizers import (
     FinalizerOutcome,
@@ -105,10 +104,10 @@ from setpoint.client._finalizers import (
     remove_finalizer,
     validate_finalizer_name,
 )
-from setpoint.client._status import update_status
 from setpoint.client.errors import ClientError, NotFound
 from setpoint.client.patch import MergePatch
 from setpoint.controller.reconcile import Context, ReconcileError, Result
+from setpoint.controller.reporting import ConditionReporter
 
 if TYPE_CHECKING:
     from setpoint.observability.metrics import Metrics
@@ -547,7 +546,7 @@ class Finalizers:
         self._typed = typed
         self._metrics = metrics
         self._clock = clock
-        self._has_status: bool | None = None
+        self._conditions = ConditionReporter(kind)
         # (key, finalizer) -> consecutive failures in this process, and when to try again.
         self._failures: dict[tuple[ObjectKey, str], int] = {}
         self._retry_at: dict[tuple[ObjectKey, str], float] = {}
@@ -773,39 +772,10 @@ class Finalizers:
             return
         except ClientError as exc:
             ctx.log.warning("Could not record the cleanup failure on the object", error=str(exc))
-        if not await self._has_status_subresource(ctx):
-            return
-
-        def mutate(current: JsonObject) -> None:
-            status = current.get("status")
-            if not isinstance(status, dict):
-                status = current["status"] = {}
-            set_condition(
-                status,
-                cleanup_condition_type(finalizer),
-                True,
-                reason,
-                error,
-                observed_generation=generation_of(current) or None,
-            )
-
-        try:
-            # From the object the annotation patch returned: its resourceVersion is current.
-            await update_status(ctx.client, target, mutate)
-        except NotFound:
-            return
-        except (ClientError, ConditionError, ValueError) as exc:
-            ctx.log.warning("Could not set the cleanup condition", error=str(exc))
-
-    async def _has_status_subresource(self, ctx: Context) -> bool:
-        if self._has_status is None:
-            try:
-                info = await ctx.client.resource_info(self._kind)
-            except ClientError as exc:
-                ctx.log.warning("Could not look up the kind's subresources", error=str(exc))
-                return False
-            self._has_status = "status" in info.subresources
-        return self._has_status
+        # From the object the annotation patch returned: its resourceVersion is current.
+        await self._conditions.set(
+            ctx.client, target, cleanup_condition_type(finalizer), reason, error, ctx.log
+        )
 
     def _forget(self, key: ObjectKey) -> None:
         for name in self._names:

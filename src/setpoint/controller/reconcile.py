@@ -17,8 +17,9 @@ What the outcome means:
 - return ``None`` or ``Result()``: done; the key's retry backoff is reset.
 - return ``Result(requeue_after=s)``: done for now, look again in ``s`` seconds.
 - raise any exception: recorded and retried with exponential backoff (per key).
-- raise :class:`TerminalError`: recorded and *not* retried; the next change to the object
-  (or to anything mapped to it) triggers a new reconcile.
+- raise :class:`TerminalError` (or fail on bad input: an invalid selector, a 422 from the
+  server naming a field): recorded on the object (a ``Stalled`` condition, a Warning Event)
+  and *not* retried until the object itself changes (see :mod:`setpoint.controller.terminal`).
 """
 
 from __future__ import annotations
@@ -94,8 +95,10 @@ class ReconcileError(SetpointError):
 class TerminalError(ReconcileError):
     """A failure retrying cannot fix (invalid spec, a policy refusal): recorded, not retried.
 
-    The next event for the object reconciles it again. Use ``raise TerminalError(...) from
-    exc`` to keep the cause.
+    The object gets a ``Stalled`` condition (reason: the class name) and a Warning Event, and
+    is reconciled again only once it changes (its generation, labels, annotations or
+    deletion; see :mod:`setpoint.controller.terminal`). Use ``raise TerminalError(...) from
+    exc`` to keep the cause; subclass it to give the condition a more precise reason.
     """
 
     __module__ = "setpoint"

@@ -31,6 +31,7 @@ import logging
 import sys
 import time
 import traceback
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Final, Literal, TextIO
 
@@ -42,6 +43,7 @@ __all__ = [
     "JsonFormatter",
     "LogFormat",
     "Logger",
+    "RepeatedErrors",
     "configure_logging",
     "get_logger",
 ]
@@ -156,6 +158,44 @@ class Logger:
 
     def __repr__(self) -> str:
         return f"<Logger {self.name} {self._bound!r}>"
+
+
+class RepeatedErrors:
+    """Counts identical errors so a loop that fails the same way logs its traceback once.
+
+    Two errors are identical when their type, message and traceback frames (file, line)
+    are. :meth:`seen` returns how often this one was seen, this time included: the
+    caller prints the traceback at 1 and only a counted one-line summary afterwards
+    (at powers of two, so a failure that lasts all day still shows up, with its count).
+    At most ``capacity`` distinct errors are remembered (the oldest are forgotten).
+    """
+
+    def __init__(self, capacity: int = 256) -> None:
+        self._counts: OrderedDict[tuple[Any, ...], int] = OrderedDict()
+        self._capacity = capacity
+
+    @staticmethod
+    def signature(error: BaseException) -> tuple[Any, ...]:
+        """What makes two errors identical: type, message and the frames they passed."""
+        frames = tuple(
+            (frame.f_code.co_filename, lineno)
+            for frame, lineno in traceback.walk_tb(error.__traceback__)
+        )
+        return (type(error).__qualname__, str(error), frames)
+
+    def seen(self, error: BaseException) -> int:
+        """Count ``error``; return how many times an identical one was seen (1 the first)."""
+        key = self.signature(error)
+        count = self._counts.pop(key, 0) + 1
+        self._counts[key] = count
+        while len(self._counts) > self._capacity:
+            self._counts.popitem(last=False)
+        return count
+
+    @staticmethod
+    def worth_logging(count: int) -> bool:
+        """Whether the ``count``-th repeat gets a log line at error level: 1, 2, 4, 8, ..."""
+        return count & (count - 1) == 0
 
 
 def get_logger(name: str, **bound: Any) -> Logger:

@@ -1,0 +1,93 @@
+"""Errors retrying cannot fix: stop, say so on the object, and wait for the object to change.
+
+A reconcile that fails on bad input (a label selector typed wrong in a spec, a child name
+the API server refuses, a desired object the server rejects as invalid) fails the same way
+on every retry. Retrying with backoff only fills the logs. Such a failure is *terminal for
+that object*:
+
+- the key is not retried, and events for it (from its children, a resync, its own status
+  write) do not reconcile it again until the object itself changes: its ``generation``,
+  labels, annotations or deletion (its ``resourceVersion`` for kinds without a generation);
+- a ``Warning`` Event says what failed (reason: see :func:`terminal_reason`);
+- with a status subresource, a ``Stalled`` condition (``ControllerOptions.terminal_condition``)
+  holds the reason and the error; the next successful reconcile removes it;
+- the metrics count it in ``controller_runtime_terminal_reconcile_errors_total``.
+
+Which errors are terminal (:func:`terminal_reason`):
+
+======================================================  =====================
+error                                                   reason
+======================================================  =====================
+:class:`~setpoint.controller.TerminalError` (raise it)  its class name
+:class:`~setpoint.cache.selectors.SelectorError`        ``InvalidSelector``
+``Invalid`` (422) with field causes: a name, a label,   ``Invalid``
+a schema violation the server names
+``BadRequest`` (400): a malformed selector or request   ``BadRequest``
+======================================================  =====================
+
+Everything else (conflicts, timeouts, 5xx, a missing dependency, a bug) is retried with
+backoff as before. A 422 *without* causes is a failed JSON-patch ``test`` (a lost race),
+which is retried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from setpoint.api.meta import JsonObject
+from setpoint.cache.selectors import SelectorError
+from setpoint.client.errors import BadRequest, Invalid
+from setpoint.controller.reconcile import TerminalError
+
+__all__ = ["STALLED_CONDITION", "fingerprint", "terminal_reason"]
+
+STALLED_CONDITION = "Stalled"
+"""The condition type a terminal error sets (kstatus' name for "cannot progress without a
+change"); ``ControllerOptions.terminal_condition`` changes it."""
+
+MESSAGE_LIMIT = 1024
+"""Characters of the error kept in the condition and the Event."""
+
+
+def terminal_reason(error: BaseException) -> str | None:
+    """The CamelCase reason for a terminal ``error``, or ``None`` when retrying may help."""
+    if isinstance(error, TerminalError):
+        return type(error).__name__
+    if isinstance(error, SelectorError):
+        return "InvalidSelector"
+    if isinstance(error, Invalid):
+        return "Invalid" if error.causes else None
+    if isinstance(error, BadRequest):
+        return "BadRequest"
+    return None
+
+
+def fingerprint(obj: Mapping[str, Any] | None) -> Hashable:
+    """What must change for a terminally failed object to be reconciled again.
+
+    ``generation`` (which moves with the spec, not with status writes), labels,
+    annotations and the deletion timestamp; for kinds without a generation, the
+    ``resourceVersion``. ``None`` for an object that is gone.
+    """
+    if obj is None:
+        return None
+    metadata: JsonObject = obj.get("metadata") or {}
+    generation = metadata.get("generation")
+    if generation is None:
+        return (metadata.get("uid"), metadata.get("resourceVersion"))
+    return (
+        metadata.get("uid"),
+        generation,
+        tuple(sorted((metadata.get("labels") or {}).items())),
+        tuple(sorted((metadata.get("annotations") or {}).items())),
+        metadata.get("deletionTimestamp"),
+    )
+
+
+def message_of(error: BaseException) -> str:
+    """The error as the Event and the condition show it, cut to :data:`MESSAGE_LIMIT`."""
+    text = f"{type(error).__name__}: {error}"
+    if len(text) > MESSAGE_LIMIT:
+        text = text[: MESSAGE_LIMIT - 3] + "..."
+    return text
