@@ -22,6 +22,9 @@ The tree (built-in bases in brackets; ``-`` marks where the error lives)::
     ├── MutationScopeError [ValueError]     - client: a safe write's mutation overreached
     ├── ClientError                         - client: a request failed
     │   ├── ConnectionFailed                   not reachable
+    │   │   └── TLSVerificationFailed          the server's certificate is not trusted
+    │   ├── PreflightFailed                    the manager's start-up check: unreachable,
+    │   │                                      untrusted, 401, no credentials, no RBAC
     │   ├── RequestTimeout                     no answer in time
     │   ├── MalformedResponse                  data that breaks the API's protocol
     │   ├── UnknownKind                        kind not served

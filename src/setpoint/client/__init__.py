@@ -47,10 +47,12 @@ from setpoint.client.kubeconfig import (
     load_kubeconfig_data,
 )
 from setpoint.client.patch import ApplyPatch, JsonPatch, MergePatch, Patch, StrategicMergePatch
+from setpoint.client.preflight import AccessNeed, PreflightFailed, PreflightProblem, preflight
 from setpoint.client.protocols import Reader, ReadWriter, StatusWriter, Writer
 from setpoint.client.transport import TransportOptions
 
 __all__ = [
+    "AccessNeed",
     "AlreadyExists",
     "ApiError",
     "ApplyPatch",
@@ -75,6 +77,8 @@ __all__ = [
     "ObjectList",
     "Patch",
     "Preconditions",
+    "PreflightFailed",
+    "PreflightProblem",
     "PropagationPolicy",
     "ReadWriter",
     "Reader",
@@ -96,4 +100,5 @@ __all__ = [
     "load_incluster_config",
     "load_kubeconfig",
     "load_kubeconfig_data",
+    "preflight",
 ]
