@@ -301,7 +301,8 @@ async def test_sigterm_shuts_down_gracefully() -> None:
 async def test_request_metrics_hook_is_installed_while_running(
     running: Callable[[Manager], Running],
 ) -> None:
-    # The live client (it sends nothing here): the hook lives on its transport.
+    # The live client (it sends nothing here, with no preflight check): the hook lives on
+    # its transport.
     client = Client(ClientConfig(server="https://api.invalid:6443"))
     seen: list[tuple[str, str, str]] = []
 
@@ -310,7 +311,7 @@ async def test_request_metrics_hook_is_installed_while_running(
 
     client.transport.on_request = previous
     metrics = Metrics(CollectorRegistry())
-    manager = Manager(client, options(metrics=metrics))
+    manager = Manager(client, options(metrics=metrics, preflight=False))
     log: list[str] = []
     manager.add(FakeRunnable("ctrl", G.CONTROLLERS, log))
     run = running(manager)
