@@ -11,7 +11,14 @@ import threading
 import time
 
 from setpoint.testing.build import build_controlplane
-from setpoint.testing.controlplane import ControlPlane, ControlPlaneError, find_binaries
+from setpoint.testing.controlplane import (
+    DEFAULT_KUBERNETES_VERSION,
+    SUPPORTED_KUBERNETES_VERSIONS,
+    VERSION_ENV,
+    ControlPlane,
+    ControlPlaneError,
+    find_binaries,
+)
 from setpoint.testing.supervisor import plane_dir, read_state
 
 __all__ = ["register"]
@@ -30,7 +37,7 @@ def _kubectl_hint() -> str:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    result = build_controlplane(force=args.force)
+    result = build_controlplane(version=args.version, force=args.force)
     for name, (size, seconds) in result.binaries.items():
         how = f"built in {seconds:.0f}s" if seconds else "cached"
         print(f"{name:<25} {size / 2**20:6.1f} MiB  {how}")
@@ -144,6 +151,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub = parser.add_subparsers(dest="action", required=True)
     build = sub.add_parser("build", help="build the binaries from Go modules into the cache")
     build.add_argument("--force", action="store_true", help="rebuild even if cached")
+    build.add_argument(
+        "--version",
+        default=None,
+        metavar="vX.Y.Z",
+        help=(
+            "Kubernetes release to build, one of "
+            f"{', '.join(SUPPORTED_KUBERNETES_VERSIONS)} (default: "
+            f"${VERSION_ENV}, else {DEFAULT_KUBERNETES_VERSION}); each is cached apart"
+        ),
+    )
     build.set_defaults(func=_cmd_build)
     for action, func, text in (
         ("up", _cmd_up, "start a named plane in the background and print its KUBECONFIG"),

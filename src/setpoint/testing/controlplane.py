@@ -38,6 +38,7 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -62,16 +63,30 @@ from setpoint.tls.pem import KeyPair
 
 __all__ = [
     "DEFAULT_KUBERNETES_VERSION",
+    "SUPPORTED_KUBERNETES_VERSIONS",
+    "VERSION_ENV",
     "Binaries",
     "ControlPlane",
     "ControlPlaneError",
     "ControlPlaneOptions",
     "cache_dir",
+    "check_kubernetes_version",
     "find_binaries",
+    "selected_kubernetes_version",
 ]
 
 DEFAULT_KUBERNETES_VERSION = "v1.37.2"
 """The Kubernetes release the Go wrapper module (``controlplane_src/go.mod``) pins and builds."""
+
+SUPPORTED_KUBERNETES_VERSIONS: tuple[str, ...] = ("v1.35.4", "v1.36.3", "v1.37.2")
+"""The releases setpoint is tested on (``make test-matrix``, docs/compatibility.md).
+
+The newest patch of each of the three newest minor releases the Go module proxy serves.
+:data:`DEFAULT_KUBERNETES_VERSION` is the newest; the others are built from a Go module
+generated per release (:func:`setpoint.testing.build.build_controlplane`)."""
+
+VERSION_ENV = "SETPOINT_CONTROLPLANE_VERSION"
+"""The environment variable that selects which release's cached binaries a plane runs."""
 
 _REQUIRED = ("kube-apiserver", "etcd")
 _OPTIONAL = ("kube-controller-manager", "kubectl")
@@ -145,12 +160,54 @@ def _binaries_in(directory: Path, source: str) -> Binaries | None:
     )
 
 
-def find_binaries(version: str = DEFAULT_KUBERNETES_VERSION) -> Binaries:
+def selected_kubernetes_version() -> str:
+    """The release to run: ``$SETPOINT_CONTROLPLANE_VERSION``, else the default.
+
+    ``make test-matrix`` sets the variable once per release, so every plane a test
+    session starts (fixtures, the demo, subprocesses) runs the same binaries.
+
+    Raises:
+        ControlPlaneError: the variable is not a supported ``vX.Y.Z`` release; the
+            message lists the supported ones.
+
+    """
+    value = os.environ.get(VERSION_ENV, "").strip()
+    if not value:
+        return DEFAULT_KUBERNETES_VERSION
+    return check_kubernetes_version(value, where=f"${VERSION_ENV}")
+
+
+def check_kubernetes_version(version: str, *, where: str = "version") -> str:
+    """Return ``version`` if it is one of :data:`SUPPORTED_KUBERNETES_VERSIONS`.
+
+    Raises:
+        ControlPlaneError: naming ``where`` the value came from and the supported list.
+
+    """
+    if version in SUPPORTED_KUBERNETES_VERSIONS:
+        return version
+    supported = ", ".join(SUPPORTED_KUBERNETES_VERSIONS)
+    if not _VERSION_RE.fullmatch(version):
+        raise ControlPlaneError(
+            f"{where}={version!r} is not a Kubernetes release of the form vX.Y.Z; "
+            f"use one of the supported releases: {supported}"
+        )
+    raise ControlPlaneError(
+        f"{where}={version!r} is not a supported Kubernetes release; setpoint is tested on "
+        f"{supported} (docs/compatibility.md has the support policy)"
+    )
+
+
+_VERSION_RE = re.compile(r"v(\d+)\.(\d+)\.(\d+)")
+
+
+def find_binaries(version: str | None = None) -> Binaries:
     """Locate kube-apiserver and etcd (and, when present, kube-controller-manager and kubectl).
 
     Looks, in order, at ``$SETPOINT_CONTROLPLANE_BIN``, ``$KUBEBUILDER_ASSETS`` (so
     users of controller-runtime's envtest binaries are not made to build) and the
-    build cache ``<cache_dir>/controlplane/<version>/bin``.
+    build cache ``<cache_dir>/controlplane/<version>/bin``. ``version=None`` means
+    :func:`selected_kubernetes_version`.
 
     Raises:
         ControlPlaneError: listing every place looked at and how to fix it. An
@@ -172,6 +229,7 @@ def find_binaries(version: str = DEFAULT_KUBERNETES_VERSION) -> Binaries:
                 "to use the binaries built by `setpoint controlplane build`"
             )
         return found
+    version = version or selected_kubernetes_version()
     cached = cache_dir() / "controlplane" / version / "bin"
     found = _binaries_in(cached, f"build cache {cached}")
     if found is not None:
@@ -180,8 +238,9 @@ def find_binaries(version: str = DEFAULT_KUBERNETES_VERSION) -> Binaries:
     raise ControlPlaneError(
         "no control-plane binaries found; looked at: "
         + "; ".join(looked)
-        + ". Run `make controlplane` (or `setpoint controlplane build`) to build them from "
-        "Go modules, or set KUBEBUILDER_ASSETS to a directory of envtest binaries"
+        + f". Run `setpoint controlplane build --version {version}` (or `make controlplane` "
+        "for the default release) to build them from Go modules, or set KUBEBUILDER_ASSETS "
+        "to a directory of envtest binaries"
     )
 
 
@@ -189,8 +248,10 @@ def find_binaries(version: str = DEFAULT_KUBERNETES_VERSION) -> Binaries:
 class ControlPlaneOptions:
     """How to run one local control plane. Every default is documented on its attribute."""
 
-    version: str = DEFAULT_KUBERNETES_VERSION
-    """Kubernetes release whose cached binaries to use (unless a variable points elsewhere)."""
+    version: str | None = None
+    """Kubernetes release whose cached binaries to use (unless a variable points elsewhere);
+    ``None`` means :func:`selected_kubernetes_version` (``$SETPOINT_CONTROLPLANE_VERSION``,
+    else :data:`DEFAULT_KUBERNETES_VERSION`)."""
 
     binaries: Binaries | None = None
     """Explicit binaries; ``None`` means :func:`find_binaries`."""
