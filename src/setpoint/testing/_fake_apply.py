@@ -40,7 +40,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from setpoint.testing._fake_patch import json_equal
+from setpoint.api.jsonvalues import json_equal
 
 __all__ = ["ApplyConflict", "Ownership", "apply_configuration", "leaf_paths"]
 

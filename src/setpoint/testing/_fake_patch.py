@@ -26,6 +26,8 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from setpoint.api.jsonvalues import json_equal
+
 __all__ = [
     "MERGE_KEYS",
     "PRIMITIVE_MERGE_LISTS",
@@ -39,19 +41,6 @@ __all__ = [
 
 class PatchError(ValueError):
     """A patch the server would refuse; the message says which operation and path failed."""
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """JSON equality: like ``==``, but ``true`` is not ``1`` (Python says it is)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, Mapping | list) or isinstance(b, Mapping | list):
-        return False
-    return bool(a == b)
 
 
 # ----------------------------------------------------------------------------- JSON patch

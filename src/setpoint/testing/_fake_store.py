@@ -35,8 +35,10 @@ import orjson
 
 from setpoint.api.conversion import ConversionError, KindConversion
 from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.jsonvalues import copy_json, json_equal
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import JsonObject
+from setpoint.cache.selectors import FieldSelector, LabelSelector, SelectorError
 from setpoint.client.errors import ApiError
 from setpoint.client.patch import ApplyPatch, JsonPatch, MergePatch, Patch, StrategicMergePatch
 from setpoint.testing._fake_apply import Ownership, apply_configuration
@@ -59,17 +61,9 @@ from setpoint.testing._fake_kinds import (
 )
 from setpoint.testing._fake_patch import (
     PatchError,
-    json_equal,
     json_patch,
     merge_patch,
     strategic_merge_patch,
-)
-from setpoint.testing._fake_selectors import (
-    FieldSelector,
-    LabelSelector,
-    SelectorError,
-    parse_field_selector,
-    parse_label_selector,
 )
 from setpoint.testing._fake_validation import (
     check_decodable,
@@ -128,7 +122,7 @@ class Listing:
 
 def clone(obj: Any) -> Any:
     """A deep copy through JSON, which also refuses what a real server could not receive."""
-    return orjson.loads(orjson.dumps(obj))
+    return copy_json(obj)
 
 
 def _now() -> str:
@@ -294,11 +288,11 @@ class Store:
         """Parse both selectors, answering a malformed one with 400 as the server does."""
         try:
             return (
-                parse_label_selector(labels),
-                parse_field_selector(fields, rules.fields, custom=rules.custom),
+                LabelSelector.parse(labels),
+                FieldSelector.parse(fields).require_fields(rules.fields, custom=rules.custom),
             )
         except SelectorError as exc:
-            raise api_error(400, "BadRequest", str(exc), method="GET", path=path) from None
+            raise api_error(400, "BadRequest", exc.reason, method="GET", path=path) from None
 
     def snapshot(self, rules: KindRules, revision: int) -> dict[str, JsonObject]:
         """The objects of one kind as they were at ``revision`` (undoing newer events)."""
@@ -374,7 +368,7 @@ class Store:
         token = self._encode_continue(revision, page[-1]) if more else None
         remaining = (
             len(keys) - len(page)
-            if more and not label_sel.requirements and not field_sel.terms
+            if more and not label_sel.requirements and not field_sel.requirements
             else None
         )
         items = [self.present(rules, state[k]) for k in page]

@@ -9,14 +9,20 @@ custom resources is not implemented (see the FakeClient docstring).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from setpoint.api.meta import JsonObject
+from setpoint.api.validation import (
+    DNS1123_LABEL_MAX_LENGTH,
+    DNS1123_SUBDOMAIN_MAX_LENGTH,
+    is_dns1123_label,
+    is_dns1123_subdomain,
+    label_value_problem,
+    qualified_name_problem,
+)
 from setpoint.testing._fake_errors import Cause, api_error
 from setpoint.testing._fake_kinds import KindRules
-from setpoint.testing._fake_selectors import label_key_problem, label_value_problem
 
 __all__ = [
     "check_decodable",
@@ -24,9 +30,6 @@ __all__ = [
     "metadata_problems",
     "normalize_metadata",
 ]
-
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 def check_decodable(rules: KindRules, obj: JsonObject, *, method: str, path: str) -> None:
@@ -73,7 +76,8 @@ def metadata_problems(rules: KindRules, obj: JsonObject, *, creating: bool) -> l
     name = meta.get("name") or ""
     if creating and name:
         label_only = (rules.info.gvk.group, rules.info.gvk.kind) == ("", "Namespace")
-        pattern, limit = (_DNS1123_LABEL, 63) if label_only else (_DNS1123_SUBDOMAIN, 253)
+        valid = is_dns1123_label if label_only else is_dns1123_subdomain
+        limit = DNS1123_LABEL_MAX_LENGTH if label_only else DNS1123_SUBDOMAIN_MAX_LENGTH
         what = "RFC 1123 label" if label_only else "RFC 1123 subdomain"
         if label_only and "." in name:
             problems.append(
@@ -83,7 +87,7 @@ def metadata_problems(rules: KindRules, obj: JsonObject, *, creating: bool) -> l
                     f'Invalid value: "{name}": must not contain dots',
                 )
             )
-        elif len(name) > limit or not pattern.fullmatch(name):
+        elif not valid(name):
             problems.append(
                 (
                     "FieldValueInvalid",
@@ -97,7 +101,7 @@ def metadata_problems(rules: KindRules, obj: JsonObject, *, creating: bool) -> l
             )
     for field_name in ("labels", "annotations"):
         for key, value in (meta.get(field_name) or {}).items():
-            problem = label_key_problem(str(key))
+            problem = qualified_name_problem(str(key))
             if problem is not None:
                 problems.append(
                     (
