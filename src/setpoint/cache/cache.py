@@ -44,8 +44,9 @@ from setpoint.cache.errors import CacheError, CacheNotStarted, CacheSyncTimeout,
 from setpoint.cache.informer import Informer, InformerOptions, Transform, strip_managed_fields
 from setpoint.cache.selectors import FieldSelector, LabelSelector
 from setpoint.cache.store import IndexFunc
-from setpoint.client.client import ObjectList, Selector
+from setpoint.client.client import Selector
 from setpoint.client.errors import NotFound
+from setpoint.client.objects import ObjectList
 from setpoint.client.protocols import ApiClient, ListWatcher
 
 __all__ = [

@@ -75,11 +75,11 @@ from setpoint.api.types import KindLike, TypedObject, is_typed, resolve_kind
 from setpoint.cache.errors import CacheError, ReadAfterWriteTimeout
 from setpoint.cache.store import Store, parse_resource_version
 from setpoint.client.client import (
-    ObjectList,
     Preconditions,
     PropagationPolicy,
     Selector,
 )
+from setpoint.client.objects import ObjectList
 from setpoint.client.patch import Patch
 from setpoint.client.protocols import ApiClient, CacheView, Reader, WatchStream
 

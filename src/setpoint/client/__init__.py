@@ -11,12 +11,10 @@ from setpoint.api.types import KindLike
 from setpoint.client.client import (
     Client,
     ClientOptions,
-    ObjectList,
     Preconditions,
     PropagationPolicy,
     Selector,
     Watch,
-    WatchEvent,
 )
 from setpoint.client.config import ClientConfig, ConfigError, load_incluster_config
 from setpoint.client.errors import (
@@ -46,6 +44,7 @@ from setpoint.client.kubeconfig import (
     load_kubeconfig,
     load_kubeconfig_data,
 )
+from setpoint.client.objects import ObjectList, WatchEvent
 from setpoint.client.patch import ApplyPatch, JsonPatch, MergePatch, Patch, StrategicMergePatch
 from setpoint.client.preflight import AccessNeed, PreflightFailed, PreflightProblem, preflight
 from setpoint.client.protocols import Reader, ReadWriter, StatusWriter, Writer

@@ -20,7 +20,7 @@ import random
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Generic, Literal, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, overload
 from urllib.parse import quote
 
 from setpoint.api.gvk import GroupVersionKind
@@ -33,18 +33,17 @@ from setpoint.client.config import ClientConfig
 from setpoint.client.discovery import RESTMapper
 from setpoint.client.errors import ConnectionFailed, Expired, MalformedResponse
 from setpoint.client.kubeconfig import load_config, load_kubeconfig
+from setpoint.client.objects import EventType, ObjectList, WatchEvent
 from setpoint.client.patch import ApplyPatch, Patch
 from setpoint.client.transport import RequestHook, Transport, TransportOptions
 
 __all__ = [
     "Client",
     "ClientOptions",
-    "ObjectList",
     "Preconditions",
     "PropagationPolicy",
     "Selector",
     "Watch",
-    "WatchEvent",
 ]
 
 log = logging.getLogger("setpoint.client")
@@ -56,7 +55,6 @@ Selector = str | Mapping[str, str]
 PropagationPolicy = Literal["Foreground", "Background", "Orphan"]
 """How deletion treats dependents (``metadata.ownerReferences`` pointing at the object)."""
 
-EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
 _EVENT_TYPES: dict[str, EventType] = {
     "ADDED": "ADDED",
     "MODIFIED": "MODIFIED",
@@ -107,31 +105,6 @@ class Preconditions:
 
     uid: str | None = None
     resource_version: str | None = None
-
-
-@dataclass(slots=True)
-class ObjectList(Generic[T]):
-    """One list response: items plus the list's resourceVersion (and continue token for a page)."""
-
-    items: list[Any]
-    resource_version: str
-    continue_token: str | None = None
-    remaining_item_count: int | None = None
-
-    def __iter__(self) -> Any:
-        return iter(self.items)
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-
-@dataclass(frozen=True, slots=True)
-class WatchEvent(Generic[T]):
-    """One watch event. For ``BOOKMARK`` the object carries only ``metadata.resourceVersion``."""
-
-    type: EventType
-    object: Any
-    resource_version: str
 
 
 def _selector(value: Selector | None) -> str | None:
@@ -985,3 +958,11 @@ class Watch:
         obj.setdefault("apiVersion", api_version)
         obj.setdefault("kind", kind_name)
         return WatchEvent(kind, Client._decode(self._kind, obj), rv)
+
+
+if TYPE_CHECKING:
+    from setpoint.client.protocols import ApiClient
+
+    def _conforms(client: Client) -> ApiClient:
+        # Checked by mypy only: the live client satisfies the widest protocol.
+        return client

@@ -31,16 +31,14 @@ unchanged on the live client, the tracking client and the fake.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import JsonObject
+from setpoint.client.objects import ObjectList, WatchEvent
 from setpoint.client.patch import Patch
-
-if TYPE_CHECKING:
-    from setpoint.client.client import Client, ObjectList, WatchEvent
 
 __all__ = [
     "ApiClient",
@@ -285,10 +283,3 @@ class CachedClient(Protocol):
     def cache(self) -> CacheView:
         """The cache that holds what this client wrote."""
         ...
-
-
-if TYPE_CHECKING:
-
-    def _conforms(client: Client) -> ApiClient:
-        # Checked by mypy only: the live client satisfies the widest protocol.
-        return client

@@ -41,8 +41,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from setpoint.api.jsonvalues import json_equal
+from setpoint.api.meta import JsonObject
 
-__all__ = ["ApplyConflict", "Ownership", "apply_configuration", "leaf_paths"]
+__all__ = [
+    "ApplyConflict",
+    "Ownership",
+    "Record",
+    "apply_configuration",
+    "leaf_paths",
+]
 
 Path = tuple[str, ...]
 Operation = Literal["Apply", "Update"]
@@ -263,3 +270,11 @@ def _select(config: Mapping[str, Any], part: Part) -> dict[str, Any]:
         if key not in ("apiVersion", "kind", "metadata") and _in_part(key, part):
             out[key] = value
     return out
+
+
+@dataclass(slots=True)
+class Record:
+    """One stored object and the fake's private field-ownership record for it."""
+
+    obj: JsonObject
+    ownership: Ownership = field(default_factory=Ownership)

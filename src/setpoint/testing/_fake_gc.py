@@ -23,7 +23,7 @@ from setpoint.api.meta import JsonObject
 from setpoint.testing._fake_kinds import KindRules, storage_key
 
 if TYPE_CHECKING:
-    from setpoint.testing._fake_store import Record
+    from setpoint.testing._fake_apply import Record
 
 __all__ = ["GC_MANAGER", "Cluster", "GarbageCollector", "Slot"]
 

@@ -27,7 +27,7 @@ import string
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -41,7 +41,7 @@ from setpoint.api.meta import JsonObject
 from setpoint.cache.selectors import FieldSelector, LabelSelector, SelectorError
 from setpoint.client.errors import ApiError
 from setpoint.client.patch import ApplyPatch, JsonPatch, MergePatch, Patch, StrategicMergePatch
-from setpoint.testing._fake_apply import Ownership, apply_configuration
+from setpoint.testing._fake_apply import Ownership, Record, apply_configuration
 from setpoint.testing._fake_errors import (
     api_error,
     invalid,
@@ -88,14 +88,6 @@ _SYSTEM_METADATA = (
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 """Annotation of the bookmark that ends the initial events of a watch."""
-
-
-@dataclass(slots=True)
-class Record:
-    """One stored object and the fake's private field-ownership record for it."""
-
-    obj: JsonObject
-    ownership: Ownership = field(default_factory=Ownership)
 
 
 @dataclass(frozen=True, slots=True)

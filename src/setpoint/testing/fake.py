@@ -99,13 +99,12 @@ from setpoint.api.resource import Resource
 from setpoint.api.types import KindLike, TypedObject, is_typed
 from setpoint.cache.store import IndexFunc
 from setpoint.client.client import (
-    ObjectList,
     Preconditions,
     PropagationPolicy,
     Selector,
-    WatchEvent,
 )
 from setpoint.client.errors import ApiError, UnknownKind
+from setpoint.client.objects import ObjectList, WatchEvent
 from setpoint.client.patch import ApplyPatch, MergePatch, Patch
 from setpoint.testing._fake_errors import api_error
 from setpoint.testing._fake_kinds import KindRules, path_of

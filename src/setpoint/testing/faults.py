@@ -50,7 +50,8 @@ from setpoint.client.patch import Patch
 
 if TYPE_CHECKING:
     from setpoint.api.types import KindLike
-    from setpoint.client.client import Client, Preconditions, WatchEvent
+    from setpoint.client.client import Client, Preconditions
+    from setpoint.client.objects import WatchEvent
 
 __all__ = [
     "Call",

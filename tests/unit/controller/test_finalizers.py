@@ -17,8 +17,8 @@ from setpoint.api import kinds
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject, finalizers_of
 from setpoint.cache import Cache
-from setpoint.client.client import ObjectList
 from setpoint.client.errors import NotFound
+from setpoint.client.objects import ObjectList
 from setpoint.controller import Builder, Context, ControllerError, Result
 from setpoint.controller.finalizers import (
     ADVERTISES_FINALIZERS_LABEL,
