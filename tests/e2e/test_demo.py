@@ -100,6 +100,23 @@ def test_demo_converges_tenants_shows_quota_deletion_and_metrics_and_cleans_up(
     assert served is not None and int(served.group(1)) >= 2
     assert 'controller_runtime_webhook_requests_total{code="500",webhook="/convert"} 0.0' in out
 
+    # The validating webhook (generated configuration, served by the operator) refuses two
+    # bad Tenants with their reasons; its warning about the open Tenant (globex) reaches the
+    # client, which logs it (to stderr).
+    assert re.search(
+        r"installed ValidatingWebhookConfiguration validating-webhook-configuration: "
+        r"vtenant-v1\.tenants\.setpoint\.dev at https://127\.0\.0\.1:\d+/validate-",
+        out,
+    )
+    denied = (
+        'refused (403): admission webhook "vtenant-v1.tenants.setpoint.dev" denied the request: '
+    )
+    assert denied + "spec.namespaces: 'kube-system' belongs to the cluster" in out
+    assert denied + "spec.namespaces: 'acme-dev' is already claimed by Tenant 'acme'" in out
+    assert "spec.isolated is false: pods in every namespace can reach this tenant's pods" in (
+        proc.stderr
+    )
+
     # Quota usage counts the Pod.
     assert re.search(r"^\s+acme-dev\s+1/10\s+\S+/4\s+\S+/8Gi$", out, re.M), out
     assert re.search(r"^\s+acme-prod\s+0/10\s", out, re.M)

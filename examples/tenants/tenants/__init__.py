@@ -1,7 +1,8 @@
 """The tenants operator: setpoint's flagship example of a multi-tenancy operator.
 
 A cluster-scoped ``Tenant`` (``tenants.setpoint.dev/v1``; ``v1alpha1`` is still served,
-converted by the operator's webhook server) gets namespaces, each with a
+converted by the operator's webhook server, which also runs the validating webhook that
+refuses reserved or already claimed namespaces) gets namespaces, each with a
 ResourceQuota, a LimitRange, a RoleBinding for its admin group and, when isolated, a
 default-deny NetworkPolicy; it is registered in a tenant directory (a SQLite file) that a
 finalizer keeps in sync on deletion. Start it with::
@@ -33,6 +34,7 @@ from .api import (
 from .controller import CONTROLLER_NAME, FINALIZER, TenantReconciler
 from .directory import DirectoryEntry, DirectoryUnavailable, TenantDirectory
 from .settings import SettingsError, TenantsSettings
+from .webhooks import TenantValidator
 
 __all__ = [
     "CONTROLLER_NAME",
@@ -52,6 +54,7 @@ __all__ = [
     "TenantSpecV1Alpha1",
     "TenantStatus",
     "TenantV1Alpha1",
+    "TenantValidator",
     "TenantsSettings",
     "setup",
 ]
@@ -75,6 +78,8 @@ def setup(manager: sp.Manager, settings: TenantsSettings | None = None) -> Tenan
     manager.add(directory)
     # The API server converts Tenants between v1alpha1 and v1 through this webhook.
     manager.webhook_server.add_conversion(Tenant, TenantV1Alpha1)
+    # ... and asks this one before storing a Tenant (config/webhook/manifests.yaml).
+    manager.webhook_server.add_admission(TenantValidator(manager.client))
     reconciler = TenantReconciler(settings, directory)
     # The indexes must exist before the manager's cache syncs.
     reconciler.attach(manager.cache)

@@ -10,7 +10,7 @@ import pytest
 from .tenants_support import EXAMPLE_DIR
 
 
-@pytest.mark.parametrize("what", ["crd", "rbac"])
+@pytest.mark.parametrize("what", ["crd", "rbac", "webhook"])
 def test_generated_manifests_are_up_to_date(what: str) -> None:
     result = subprocess.run(
         [

@@ -67,7 +67,7 @@ async def test_a_tenant_written_at_v1alpha1_converges_and_reads_at_v1(
     assert hub.spec.isolated is False
     quota = await k8s.get(sp.kinds.ResourceQuota, "tenant-quota", namespace=name)
     assert quota["spec"]["hard"]["pods"] == "3"
-    assert converting.running.manager.webhook_server.paths == ("/convert",)
+    assert "/convert" in converting.running.manager.webhook_server.paths
 
 
 async def test_a_v1alpha1_update_keeps_what_only_v1_can_say(
@@ -106,8 +106,7 @@ async def test_the_kustomize_layout_wires_the_crd_to_the_webhook_service() -> No
 
     The conversion clientConfig names tenants-webhook-service in tenants-system on /convert;
     that Service exists and targets the manager's webhook-server port (9443), which the
-    Deployment exposes, with the serving certificate mounted where --webhook-cert-dir
-    points.
+    Deployment exposes. (Where the certificate comes from is test_kustomize_layouts.py's.)
     """
     kubectl = find_binaries().kubectl
     assert kubectl is not None
@@ -139,7 +138,5 @@ async def test_the_kustomize_layout_wires_the_crd_to_the_webhook_service() -> No
     assert {"name": "webhook-server", "containerPort": 9443, "protocol": "TCP"} in container[
         "ports"
     ]
-    assert "--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs" in container["args"]
-    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
-    assert mounts["webhook-certs"] == "/tmp/k8s-webhook-server/serving-certs"
+    assert "--webhook-bind-address=:9443" in container["args"]
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]

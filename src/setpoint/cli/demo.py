@@ -16,7 +16,9 @@ What it does, in order (about a minute once the control plane binaries are built
    children per kind, directory registration and progress. On a terminal the table is redrawn
    in place; otherwise (CI logs) a snapshot is appended whenever it changes. Then writes a
    Tenant at ``v1alpha1``, as a client of the old API version would, and reads it at ``v1``
-   (and a ``v1`` Tenant at ``v1alpha1``): the operator's webhook converts both ways.
+   (and a ``v1`` Tenant at ``v1alpha1``): the operator's webhook converts both ways. Then
+   tries two bad Tenants (one claiming ``kube-system``, one claiming another Tenant's
+   namespace): the operator's validating webhook refuses both, with the reason.
 5. Creates a Pod in a tenant namespace (there is no kubelet: it is stored and counted by the
    quota, never run) and shows the Tenant's quota usage.
 6. Deletes a Tenant and shows its finalizer unregistering it from the directory (read from
@@ -551,6 +553,11 @@ class DemoWebhook:
         """The conversion endpoint the API server calls."""
         return f"https://127.0.0.1:{self.port}/convert"
 
+    @property
+    def base_url(self) -> str:
+        """The webhook server's address; each admission webhook's path goes after it."""
+        return f"https://127.0.0.1:{self.port}"
+
 
 def tenant_crds(screen: Screen, webhook: DemoWebhook) -> list[dict[str, Any]]:
     """Generate the Tenant CRD from the operator's Python types, as ``setpoint generate crd`` does.
@@ -574,6 +581,70 @@ def tenant_crds(screen: Screen, webhook: DemoWebhook) -> list[dict[str, Any]]:
             crds.append(crd)
     screen.line(f"conversion between the versions: the operator's webhook at {webhook.url}")
     return crds
+
+
+async def install_validation(
+    client: Client, op: Operator, webhook: DemoWebhook, screen: Screen
+) -> None:
+    """Install the operator's ValidatingWebhookConfiguration and wait until it is in effect.
+
+    Generated from the operator's validator classes, as ``setpoint generate webhook
+    --webhook-url ... --webhook-ca-file ...`` writes it. Installed once the operator serves
+    (its failure policy is Fail: before that, every Tenant write would be refused).
+    """
+    from setpoint.client.errors import ApiError
+    from setpoint.crd import (
+        WebhookClientConfig,
+        find_admission_webhooks,
+        import_targets,
+        webhook_configurations,
+    )
+
+    specs = find_admission_webhooks(import_targets([str(operator_path())]))
+    config = WebhookClientConfig(url=webhook.base_url, ca_bundle=webhook.ca_pem)
+    for configuration in webhook_configurations(specs, client_config=config):
+        await client.create(configuration)
+        for hook in configuration["webhooks"]:
+            screen.line(
+                f"installed {configuration['kind']} {configuration['metadata']['name']}: "
+                f"{hook['name']} at {hook['clientConfig']['url']}"
+            )
+
+    async def in_effect() -> bool | None:
+        probe = {
+            "apiVersion": TENANT.api_version,
+            "kind": "Tenant",
+            "metadata": {"name": "probe"},
+            "spec": {"namespaces": ["kube-probe"], "adminGroup": "x"},
+        }
+        try:
+            await client.create(probe, dry_run=True)
+        except ApiError:
+            return True
+        return None
+
+    await poll("the validating webhook taking effect", in_effect, timeout=30, alive=op.check_alive)
+
+
+async def show_validation(client: Client, screen: Screen) -> None:
+    """Two bad Tenants, refused by the operator's validating webhook with the reason."""
+    from setpoint.client.errors import ApiError
+
+    claimed = dict(DEMO_TENANTS)[QUOTA_TENANT]["namespaces"][0]
+    for name, namespaces in (("greedy", ["kube-system"]), ("copycat", [claimed])):
+        bad = {
+            "apiVersion": TENANT.api_version,
+            "kind": "Tenant",
+            "metadata": {"name": name},
+            "spec": {"namespaces": namespaces, "adminGroup": f"{name}-admins"},
+        }
+        screen.line(f"create Tenant {name} with namespaces {namespaces}:")
+        try:
+            await client.create(bad)
+        except ApiError as exc:
+            screen.line(f"  refused ({exc.code}): {exc.status.get('message', exc)}")
+        else:
+            raise DemoError(f"the validating webhook let Tenant {name} through")
 
 
 async def wait_discoverable(client: Client) -> None:
@@ -859,18 +930,24 @@ async def show_metrics(op: Operator, screen: Screen) -> None:
         screen.line(f"  {line}")
 
 
-async def _main(plane: ControlPlane, op: Operator, screen: Screen, keep: bool) -> None:
+async def _main(
+    plane: ControlPlane, op: Operator, screen: Screen, keep: bool, webhook: DemoWebhook
+) -> None:
     from setpoint.client.client import Client
 
     directory = op.directory
     async with Client.from_kubeconfig(str(plane.kubeconfig_path)) as client:
         await wait_operator_ready(client, op, screen)
+        await install_validation(client, op, webhook, screen)
 
         screen.section("3 Tenants converging")
         await converge(client, op, screen, directory)
 
         screen.section("API versions: v1alpha1 beside v1")
         await show_versions(client, op, screen)
+
+        screen.section("bad Tenants refused by the validating webhook")
+        await show_validation(client, screen)
 
         screen.section("quota usage")
         await show_quota(client, op, screen)
@@ -983,7 +1060,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             )
             screen.line("running: " + " ".join(_short(a) for a in op.command))
             screen.line(f"operator pid {op.proc.pid}, log {op.log_path}")
-            asyncio.run(_main(plane, op, screen, args.keep))
+            asyncio.run(_main(plane, op, screen, args.keep, webhook))
             failed = False
         except Exception as exc:
             screen.end_table()

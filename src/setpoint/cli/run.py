@@ -41,13 +41,14 @@ from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
 from setpoint.api.errors import SetpointError
-from setpoint.api.validation import is_dns1123_label
+from setpoint.api.validation import is_dns1123_label, is_dns1123_subdomain
 from setpoint.client.config import SERVICE_ACCOUNT_DIR
 
 if TYPE_CHECKING:
     from setpoint.client.protocols import ApiClient
     from setpoint.manager.options import ManagerOptions
     from setpoint.manager.sharedcache import CacheLike
+    from setpoint.webhook.server import CertificateSource
 
 __all__ = [
     "EXIT_ERROR",
@@ -167,6 +168,23 @@ class RunSettings:
     """Seconds the caches (and each controller's informers) may take for their initial list
     before startup fails. Default: ``ManagerOptions``' (120)."""
 
+    webhook_cert_secret: str | None = None
+    """Manage the webhook server's CA and serving certificate in this Secret of the
+    operator's namespace (:class:`~setpoint.webhook.certificates.SelfManagedCertificates`)
+    instead of reading ``webhook_cert_dir``. ``None``: read the directory."""
+
+    webhook_service: str = "webhook-service"
+    """With ``webhook_cert_secret``: the Service the API server calls the webhooks through;
+    the certificate is issued for its names (``<service>.<namespace>.svc``)."""
+
+    webhook_hosts: tuple[str, ...] = ()
+    """With ``webhook_cert_secret``: further DNS names or IP addresses for the certificate
+    (``127.0.0.1`` for a run outside the cluster)."""
+
+    webhook_inject: tuple[str, ...] = ()
+    """With ``webhook_cert_secret``: objects whose caBundle is kept equal to the CA, as
+    ``crd/NAME``, ``validating/NAME`` or ``mutating/NAME``."""
+
     def __post_init__(self) -> None:
         if not self.target:
             raise ValueError("RunSettings.target must name a module, a .py file or a directory")
@@ -175,6 +193,17 @@ class RunSettings:
         if self.log_format not in _LOG_FORMATS:
             raise ValueError(
                 f"RunSettings.log_format={self.log_format!r}: use one of {_LOG_FORMATS}"
+            )
+        if self.webhook_cert_secret is not None and self.webhook_cert_dir is not None:
+            raise ValueError(
+                "--webhook-cert-secret and --webhook-cert-dir are two sources of the webhook "
+                "certificate: give one (the Secret for self-managed certificates, the directory "
+                "for one mounted from cert-manager's Secret)"
+            )
+        if self.webhook_cert_secret is None and (self.webhook_hosts or self.webhook_inject):
+            raise ValueError(
+                "--webhook-host and --webhook-inject configure self-managed certificates; add "
+                "--webhook-cert-secret NAME"
             )
 
 
@@ -189,6 +218,9 @@ class _Setting:
     default_text: str
     parse: Callable[[str], Any]
     metavar: str | None = None
+    repeatable: bool = False
+    """The flag may be given several times (a tuple); the variable takes a comma-separated
+    list."""
 
 
 def _parse_level(text: str) -> str:
@@ -249,8 +281,36 @@ def _parse_namespace(text: str) -> str:
     return value
 
 
-def _parse_namespace_list(text: str) -> tuple[str, ...]:
-    return tuple(_parse_namespace(part) for part in text.split(",") if part.strip())
+def _list_parser(parse: Callable[[str], Any]) -> Callable[[str], tuple[Any, ...]]:
+    """A comma-separated list of what ``parse`` reads (a repeatable setting's variable)."""
+
+    def parse_list(text: str) -> tuple[Any, ...]:
+        return tuple(parse(part) for part in text.split(",") if part.strip())
+
+    return parse_list
+
+
+def _parse_secret_name(text: str) -> str:
+    value = text.strip()
+    if not is_dns1123_subdomain(value):
+        raise ValueError(
+            f"{value!r} is not a Secret name (lowercase letters, digits, '-' and '.', at most "
+            "253 characters)"
+        )
+    return value
+
+
+_INJECT_KINDS: Final = ("crd", "validating", "mutating")
+
+
+def _parse_inject_target(text: str) -> str:
+    kind, slash, name = text.strip().partition("/")
+    if not slash or kind not in _INJECT_KINDS or not name:
+        raise ValueError(
+            f"{text.strip()!r}: use crd/NAME, validating/NAME or mutating/NAME (the "
+            "CustomResourceDefinition or webhook configuration whose caBundle to keep)"
+        )
+    return f"{kind}/{name}"
 
 
 def _parse_seconds(text: str) -> float:
@@ -367,6 +427,7 @@ def _settings_table() -> tuple[_Setting, ...]:
             "all namespaces",
             _parse_namespace,
             "NAMESPACE",
+            repeatable=True,
         ),
         _Setting(
             "webhook_bind_address",
@@ -385,6 +446,49 @@ def _settings_table() -> tuple[_Setting, ...]:
             "$TMPDIR/k8s-webhook-server/serving-certs",
             _parse_text,
             "DIR",
+        ),
+        _Setting(
+            "webhook_cert_secret",
+            "--webhook-cert-secret",
+            "SETPOINT_WEBHOOK_CERT_SECRET",
+            "manage the webhook server's CA and certificate in this Secret of the operator's "
+            "namespace (made if missing, renewed, CA injected) instead of reading "
+            "--webhook-cert-dir",
+            "none: read --webhook-cert-dir",
+            _parse_secret_name,
+            "NAME",
+        ),
+        _Setting(
+            "webhook_service",
+            "--webhook-service",
+            "SETPOINT_WEBHOOK_SERVICE",
+            "with --webhook-cert-secret: the Service the API server calls the webhooks "
+            "through; the certificate is issued for its names",
+            "'webhook-service'",
+            _parse_namespace,
+            "NAME",
+        ),
+        _Setting(
+            "webhook_hosts",
+            "--webhook-host",
+            "SETPOINT_WEBHOOK_HOSTS",
+            "with --webhook-cert-secret: a further DNS name or IP address for the certificate "
+            "(127.0.0.1 outside the cluster); repeat for several",
+            "none",
+            _parse_text,
+            "HOST",
+            repeatable=True,
+        ),
+        _Setting(
+            "webhook_inject",
+            "--webhook-inject",
+            "SETPOINT_WEBHOOK_INJECT",
+            "with --webhook-cert-secret: keep the caBundle of crd/NAME, validating/NAME or "
+            "mutating/NAME equal to the CA; repeat for several",
+            "none",
+            _parse_inject_target,
+            "KIND/NAME",
+            repeatable=True,
         ),
         _Setting(
             "graceful_shutdown_timeout",
@@ -421,13 +525,13 @@ def resolve_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Ru
     for setting in _settings_table():
         given = getattr(args, setting.dest, None)
         if given is not None and given != []:
-            values[setting.dest] = tuple(given) if setting.dest == "namespaces" else given
+            values[setting.dest] = tuple(given) if setting.repeatable else given
             continue
         raw = environ.get(setting.env, "")
         if setting.dest == "kubeconfig" or not raw.strip():
             # $KUBECONFIG may be a ':'-separated list, which only the kubeconfig loader merges.
             continue
-        parse = _parse_namespace_list if setting.dest == "namespaces" else setting.parse
+        parse = _list_parser(setting.parse) if setting.repeatable else setting.parse
         try:
             values[setting.dest] = parse(raw)
         except ValueError as exc:
@@ -473,8 +577,13 @@ def default_leader_election_namespace(service_account_dir: str | Path | None = N
     return namespace or "default"
 
 
-def build_manager_options(settings: RunSettings, module_name: str) -> ManagerOptions:
+def build_manager_options(
+    settings: RunSettings, module_name: str, client: ApiClient | None = None
+) -> ManagerOptions:
     """The :class:`~setpoint.manager.ManagerOptions` for ``settings``.
+
+    With ``webhook_cert_secret`` the webhook certificate is self-managed, which needs the
+    ``client`` (the Secret lives in its default namespace, the pod's own).
 
     Leader election releases the Lease on a clean shutdown (``release_on_cancel``): the process
     exits right after the manager returns, so nothing leader-only can run after the release,
@@ -485,7 +594,10 @@ def build_manager_options(settings: RunSettings, module_name: str) -> ManagerOpt
 
     """
     from setpoint.manager.options import LeaderElectionOptions, ManagerOptions
-    from setpoint.webhook.server import CertificateDirectory, WebhookServerOptions
+    from setpoint.webhook.server import (
+        CertificateDirectory,
+        WebhookServerOptions,
+    )
 
     leader_election = None
     if settings.leader_elect:
@@ -504,11 +616,13 @@ def build_manager_options(settings: RunSettings, module_name: str) -> ManagerOpt
             return Cache(client, options=CacheOptions(namespaces=namespaces))
 
         extra["new_cache"] = new_cache
-    certificate = (
-        CertificateDirectory(settings.webhook_cert_dir)
-        if settings.webhook_cert_dir is not None
-        else CertificateDirectory()
-    )
+    certificate: CertificateSource
+    if settings.webhook_cert_secret is not None:
+        certificate = _self_managed(settings, client)
+    elif settings.webhook_cert_dir is not None:
+        certificate = CertificateDirectory(settings.webhook_cert_dir)
+    else:
+        certificate = CertificateDirectory()
     return ManagerOptions(
         leader_election=leader_election,
         metrics_bind_address=settings.metrics_bind_address,
@@ -520,6 +634,32 @@ def build_manager_options(settings: RunSettings, module_name: str) -> ManagerOpt
         cache_sync_timeout=settings.cache_sync_timeout,
         **extra,
     )
+
+
+def _self_managed(settings: RunSettings, client: ApiClient | None) -> CertificateSource:
+    """Self-managed certificates from the ``--webhook-*`` settings."""
+    from setpoint.webhook.certificates import (
+        SelfManagedCertificates,
+        SelfManagedCertificatesOptions,
+        service_hosts,
+    )
+
+    if client is None:
+        raise ValueError("--webhook-cert-secret needs a client to manage the Secret with")
+    namespace = client.default_namespace or "default"
+    targets: dict[str, list[str]] = {kind: [] for kind in _INJECT_KINDS}
+    for target in settings.webhook_inject:
+        kind, _, name = target.partition("/")
+        targets[kind].append(name)
+    options = SelfManagedCertificatesOptions(
+        hosts=(*service_hosts(settings.webhook_service, namespace), *settings.webhook_hosts),
+        secret_name=str(settings.webhook_cert_secret),
+        secret_namespace=namespace,
+        crds=tuple(targets["crd"]),
+        validating_webhook_configurations=tuple(targets["validating"]),
+        mutating_webhook_configurations=tuple(targets["mutating"]),
+    )
+    return SelfManagedCertificates(client, options)
 
 
 # -- loading the operator ------------------------------------------------------------------------
@@ -720,7 +860,6 @@ async def _serve(settings: RunSettings, operator: LoadedOperator) -> int:
     from setpoint.client.kubeconfig import load_config, load_kubeconfig
     from setpoint.manager import LeaderElectionLost, Manager, ManagerError
 
-    options = build_manager_options(settings, operator.name)
     hint = "--context NAME (or SETPOINT_CONTEXT)"
     if settings.kubeconfig is not None:
         config = load_kubeconfig(settings.kubeconfig, context=settings.context, context_option=hint)
@@ -728,6 +867,7 @@ async def _serve(settings: RunSettings, operator: LoadedOperator) -> int:
         config = load_config(context=settings.context, context_option=hint)
     client = Client(config)
     try:
+        options = build_manager_options(settings, operator.name, client)
         manager = Manager(client, options)
         await _call_setup(operator, manager)
         le = options.leader_election
@@ -837,7 +977,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                 default=None,
                 help=text,
             )
-        elif setting.dest == "namespaces":
+        elif setting.repeatable:
             parser.add_argument(
                 setting.flag,
                 dest=setting.dest,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -156,3 +157,39 @@ async def test_an_update_is_judged_against_the_old_object(
     grown.spec.capacity = 9
     updated = await k8s.update(grown)
     assert updated.spec.capacity == 9
+
+
+async def test_the_doctor_finds_both_webhooks_answering_with_a_matching_ca_bundle(
+    webhooks: LocalWebhook, kubeconfig_path: Path
+) -> None:
+    """setpoint doctor webhooks -o json: both Vessel webhooks answer; caBundle matches."""
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [
+            sys.executable,
+            "-m",
+            "setpoint",
+            "doctor",
+            "webhooks",
+            "--kubeconfig",
+            str(kubeconfig_path),
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = orjson.loads(done.stdout)
+    ours = {
+        w["webhook"]: w
+        for w in report["webhooks"]
+        if w["source"].split(" ", 1)[1] in (VALIDATING, MUTATING)
+    }
+    assert set(ours) == {f"vvessel-v1.{GROUP}", f"mvessel-v1.{GROUP}"}
+    for found in ours.values():
+        assert found["answers"] is True, found
+        assert found["caBundle"] == "matches", found
+        assert found["problems"] == []
+        assert found["servingCertificateExpires"] is not None

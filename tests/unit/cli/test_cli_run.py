@@ -29,6 +29,10 @@ ENV_VARS = (
     "SETPOINT_LEADER_ELECTION_ID",
     "SETPOINT_WATCH_NAMESPACES",
     "SETPOINT_GRACEFUL_SHUTDOWN_TIMEOUT",
+    "SETPOINT_WEBHOOK_CERT_SECRET",
+    "SETPOINT_WEBHOOK_SERVICE",
+    "SETPOINT_WEBHOOK_HOSTS",
+    "SETPOINT_WEBHOOK_INJECT",
 )
 
 FLAGS = (
@@ -44,6 +48,10 @@ FLAGS = (
     "--leader-election-id",
     "--namespace",
     "--graceful-shutdown-timeout",
+    "--webhook-cert-secret",
+    "--webhook-service",
+    "--webhook-host",
+    "--webhook-inject",
 )
 
 
@@ -276,6 +284,57 @@ def test_watch_namespaces_restrict_the_manager_cache() -> None:
     assert cache.options.namespaces == ("a", "b")
     unrestricted = run.build_manager_options(settings("op"), "op")
     assert unrestricted.new_cache(FakeClient()).options.namespaces == ()
+
+
+def test_self_managed_webhook_certificates_from_flags_and_variables() -> None:
+    """--webhook-cert-secret and friends build SelfManagedCertificates for the pod's namespace."""
+    from setpoint.webhook.certificates import SelfManagedCertificates
+
+    resolved = settings(
+        "op",
+        "--webhook-cert-secret=op-webhook-cert",
+        "--webhook-service=op-webhook-service",
+        "--webhook-host=127.0.0.1",
+        "--webhook-inject=crd/widgets.example.com",
+        "--webhook-inject=validating/op-validating-webhook-configuration",
+    )
+    client = FakeClient()
+    options = run.build_manager_options(resolved, "op", client)
+    source = options.webhook_server.certificate
+    assert isinstance(source, SelfManagedCertificates)
+    certs = source.options
+    assert certs.secret_name == "op-webhook-cert"
+    assert certs.secret_namespace == client.default_namespace
+    assert certs.hosts == (
+        f"op-webhook-service.{client.default_namespace}.svc",
+        f"op-webhook-service.{client.default_namespace}.svc.cluster.local",
+        "127.0.0.1",
+    )
+    assert certs.crds == ("widgets.example.com",)
+    assert certs.validating_webhook_configurations == ("op-validating-webhook-configuration",)
+    assert certs.mutating_webhook_configurations == ()
+    from_env = settings(
+        "op",
+        env={
+            "SETPOINT_WEBHOOK_CERT_SECRET": "s",
+            "SETPOINT_WEBHOOK_HOSTS": "127.0.0.1,localhost",
+            "SETPOINT_WEBHOOK_INJECT": "mutating/m,crd/c",
+        },
+    )
+    assert from_env.webhook_hosts == ("127.0.0.1", "localhost")
+    assert from_env.webhook_inject == ("mutating/m", "crd/c")
+
+
+def test_webhook_certificate_settings_that_cannot_work_are_refused() -> None:
+    """Two certificate sources, hosts without a Secret, or a bad target: one clear error."""
+    with pytest.raises(ValueError, match="give one"):
+        settings("op", "--webhook-cert-secret=s", "--webhook-cert-dir=/certs")
+    with pytest.raises(ValueError, match="add --webhook-cert-secret"):
+        settings("op", "--webhook-host=127.0.0.1")
+    with pytest.raises(ValueError, match="use crd/NAME, validating/NAME or mutating/NAME"):
+        settings("op", env={"SETPOINT_WEBHOOK_INJECT": "service/x"})
+    with pytest.raises(SystemExit):
+        parse("op", "--webhook-inject=oops")
 
 
 def test_equal_bind_addresses_are_rejected() -> None:
