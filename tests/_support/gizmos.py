@@ -90,7 +90,7 @@ async def reconcile_gizmo(ctx: Context, request: Request) -> Result | None:
     status = desired_status(obj)
     if obj.get("status") != status:
         obj["status"] = status
-        await ctx.client.update_status(obj)
+        await ctx.client.replace_status(obj)
     return None
 
 

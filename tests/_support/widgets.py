@@ -16,7 +16,7 @@ from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject
 from setpoint.client.errors import AlreadyExists, ConnectionFailed
-from setpoint.testing import FakeClient, FakeOptions, Rule
+from setpoint.testing import FakeClient, FakeOptions, FaultRule
 from tests._support.kinds import CRDS, DIAL, WIDGET, Dial, Widget
 
 __all__ = [
@@ -84,7 +84,7 @@ def connection_reset() -> ConnectionFailed:
     return ConnectionFailed("connection reset by peer", url="https://fake")
 
 
-def hold_next_watch(fake: FakeClient) -> tuple[asyncio.Event, Rule]:
+def hold_next_watch(fake: FakeClient) -> tuple[asyncio.Event, FaultRule]:
     """Hold the next watch request back until the returned event is set.
 
     The call is recorded (``fake.faults.calls``) before it waits, so a test can see the

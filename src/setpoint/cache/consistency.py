@@ -644,11 +644,11 @@ class TrackingClient:
             self._record(None, result)
         return result
 
-    async def update_status(
+    async def replace_status(
         self, obj: Any, *, dry_run: bool = False, field_manager: str | None = None
     ) -> Any:
-        """Write ``obj``'s status (see :meth:`Client.update_status`) and record the version."""
-        result = await self._wrapped.update_status(
+        """Write ``obj``'s status (see :meth:`Client.replace_status`) and record the version."""
+        result = await self._wrapped.replace_status(
             obj, dry_run=dry_run, field_manager=field_manager
         )
         if not dry_run:
@@ -809,11 +809,11 @@ class TrackingClient:
             self._record(kind, _with_key(result, name, namespace))
         return result
 
-    async def scale(
+    async def set_scale(
         self, kind: KindLike, name: str, replicas: int, *, namespace: str | None = None
     ) -> JsonObject:
-        """Set ``spec.replicas`` through ``scale`` (see :meth:`Client.scale`); record it."""
-        result = await self._wrapped.scale(kind, name, replicas, namespace=namespace)
+        """Set ``spec.replicas`` through ``scale`` (see :meth:`Client.set_scale`); record it."""
+        result = await self._wrapped.set_scale(kind, name, replicas, namespace=namespace)
         self._record(kind, _with_key(result, name, namespace))
         return result
 

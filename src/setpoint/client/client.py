@@ -529,10 +529,15 @@ class Client:
         )
         return self._decode(kind, resp.body)
 
-    async def update_status(
+    async def replace_status(
         self, obj: Any, *, dry_run: bool = False, field_manager: str | None = None
     ) -> Any:
-        """Write ``obj``'s status through the ``status`` subresource (spec changes are ignored)."""
+        """Replace ``obj``'s status through the ``status`` subresource (a PUT; spec is ignored).
+
+        The raw write, optimistic on ``obj``'s resourceVersion: a stale copy is a Conflict.
+        For a status change that re-reads and retries on Conflict, use
+        :func:`setpoint.update_status` (``setpoint.client.safe.update_status``).
+        """
         return await self.update(
             obj, subresource="status", dry_run=dry_run, field_manager=field_manager
         )
@@ -788,7 +793,7 @@ class Client:
         """The object's ``autoscaling/v1`` Scale (``spec.replicas``, ``status.replicas``)."""
         return await self.get_subresource(kind, name, "scale", namespace=namespace)
 
-    async def scale(
+    async def set_scale(
         self, kind: KindLike, name: str, replicas: int, *, namespace: str | None = None
     ) -> JsonObject:
         """Set ``spec.replicas`` through the ``scale`` subresource (a merge patch)."""

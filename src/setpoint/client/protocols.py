@@ -130,7 +130,7 @@ class Writer(Protocol):
 class StatusWriter(Protocol):
     """Writes the ``status`` subresource only."""
 
-    async def update_status(
+    async def replace_status(
         self, obj: Any, *, dry_run: bool = False, field_manager: str | None = None
     ) -> Any:
         """Replace the status of an object (optimistic on resourceVersion)."""
@@ -247,7 +247,7 @@ class ApiClient(ReadWriter, ListWatcher, Protocol):
         """PUT a subresource (``scale``, ``status``)."""
         ...
 
-    async def scale(
+    async def set_scale(
         self, kind: Any, name: str, replicas: int, *, namespace: str | None = None
     ) -> JsonObject:
         """Set ``spec.replicas`` through the ``scale`` subresource."""

@@ -515,7 +515,7 @@ async def _finish(
         )
     updated = {**crd, "status": {**crd.get("status", {}), "storedVersions": [storage]}}
     try:
-        written = await client.update_status(updated)
+        written = await client.replace_status(updated)
     except Conflict:
         raise StorageMigrationError(
             f"CRD {name} changed while storedVersions was being written; run the migration again"

@@ -13,7 +13,7 @@ from setpoint.testing.controlplane import (
     find_binaries,
 )
 from setpoint.testing.fake import FakeClient, FakeOptions, FakeWatch
-from setpoint.testing.faults import Call, FaultInjectingClient, Faults, Rule
+from setpoint.testing.faults import Call, FaultInjectingClient, FaultRule, Faults
 from setpoint.testing.operator import RunningOperator, run_operator
 from setpoint.testing.upgrade import UpgradeCheck
 from setpoint.testing.waits import WaitTimeout, eventually
@@ -29,10 +29,10 @@ __all__ = [
     "FakeRecorder",
     "FakeWatch",
     "FaultInjectingClient",
+    "FaultRule",
     "Faults",
     "LocalWebhook",
     "RecordedEvent",
-    "Rule",
     "RunningOperator",
     "UpgradeCheck",
     "WaitTimeout",

@@ -29,7 +29,7 @@ fake keeps the same *idea* privately, in :class:`Ownership`, and never writes
 
 What is not modelled: schema-declared list types (``listType=map``/``set``
 on other lists), ``x-kubernetes-map-type: atomic``, ownership of ``status``
-written through ``update_status`` versus apply on the status subresource
+written through ``replace_status`` versus apply on the status subresource
 (both are plain fields here), and version conversion of managed fields.
 """
 

@@ -23,13 +23,13 @@ What it mirrors (each checked against a real kube-apiserver by the parity
 suite in ``tests/integration/parity``):
 
 - ``resourceVersion`` from one global counter; Conflict on a stale one in
-  update, update_status and patches carrying it; no new version (and no
+  update, replace_status and patches carrying it; no new version (and no
   event) for a write that changes nothing.
 - ``metadata.generation``: custom resources bump it on any change outside
   metadata (and outside status when the status subresource is on);
   Deployments on spec and annotations; other built-ins that track it on
   spec; kinds that do not track it keep what the client sent at create.
-- The status subresource: update and patch ignore status; update_status and
+- The status subresource: update and patch ignore status; replace_status and
   status patches change nothing but status; kinds without it answer 404 on
   ``/status``.
 - Deletion: ``deletionTimestamp`` (and ``deletionGracePeriodSeconds: 0``, a
@@ -764,11 +764,11 @@ class FakeClient:
         )
         return _decode(kind, updated)
 
-    async def update_status(
+    async def replace_status(
         self, obj: Any, *, dry_run: bool = False, field_manager: str | None = None
     ) -> Any:
         """Write ``obj``'s status through the status subresource (everything else is ignored)."""
-        call = object_call("update_status", obj, subresource="status")
+        call = object_call("replace_status", obj, subresource="status")
         return await self._run(call, lambda: self._update(obj, "status", dry_run, field_manager))
 
     @overload
@@ -1100,7 +1100,7 @@ class FakeClient:
 
         return await self._run(Call("get_scale", kind_gvk(kind), namespace, name, "scale"), op)
 
-    async def scale(
+    async def set_scale(
         self, kind: KindLike, name: str, replicas: int, *, namespace: str | None = None
     ) -> JsonObject:
         """Set ``spec.replicas`` through the ``scale`` subresource."""
@@ -1111,7 +1111,7 @@ class FakeClient:
                 rules, namespace or "", name, {"spec": {"replicas": replicas}}, False
             )
 
-        call = Call("scale", kind_gvk(kind), namespace, name, "scale", body=replicas)
+        call = Call("set_scale", kind_gvk(kind), namespace, name, "scale", body=replicas)
         return await self._run(call, op)
 
     async def server_version(self) -> JsonObject:

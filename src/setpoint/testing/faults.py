@@ -5,7 +5,7 @@ delete, a 429 storm) are where operators break, and a healthy test cluster
 never produces them on demand. :class:`Faults` does::
 
     fake = FakeClient(objects=[...])
-    fake.faults.fail_next("update_status", kind=Widget, error=Conflict)
+    fake.faults.fail_next("replace_status", kind=Widget, error=Conflict)
     fake.faults.add_latency("get", 0.2)
     fake.faults.timeout_next("delete", applied=True)   # the delete happens, the answer is lost
 
@@ -16,9 +16,9 @@ interceptor package, so integration tests can inject faults too::
     client.faults.fail_next("create", kind=kinds.ConfigMap, error=TooManyRequests)
 
 Verbs are the client's method names (``get``, ``list``, ``list_page``,
-``watch``, ``create``, ``update``, ``update_status``, ``patch``, ``apply``,
+``watch``, ``create``, ``update``, ``replace_status``, ``patch``, ``apply``,
 ``delete``, ``delete_collection``, ``get_subresource``,
-``create_subresource``, ``update_subresource``, ``get_scale``, ``scale``)
+``create_subresource``, ``update_subresource``, ``get_scale``, ``set_scale``)
 or ``"*"`` for any. A rule fires for calls matching its verb and its optional
 kind, namespace and name; ``skip`` lets that many matching calls through
 first and ``times`` bounds how often it fires (``None``: until removed).
@@ -57,8 +57,8 @@ __all__ = [
     "Call",
     "ErrorSpec",
     "FaultInjectingClient",
+    "FaultRule",
     "Faults",
-    "Rule",
     "Verb",
 ]
 
@@ -72,7 +72,7 @@ Verb = Literal[
     "watch",
     "create",
     "update",
-    "update_status",
+    "replace_status",
     "patch",
     "apply",
     "delete",
@@ -81,7 +81,7 @@ Verb = Literal[
     "create_subresource",
     "update_subresource",
     "get_scale",
-    "scale",
+    "set_scale",
 ]
 """A client method name, or ``"*"`` for every method."""
 
@@ -139,11 +139,11 @@ _METHODS = {
     "create": "POST",
     "create_subresource": "POST",
     "update": "PUT",
-    "update_status": "PUT",
+    "replace_status": "PUT",
     "update_subresource": "PUT",
     "patch": "PATCH",
     "apply": "PATCH",
-    "scale": "PATCH",
+    "set_scale": "PATCH",
     "delete": "DELETE",
     "delete_collection": "DELETE",
 }
@@ -226,7 +226,7 @@ Action = Callable[[Call], Awaitable[None]]
 
 
 @dataclass(eq=False)
-class Rule:
+class FaultRule:
     """One fault rule. Keep the handle to inspect :attr:`hits` or :meth:`remove` it."""
 
     verbs: frozenset[str]
@@ -288,7 +288,7 @@ class Faults:
     """A set of fault rules and a log of calls. See the module docstring."""
 
     def __init__(self) -> None:
-        self.rules: list[Rule] = []
+        self.rules: list[FaultRule] = []
         """Active rules, applied in the order they were added."""
         self.calls: list[Call] = []
         """Every call seen, in order (a test can assert on it)."""
@@ -307,12 +307,12 @@ class Faults:
         before: Action | None = None,
         after: Action | None = None,
         description: str,
-    ) -> Rule:
+    ) -> FaultRule:
         if times is not None and times < 1:
             raise ValueError(f"times must be >= 1 (or None for every call), not {times}")
         if skip < 0:
             raise ValueError(f"skip must be >= 0, not {skip}")
-        rule = Rule(
+        rule = FaultRule(
             verbs=_verbs(verb),
             kind=_kind(kind),
             namespace=namespace,
@@ -338,7 +338,7 @@ class Faults:
         skip: int = 0,
         error: ErrorSpec | None = None,
         applied: bool = False,
-    ) -> Rule:
+    ) -> FaultRule:
         """Make the next ``times`` matching calls raise ``error`` (default: 500 InternalError).
 
         ``error`` may be an exception class (``Conflict``, ``TooManyRequests``, ...),
@@ -372,7 +372,7 @@ class Faults:
         name: str | None = None,
         times: int | None = None,
         skip: int = 0,
-    ) -> Rule:
+    ) -> FaultRule:
         """Delay matching calls by ``seconds`` before they run (every call unless ``times``)."""
         if seconds < 0:
             raise ValueError(f"latency must be >= 0 seconds, not {seconds}")
@@ -402,7 +402,7 @@ class Faults:
         skip: int = 0,
         after: float = 0.0,
         applied: bool = False,
-    ) -> Rule:
+    ) -> FaultRule:
         """Make matching calls raise :class:`RequestTimeout` after ``after`` seconds.
 
         With ``applied=True`` the call takes effect first: the ambiguous
@@ -443,7 +443,7 @@ class Faults:
         name: str | None = None,
         times: int | None = None,
         skip: int = 0,
-    ) -> Rule:
+    ) -> FaultRule:
         """Run ``handler(call)`` (sync or async) before matching calls; it may raise.
 
         Use it to simulate another writer that gets in first (change the object
@@ -467,7 +467,7 @@ class Faults:
             description=f"intercept {verb} with {handler!r}",
         )
 
-    def remove(self, rule: Rule) -> None:
+    def remove(self, rule: FaultRule) -> None:
         """Stop applying ``rule``."""
         if rule in self.rules:
             self.rules.remove(rule)
@@ -486,7 +486,7 @@ class Faults:
 
     # -- running -------------------------------------------------------------------------------
 
-    def _firing(self, call: Call) -> list[Rule]:
+    def _firing(self, call: Call) -> list[FaultRule]:
         firing = []
         for rule in list(self.rules):
             if rule.exhausted or not rule.matches(call):
@@ -623,10 +623,10 @@ class FaultInjectingClient:
         call = object_call("update", obj, subresource=kwargs.get("subresource"))
         return await self.faults.run(call, lambda: self.inner.update(obj, **kwargs))
 
-    async def update_status(self, obj: Any, **kwargs: Any) -> Any:
-        """:meth:`Client.update_status <setpoint.client.Client.update_status>`, with faults."""
-        call = object_call("update_status", obj, subresource="status")
-        return await self.faults.run(call, lambda: self.inner.update_status(obj, **kwargs))
+    async def replace_status(self, obj: Any, **kwargs: Any) -> Any:
+        """:meth:`Client.replace_status <setpoint.client.Client.replace_status>`, with faults."""
+        call = object_call("replace_status", obj, subresource="status")
+        return await self.faults.run(call, lambda: self.inner.replace_status(obj, **kwargs))
 
     async def patch(self, kind: KindLike, name: str, patch: Patch, **kwargs: Any) -> Any:
         """:meth:`Client.patch <setpoint.client.Client.patch>`, with faults."""
@@ -727,11 +727,15 @@ class FaultInjectingClient:
         )
         return result
 
-    async def scale(self, kind: KindLike, name: str, replicas: int, **kwargs: Any) -> JsonObject:
-        """:meth:`Client.scale <setpoint.client.Client.scale>`, with faults."""
-        call = Call("scale", kind_gvk(kind), kwargs.get("namespace"), name, "scale", body=replicas)
+    async def set_scale(
+        self, kind: KindLike, name: str, replicas: int, **kwargs: Any
+    ) -> JsonObject:
+        """:meth:`Client.set_scale <setpoint.client.Client.set_scale>`, with faults."""
+        call = Call(
+            "set_scale", kind_gvk(kind), kwargs.get("namespace"), name, "scale", body=replicas
+        )
         result: JsonObject = await self.faults.run(
-            call, lambda: self.inner.scale(kind, name, replicas, **kwargs)
+            call, lambda: self.inner.set_scale(kind, name, replicas, **kwargs)
         )
         return result
 

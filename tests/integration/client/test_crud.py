@@ -122,7 +122,7 @@ async def test_custom_resource_crud_and_subresources(
 
     created["status"] = {"phase": "Ready", "replicas": 1}
     created["spec"]["size"] = 99  # must be ignored by the status subresource
-    after_status = await k8s.update_status(created)
+    after_status = await k8s.replace_status(created)
     assert after_status["status"]["phase"] == "Ready"
     assert after_status["spec"]["size"] == 3
 
@@ -132,7 +132,7 @@ async def test_custom_resource_crud_and_subresources(
     assert after_spec["spec"]["size"] == 4
     assert after_spec["status"]["phase"] == "Ready"
 
-    scale = await k8s.scale(widget_crd, "w1", 5, namespace=namespace)
+    scale = await k8s.set_scale(widget_crd, "w1", 5, namespace=namespace)
     assert scale["spec"]["replicas"] == 5
     assert (await k8s.get(widget_crd, "w1", namespace=namespace))["spec"]["replicas"] == 5
     assert (await k8s.get_scale(widget_crd, "w1", namespace=namespace))["status"]["replicas"] == 1

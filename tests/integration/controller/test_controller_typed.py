@@ -65,7 +65,7 @@ async def test_a_typed_controller_reads_and_writes_typed_objects(
         seen_types.append(type(obj))
         if obj.status is None or obj.status.size != obj.spec.size:
             obj.status = GizmoStatus(size=obj.spec.size, observed_generation=1)
-            written = await ctx.client.update_status(obj)
+            written = await ctx.client.replace_status(obj)
             again = await ctx.reader.get(Gizmo, request.name, namespace=request.namespace)
             read_back.append((written.metadata.resource_version, again.metadata.resource_version))
         return None

@@ -102,7 +102,7 @@ async def test_printer_columns_show_in_kubectl_get(
     )
     created = await k8s.create(widget)
     created.status = TYPES.WidgetStatus(phase=TYPES.Phase.RUNNING)
-    await k8s.update_status(created)
+    await k8s.replace_status(created)
 
     def table(*extra: str) -> list[list[str]]:
         out = kubectl(kubeconfig_path, "get", "widgets", "-n", namespace, *extra)

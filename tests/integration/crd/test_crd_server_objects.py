@@ -208,7 +208,7 @@ async def test_status_subresource_separates_spec_and_status(
 
     updated["status"] = {"replicas": 3, "phase": "Running"}
     updated["spec"]["replicas"] = 5
-    with_status = await k8s.update_status(updated)
+    with_status = await k8s.replace_status(updated)
     assert with_status["status"] == {"replicas": 3, "phase": "Running"}
     assert with_status["spec"]["replicas"] == 2
     assert with_status["metadata"]["generation"] == generation + 1
@@ -224,11 +224,11 @@ async def test_scale_subresource_reads_the_declared_paths(
     """
     created = await k8s.create(widget(namespace, replicas=2))
     created["status"] = {"replicas": 1, "selector": "app=w"}
-    await k8s.update_status(created)
+    await k8s.replace_status(created)
     scale = await k8s.get_scale(WIDGET, "w", namespace=namespace)
     assert scale["spec"] == {"replicas": 2}
     assert scale["status"] == {"replicas": 1, "selector": "app=w"}
-    await k8s.scale(WIDGET, "w", 4, namespace=namespace)
+    await k8s.set_scale(WIDGET, "w", 4, namespace=namespace)
     assert (await k8s.get(WIDGET, "w", namespace=namespace))["spec"]["replicas"] == 4
 
 
@@ -272,7 +272,7 @@ async def test_typed_objects_round_trip_through_the_server(
             )
         ],
     )
-    with_status = await k8s.update_status(updated)
+    with_status = await k8s.replace_status(updated)
     assert with_status.status is not None
     assert with_status.status.phase is TYPES.Phase.PENDING
     assert with_status.status.conditions[0].message == ""  # server default

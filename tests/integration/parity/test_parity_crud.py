@@ -164,7 +164,7 @@ async def test_stale_resource_version_conflicts(crds: Api) -> None:
     )
     b["status"] = {"seen": True}
     with pytest.raises(Conflict):
-        await c.update_status(b)
+        await c.replace_status(b)
     old_rv = b["metadata"]["resourceVersion"]
     with pytest.raises(Conflict):
         await c.patch(

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 async def test_generation_bumps_on_spec_only_with_status_subresource(crds: Api) -> None:
     """With a status subresource, only spec changes bump generation.
 
-    Metadata changes (labels) and status changes (through update_status) keep
+    Metadata changes (labels) and status changes (through replace_status) keep
     the generation; a spec change increments it by one.
     """
     c, ns = crds.client, crds.namespace
@@ -28,7 +28,7 @@ async def test_generation_bumps_on_spec_only_with_status_subresource(crds: Api) 
     labelled = await c.update(made)
     assert labelled["metadata"]["generation"] == 1
     labelled["status"] = {"phase": "Ready"}
-    with_status = await c.update_status(labelled)
+    with_status = await c.replace_status(labelled)
     assert with_status["metadata"]["generation"] == 1
     with_status["spec"] = {"a": 2}
     respecced = await c.update(with_status)
@@ -55,7 +55,7 @@ async def test_generation_without_status_subresource(crds: Api) -> None:
     changed["metadata"]["annotations"] = {"a": "b"}
     assert (await c.update(changed))["metadata"]["generation"] == 2
     with pytest.raises(NotFound):
-        await c.update_status(changed)
+        await c.replace_status(changed)
     with pytest.raises(NotFound):
         await c.patch(
             crds.doodad, "gen", MergePatch({"status": {"s": 3}}), namespace=ns, subresource="status"
@@ -93,7 +93,7 @@ async def test_deployment_generation_counts_spec_and_annotations(api: Api) -> No
     assert scaled["metadata"]["generation"] == 3
     scale = await c.get_scale(kinds.Deployment, "web", namespace=ns)
     assert scale["kind"] == "Scale" and scale["spec"]["replicas"] == 3
-    await c.scale(kinds.Deployment, "web", 2, namespace=ns)
+    await c.set_scale(kinds.Deployment, "web", 2, namespace=ns)
     assert (await c.get(kinds.Deployment, "web", namespace=ns))["spec"]["replicas"] == 2
 
 
@@ -121,7 +121,7 @@ async def test_update_ignores_status(crds: Api) -> None:
     assert after["metadata"]["resourceVersion"] == made["metadata"]["resourceVersion"]
     with_status = copy.deepcopy(after)
     with_status["status"] = {"s": "real"}
-    stored = await c.update_status(with_status)
+    stored = await c.replace_status(with_status)
     stored["status"] = {"s": "overwritten?"}
     stored["spec"] = {"a": 2}
     result = await c.update(stored)
@@ -129,7 +129,7 @@ async def test_update_ignores_status(crds: Api) -> None:
     assert result["spec"] == {"a": 2}
 
 
-async def test_update_status_ignores_everything_else(crds: Api) -> None:
+async def test_replace_status_ignores_everything_else(crds: Api) -> None:
     """Through the status subresource only status changes: spec, labels and finalizers stay.
 
     A status merge patch likewise ignores the spec part of the patch.
@@ -140,7 +140,7 @@ async def test_update_status_ignores_everything_else(crds: Api) -> None:
     made["spec"] = {"a": 99}
     made["metadata"]["labels"] = {"sneaky": "yes"}
     made["metadata"]["finalizers"] = ["parity.setpoint.dev/sneaky"]
-    result = await c.update_status(made)
+    result = await c.replace_status(made)
     assert result["status"] == {"s": 1}
     assert result["spec"] == {"a": 1}
     assert "labels" not in result["metadata"]

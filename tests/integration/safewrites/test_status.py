@@ -201,7 +201,7 @@ async def test_conditions_and_observed_generation(
     raw["status"] = dict(third["status"])
     raw["status"]["conditions"] = [dict(third["status"]["conditions"][0], reason="not camel")]
     with pytest.raises(Invalid) as info:
-        await k8s.update_status(raw)
+        await k8s.replace_status(raw)
     assert any("reason" in c.field for c in info.value.causes)
     with pytest.raises(ValueError, match="CamelCase"):
         set_condition({}, "Ready", True, "not camel")

@@ -375,7 +375,7 @@ async def test_tracking_client_records_creates_updates_and_patches(
         await client.create(widget("new"))
         assert expected(informer, ObjectKey("default", "new")).resource_version == "500"
         transport.replies = [stored("a", "501")]
-        await client.update_status(stored("a", "101"))
+        await client.replace_status(stored("a", "101"))
         assert expected(informer, KEY).resource_version == "501"
         assert transport.sent[-1][1].endswith("/widgets/a/status")
         transport.replies = [stored("a", "502")]
@@ -387,7 +387,7 @@ async def test_tracking_client_records_creates_updates_and_patches(
         transport.replies = [{"kind": "Scale", "apiVersion": "autoscaling/v1",
                               "metadata": {"name": "a", "namespace": "default",
                                            "resourceVersion": "504"}}]  # fmt: skip
-        await client.scale(WIDGET, "a", 3, namespace="default")
+        await client.set_scale(WIDGET, "a", 3, namespace="default")
         assert expected(informer, KEY).resource_version == "504"
 
 

@@ -431,7 +431,7 @@ async def test_source_and_global_predicates_filter_events(
     assert reconciler.names_called() == ["default/g"]
     # A status-only change (same generation) is filtered; a spec change is not.
     g = stored(api, WIDGET, "g", namespace="default")
-    await api.update_status({**g, "status": {"x": 1}})
+    await api.replace_status({**g, "status": {"x": 1}})
     await put(api, widget("g", metadata={"labels": {"team": "a"}}, spec={"v": 2}))
     await eventually(lambda: reconciler.count("g") == 2, timeout=5)
     await put(api, widget("g", metadata={"labels": {"team": "b"}}, spec={"v": 3}))

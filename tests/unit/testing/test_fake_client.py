@@ -106,7 +106,7 @@ async def test_typed_objects_round_trip() -> None:
     assert made.metadata.generation == 1
     made.status = WidgetStatus(phase="Ready")
     made.spec.size = 9
-    with_status = await fake.update_status(made)
+    with_status = await fake.replace_status(made)
     assert with_status.status == WidgetStatus(phase="Ready")
     assert with_status.spec.size == 3  # update_status ignores spec
     listed = await fake.list(Widget, namespace="ns")
@@ -355,7 +355,7 @@ async def test_subresources() -> None:
     )
     scale = await fake.get_scale(THING, "t", namespace="ns")
     assert (scale["kind"], scale["spec"]["replicas"]) == ("Scale", 1)
-    assert (await fake.scale(THING, "t", 4, namespace="ns"))["spec"]["replicas"] == 4
+    assert (await fake.set_scale(THING, "t", 4, namespace="ns"))["spec"]["replicas"] == 4
     current = await fake.get_subresource(THING, "t", "scale", namespace="ns")
     current["spec"]["replicas"] = 6
     assert (await fake.update_subresource(THING, "t", "scale", current, namespace="ns"))["spec"][

@@ -237,13 +237,13 @@ async def test_interceptor_subresource_verbs() -> None:
         }
     )
     made["status"] = {"ok": True}
-    assert (await client.update_status(made))["status"] == {"ok": True}
-    client.faults.fail_next(["get_scale", "scale"], times=2, error=TooManyRequests)
+    assert (await client.replace_status(made))["status"] == {"ok": True}
+    client.faults.fail_next(["get_scale", "set_scale"], times=2, error=TooManyRequests)
     with pytest.raises(TooManyRequests):
         await client.get_scale(thing, "t", namespace="ns")
     with pytest.raises(TooManyRequests):
-        await client.scale(thing, "t", 3, namespace="ns")
-    assert (await client.scale(thing, "t", 3, namespace="ns"))["spec"]["replicas"] == 3
+        await client.set_scale(thing, "t", 3, namespace="ns")
+    assert (await client.set_scale(thing, "t", 3, namespace="ns"))["spec"]["replicas"] == 3
     assert (await client.get_scale(thing, "t", namespace="ns"))["spec"]["replicas"] == 3
     scale = await client.get_subresource(thing, "t", "scale", namespace="ns")
     scale["spec"]["replicas"] = 5

@@ -49,7 +49,7 @@ async def test_generation_with_status_subresource(fake: FakeClient) -> None:
     ignored = await fake.update(made)
     assert "status" not in ignored
     assert ignored["metadata"]["resourceVersion"] == made["metadata"]["resourceVersion"]
-    status = await fake.update_status(made)
+    status = await fake.replace_status(made)
     assert status["status"] == {"s": 1} and status["metadata"]["generation"] == 1
     status["spec"] = {"a": 2}
     status["status"] = {"s": "ignored"}
@@ -65,7 +65,7 @@ async def test_generation_without_status_subresource(fake: FakeClient) -> None:
     changed = await fake.update(made)
     assert changed["metadata"]["generation"] == 2
     with pytest.raises(NotFound):
-        await fake.update_status(changed)
+        await fake.replace_status(changed)
     changed["metadata"]["annotations"] = {"a": "b"}
     assert (await fake.update(changed))["metadata"]["generation"] == 2
 
@@ -111,7 +111,7 @@ async def test_stale_versions_conflict_everywhere(fake: FakeClient) -> None:
     await fake.update(made)
     for write in (
         fake.update(made),
-        fake.update_status(made),
+        fake.replace_status(made),
         fake.patch(
             WITH_STATUS,
             "g",
