@@ -33,6 +33,7 @@ import collections.abc
 import datetime as dt
 import enum
 import inspect
+import re
 import types
 import typing
 import uuid
@@ -110,11 +111,42 @@ def model_schema(cls: type[Model]) -> BuiltSchema:
     return BuiltSchema(schema, builder.origins, builder.errors)
 
 
+SCHEMA_DOC_ATTRIBUTE = "__schema_doc__"
+"""A model's class attribute holding its schema ``description`` instead of its docstring:
+for models whose docstring addresses Python developers rather than the CRD's users."""
+
+# ``text`` and `text`, and reST roles: :func:`name`, :class:`~a.b.Name`, :doc:`label <target>`.
+_LITERAL = re.compile(r"``(.+?)``")
+_ROLE = re.compile(r":[a-zA-Z]+(?::[a-zA-Z]+)?:`~?([^`<]*?)(?:\s*<[^`>]*>)?`")
+_INTERPRETED = re.compile(r"(?<![`\w])`([^`]+)`(?!`)")
+
+
+def plain_text(text: str) -> str:
+    """``text`` with reST inline markup reduced to plain text, for ``kubectl explain``.
+
+    ````code```` and ```interpreted``` lose their backticks; a role such as
+    ``:func:`~pkg.mod.name``` becomes its last part (``name``) when written with ``~``,
+    its full target otherwise, or its label when written ``:role:`label <target>```.
+    """
+
+    def role(match: re.Match[str]) -> str:
+        whole, target = match.group(0), match.group(1).strip()
+        if "`~" in whole:
+            return target.rsplit(".", 1)[-1]
+        return target
+
+    text = _ROLE.sub(role, text)
+    text = _LITERAL.sub(r"\1", text)
+    return _INTERPRETED.sub(r"\1", text)
+
+
 def _doc(cls: type) -> str | None:
-    raw = cls.__dict__.get("__doc__")
+    raw = cls.__dict__.get(SCHEMA_DOC_ATTRIBUTE)
+    if raw is None:
+        raw = cls.__dict__.get("__doc__")
     if not isinstance(raw, str) or not raw.strip():
         return None
-    return inspect.cleandoc(raw)
+    return plain_text(inspect.cleandoc(raw))
 
 
 def type_name(tp: Any) -> str:
@@ -274,7 +306,7 @@ class _Builder:
         self.apply(node, decl, path, origin)
         description = info.description or decl.pop("description", None)
         if description:
-            node["description"] = inspect.cleandoc(description)
+            node["description"] = plain_text(inspect.cleandoc(description))
 
         nullable = bool(decl.get("nullable"))
         required = info.is_required()
@@ -347,7 +379,7 @@ class _Builder:
             description = decl.pop("description", None)
             self.apply(node, decl, path, origin)
             if description and "description" not in node:
-                node["description"] = inspect.cleandoc(description)
+                node["description"] = plain_text(inspect.cleandoc(description))
             return node
         if origin_type in (Union, types.UnionType):
             return self._union(tp, path, origin)
