@@ -495,29 +495,61 @@ async def _finish(
     method: str,
     notes: list[str],
 ) -> tuple[str, ...]:
-    crd = await client.get(kinds.CustomResourceDefinition, name)
-    stored = tuple(crd.get("status", {}).get("storedVersions") or ())
-    if crd["metadata"].get("generation") != generation or _storage_version(crd) != storage:
-        raise StorageMigrationError(
-            f"CRD {name} changed during the migration (generation {generation} -> "
-            f"{crd['metadata'].get('generation')}); storedVersions left as {list(stored)}. "
-            "Run `setpoint crd migrate-storage` again"
-        )
-    if stored == (storage,):
-        if method == "in-tree":
-            notes.append("the in-tree controller set storedVersions")
-        return stored
-    if method == "writes" and crd["metadata"]["resourceVersion"] != guard_rv:
-        raise StorageMigrationError(
-            f"CRD {name} changed during the migration (resourceVersion {guard_rv} -> "
-            f"{crd['metadata']['resourceVersion']}); storedVersions left as {list(stored)}. "
-            "Run `setpoint crd migrate-storage` again"
-        )
-    updated = {**crd, "status": {**crd.get("status", {}), "storedVersions": [storage]}}
-    try:
-        written = await client.replace_status(updated)
-    except Conflict:
-        raise StorageMigrationError(
-            f"CRD {name} changed while storedVersions was being written; run the migration again"
-        ) from None
-    return tuple(written.get("status", {}).get("storedVersions") or ())
+    """Narrow storedVersions to the storage version, guarded (see the module docstring).
+
+    After an in-tree migration, kube-controller-manager's migration runner cleans
+    storedVersions itself moments after the migration succeeds, writing the CRD's
+    status: a conflict with it is waited out (the generation guard still holds),
+    not reported. After setpoint's own writes, any change of the CRD is an error.
+    """
+    deadline = time.monotonic() + _IN_TREE_CLEANUP_WAIT
+    while True:
+        crd = await client.get(kinds.CustomResourceDefinition, name)
+        stored = tuple(crd.get("status", {}).get("storedVersions") or ())
+        if crd["metadata"].get("generation") != generation or _storage_version(crd) != storage:
+            raise StorageMigrationError(
+                f"CRD {name} changed during the migration (generation {generation} -> "
+                f"{crd['metadata'].get('generation')}); storedVersions left as {list(stored)}. "
+                "Run `setpoint crd migrate-storage` again"
+            )
+        if stored == (storage,):
+            if method == "in-tree":
+                notes.append("the in-tree controller set storedVersions")
+            return stored
+        if method == "writes" and crd["metadata"]["resourceVersion"] != guard_rv:
+            raise StorageMigrationError(
+                f"CRD {name} changed during the migration (resourceVersion {guard_rv} -> "
+                f"{crd['metadata']['resourceVersion']}); storedVersions left as {list(stored)}. "
+                "Run `setpoint crd migrate-storage` again"
+            )
+        in_tree_busy = method == "in-tree" and _storage_migrating(crd)
+        if not in_tree_busy:
+            updated = {**crd, "status": {**crd.get("status", {}), "storedVersions": [storage]}}
+            try:
+                written = await client.replace_status(updated)
+            except Conflict:
+                if method != "in-tree":
+                    raise StorageMigrationError(
+                        f"CRD {name} changed while storedVersions was being written; run the "
+                        "migration again"
+                    ) from None
+            else:
+                return tuple(written.get("status", {}).get("storedVersions") or ())
+        if time.monotonic() >= deadline:
+            raise StorageMigrationError(
+                f"CRD {name}: the in-tree migration succeeded but storedVersions is still "
+                f"{list(stored)}; run `setpoint crd migrate-storage` again"
+            )
+        await asyncio.sleep(0.2)
+
+
+_IN_TREE_CLEANUP_WAIT = 30.0
+"""Seconds to let kube-controller-manager finish its own storedVersions cleanup."""
+
+
+def _storage_migrating(crd: Mapping[str, Any]) -> bool:
+    """Whether the in-tree migration runner still marks the CRD as migrating."""
+    for condition in crd.get("status", {}).get("conditions") or ():
+        if condition.get("type") == "StorageMigrating":
+            return bool(condition.get("status") == "True")
+    return False
