@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from setpoint.api.clock import ManualClock
 from setpoint.api.runnable import RunnableGroup
 from setpoint.manager import LeaderElectionRecord, LockNotInitialized
-from setpoint.server import BindAddress, HttpHandler
+from setpoint.server import BindAddress, HttpHandler, HttpServerOptions
 
 
 async def settle(rounds: int = 30) -> None:
@@ -112,10 +112,18 @@ class FakeCache(FakeRunnable):
 class FakeHttpServer:
     """An HTTP server seam that binds nothing; tests call ``handler`` directly."""
 
-    def __init__(self, name: str, address: BindAddress, handler: HttpHandler) -> None:
+    def __init__(
+        self,
+        name: str,
+        address: BindAddress,
+        handler: HttpHandler,
+        *,
+        options: HttpServerOptions | None = None,
+    ) -> None:
         self._name = name
         self.bind = address
         self.handler = handler
+        self.options = options
         self._address: tuple[str, int] | None = None
 
     @property

@@ -7,8 +7,16 @@ one such handler on a :class:`~setpoint.server.address.BindAddress`, over plain 
 ``AiohttpServer`` instances in the ``SERVERS`` group; the webhook server is one in the
 ``WEBHOOKS`` group, serving HTTPS.
 
-Hardening, on every server:
+Hardening, on every server (the defaults are controller-runtime's where it has one):
 
+- at most :attr:`HttpServerOptions.max_connections` connections are open at once; a new one
+  beyond that is closed as soon as it is accepted;
+- a connection must finish its TLS handshake and send the headers of its first request
+  within :attr:`HttpServerOptions.read_header_timeout` (Go's ``ReadHeaderTimeout``), and a
+  kept-alive connection must send its next request within
+  :attr:`HttpServerOptions.idle_timeout` (Go's ``IdleTimeout``), or it is closed: a slow or
+  silent client cannot hold descriptors (aiohttp alone keeps a half-sent request for an
+  hour);
 - a request body larger than :attr:`HttpServerOptions.max_body_size` is refused with 413
   before it is read whole, and a body that does not arrive within
   :attr:`HttpServerOptions.body_timeout` with 408;
@@ -22,6 +30,7 @@ Hardening, on every server:
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,6 +39,7 @@ from typing import Protocol, runtime_checkable
 from aiohttp import web
 
 from setpoint.api.runnable import Runnable, RunnableGroup
+from setpoint.server._connections import ConnectionGuard, GuardedSite
 from setpoint.server.address import BindAddress
 from setpoint.server.tls import ServerTLS
 
@@ -65,6 +75,20 @@ class HttpRequest:
     mapping is case-insensitive)."""
     body: bytes = b""
     """The whole request body (at most ``HttpServerOptions.max_body_size`` bytes)."""
+    remote: str | None = None
+    """The client's IP address as the socket reports it (never from a header such as
+    ``X-Forwarded-For``); ``None`` when unknown. Endpoints use it to tell local callers
+    (``127.0.0.1``, ``::1``) from remote ones."""
+
+    @property
+    def is_loopback(self) -> bool:
+        """Whether the request came over a loopback address (from this machine or pod)."""
+        if not self.remote:
+            return False
+        try:
+            return ipaddress.ip_address(self.remote.split("%", 1)[0]).is_loopback
+        except ValueError:
+            return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +124,25 @@ class HttpServer(Runnable, Protocol):
         ...
 
 
-HttpServerFactory = Callable[[str, BindAddress, HttpHandler], HttpServer]
-"""Builds a plain-HTTP server from ``(name, bind address, handler)``
-(``ManagerOptions.new_http_server``; :class:`AiohttpServer` is the default)."""
+class HttpServerFactory(Protocol):
+    """Builds a server from ``(name, bind address, handler)`` and optional ``options``.
+
+    ``ManagerOptions.new_http_server``; :class:`AiohttpServer` is the default. ``options``
+    is passed only when the manager needs more than plain HTTP with the defaults (HTTPS
+    for secure metrics).
+    """
+
+    def __call__(
+        self,
+        name: str,
+        address: BindAddress,
+        handler: HttpHandler,
+        *,
+        options: HttpServerOptions | None = None,
+    ) -> HttpServer:
+        """A new, not yet started server."""
+        ...
+
 
 MAX_BODY_SIZE = 7 * 1024 * 1024
 """The default request body limit: an AdmissionReview carries an object and its old version,
@@ -123,6 +163,23 @@ class HttpServerOptions:
     body_timeout: float = 30.0
     """Seconds a request body may take to arrive before the request gets 408."""
 
+    read_header_timeout: float = 32.0
+    """Seconds from accepting a connection until its TLS handshake is done and the headers
+    of its first request have arrived; a slower connection is closed. 32 s, as
+    controller-runtime's servers (Go's ``ReadHeaderTimeout``)."""
+
+    idle_timeout: float = 90.0
+    """Seconds a kept-alive connection may wait for its next request (until that request's
+    headers are in) before it is closed. 90 s, as controller-runtime's servers (Go's
+    ``IdleTimeout``, matching Go clients' keep-alive)."""
+
+    max_connections: int = 128
+    """Connections open at once, counted from accept (TLS handshakes included); a new one
+    beyond this is closed at once. Probes and metrics need a handful, and the API server
+    reuses its connections to a webhook; the cap keeps a flood of connections from using up
+    the process's file descriptors (a container's limit can be as low as 1,024, shared with
+    the client's pool and open files). Raise it for a webhook under heavy admission traffic."""
+
     group: RunnableGroup = RunnableGroup.SERVERS
     """The manager's start group: ``SERVERS`` (probes, metrics: up first) or ``WEBHOOKS``."""
 
@@ -136,7 +193,11 @@ class HttpServerOptions:
             raise ValueError(
                 f"HttpServerOptions.max_body_size={self.max_body_size} must be >= 0 bytes"
             )
-        for attr in ("body_timeout", "shutdown_timeout"):
+        if self.max_connections < 1:
+            raise ValueError(
+                f"HttpServerOptions.max_connections={self.max_connections} must be >= 1"
+            )
+        for attr in ("body_timeout", "shutdown_timeout", "read_header_timeout", "idle_timeout"):
             value = getattr(self, attr)
             if not value > 0:
                 raise ValueError(
@@ -172,6 +233,7 @@ class AiohttpServer:
         self._handler = handler
         self._options = options if options is not None else HttpServerOptions()
         self._runner: web.ServerRunner | None = None
+        self._guard: ConnectionGuard | None = None
         self._address: tuple[str, int] | None = None
 
     @property
@@ -212,16 +274,19 @@ class AiohttpServer:
                 message names the server and the address.
 
         """
-        server = web.Server(self._serve, access_log=None)
-        runner = web.ServerRunner(server, shutdown_timeout=self._options.shutdown_timeout)
+        options = self._options
+        server = web.Server(self._serve, access_log=None, keepalive_timeout=options.idle_timeout)
+        runner = web.ServerRunner(server, shutdown_timeout=options.shutdown_timeout)
         await runner.setup()
-        tls = self._options.tls
-        site = web.TCPSite(
-            runner,
-            self._bind.host,
-            self._bind.port,
-            ssl_context=tls.context if tls is not None else None,
+        tls = options.tls
+        guard = ConnectionGuard(
+            self._name,
+            server,
+            max_connections=options.max_connections,
+            read_header_timeout=options.read_header_timeout,
+            tls=(lambda: tls.context) if tls is not None else None,
         )
+        site = GuardedSite(runner, self._bind.host, self._bind.port, guard)
         try:
             await site.start()
         except OSError as exc:
@@ -232,6 +297,7 @@ class AiohttpServer:
                 "Choose another address (port 0 picks a free port, '0' disables the server)",
             ) from exc
         self._runner = runner
+        self._guard = guard
         host, port = runner.addresses[0][:2]
         self._address = (str(host), int(port))
         log.info("%s listening on %s://%s:%s", self._name, self.scheme, host, port)
@@ -246,12 +312,21 @@ class AiohttpServer:
             await asyncio.wait_for(runner.cleanup(), timeout=max(timeout, 0.001))
         except TimeoutError:
             log.warning("%s did not close its connections within %.1fs", self._name, timeout)
+        if self._guard is not None:
+            self._guard.close_all()  # handshakes and connections aiohttp never saw
+
+    @property
+    def open_connections(self) -> int:
+        """Connections open now (0 when not serving); at most ``max_connections``."""
+        return self._guard.open if self._guard is not None else 0
 
     def failure(self) -> BaseException | None:
         """Always ``None``: the server has no background work of its own that can die."""
         return None
 
     async def _serve(self, request: web.BaseRequest) -> web.StreamResponse:
+        if self._guard is not None:
+            self._guard.request_started(request.protocol)
         query: dict[str, tuple[str, ...]] = {}
         for key in request.query:
             query.setdefault(key, tuple(request.query.getall(key)))
@@ -261,7 +336,9 @@ class AiohttpServer:
         else:
             try:
                 response = await self._handler(
-                    HttpRequest(request.method, request.path, query, request.headers, body)
+                    HttpRequest(
+                        request.method, request.path, query, request.headers, body, request.remote
+                    )
                 )
             except Exception:
                 log.exception("%s failed to answer %s %s", self._name, request.method, request.path)
