@@ -4,11 +4,15 @@ The HTTP behaviour is Kubernetes' (and controller-runtime's):
 
 - ``GET /readyz``: 200 ``ok`` when every check passes; otherwise 500 with one line per check
   (``[+]ping ok``, ``[-]informer-sync failed: reason withheld``) and ``readyz check failed``.
-  Reasons are withheld on the aggregate endpoint (it may be reachable from outside the pod);
-  they are logged, and served by the per-check endpoint.
 - ``?verbose`` lists every check on success too; ``?exclude=<name>`` (repeatable) skips checks.
 - ``GET /readyz/<name>``: that check alone: 200 ``ok`` or 500 ``internal server error: <reason>``;
   404 for an unknown name.
+
+Failure reasons are withheld on every path (``reason withheld``) unless the request comes
+over loopback (``kubectl port-forward``, ``kubectl exec ... curl localhost``) or
+``show_reasons`` is set: the probe port has no authentication and the kubelet reaches it
+over the pod network, and a reason is an exception message that may carry anything. They are
+always logged.
 
 A check is any callable taking no arguments, sync or async. It passes by returning ``None`` or
 ``True``, and fails by returning ``False`` or raising (the exception's message is the reason).
@@ -37,14 +41,17 @@ Check = Callable[[], object]
 (unhealthy); may be a coroutine function."""
 
 _CHECK_NAME: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_WITHHELD: Final = "reason withheld"
 
 
 class HealthChecks:
     """A named set of checks served under one path (``/healthz`` or ``/readyz``)."""
 
-    def __init__(self, endpoint: str, *, timeout: float) -> None:
+    def __init__(self, endpoint: str, *, timeout: float, show_reasons: bool = False) -> None:
         self.endpoint = endpoint
         """``"healthz"`` or ``"readyz"``; the path prefix and the word in the failure line."""
+        self.show_reasons = show_reasons
+        """Serve failure reasons to every caller, not only over loopback."""
         self._timeout = timeout
         self._checks: dict[str, Check] = {}
 
@@ -115,8 +122,13 @@ class HealthChecks:
             reason = await self.run(name)
             if reason is None:
                 return HttpResponse.text(200, "ok")
-            return HttpResponse.text(500, f"internal server error: {reason}\n")
+            log.info("%s check failed: %s: %s", self.endpoint, name, reason)
+            shown = reason if self._may_show(request) else _WITHHELD
+            return HttpResponse.text(500, f"internal server error: {shown}\n")
         return await self._aggregate(request)
+
+    def _may_show(self, request: HttpRequest) -> bool:
+        return self.show_reasons or request.is_loopback
 
     async def _aggregate(self, request: HttpRequest) -> HttpResponse:
         excluded = set(request.query.get("exclude", ()))
@@ -132,7 +144,8 @@ class HealthChecks:
             if name in excluded:
                 lines.append(f"[+]{name} excluded: ok")
             elif name in failures:
-                lines.append(f"[-]{name} failed: reason withheld")
+                shown = failures[name] if self._may_show(request) else _WITHHELD
+                lines.append(f"[-]{name} failed: {shown}")
             else:
                 lines.append(f"[+]{name} ok")
         unknown = sorted(excluded - set(names))

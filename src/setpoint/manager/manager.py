@@ -56,13 +56,15 @@ from setpoint.manager.errors import (
 )
 from setpoint.manager.healthz import Check, HealthChecks
 from setpoint.manager.leaderelection import LeaderElector, default_identity
+from setpoint.manager.metricsauth import ApiServerAuth, ReviewClient
 from setpoint.manager.options import LeadershipLossPolicy, ManagerOptions
 from setpoint.manager.resourcelock import LeaseLock
 from setpoint.manager.sharedcache import CacheLike
 from setpoint.observability.events import BroadcastRecorder, EventBroadcaster
 from setpoint.observability.metrics import Metrics, render
 from setpoint.server.address import parse_bind_address
-from setpoint.server.http import HttpRequest, HttpResponse, HttpServer
+from setpoint.server.http import HttpRequest, HttpResponse, HttpServer, HttpServerOptions
+from setpoint.server.tls import ServerTLS
 from setpoint.webhook.server import WebhookServer
 
 if TYPE_CHECKING:
@@ -105,6 +107,17 @@ class _Entry:
     @property
     def active(self) -> bool:
         return self.state in (_State.STARTING, _State.RUNNING)
+
+
+def _self_signed_metrics_tls() -> ServerTLS:
+    """A throwaway CA and a certificate for localhost, in memory.
+
+    controller-runtime's default for secure metrics without a certificate directory.
+    """
+    from setpoint.tls.certs import CertificateAuthority
+
+    ca = CertificateAuthority("setpoint-metrics-ca")
+    return ServerTLS(ca.serving_cert("setpoint-metrics", ("localhost", "127.0.0.1", "::1")))
 
 
 async def _ping() -> None:
@@ -167,8 +180,11 @@ class Manager:
         self._webhook_server: WebhookServer | None = None
         self._broadcaster: EventBroadcaster | None = None
 
-        self._healthz = HealthChecks("healthz", timeout=opts.health_check_timeout)
-        self._readyz = HealthChecks("readyz", timeout=opts.health_check_timeout)
+        show = opts.health_probe_show_reasons
+        self._healthz = HealthChecks(
+            "healthz", timeout=opts.health_check_timeout, show_reasons=show
+        )
+        self._readyz = HealthChecks("readyz", timeout=opts.health_check_timeout, show_reasons=show)
         self._healthz.add("ping", _ping)
         self._readyz.add("ping", _ping)
         self._readyz.add("informer-sync", self._check_caches_synced)
@@ -182,9 +198,18 @@ class Manager:
             opts.metrics_bind_address, option="ManagerOptions.metrics_bind_address"
         )
         if metrics_at is not None:
-            self._metrics_server = opts.new_http_server(
-                "metrics-server", metrics_at, self.serve_metrics
-            )
+            if opts.metrics_secure:
+                auth = ApiServerAuth(cast("ReviewClient", client))
+                self._metrics_server = opts.new_http_server(
+                    "metrics-server",
+                    metrics_at,
+                    auth.wrap(self.serve_metrics),
+                    options=HttpServerOptions(tls=opts.metrics_tls or _self_signed_metrics_tls()),
+                )
+            else:
+                self._metrics_server = opts.new_http_server(
+                    "metrics-server", metrics_at, self.serve_metrics
+                )
             self.add(self._metrics_server)
         probes_at = parse_bind_address(
             opts.health_probe_bind_address, option="ManagerOptions.health_probe_bind_address"

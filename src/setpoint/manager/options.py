@@ -19,6 +19,7 @@ from setpoint.manager.sharedcache import CacheFactory, default_new_cache
 from setpoint.observability.events import EventBroadcasterOptions
 from setpoint.server.address import parse_bind_address
 from setpoint.server.http import AiohttpServer, HttpServerFactory
+from setpoint.server.tls import ServerTLS
 from setpoint.webhook.server import WebhookServerOptions
 
 if TYPE_CHECKING:
@@ -167,12 +168,34 @@ class ManagerOptions:
     """Leader election settings; ``None`` (the default) runs without it: every runnable,
     including leader-only ones, runs in every replica."""
 
-    metrics_bind_address: str = ":8080"
+    metrics_bind_address: str = "127.0.0.1:8080"
     """Where ``/metrics`` is served (``host:port``, ``":8080"`` for every interface, port 0
-    for any free port, ``"0"`` to disable)."""
+    for any free port, ``"0"`` to disable). Loopback only by default: metrics describe the
+    operator's work and the cluster's objects, and the endpoint has no authentication unless
+    :attr:`metrics_secure` is set. To let Prometheus scrape it, either serve
+    ``":8443"`` with ``metrics_secure=True`` (as kubebuilder does) or, on a network you
+    trust, ``":8080"`` (see ``docs/security.md``)."""
+
+    metrics_secure: bool = False
+    """Serve ``/metrics`` over HTTPS, and only to callers whose bearer token the API server
+    authenticates (TokenReview) and authorizes for ``get`` on the path (SubjectAccessReview):
+    kubebuilder's secure metrics. The operator needs ``create`` on ``tokenreviews`` and
+    ``subjectaccessreviews``; the scraper a ClusterRole allowing ``get`` on the non-resource
+    URL ``/metrics``."""
+
+    metrics_tls: ServerTLS | None = None
+    """The serving certificate for :attr:`metrics_secure`. ``None``: a self-signed
+    certificate made in memory at start-up (scrapers then skip verification, as with
+    controller-runtime's default)."""
 
     health_probe_bind_address: str = ":8081"
-    """Where ``/healthz`` and ``/readyz`` are served (same forms; ``"0"`` disables)."""
+    """Where ``/healthz`` and ``/readyz`` are served (same forms; ``"0"`` disables). Every
+    interface by default: the kubelet probes the pod's IP."""
+
+    health_probe_show_reasons: bool = False
+    """Serve the reasons checks failed to every caller. By default they are served only over
+    loopback (``kubectl port-forward``, ``kubectl exec``) and logged: the probe port has no
+    authentication, and a reason is an exception message that may carry anything."""
 
     graceful_shutdown_timeout: float = 30.0
     """Seconds the whole shutdown may take; each runnable gets what is left of it."""
@@ -230,6 +253,11 @@ class ManagerOptions:
         probes = parse_bind_address(
             self.health_probe_bind_address, option="ManagerOptions.health_probe_bind_address"
         )
+        if self.metrics_tls is not None and not self.metrics_secure:
+            raise ValueError(
+                "ManagerOptions.metrics_tls is set but metrics_secure is False; set "
+                "metrics_secure=True to serve /metrics over HTTPS with authentication"
+            )
         if metrics is not None and probes is not None and metrics.port != 0 and metrics == probes:
             raise ValueError(
                 f"ManagerOptions: metrics_bind_address and health_probe_bind_address are both "

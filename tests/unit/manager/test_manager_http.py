@@ -127,7 +127,12 @@ async def test_aggregate_answers_like_kubernetes() -> None:
     )
 
 
-async def test_per_check_paths_show_the_reason() -> None:
+def local(path: str, **query: tuple[str, ...]) -> HttpRequest:
+    return HttpRequest("GET", path, query, remote="127.0.0.1")
+
+
+async def test_per_check_paths_show_the_reason_only_over_loopback() -> None:
+    """/readyz/<name> shows why a check fails to loopback callers, never to the network."""
     checks = HealthChecks("readyz", timeout=1)
     checks.add("ping", lambda: None)
 
@@ -136,9 +141,15 @@ async def test_per_check_paths_show_the_reason() -> None:
 
     checks.add("db", db)
     assert await checks.handle(get("/readyz/ping"), "/ping") == HttpResponse(200, b"ok")
-    failing = await checks.handle(get("/readyz/db"), "/db")
+    failing = await checks.handle(local("/readyz/db"), "/db")
     assert failing.status == 500
     assert failing.body == b"internal server error: db unreachable\n"
+    remote = HttpRequest("GET", "/readyz/db", remote="10.244.0.7")
+    withheld = await checks.handle(remote, "/db")
+    assert (withheld.status, withheld.body) == (500, b"internal server error: reason withheld\n")
+    assert (await checks.handle(get("/readyz/db"), "/db")).body.endswith(b"reason withheld\n")
+    verbose = await checks.handle(local("/readyz", verbose=("",)), "")
+    assert b"[-]db failed: db unreachable" in verbose.body
     assert (await checks.handle(get("/readyz/nope"), "/nope")).status == 404
     assert (await checks.handle(HttpRequest("POST", "/readyz"), "")).status == 405
 
@@ -156,7 +167,7 @@ async def test_manager_probes_include_cache_sync_and_shutdown() -> None:
     assert readyz.status == 500
     assert b"[-]informer-sync failed: reason withheld" in readyz.body
     assert b"[+]shutdown ok" in readyz.body and b"[+]ping ok" in readyz.body
-    detail = await manager.serve_probes(get("/readyz/informer-sync"))
+    detail = await manager.serve_probes(local("/readyz/informer-sync"))
     assert detail.body == b"internal server error: caches not synced yet: cache\n"
     cache.synced_event.set()
     assert (await manager.serve_probes(get("/readyz"))).status == 200
@@ -169,7 +180,7 @@ async def test_readiness_fails_once_shutdown_begins() -> None:
     manager = new_manager()
     manager.stop()
     await manager.run()
-    response = await manager.serve_probes(get("/readyz/shutdown"))
+    response = await manager.serve_probes(local("/readyz/shutdown"))
     assert response.body == b"internal server error: the manager is shutting down\n"
 
 
@@ -302,3 +313,28 @@ async def test_disabled_servers_are_not_built() -> None:
     manager = new_manager(metrics_bind_address="0", health_probe_bind_address="0")
     assert manager.runnables == []
     assert manager.metrics_address is None and manager.health_probe_address is None
+
+
+async def test_a_secret_in_a_failing_check_never_reaches_a_remote_probe() -> None:
+    """Issue 18 item 1: a check's exception text (say, a token) stays off the probe port."""
+    manager = new_manager()
+
+    def leaky() -> None:
+        raise RuntimeError("plugin printed: {'token': 'SECRET-TOKEN'}")
+
+    manager.add_readyz_check("leaky", leaky)
+    for path in ("/readyz/leaky", "/readyz?verbose"):
+        query = {"verbose": ("",)} if "verbose" in path else {}
+        response = await manager.serve_probes(
+            HttpRequest("GET", path.split("?")[0], query, remote="10.244.0.7")
+        )
+        assert response.status == 500
+        assert b"SECRET-TOKEN" not in response.body, path
+
+
+async def test_show_reasons_option_serves_them_to_everyone() -> None:
+    """ManagerOptions.health_probe_show_reasons=True: reasons on every path, to every caller."""
+    manager = new_manager(health_probe_show_reasons=True)
+    manager.add_readyz_check("custom", lambda: False)
+    response = await manager.serve_probes(HttpRequest("GET", "/readyz/custom", remote="10.244.0.7"))
+    assert response.body == b"internal server error: check returned False\n"

@@ -101,7 +101,7 @@ def test_bad_bind_addresses_name_the_option(text: str) -> None:
 
 def test_manager_defaults() -> None:
     options = ManagerOptions()
-    assert options.metrics_bind_address == ":8080"
+    assert options.metrics_bind_address == "127.0.0.1:8080"
     assert options.health_probe_bind_address == ":8081"
     assert options.graceful_shutdown_timeout == 30.0
     assert options.cache_sync_timeout == 120.0
