@@ -58,6 +58,7 @@ __all__ = [
     "OperatorLoadError",
     "RunSettings",
     "build_manager_options",
+    "default_health_probe_address",
     "default_leader_election_id",
     "default_leader_election_namespace",
     "load_operator",
@@ -124,13 +125,18 @@ class RunSettings:
         default_factory=lambda: str(_manager_default("metrics_bind_address"))
     )
     """Where ``/metrics`` is served; ``"0"`` disables it. Default: ``ManagerOptions``'
-    (``":8080"``, every interface)."""
+    (``"127.0.0.1:8080"``, loopback only)."""
+
+    metrics_secure: bool = False
+    """Serve ``/metrics`` over HTTPS to callers the API server authenticates and authorizes
+    (``ManagerOptions.metrics_secure``)."""
 
     health_probe_bind_address: str = dataclasses.field(
         default_factory=lambda: str(_manager_default("health_probe_bind_address"))
     )
-    """Where ``/healthz`` and ``/readyz`` are served; ``"0"`` disables them. Default:
-    ``ManagerOptions``' (``":8081"``)."""
+    """Where ``/healthz`` and ``/readyz`` are served; ``"0"`` disables them.
+    :func:`resolve_settings` defaults it with :func:`default_health_probe_address`: every
+    interface in a pod (the kubelet probes the pod's IP), loopback elsewhere."""
 
     leader_elect: bool = False
     """Campaign for a Lease before starting controllers. Off by default, as in kubebuilder's
@@ -330,6 +336,22 @@ def _parse_text(text: str) -> str:
     return value
 
 
+def default_health_probe_address(environ: Mapping[str, str]) -> str:
+    """The probe address when none is given: every interface in a pod, else loopback.
+
+    ``ManagerOptions``' (``":8081"``) in a pod, ``"127.0.0.1:8081"`` elsewhere.
+
+    In a pod the kubelet probes the pod's IP, so every interface must answer; a developer's
+    ``setpoint run`` against a local or remote cluster has no kubelet, and should not open a
+    port to the network unless asked (``--health-probe-bind-address``).
+    """
+    probes = str(_manager_default("health_probe_bind_address"))
+    if environ.get("KUBERNETES_SERVICE_HOST", ""):
+        return probes
+    host, _, port = probes.rpartition(":")
+    return f"127.0.0.1:{port}" if not host else probes
+
+
 def _settings_table() -> tuple[_Setting, ...]:
     metrics = _manager_default("metrics_bind_address")
     probes = _manager_default("health_probe_bind_address")
@@ -383,11 +405,20 @@ def _settings_table() -> tuple[_Setting, ...]:
             "ADDR",
         ),
         _Setting(
+            "metrics_secure",
+            "--metrics-secure",
+            "SETPOINT_METRICS_SECURE",
+            "serve /metrics over HTTPS, only to callers the API server authenticates and "
+            "authorizes (TokenReview, SubjectAccessReview; --no-metrics-secure turns it off)",
+            "false",
+            _parse_bool,
+        ),
+        _Setting(
             "health_probe_bind_address",
             "--health-probe-bind-address",
             "SETPOINT_HEALTH_PROBE_BIND_ADDRESS",
             "where /healthz and /readyz are served ('0' disables)",
-            repr(probes),
+            f"{probes!r} in a pod, '127.0.0.1:{str(probes).rpartition(':')[2]}' elsewhere",
             _parse_address("health_probe_bind_address"),
             "ADDR",
         ),
@@ -538,6 +569,7 @@ def resolve_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Ru
             raise ValueError(
                 f"{setting.env}={raw!r} (for {setting.flag}): {exc}; fix or unset the variable"
             ) from None
+    values.setdefault("health_probe_bind_address", default_health_probe_address(environ))
     return RunSettings(**values)
 
 
@@ -626,6 +658,7 @@ def build_manager_options(
     return ManagerOptions(
         leader_election=leader_election,
         metrics_bind_address=settings.metrics_bind_address,
+        metrics_secure=settings.metrics_secure,
         health_probe_bind_address=settings.health_probe_bind_address,
         graceful_shutdown_timeout=settings.graceful_shutdown_timeout,
         webhook_server=WebhookServerOptions(
@@ -969,7 +1002,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     for setting in _settings_table():
         text = f"{setting.help} [env {setting.env}] (default: {setting.default_text})"
-        if setting.dest == "leader_elect":
+        if setting.dest in ("leader_elect", "metrics_secure"):
             parser.add_argument(
                 setting.flag,
                 dest=setting.dest,

@@ -23,6 +23,7 @@ ENV_VARS = (
     "SETPOINT_LOG_LEVEL",
     "SETPOINT_LOG_FORMAT",
     "SETPOINT_METRICS_BIND_ADDRESS",
+    "SETPOINT_METRICS_SECURE",
     "SETPOINT_HEALTH_PROBE_BIND_ADDRESS",
     "SETPOINT_LEADER_ELECT",
     "SETPOINT_LEADER_ELECTION_NAMESPACE",
@@ -41,6 +42,8 @@ FLAGS = (
     "--log-level",
     "--log-format",
     "--metrics-bind-address",
+    "--metrics-secure",
+    "--no-metrics-secure",
     "--health-probe-bind-address",
     "--leader-elect",
     "--no-leader-elect",
@@ -76,8 +79,8 @@ def test_help_lists_every_flag_env_var_and_exit_code(capsys: pytest.CaptureFixtu
         assert f"[env {name}]" in flat, name
     for flag in FLAGS:
         assert flag in flat, flag
-    assert "(default: ':8080')" in flat
-    assert "(default: ':8081')" in flat
+    assert "(default: '127.0.0.1:8080')" in flat
+    assert "(default: ':8081' in a pod, '127.0.0.1:8081' elsewhere)" in flat
     assert "(default: 30)" in flat
     for code, meaning in (("0", "clean shutdown"), ("1", "error"), ("3", "leadership lost")):
         assert f"{code} {meaning}" in flat
@@ -93,9 +96,10 @@ def test_run_is_a_registered_command() -> None:
 
 
 def test_defaults_are_the_manager_options_defaults() -> None:
-    resolved = settings("op")
+    resolved = settings("op", env={"KUBERNETES_SERVICE_HOST": "10.96.0.1"})
     defaults = ManagerOptions()
-    assert resolved.metrics_bind_address == defaults.metrics_bind_address == ":8080"
+    assert resolved.metrics_bind_address == defaults.metrics_bind_address == "127.0.0.1:8080"
+    assert resolved.metrics_secure is defaults.metrics_secure is False
     assert resolved.health_probe_bind_address == defaults.health_probe_bind_address == ":8081"
     assert resolved.graceful_shutdown_timeout == defaults.graceful_shutdown_timeout == 30.0
     assert resolved.leader_elect is False
@@ -106,6 +110,19 @@ def test_defaults_are_the_manager_options_defaults() -> None:
     assert resolved.context is None
     assert resolved.leader_election_id is None
     assert resolved.leader_election_namespace is None
+
+
+def test_outside_a_pod_nothing_listens_beyond_loopback_unless_asked() -> None:
+    """Issue 10: `setpoint run` on a laptop binds metrics and probes to 127.0.0.1 only."""
+    resolved = settings("op", env={})
+    assert resolved.metrics_bind_address == "127.0.0.1:8080"
+    assert resolved.health_probe_bind_address == "127.0.0.1:8081"
+    asked = settings("op", "--health-probe-bind-address", ":9000", env={})
+    assert asked.health_probe_bind_address == ":9000"
+    secure = settings("op", "--metrics-secure", "--metrics-bind-address", ":8443")
+    assert (secure.metrics_secure, secure.metrics_bind_address) == (True, ":8443")
+    options = run.build_manager_options(secure, "op")
+    assert options.metrics_secure is True
 
 
 ENV = {
@@ -238,7 +255,7 @@ def test_manager_options_without_leader_election() -> None:
     options = run.build_manager_options(settings("op", "--metrics-bind-address=0"), "op")
     assert options.leader_election is None
     assert options.metrics_bind_address == "0"
-    assert options.health_probe_bind_address == ":8081"
+    assert options.health_probe_bind_address == "127.0.0.1:8081"  # not in a pod
 
 
 def test_leader_election_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
