@@ -28,12 +28,28 @@ class WaitTimeout(SetpointError, AssertionError):
 
 @overload
 async def eventually(
+    condition: Callable[[], Awaitable[None]],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.1,
+    description: str = "condition",
+) -> None: ...
+@overload
+async def eventually(
     condition: Callable[[], Awaitable[T]],
     *,
     timeout: float = 30.0,
     interval: float = 0.1,
     description: str = "condition",
 ) -> T: ...
+@overload
+async def eventually(
+    condition: Callable[[], None],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.1,
+    description: str = "condition",
+) -> None: ...
 @overload
 async def eventually(
     condition: Callable[[], T],
@@ -49,16 +65,25 @@ async def eventually(
     interval: float = 0.1,
     description: str = "condition",
 ) -> Any:
-    """Call ``condition`` until it returns a truthy value; return that value.
+    """Call ``condition`` until it holds; return what it returned.
 
-    ``condition`` may be sync or async. An ``AssertionError`` or any exception
-    raised by it counts as "not yet" and is reported if time runs out.
+    ``condition`` may be sync or async, and comes in two styles:
+
+    - **a check** annotated ``-> None`` (``async def check() -> None: assert ...``) holds
+      once it returns without raising;
+    - **a probe** returning a value (any other annotation, or none, as in a lambda) holds
+      once it returns something truthy, which ``eventually`` returns: ``obj = await
+      eventually(lambda: fake.lookup(kind, name))``.
+
+    An ``AssertionError`` or any other exception counts as "not yet", and the last one
+    is reported if time runs out. Both styles type-check with mypy, sync or async.
 
     Raises:
         WaitTimeout: after ``timeout`` seconds, naming ``description`` and the
             last result or exception.
 
     """
+    check = _is_check(condition)
     deadline = time.monotonic() + timeout
     last: object = None
     while True:
@@ -66,7 +91,7 @@ async def eventually(
             result = condition()
             if inspect.isawaitable(result):
                 result = await result
-            if result:
+            if check or result:
                 return result
             last = result
         except Exception as exc:
@@ -74,3 +99,12 @@ async def eventually(
         if time.monotonic() >= deadline:
             raise WaitTimeout(f"{description} did not hold within {timeout:.1f}s; last: {last!r}")
         await asyncio.sleep(interval)
+
+
+def _is_check(condition: Callable[[], Any]) -> bool:
+    """Whether ``condition`` is annotated to return ``None`` (an assertion-style check)."""
+    try:
+        annotation = inspect.signature(condition).return_annotation
+    except (TypeError, ValueError):
+        return False
+    return annotation is None or annotation == "None"
