@@ -12,6 +12,7 @@ from setpoint.testing.controlplane import (
     ControlPlaneOptions,
     find_binaries,
 )
+from setpoint.testing.crds import install_crds
 from setpoint.testing.fake import FakeClient, FakeOptions, FakeWatch
 from setpoint.testing.faults import Call, FaultInjectingClient, FaultRule, Faults
 from setpoint.testing.operator import RunningOperator, run_operator
@@ -39,6 +40,7 @@ __all__ = [
     "context_for",
     "eventually",
     "find_binaries",
+    "install_crds",
     "run_operator",
     "serving_certificate",
 ]

@@ -7,6 +7,14 @@
         await op.wait_idle()
         assert op.metrics.value("controller_runtime_reconcile_errors_total") == 0
 
+With ``client=FakeClient(...)`` instead of a kubeconfig, the same operator runs in
+memory (a unit test of the whole loop, without a control plane)::
+
+    fake = FakeClient(resources=[Tenant])
+    async with run_operator(tenants.setup, client=fake) as op:
+        await fake.create(tenant)
+        await op.wait_idle()
+
 The operator's ``setup(manager)`` registers its controllers on a fresh
 :class:`~setpoint.manager.Manager` with its own client, a private metrics
 registry, no HTTP servers and no signal handlers; the manager runs in a task
@@ -27,6 +35,7 @@ from typing import Any
 
 from setpoint.client.client import Client
 from setpoint.client.kubeconfig import load_kubeconfig
+from setpoint.client.protocols import ApiClient
 from setpoint.controller.controller import Controller
 from setpoint.crd.conversion import CONVERT_PATH, WebhookClientConfig
 from setpoint.manager.manager import Manager
@@ -100,7 +109,8 @@ class RunningOperator:
 async def run_operator(
     setup: Callable[[Manager], Any],
     *,
-    kubeconfig: str | Path,
+    kubeconfig: str | Path | None = None,
+    client: ApiClient | None = None,
     leader_election: LeaderElectionOptions | None = None,
     options: ManagerOptions | None = None,
     start_timeout: float = 60.0,
@@ -112,7 +122,11 @@ async def run_operator(
         setup: The operator's ``setup(manager)`` (sync or async), as ``setpoint run``
             calls it.
         kubeconfig: The kubeconfig to connect with (the ``kubeconfig_path`` fixture, or
-            one for a restricted user).
+            one for a restricted user). The operator gets a client of its own, closed
+            at the end.
+        client: Instead of ``kubeconfig``, the client to run on: a
+            :class:`~setpoint.testing.FakeClient` runs the whole operator (cache, work
+            queue, controllers, finalizers) in memory, in milliseconds; it is not closed.
         leader_election: Campaign for a Lease first (``None``: run as the only replica).
         options: Manager options to start from; metrics, servers and signal handling
             are always overridden for test isolation. Unless ``options`` sets
@@ -124,9 +138,15 @@ async def run_operator(
         stop_timeout: Seconds to wait for the graceful stop.
 
     Raises:
+        TypeError: neither or both of ``kubeconfig`` and ``client`` were given.
         RuntimeError: the manager stopped on its own (its error is the cause).
 
     """
+    if (kubeconfig is None) == (client is None):
+        raise TypeError(
+            "run_operator() needs exactly one of kubeconfig= (a real API server, e.g. the "
+            "kubeconfig_path fixture) and client= (e.g. a FakeClient)"
+        )
     metrics = Metrics.isolated()
     base = options or ManagerOptions()
     webhook_ca: bytes | None = None
@@ -146,7 +166,10 @@ async def run_operator(
         leader_election=leader_election,
         webhook_server=webhook_server,
     )
-    client = Client(load_kubeconfig(str(kubeconfig)))
+    owned = Client(load_kubeconfig(str(kubeconfig))) if kubeconfig is not None else None
+    if owned is not None:
+        client = owned
+    assert client is not None
     manager = Manager(client, opts)
     try:
         result = setup(manager)
@@ -167,4 +190,5 @@ async def run_operator(
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait_for(task, stop_timeout)
     finally:
-        await client.close()
+        if owned is not None:
+            await owned.close()
