@@ -8,7 +8,9 @@ setpoint gets these fixtures:
   points at. Started only when a test asks for it.
 - ``kubeconfig_path`` (session): the admin kubeconfig of that plane.
 - ``k8s`` (session): an async :class:`~setpoint.client.Client` on it.
-- ``namespace`` (function): a fresh namespace, deleted after the test.
+- ``namespace`` (function): a fresh namespace, deleted after the test. Finalizers the
+  test left behind (its operator stopped before its objects went) are removed first, so
+  the namespace does not stay ``Terminating``; the end of the run lists them.
 
 There is no skipping: if the plane cannot start, every test that needs it
 errors with the reason (missing binaries, a component's log tail). A run where
@@ -17,6 +19,7 @@ the integration suite silently did nothing is worse than a red one.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import uuid
@@ -33,12 +36,14 @@ except ImportError:  # pragma: no cover - exercised only without the testing ext
     pytest_asyncio = None  # type: ignore[assignment]
 
 from setpoint.api import kinds
+from setpoint.api.kinds import ResourceInfo
 from setpoint.client.client import Client
-from setpoint.client.errors import NotFound
+from setpoint.client.errors import ClientError, NotFound
 from setpoint.client.kubeconfig import load_kubeconfig
+from setpoint.client.patch import MergePatch
 from setpoint.testing.controlplane import ControlPlane, ControlPlaneError
 
-__all__ = ["ExistingCluster"]
+__all__ = ["ExistingCluster", "release_finalizers"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -126,12 +131,40 @@ async def k8s(kubeconfig_path: Path) -> AsyncIterator[Client]:
     try:
         yield client
     finally:
+        # The namespaces' teardowns run in the background; let them finish first.
+        await asyncio.gather(*_TEARDOWNS, return_exceptions=True)
         await client.close()
+
+
+_TEARDOWNS: set[asyncio.Task[None]] = set()
+"""Namespace teardowns still running (they overlap with the next tests)."""
+
+RELEASED: list[str] = []
+"""What namespace teardowns had to release, one line per namespace; printed at the end."""
+
+
+async def _dispose(client: Client, name: str) -> None:
+    """Release what the test left in namespace ``name``, then delete the namespace."""
+    try:
+        released = await release_finalizers(client, name)
+    except ClientError as exc:
+        RELEASED.append(f"{name}: could not look for leftover finalizers: {exc}")
+    else:
+        if released:
+            RELEASED.append(f"{name}: {'; '.join(released)}")
+    with contextlib.suppress(NotFound):
+        await client.delete(kinds.Namespace, name)
 
 
 @_async_fixture(loop_scope="session")
 async def namespace(k8s: Client, request: pytest.FixtureRequest) -> AsyncIterator[str]:
-    """A fresh namespace for one test, named after it; deleted (not awaited) afterwards."""
+    """A fresh namespace for one test, named after it; deleted (not awaited) afterwards.
+
+    First, finalizers the test left on its objects are removed (their controller stopped
+    with the test, so nothing else would, and the namespace would stay ``Terminating``);
+    the end of the run lists each one (see :func:`release_finalizers`). This happens in the
+    background, while the next tests run.
+    """
     base = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
     name = f"{base}-{uuid.uuid4().hex[:6]}"
     await k8s.create(
@@ -144,5 +177,75 @@ async def namespace(k8s: Client, request: pytest.FixtureRequest) -> AsyncIterato
     try:
         yield name
     finally:
-        with contextlib.suppress(NotFound):
-            await k8s.delete(kinds.Namespace, name)
+        task = asyncio.create_task(_dispose(k8s, name), name=f"setpoint-teardown-{name}")
+        _TEARDOWNS.add(task)
+        task.add_done_callback(_TEARDOWNS.discard)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say which finalizers the namespace fixture had to remove, and why."""
+    if not RELEASED:
+        return
+    terminalreporter.write_sep("=", "setpoint: finalizers left behind by tests were removed")
+    terminalreporter.write_line(
+        "These objects kept finalizers after their test ended (its operator stopped before "
+        "they went), which would have kept their namespace Terminating; the namespace "
+        "fixture removed them. Delete such objects inside the run_operator block to let "
+        "their cleanups run."
+    )
+    for line in RELEASED:
+        terminalreporter.write_line(f"  {line}")
+
+
+def _cluster_finalizer(name: str) -> bool:
+    """Finalizers Kubernetes itself removes (``orphan``, ``kubernetes.io/pvc-protection``)."""
+    if "/" not in name:
+        return True
+    domain = name.split("/", 1)[0]
+    return domain in ("kubernetes.io", "k8s.io") or domain.endswith((".kubernetes.io", ".k8s.io"))
+
+
+async def release_finalizers(client: Client, namespace: str) -> list[str]:
+    """Remove every finalizer Kubernetes does not handle itself from objects in ``namespace``.
+
+    For test teardown: once a test's operator stopped, nothing removes its finalizers, and
+    the namespace could not be deleted. Every namespaced kind the server serves is listed
+    (preferred versions; kinds that cannot be listed are skipped). Returns
+    ``"<Kind> <name>: <finalizers>"`` for each object changed.
+    """
+    mapper = client.mapper
+    await mapper.refresh()
+    infos = []
+    for info in mapper.known():
+        if info.namespaced and info.gvk.version == await mapper.preferred_version(
+            info.gvk.group, info.gvk.kind
+        ):
+            infos.append(info)
+    limit = asyncio.Semaphore(32)
+
+    async def one(info: ResourceInfo) -> list[str]:
+        async with limit:
+            try:
+                listed = await client.list(info.gvk, namespace=namespace)
+            except ClientError:
+                return []  # not listable (bindings, reviews), or gone meanwhile
+        released = []
+        for obj in listed.items:
+            finalizers = list(obj.get("metadata", {}).get("finalizers") or ())
+            kept = [f for f in finalizers if _cluster_finalizer(f)]
+            if kept == finalizers:
+                continue
+            obj_name = obj["metadata"]["name"]
+            with contextlib.suppress(NotFound):
+                await client.patch(
+                    info.gvk,
+                    obj_name,
+                    MergePatch({"metadata": {"finalizers": kept or None}}),
+                    namespace=namespace,
+                )
+                removed = [f for f in finalizers if f not in kept]
+                released.append(f"{info.gvk.kind} {obj_name}: {', '.join(removed)}")
+        return released
+
+    results = await asyncio.gather(*(one(info) for info in infos))
+    return [line for lines in results for line in lines]
