@@ -75,8 +75,7 @@ async def converge(client: Any, widget: Widget) -> None:
     def ready(obj: Widget) -> None:
         if obj.status is None:
             obj.status = WidgetStatus()
-        if obj.status.observed_generation != generation:
-            obj.status.observed_generation = generation
+        obj.status.observed_generation = generation
         sp.set_condition(
             obj.status,
             "Ready",

@@ -364,15 +364,10 @@ def _write_status(tenant: Tenant, outcome: _Outcome, generation: int) -> None:
     if tenant.status is None:
         tenant.status = TenantStatus()
     status = tenant.status
-    if status.observed_generation != generation:
-        status.observed_generation = generation
-    # Assign only real changes: an assigned field counts as set, and update_status writes
-    # nothing when the JSON before and after the mutation is the same.
-    if status.namespaces != sorted(outcome.present):
-        status.namespaces = sorted(outcome.present)
-    usage = sorted(outcome.usage, key=lambda u: u.namespace)
-    if [u.model_dump() for u in status.usage] != [u.model_dump() for u in usage]:
-        status.usage = usage
+    # Plain assignments: update_status compares values, so an unchanged status is no write.
+    status.observed_generation = generation
+    status.namespaces = sorted(outcome.present)
+    status.usage = sorted(outcome.usage, key=lambda u: u.namespace)
     if outcome.problems:
         reason = outcome.problems[0][0]
         message = "; ".join(message for _, message in outcome.problems)

@@ -73,6 +73,7 @@ from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import ResourceInfo
 
 __all__ = [
+    "COMPARE_VALUES",
     "SPELL_OUT_DEFAULTS",
     "Model",
     "ObjectMeta",
@@ -80,6 +81,7 @@ __all__ = [
     "Resource",
     "json_name_for",
     "python_name_for",
+    "semantic_json",
 ]
 
 
@@ -169,6 +171,10 @@ Schema defaults of model-typed fields are written this way, because the API
 server checks a default (including against CEL rules) before applying the
 defaults nested inside it."""
 
+COMPARE_VALUES = "setpoint.compare_values"
+"""Serialization context key: drop every field whose value equals its default, assigned or
+not, so that two objects holding the same values serialize alike (see :func:`semantic_json`)."""
+
 
 def _is_empty_collection(value: Any) -> bool:
     return isinstance(value, list | dict | set | frozenset | tuple) and not value
@@ -228,17 +234,26 @@ class Model(BaseModel):
             by_alias = True if info.by_alias is None else bool(info.by_alias)
             context = info.context
             spell_out = isinstance(context, Mapping) and bool(context.get(SPELL_OUT_DEFAULTS))
-            self._drop_unset(data, by_alias=by_alias, spell_out_defaults=spell_out)
+            compare = isinstance(context, Mapping) and bool(context.get(COMPARE_VALUES))
+            self._drop_unset(
+                data, by_alias=by_alias, spell_out_defaults=spell_out, values_only=compare
+            )
             return self._finish_serialized(data)
         return data
 
     def _drop_unset(
-        self, data: dict[str, Any], *, by_alias: bool, spell_out_defaults: bool = False
+        self,
+        data: dict[str, Any],
+        *,
+        by_alias: bool,
+        spell_out_defaults: bool = False,
+        values_only: bool = False,
     ) -> None:
         """Drop unset fields: ``None`` (unless nullable and assigned) and untouched defaults.
 
         With ``spell_out_defaults`` untouched defaults stay, except empty collections:
-        the form a schema default takes.
+        the form a schema default takes. With ``values_only`` a default value is dropped
+        even when it was assigned (an assignment that changes nothing is no change).
         """
         cls = type(self)
         fields_set = self.model_fields_set
@@ -251,10 +266,12 @@ class Model(BaseModel):
             if value is None:
                 if name not in cls.__setpoint_nullable__ or name not in fields_set:
                     del data[key]
-            elif name not in fields_set and name in defaults and value == defaults[name]:
+            elif (values_only or name not in fields_set) and (
+                name in defaults and value == defaults[name]
+            ):
                 # Never assigned and still equal to the default (an in-place append to a
                 # default list makes it unequal, so that edit is written).
-                if not spell_out_defaults or _is_empty_collection(value):
+                if values_only or not spell_out_defaults or _is_empty_collection(value):
                     del data[key]
             elif isinstance(value, set | frozenset) and isinstance(data[key], list):
                 # Set iteration order depends on hashing; write sets sorted so that reading
@@ -265,6 +282,17 @@ class Model(BaseModel):
     def _finish_serialized(self, data: dict[str, Any]) -> dict[str, Any]:
         """Hook for subclasses to adjust the serialized mapping (Resource adds apiVersion/kind)."""
         return data
+
+
+def semantic_json(obj: Model) -> dict[str, Any]:
+    """``obj``'s JSON form for comparing values: fields holding their default are left out.
+
+    ``to_object()`` writes a field that was assigned its default value (the assignment
+    marks it set), so an object that had it absent and one that had it assigned differ in
+    JSON although they hold the same values. This form does not: the safe-write helpers
+    use it to tell a mutation that changed nothing from one that did.
+    """
+    return dict(obj.model_dump(mode="json", by_alias=True, context={COMPARE_VALUES: True}))
 
 
 # ObjectMeta and OwnerReference never contribute descriptions to a schema, so they skip

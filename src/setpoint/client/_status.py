@@ -7,6 +7,7 @@ from typing import Any
 from setpoint.api.errors import SetpointError
 from setpoint.api.jsonvalues import deep_copy, json_equal
 from setpoint.api.kinds import ResourceInfo
+from setpoint.api.types import is_typed
 from setpoint.client._safebase import (
     DEFAULT_RETRY,
     MutateFn,
@@ -146,7 +147,7 @@ async def update_status(
                 "only (the server would drop the rest). Change spec and metadata with "
                 "create_or_patch, and finalizers with add_finalizer/remove_finalizer"
             )
-        if json_equal(before.get("status"), after.get("status")):
+        if json_equal(before.get("status"), after.get("status")) or _same_values(current, working):
             return WriteResult(OperationResult.UNCHANGED, current)
         try:
             written = await client.update(
@@ -159,3 +160,18 @@ async def update_status(
             current = None
             continue
         return WriteResult(OperationResult.UPDATED, written)
+
+
+def _same_values(current: Any, working: Any) -> bool:
+    """Whether two typed objects hold the same status values (an equal assignment is no change).
+
+    A field assigned its default value counts as set and appears in the JSON; compared by
+    value (:func:`~setpoint.api.resource.semantic_json`) the status did not change.
+    """
+    if not (is_typed(current) and is_typed(working)):
+        return False
+    from setpoint.api.resource import Model, semantic_json  # typed objects loaded pydantic
+
+    if not (isinstance(current, Model) and isinstance(working, Model)):
+        return False
+    return json_equal(semantic_json(current).get("status"), semantic_json(working).get("status"))
