@@ -64,8 +64,9 @@ async def create_or_update(
     it does not exist, on a copy of ``obj``, which is then created).
 
     Expected Flow:
-        1. GET the object. Not found: run ``mutate`` on a copy of ``obj``,
-           create it, return ``CREATED``.
+        1. Read the object: from the client's cache when it has one holding the
+           object (``ctx.client`` in a controller: no request), else GET it. Not
+           found: run ``mutate`` on a copy of ``obj``, create it, return ``CREATED``.
         2. Run ``mutate`` on a copy. Nothing changed: return ``UNCHANGED``
            without a request.
         3. Update (PUT) the mutated object, carrying the ``resourceVersion``
@@ -83,6 +84,10 @@ async def create_or_update(
         - Any concurrent write to the object, even an unrelated status update,
           costs a retry. :func:`create_or_patch` only conflicts on the fields
           it changes.
+        - A cached read may be a little behind the server: the write then loses
+          its guard (a Conflict, or a failed ``test``) and is retried on a fresh GET;
+          a cached copy that already matches returns ``UNCHANGED``, and the event of
+          the newer version reconciles again.
 
     Errors:
         Conflict / Invalid: still losing the race after ``retry.attempts``.
@@ -110,6 +115,10 @@ async def create_or_patch(
     update) do not cause a retry; a concurrent write to the same field, or to
     a list being changed (finalizers, owner references: lists are compared
     whole), does.
+
+    The first read comes from the client's cache when it has the object, as for
+    :func:`create_or_update`: a reconcile that keeps 500 copies in line reads them from
+    memory and writes only the ones that differ.
 
     Guarantees:
         - A list such as ``metadata.finalizers`` or ``metadata.ownerReferences``
@@ -142,9 +151,15 @@ async def _create_or_write(
     info = await client.resource_info(kind)
     drop = frozenset({"status"}) if "status" in info.subresources else frozenset()
     delays = retry.delays()
+    # The first read comes from the client's cache when it has the object (no request);
+    # the write is guarded either way, and a retry after a lost race reads the server.
+    cached = _cached_copy(client, kind, key, is_typed(obj))
     while True:
         try:
-            current = await client.get(kind, key.name, namespace=key.namespace or None)
+            current = cached
+            cached = None
+            if current is None:
+                current = await client.get(kind, key.name, namespace=key.namespace or None)
         except NotFound:
             created = await call_mutate(mutate, deep_copy(obj))
             _check_identity(what, key, as_json(created))
@@ -190,6 +205,17 @@ async def _create_or_write(
             await backoff(delays, error, what, retry.attempts)
             continue
         return WriteResult(OperationResult.UPDATED, written)
+
+
+def _cached_copy(client: SafeClient, kind: Any, key: ObjectKey, typed: bool) -> Any:
+    """A copy of the object from the client's cache, or ``None`` (no cache, not cached)."""
+    if not isinstance(client, CachedClient):
+        return None
+    gvk = kind if isinstance(kind, GroupVersionKind) else kind.gvk
+    stored = client.cache.peek(gvk, key)
+    if not isinstance(stored, dict):
+        return None
+    return _decode(kind, deep_copy(stored), typed)
 
 
 def _check_identity(what: str, key: Any, after: JsonObject) -> None:
