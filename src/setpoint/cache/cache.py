@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.jsonvalues import copy_json
 from setpoint.api.keys import ObjectKey
-from setpoint.api.meta import JsonObject
+from setpoint.api.meta import JsonObject, key_of
 from setpoint.api.runnable import RunnableGroup
 from setpoint.api.types import KindLike, TypedObject, resolve_kind
 from setpoint.cache.consistency import ConsistentReader, Expectations, TrackingClient
@@ -493,6 +493,22 @@ class Cache:
         if key.namespace and not informer.covers_namespace(key.namespace):
             return None
         return informer.store.get(key)
+
+    def known_absent(self, kind: GroupVersionKind, obj: JsonObject) -> bool:
+        """Whether the cache knows that no object with ``obj``'s key exists (see below).
+
+        True when the informer of ``kind`` has synced, ``obj`` is within its scope
+        (namespace and selectors), its store holds nothing under the key, and no write of
+        this process to the key is waiting to be seen (a create this process made is not
+        "absent" just because its event is still on the way). Never creates an informer
+        and never waits. :func:`~setpoint.client.safe.apply_child` relies on it to skip the
+        GET before a child's first apply.
+        """
+        informer = self._informers.get(kind)
+        if informer is None or not informer.synced or not informer.matches(obj):
+            return False
+        key = key_of(obj)
+        return key not in informer.store and key not in informer.expectations
 
     def expect_deleted(
         self, kind: GroupVersionKind, key: ObjectKey, *, uid: str = "", resource_version: str = ""

@@ -79,7 +79,8 @@ from setpoint.client.client import (
     PropagationPolicy,
     Selector,
 )
-from setpoint.client.objects import ObjectList
+from setpoint.client.errors import NotFound
+from setpoint.client.objects import Applied, ObjectList
 from setpoint.client.patch import Patch
 from setpoint.client.protocols import ApiClient, CacheView, Reader, WatchStream
 
@@ -744,6 +745,51 @@ class TrackingClient:
         if not dry_run:
             self._record(None, result)
         return result
+
+    async def apply_outcome(
+        self,
+        obj: JsonObject | TypedObject,
+        *,
+        field_manager: str | None = None,
+        force: bool = False,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> Applied[Any]:
+        """Apply ``obj`` (see :meth:`Client.apply_outcome`), record the version, say if created.
+
+        A wrapped client without ``apply_outcome`` is asked with a GET before the apply
+        instead; that answer is not atomic (a create by another writer in between is
+        reported as this apply's).
+        """
+        reporting = getattr(self._wrapped, "apply_outcome", None)
+        if reporting is not None:
+            applied: Applied[Any] = await reporting(
+                obj,
+                field_manager=field_manager,
+                force=force,
+                subresource=subresource,
+                dry_run=dry_run,
+            )
+        else:
+            data = obj.to_object() if is_typed(obj) else obj
+            kind: KindLike = type(obj) if is_typed(obj) else gvk_of(data)
+            key = key_of(data)
+            try:
+                await self._wrapped.get(kind, key.name, namespace=key.namespace or None)
+                existed = True
+            except NotFound:
+                existed = False
+            written = await self._wrapped.apply(
+                obj,
+                field_manager=field_manager,
+                force=force,
+                subresource=subresource,
+                dry_run=dry_run,
+            )
+            applied = Applied(written, not existed)
+        if not dry_run:
+            self._record(None, applied.object)
+        return applied
 
     async def delete(
         self,

@@ -44,7 +44,7 @@ from setpoint.client.kubeconfig import (
     load_kubeconfig,
     load_kubeconfig_data,
 )
-from setpoint.client.objects import ObjectList, WatchEvent
+from setpoint.client.objects import Applied, ObjectList, WatchEvent
 from setpoint.client.patch import ApplyPatch, JsonPatch, MergePatch, Patch, StrategicMergePatch
 from setpoint.client.preflight import AccessNeed, PreflightFailed, PreflightProblem, preflight
 from setpoint.client.protocols import Reader, ReadWriter, StatusWriter, Writer
@@ -54,6 +54,7 @@ __all__ = [
     "AccessNeed",
     "AlreadyExists",
     "ApiError",
+    "Applied",
     "ApplyPatch",
     "BadRequest",
     "Cause",

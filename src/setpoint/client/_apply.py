@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from setpoint.api.gvk import GroupVersionKind, split_api_version
+from setpoint.api.gvk import split_api_version
 from setpoint.api.jsonvalues import deep_copy, json_equal
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject, annotations_of, key_of, resource_version_of
@@ -31,12 +31,13 @@ from setpoint.client._safebase import (
     backoff,
     call_mutate,
     describe_target,
+    gvk_for,
     is_lost_race,
     kind_of,
     resolve,
 )
 from setpoint.client._status import MutationScopeError, require_status_subresource
-from setpoint.client.errors import AlreadyExists, ApiError, NotFound
+from setpoint.client.errors import AlreadyExists, ApiError, Invalid, NotFound
 from setpoint.client.patch import JsonPatch
 from setpoint.client.protocols import CachedClient
 
@@ -209,10 +210,10 @@ async def _create_or_write(
 
 def _cached_copy(client: SafeClient, kind: Any, key: ObjectKey, typed: bool) -> Any:
     """A copy of the object from the client's cache, or ``None`` (no cache, not cached)."""
-    if not isinstance(client, CachedClient):
+    cached_client = _cached_client(client)
+    if cached_client is None:
         return None
-    gvk = kind if isinstance(kind, GroupVersionKind) else kind.gvk
-    stored = client.cache.peek(gvk, key)
+    stored = cached_client.cache.peek(gvk_for(kind), key)
     if not isinstance(stored, dict):
         return None
     return _decode(kind, deep_copy(stored), typed)
@@ -268,7 +269,11 @@ async def apply_child(
            controller is) and its cache holds the child with that very
            annotation and every desired value, return ``UNCHANGED`` at once:
            no request at all.
-        3. GET the child. Not found: apply (which creates it): ``CREATED``.
+        3. If the cache knows the child does not exist (its informer of the kind has
+           synced, and holds neither the child nor a write of it by this process still
+           on its way), apply at once, with no GET: the server answers ``201 Created``
+           (``CREATED``) or, if the child appeared meanwhile, ``200 OK`` (``UPDATED``).
+           Otherwise GET the child. Not found: apply (which creates it): ``CREATED``.
         4. Find the fields ``field_manager`` owns by applying (its
            ``managedFields`` entry, operation ``Apply``). If they are exactly
            the fields in ``desired`` and the object holds the desired value in
@@ -305,6 +310,12 @@ async def apply_child(
         - ``force=True`` (the default, as controller-runtime advises for
           controllers) takes fields over from other managers instead of
           failing with Conflict.
+        - In step 3's race (another writer created the child after the cache's
+          last event), the answer is ``UPDATED`` even if the apply changed
+          nothing: only a read before the apply could tell, and that read is
+          what step 3 saves. If that child is controlled by another owner, the
+          server refuses the second controller reference and the error is
+          ``AlreadyOwned``, as on the GET path.
 
     Errors:
         AlreadyOwned: the live child is controlled by another owner.
@@ -371,14 +382,33 @@ async def _apply(
         child_info = await client.resource_info(kind)
         set_controller_reference(data, owner, owner_info=owner_info, dependent_info=child_info)
     typed = is_typed(desired)
+    cached_client = _cached_client(client)
     if marker:
         # Remember what this manager applied, so the next reconcile can tell from the
         # cache alone that nothing changed (see _unchanged_in_cache).
         marker_key, fingerprint = applied_marker(field_manager, data)
         data.setdefault("metadata", {}).setdefault("annotations", {})[marker_key] = fingerprint
-        cached = _unchanged_in_cache(client, kind, key, (marker_key, fingerprint), data)
-        if cached is not None:
-            return WriteResult(OperationResult.UNCHANGED, _decode(kind, cached, typed))
+        if cached_client is not None:
+            cached = _unchanged_in_cache(cached_client, kind, key, (marker_key, fingerprint), data)
+            if cached is not None:
+                return WriteResult(OperationResult.UNCHANGED, _decode(kind, cached, typed))
+    if (
+        cached_client is not None
+        and not subresource
+        and cached_client.cache.known_absent(gvk_for(kind), data)
+    ):
+        # The cache knows the child does not exist: apply at once, and let the server's
+        # answer (201 Created or 200 OK) say whether this apply created it.
+        try:
+            applied = await cached_client.apply_outcome(
+                data, field_manager=field_manager, force=force
+            )
+        except Invalid as error:
+            if owner is not None:
+                await _raise_if_controlled_elsewhere(client, kind, key, data, error)
+            raise
+        outcome = OperationResult.CREATED if applied.created else OperationResult.UPDATED
+        return WriteResult(outcome, _decode(kind, applied.object, typed))
     try:
         current = await client.get(kind, key.name, namespace=key.namespace or None)
     except NotFound:
@@ -388,15 +418,7 @@ async def _apply(
         return WriteResult(OperationResult.CREATED, _decode(kind, created, typed))
     live = as_json(current)
     if owner is not None:
-        existing = controller_of(live)
-        ours = controller_of(data)
-        if existing is not None and ours is not None and not _same_owner(existing, ours):
-            raise AlreadyOwned(
-                f"{describe_target(kind, key)} is already controlled by {existing.get('kind')} "
-                f"{existing.get('name')!r} (uid {existing.get('uid')}); refusing to make "
-                f"{ours.get('kind')} {ours.get('name')!r} its controller too",
-                owner=existing,
-            )
+        _check_controller(kind, key, live, data)
     owned = managed_fields_of(live, field_manager, subresource=subresource)
     if owned is not None and apply_is_noop(strip_for_compare(live), _applied_fields(data), owned):
         return WriteResult(OperationResult.UNCHANGED, current)
@@ -408,6 +430,54 @@ async def _apply(
         OperationResult.UPDATED if moved else OperationResult.UNCHANGED,
         _decode(kind, written, typed),
     )
+
+
+def _check_controller(kind: Any, key: ObjectKey, live: JsonObject, data: JsonObject) -> None:
+    """Raise AlreadyOwned when ``live`` is controlled by another owner than ``data`` names."""
+    existing = controller_of(live)
+    ours = controller_of(data)
+    if existing is not None and ours is not None and not _same_owner(existing, ours):
+        raise AlreadyOwned(
+            f"{describe_target(kind, key)} is already controlled by {existing.get('kind')} "
+            f"{existing.get('name')!r} (uid {existing.get('uid')}); refusing to make "
+            f"{ours.get('kind')} {ours.get('name')!r} its controller too",
+            owner=existing,
+        )
+
+
+async def _raise_if_controlled_elsewhere(
+    client: SafeClient, kind: Any, key: ObjectKey, data: JsonObject, error: Invalid
+) -> None:
+    """After an apply the server refused as Invalid: AlreadyOwned if another owner controls.
+
+    The cache said the child did not exist, so no owner check ran before the apply. If the
+    child existed after all and another owner controls it, the server refuses a second
+    controller reference (422); read it to say so as :class:`AlreadyOwned`.
+    """
+    try:
+        current = await client.get(kind, key.name, namespace=key.namespace or None)
+    except NotFound:
+        return
+    try:
+        _check_controller(kind, key, as_json(current), data)
+    except AlreadyOwned as owned:
+        raise owned from error
+
+
+_CACHED_TYPES: dict[type, bool] = {}
+
+
+def _cached_client(client: SafeClient) -> CachedClient | None:
+    """``client`` when it is a :class:`CachedClient`, else ``None``.
+
+    The answer is remembered per class: checking a runtime protocol inspects every member
+    (tens of microseconds), and ``apply_child`` asks on every call.
+    """
+    cls = type(client)
+    known = _CACHED_TYPES.get(cls)
+    if known is None:
+        known = _CACHED_TYPES[cls] = isinstance(client, CachedClient)
+    return client if known else None  # type: ignore[return-value]
 
 
 APPLIED_ANNOTATION_PREFIX = "setpoint.dev/applied-"
@@ -428,7 +498,7 @@ def applied_marker(field_manager: str, data: JsonObject) -> tuple[str, str]:
 
 
 def _unchanged_in_cache(
-    client: SafeClient, kind: Any, key: ObjectKey, marker: tuple[str, str], data: JsonObject
+    client: CachedClient, kind: Any, key: ObjectKey, marker: tuple[str, str], data: JsonObject
 ) -> JsonObject | None:
     """The cached child, when the cache alone proves an apply would change nothing.
 
@@ -444,10 +514,7 @@ def _unchanged_in_cache(
     server) or "unchanged" for a version that did match; the event of any newer change
     reconciles the owner again, so level-based correctness holds.
     """
-    if not isinstance(client, CachedClient):
-        return None
-    gvk = kind if isinstance(kind, GroupVersionKind) else kind.gvk
-    cached = client.cache.peek(gvk, key)
+    cached = client.cache.peek(gvk_for(kind), key)
     marker_key, fingerprint = marker
     if not isinstance(cached, dict) or annotations_of(cached).get(marker_key) != fingerprint:
         return None

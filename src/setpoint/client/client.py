@@ -33,7 +33,7 @@ from setpoint.client.config import ClientConfig
 from setpoint.client.discovery import RESTMapper
 from setpoint.client.errors import ConnectionFailed, Expired, MalformedResponse
 from setpoint.client.kubeconfig import load_config, load_kubeconfig
-from setpoint.client.objects import EventType, ObjectList, WatchEvent
+from setpoint.client.objects import Applied, EventType, ObjectList, WatchEvent
 from setpoint.client.patch import ApplyPatch, Patch
 from setpoint.client.transport import RequestHook, Transport, TransportOptions
 
@@ -627,18 +627,48 @@ class Client:
 
         ``obj`` should contain only the fields this manager wants to own.
         """
-        data = _to_json(obj)
-        kind: KindLike = type(obj) if is_typed(obj) else gvk_of(data)
-        result = await self.patch(
-            kind if isinstance(kind, GroupVersionKind) else kind.gvk,
-            self._name(data),
-            ApplyPatch(data, force=force),
-            namespace=namespace_of(data) or None,
+        applied = await self.apply_outcome(
+            obj,
+            field_manager=field_manager,
+            force=force,
             subresource=subresource,
             dry_run=dry_run,
-            field_manager=field_manager,
         )
-        return self._decode(kind, result) if not isinstance(kind, GroupVersionKind) else result
+        return applied.object
+
+    async def apply_outcome(
+        self,
+        obj: Any,
+        *,
+        field_manager: str | None = None,
+        force: bool = False,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> Applied[Any]:
+        """Server-side apply ``obj`` (as :meth:`apply`) and say whether it created the object.
+
+        kube-apiserver answers an apply that creates the object with ``201 Created`` and
+        one that finds it with ``200 OK`` (checked against the real server by
+        ``tests/integration/parity``). That answer is the only exact one: a read before the
+        apply could be overtaken by another writer. :func:`~setpoint.client.safe.apply_child`
+        uses it to report ``CREATED`` without a GET before the first apply.
+        """
+        data = _to_json(obj)
+        kind: KindLike = type(obj) if is_typed(obj) else gvk_of(data)
+        _, path = await self._path(
+            kind,
+            namespace=namespace_of(data) or None,
+            name=self._name(data),
+            subresource=subresource,
+        )
+        params = self._params(dry_run=dry_run, field_manager=field_manager)
+        patch = ApplyPatch(data, force=force)
+        if force:
+            params["force"] = "true"
+        resp = await self.transport.request(
+            "PATCH", path, params=params, body=patch.body(), content_type=patch.content_type
+        )
+        return Applied(self._decode(kind, resp.body), resp.status == 201)
 
     async def delete(
         self,

@@ -1,4 +1,4 @@
-"""What requests answer with: a list page and a watch event.
+"""What requests answer with: a list page, a watch event, what an apply did.
 
 Plain data, shared by the client, the protocols it is described by, the cache and the
 testing fake; it imports nothing else of the client.
@@ -7,13 +7,14 @@ testing fake; it imports nothing else of the client.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from setpoint.api.types import TypedObject
 
-__all__ = ["EventType", "ObjectList", "WatchEvent"]
+__all__ = ["Applied", "EventType", "ObjectList", "WatchEvent"]
 
 T = TypeVar("T", bound=TypedObject)
+A = TypeVar("A")
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
 """The ``type`` of a watch event."""
@@ -42,3 +43,16 @@ class WatchEvent(Generic[T]):
     type: EventType
     object: Any
     resource_version: str
+
+
+class Applied(NamedTuple, Generic[A]):
+    """What a server-side apply did: the object as stored, and whether the apply created it.
+
+    Unpacks as a pair: ``obj, created = await client.apply_outcome(desired, ...)``.
+    """
+
+    object: A
+    """The object as the server stored it (typed when the applied object was typed)."""
+    created: bool
+    """The server answered ``201 Created``: no object of that name existed before this
+    apply. ``False`` (``200 OK``) means one existed, whether or not the apply changed it."""

@@ -17,7 +17,8 @@ protocol                  who takes it
 :class:`ApiClient`        everything the runtime asks of the API: ``Context.client``, the
                           cache, controllers, the builder and the manager
 :class:`CachedClient`     optional: a client that carries a cache it can :class:`CacheView`
-                          (``apply_child`` skips a GET when the cache shows no change)
+                          (``apply_child`` skips the GET when the cache shows no change,
+                          or shows that the child does not exist yet)
 ========================  ===============================================================
 
 The live client, the tracking client and the testing fake satisfy all of them, so a
@@ -37,7 +38,7 @@ from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import JsonObject
-from setpoint.client.objects import ObjectList, WatchEvent
+from setpoint.client.objects import Applied, ObjectList, WatchEvent
 from setpoint.client.patch import Patch
 
 __all__ = [
@@ -269,6 +270,16 @@ class CacheView(Protocol):
         """
         ...
 
+    def known_absent(self, kind: GroupVersionKind, obj: JsonObject) -> bool:
+        """Whether the cache knows that no object with ``obj``'s key exists.
+
+        True only when the informer of ``kind`` has synced, ``obj`` is within its scope
+        (namespace, label and field selectors: an object outside it would never be
+        cached), it holds nothing under that key, and no write of this process to the key
+        is still waiting to be seen. Anything else is "not known": ask the server.
+        """
+        ...
+
 
 @runtime_checkable
 class CachedClient(Protocol):
@@ -282,4 +293,16 @@ class CachedClient(Protocol):
     @property
     def cache(self) -> CacheView:
         """The cache that holds what this client wrote."""
+        ...
+
+    async def apply_outcome(
+        self,
+        obj: Any,
+        *,
+        field_manager: str | None = None,
+        force: bool = False,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> Applied[Any]:
+        """Server-side apply ``obj`` and say whether the server created it (``201``)."""
         ...

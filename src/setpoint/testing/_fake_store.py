@@ -244,6 +244,10 @@ class Store:
     def _record(self, rules: KindRules, namespace: str, name: str) -> Record | None:
         return self._objects.get(rules.group_kind, {}).get(storage_key(namespace, name))
 
+    def exists(self, rules: KindRules, namespace: str, name: str) -> bool:
+        """Whether an object of this kind is stored under ``namespace``/``name``."""
+        return self._record(rules, namespace, name) is not None
+
     def present(self, rules: KindRules, obj: JsonObject) -> JsonObject:
         """A copy of a stored object as the client sees it: at the asked version.
 

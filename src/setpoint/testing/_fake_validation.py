@@ -129,6 +129,22 @@ def metadata_problems(rules: KindRules, obj: JsonObject, *, creating: bool) -> l
                         "Required value: must not be empty",
                     )
                 )
+    controllers = [
+        f"{ref.get('kind')}/{ref.get('name')}"
+        for ref in meta.get("ownerReferences") or []
+        if isinstance(ref, Mapping) and ref.get("controller") is True
+    ]
+    if len(controllers) > 1:
+        # The server's message (apimachinery's ValidateOwnerReferences), without its dump
+        # of the references.
+        problems.append(
+            (
+                "FieldValueInvalid",
+                "metadata.ownerReferences",
+                "Invalid value: Only one reference can have Controller set to true. Found "
+                f'"true" in references for {controllers[0]} and {controllers[1]}',
+            )
+        )
     return problems
 
 

@@ -104,7 +104,7 @@ from setpoint.client.client import (
     Selector,
 )
 from setpoint.client.errors import ApiError, UnknownKind
-from setpoint.client.objects import ObjectList, WatchEvent
+from setpoint.client.objects import Applied, ObjectList, WatchEvent
 from setpoint.client.patch import ApplyPatch, MergePatch, Patch
 from setpoint.testing._fake_errors import api_error
 from setpoint.testing._fake_kinds import KindRules, path_of
@@ -863,8 +863,26 @@ class FakeClient:
         dry_run: bool = False,
     ) -> Any:
         """Server-side apply ``obj`` (approximated; see the module docstring)."""
+        applied = await self.apply_outcome(
+            obj, field_manager=field_manager, force=force, subresource=subresource, dry_run=dry_run
+        )
+        return applied.object
 
-        def op() -> Any:
+    async def apply_outcome(
+        self,
+        obj: JsonObject | TypedObject,
+        *,
+        field_manager: str | None = None,
+        force: bool = False,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> Applied[Any]:
+        """Server-side apply ``obj`` and say whether it created the object (the server's 201).
+
+        Recorded as an ``apply`` call, like :meth:`apply`.
+        """
+
+        def op() -> Applied[Any]:
             data = _to_json(obj)
             kind = _kind_of(obj, data)
             name = name_of(data)
@@ -872,6 +890,7 @@ class FakeClient:
                 raise ValueError(f"{describe(data)} has no metadata.name; set it before this call")
             namespace = namespace_of(data)
             rules = self._target(kind, namespace=namespace or None, name=name)
+            existed = self._store.exists(rules, namespace, name)
             result = self._store.patch(
                 rules,
                 namespace,
@@ -881,7 +900,7 @@ class FakeClient:
                 dry_run=dry_run,
                 subresource=subresource,
             )
-            return _decode(kind, result)
+            return Applied(_decode(kind, result), not existed)
 
         return await self._run(object_call("apply", obj, subresource=subresource), op)
 

@@ -645,6 +645,14 @@ class FaultInjectingClient:
         call = object_call("apply", obj, subresource=kwargs.get("subresource"))
         return await self.faults.run(call, lambda: self.inner.apply(obj, **kwargs))
 
+    async def apply_outcome(self, obj: Any, **kwargs: Any) -> Any:
+        """:meth:`Client.apply_outcome <setpoint.client.Client.apply_outcome>`, with faults.
+
+        Rules for ``apply`` match it: it is the same request.
+        """
+        call = object_call("apply", obj, subresource=kwargs.get("subresource"))
+        return await self.faults.run(call, lambda: self.inner.apply_outcome(obj, **kwargs))
+
     async def delete(
         self,
         kind: KindLike,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -245,3 +245,48 @@ async def test_apply_conflicts_with_a_plain_writer(api: Api) -> None:
         await c.apply(dict(api.cm("mixed"), data={"color": "blue"}), field_manager="applier")
     assert [x.field for x in info.value.causes] == [".data.color"]
     assert "creator" in info.value.status["message"]
+
+
+async def test_apply_says_whether_it_created(api: Api) -> None:
+    """An apply that creates answers 201, one that finds the object 200, changed or not.
+
+    apply_child reports CREATED from this answer instead of a GET before the apply. A
+    second controller reference is refused as Invalid (422), which apply_child turns into
+    AlreadyOwned when the cache wrongly said the child did not exist.
+    """
+    c = api.client
+    desired = dict(api.cm("applied"), data={"a": "1"})
+    created = await c.apply_outcome(desired, field_manager="m1")
+    assert created.created is True
+    assert created.object["data"] == {"a": "1"}
+    same = await c.apply_outcome(desired, field_manager="m1")
+    assert same.created is False
+    assert (
+        same.object["metadata"]["resourceVersion"]
+        == (created.object["metadata"]["resourceVersion"])
+    )
+    changed = await c.apply_outcome(dict(desired, data={"a": "2"}), field_manager="m1")
+    assert changed.created is False
+    assert changed.object["data"] == {"a": "2"}
+    assert await c.apply(desired, field_manager="m1") == (
+        await c.get(kinds.ConfigMap, "applied", namespace=api.namespace)
+    )
+
+    def controller(owner: dict[str, Any]) -> dict[str, object]:
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"],
+            "controller": True,
+        }
+
+    # Real owners: the garbage collector deletes a dependent whose owner does not exist.
+    one = await c.create(api.cm("one"))
+    two = await c.create(api.cm("two"))
+    owned = api.cm("owned", ownerReferences=[controller(one)])
+    assert (await c.apply_outcome(owned, field_manager="owner-one")).created is True
+    second = api.cm("owned", ownerReferences=[controller(two)])
+    with pytest.raises(Invalid) as info:
+        await c.apply_outcome(second, field_manager="owner-two", force=True)
+    assert "Only one reference can have Controller set to true" in str(info.value)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
-from setpoint.api.owners import is_controlled_by
+from setpoint.api.owners import AlreadyOwned, is_controlled_by
 from setpoint.client import Client
 from setpoint.client.patch import JsonPatch, MergePatch, json_pointer
 from setpoint.client.safe import OperationResult, apply_child
@@ -143,30 +145,37 @@ async def test_declarative_child_writes_only_on_real_drift(
 async def test_apply_child_through_the_cache_sends_no_request_when_nothing_changed(
     k8s: Client, namespace: str, counted: tuple[Client, RequestLog]
 ) -> None:
-    """With a controller's tracking client, an unchanged child costs no request at all.
+    """With a controller's tracking client, a new child costs one apply, an unchanged one none.
 
-    apply_child records what it applied in an annotation; when the cache shows that
-    marker and every applied value, it answers "unchanged" without a GET. Drift in an
-    owned field is still seen (in the cache) and restored, and a new desired state that
-    drops a field goes to the server, which removes the field.
+    The cache knows the child does not exist, so the first apply goes out without a GET and
+    the server's 201 says CREATED. apply_child records what it applied in an annotation;
+    when the cache shows that marker and every applied value, it answers "unchanged"
+    without a GET. Drift in an owned field is still seen (in the cache) and restored, and a
+    new desired state that drops a field goes to the server, which removes the field.
     """
     from setpoint.cache import Cache, CacheOptions
+    from setpoint.cache.consistency import TrackingClient
 
     client, log = counted
-    cache = Cache(client, options=CacheOptions(namespaces=(namespace,)))
+    # The cache lists and watches through the uncounted client; the log shows only what
+    # apply_child sends (through the tracking client over the counted one).
+    cache = Cache(k8s, options=CacheOptions(namespaces=(namespace,)))
     await cache.start()
     try:
         cache.informer(kinds.ConfigMap)
         await cache.wait_for_sync(30)
-        tracking = cache.tracking_client()
+        tracking = TrackingClient(client, cache)
         desired = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": "child", "namespace": namespace},
             "data": {"a": "1", "b": "2"},
         }
+        await client.resource_info(kinds.ConfigMap)  # discovery, outside what is counted
+        log.clear()
         created = await apply_child(tracking, desired, field_manager=MANAGER)
         assert created.outcome is OperationResult.CREATED
+        assert log.requests == [("PATCH", "201")], log.requests
 
         async def cached_with_marker() -> bool:
             got = cache.peek(kinds.ConfigMap, ObjectKey(namespace, "child"))
@@ -199,5 +208,59 @@ async def test_apply_child_through_the_cache_sends_no_request_when_nothing_chang
         assert dropped.outcome is OperationResult.UPDATED
         final = await k8s.get(kinds.ConfigMap, "child", namespace=namespace)
         assert final["data"] == {"a": "1"}
+    finally:
+        await cache.stop(5)
+
+
+async def test_apply_child_without_a_get_refuses_a_child_another_owner_controls(
+    k8s: Client, namespace: str, gizmo_crd: GroupVersionKind, counted: tuple[Client, RequestLog]
+) -> None:
+    """A child the cache cannot see (outside its label selector) is applied without a GET.
+
+    The server refuses a second controller reference (422); apply_child reads the child
+    and raises AlreadyOwned naming the owner in control. The child is left as it was.
+    """
+    from setpoint.cache import Cache, CacheOptions, KindOptions
+    from setpoint.cache.consistency import TrackingClient
+
+    client, log = counted
+    rival = await client.create(gizmo("rival", namespace, size=1))
+    owner = await client.create(gizmo("owner", namespace, size=1))
+    await apply_child(
+        client,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "taken", "namespace": namespace},
+        },
+        field_manager="rival-controller",
+        owner=rival,
+    )
+    cache = Cache(
+        k8s,
+        options=CacheOptions(
+            namespaces=(namespace,),
+            by_kind={kinds.ConfigMap: KindOptions(labels="app=gizmo")},
+        ),
+    )
+    await cache.start()
+    try:
+        cache.informer(kinds.ConfigMap)
+        await cache.wait_for_sync(30)
+        desired = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "taken", "namespace": namespace, "labels": {"app": "gizmo"}},
+            "data": {"a": "1"},
+        }
+        log.clear()
+        with pytest.raises(AlreadyOwned, match="rival"):
+            await apply_child(
+                TrackingClient(client, cache), desired, field_manager=MANAGER, owner=owner
+            )
+        assert log.requests == [("PATCH", "422"), ("GET", "200")], log.requests
+        live = await k8s.get(kinds.ConfigMap, "taken", namespace=namespace)
+        assert is_controlled_by(live, rival)
+        assert "data" not in live
     finally:
         await cache.stop(5)

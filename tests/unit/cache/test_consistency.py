@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.api.kinds import ResourceInfo
 from setpoint.cache import (
@@ -97,6 +98,28 @@ async def test_a_read_waits_for_the_cache_to_catch_up_with_our_write(
     fresh = await asyncio.wait_for(pending, 5)
     assert fresh["data"] == {"v": 2}
     assert cache.informer(WIDGET).expectations.pending() == []
+
+
+async def test_the_cache_knows_a_child_is_absent_only_when_nothing_is_on_its_way(
+    cache: Cache, api: FakeClient
+) -> None:
+    """known_absent: synced, in scope, not stored, and no write of ours still to be seen."""
+    assert cache.known_absent(WIDGET, widget("b"))
+    assert not cache.known_absent(WIDGET, widget("a"))  # stored
+    unwatched = GroupVersionKind(WIDGET.group, "v2", WIDGET.kind)
+    assert not cache.known_absent(unwatched, widget("b"))  # no informer for that version
+    api.hold_watch_events()
+    tracking = cache.tracking_client()
+    created, was_created = await tracking.apply_outcome(widget("b"), field_manager="me")
+    assert was_created
+    assert created["metadata"]["name"] == "b"
+    # Created by us, event held back: not absent (apply_child must not create it again).
+    assert not cache.known_absent(WIDGET, widget("b"))
+    again = await tracking.apply_outcome(widget("b", data={"v": 3}), field_manager="me")
+    assert not again.created
+    api.release_watch_events()
+    await eventually(lambda: "b" in [k.name for k in cache.informer(WIDGET).store], timeout=5)
+    assert not cache.known_absent(WIDGET, widget("b"))
 
 
 async def test_nothing_to_wait_for_reads_at_once(cache: Cache) -> None:

@@ -12,6 +12,7 @@ from setpoint.api.declaration import field, resource
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.api.kinds import ResourceInfo
+from setpoint.api.meta import key_of
 from setpoint.api.owners import (
     AlreadyOwned,
     InvalidOwner,
@@ -429,13 +430,21 @@ async def test_apply_child_refuses_a_foreign_controller_and_bad_scopes(fake: Fak
 class CachedFake:
     """The fake plus a cache view over its own store: a CachedClient, as ctx.client is."""
 
-    def __init__(self, fake: FakeClient) -> None:
+    def __init__(self, fake: FakeClient, *, blind: bool = False) -> None:
         self.fake = fake
         self.cache = self
+        self.blind = blind
+        """Pretend to have seen nothing (a cache that missed a create by someone else)."""
 
     def peek(self, kind: GroupVersionKind, key: ObjectKey) -> dict[str, Any] | None:
+        if self.blind:
+            return None
         obj = self.fake.lookup(kind, key.name, namespace=key.namespace or None)
         return obj if isinstance(obj, dict) else None
+
+    def known_absent(self, kind: GroupVersionKind, obj: dict[str, Any]) -> bool:
+        key = key_of(obj)
+        return self.blind or self.peek(kind, key) is None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.fake, name)
@@ -463,7 +472,9 @@ async def test_apply_child_answers_from_the_cache_when_the_annotation_matches(
 ) -> None:
     client = CachedFake(fake)
     assert isinstance(client, CachedClient)
-    await apply_child(client, cm("child", k="v"), field_manager="ctl")
+    created, _ = await apply_child(client, cm("child", k="v"), field_manager="ctl")
+    assert created is OperationResult.CREATED
+    assert [c.verb for c in fake.faults.calls] == ["apply"]  # no GET before the first apply
     fake.faults.calls.clear()
     result, _ = await apply_child(client, cm("child", k="v"), field_manager="ctl")
     assert result is OperationResult.UNCHANGED
@@ -474,6 +485,25 @@ async def test_apply_child_answers_from_the_cache_when_the_annotation_matches(
     fake.faults.calls.clear()
     await apply_child(client, cm("child", k="w"), field_manager="ctl", applied_annotation=False)
     assert [c.verb for c in fake.faults.calls] == ["get", "apply"]
+
+
+async def test_apply_child_without_a_get_still_refuses_a_foreign_controller(
+    fake: FakeClient,
+) -> None:
+    """A cache that missed the child: the server's refusal becomes AlreadyOwned, and a child
+    that existed without a controller is adopted and reported UPDATED (the server's 200)."""
+    owner = await fake.create(gizmo())
+    rival = await fake.create(gizmo("rival"))
+    await apply_child(fake, cm("child"), field_manager="ctl", owner=rival)
+    blind = CachedFake(fake, blind=True)
+    with pytest.raises(AlreadyOwned, match="rival"):
+        await apply_child(blind, cm("child"), field_manager="other-ctl", owner=owner)
+    await fake.create(cm("orphan", k="v"))
+    result, adopted = await apply_child(
+        blind, cm("orphan", k="v"), field_manager="ctl", owner=owner
+    )
+    assert result is OperationResult.UPDATED
+    assert is_controlled_by(adopted, owner)
 
 
 def test_retry_options_are_validated() -> None:
