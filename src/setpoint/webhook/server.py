@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import inspect
 import logging
 import tempfile
@@ -376,13 +377,28 @@ class WebhookServer:
         return f"https://{host}:{port}{path}"
 
     async def ready(self) -> bool:
-        """Readiness check: listening with a serving certificate (``manager.readyz``).
+        """Readiness check: listening with a serving certificate valid now (``manager.readyz``).
 
-        A source with its own ``ready()`` (self-managed certificates) is asked too; it raises
-        with the reason when its certificate is missing or expired.
+        The certificate being served is checked whatever its source (a mounted directory
+        whose Secret nobody renewed expires too). A source with its own ``ready()``
+        (self-managed certificates) is asked as well.
+
+        Raises:
+            CertificateError: the served certificate is not valid now, naming its validity.
+
         """
         if self._server is None or self._tls is None:
             return False
+        from setpoint.tls.certs import read_certificates
+
+        served = read_certificates(self._tls.certificate.cert_pem)[0]
+        now = datetime.datetime.now(datetime.UTC)
+        if not served.valid_at(now):
+            raise CertificateError(
+                f"the webhook server's certificate is not valid now (valid "
+                f"{served.not_before:%Y-%m-%dT%H:%M}Z to {served.not_after:%Y-%m-%dT%H:%M}Z); "
+                "renew it: the API server refuses it"
+            )
         source_ready = getattr(self._source, "ready", None)
         if callable(source_ready):
             result = source_ready()

@@ -11,7 +11,7 @@ import pytest
 from setpoint.testing import serving_certificate
 from setpoint.testing.waits import eventually
 from setpoint.tls.certs import CertificateAuthority
-from setpoint.tls.pem import KeyPair
+from setpoint.tls.pem import CertificateError, KeyPair
 from setpoint.webhook import CertificateDirectory, WebhookServer, WebhookServerOptions
 
 
@@ -68,3 +68,26 @@ def test_poll_interval_must_be_positive() -> None:
     """A zero interval is refused with the option's name."""
     with pytest.raises(ValueError, match=r"CertificateDirectory\.poll_interval=0"):
         CertificateDirectory(poll_interval=0)
+
+
+async def test_readiness_fails_while_the_served_certificate_is_expired(tmp_path: Path) -> None:
+    """An expired certificate in the directory: the server listens, /readyz says why not."""
+    import datetime as dt
+
+    past = dt.datetime.now(dt.UTC) - dt.timedelta(days=30)
+    ca = CertificateAuthority("old-ca", now=past)
+    write(tmp_path, ca.serving_cert("x", ("127.0.0.1",), validity=dt.timedelta(days=1), now=past))
+    server = WebhookServer(
+        WebhookServerOptions(
+            bind_address="127.0.0.1:0", certificate=CertificateDirectory(str(tmp_path))
+        )
+    )
+    await server.start()
+    try:
+        with pytest.raises(CertificateError, match="not valid now"):
+            await server.ready()
+        write(tmp_path, CertificateAuthority().serving_cert("x", ("127.0.0.1",)))
+        server.tls.update(await CertificateDirectory(str(tmp_path)).load())
+        assert await server.ready()
+    finally:
+        await server.stop(1.0)

@@ -363,3 +363,17 @@ async def test_a_writer_fighting_over_the_secret_is_reported() -> None:
     client.faults.fail_next("update", kind=kinds.Secret, error=Conflict, times=None)
     with pytest.raises(Conflict, match="system/webhook-server-cert kept changing"):
         await certs.sync()
+
+
+async def test_readiness_needs_a_valid_serving_certificate() -> None:
+    """Not ready before load, ready after, not ready once the certificate has expired."""
+    client = FakeClient(objects=[ns("system")])
+    clock = Clock()
+    certs = source(client, clock)
+    with pytest.raises(CertificateError, match="no serving certificate yet"):
+        certs.ready()
+    await certs.load()
+    assert certs.ready()
+    clock.now = T0 + dt.timedelta(days=400)
+    with pytest.raises(CertificateError, match="is not valid now"):
+        certs.ready()
