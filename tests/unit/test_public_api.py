@@ -20,6 +20,24 @@ def test_import_setpoint_loads_no_http_stack() -> None:
     assert out == "[]"
 
 
+def test_a_dict_operator_loads_neither_pydantic_nor_an_http_server() -> None:
+    """An operator on dicts (Manager, a controller, apply_child, update_status) imports no
+    pydantic (typed models) and no aiohttp server side (the probe/metrics servers start it).
+
+    Each is several MiB of RSS and tens of milliseconds of start-up (issue 13)."""
+    code = (
+        "import sys\n"
+        "from setpoint import Manager, apply_child, update_status, set_condition\n"
+        "import setpoint.controller, setpoint.cache, setpoint.client.safe\n"
+        "print(sorted(m for m in ('pydantic', 'aiohttp.web', 'setpoint.api.resource', "
+        "'setpoint.webhook.admission', 'setpoint.webhook.conversion') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.strip()
+    assert out == "[]"
+
+
 def test_unknown_names_raise_attribute_error() -> None:
     try:
         _ = setpoint.NoSuchThing

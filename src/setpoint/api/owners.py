@@ -33,7 +33,6 @@ from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind, split_api_version
 from setpoint.api.kinds import BUILTIN_RESOURCES, ResourceInfo
 from setpoint.api.meta import JsonObject, gvk_of, meta
-from setpoint.api.resource import OwnerReference
 from setpoint.api.types import TypedObject, is_typed
 
 __all__ = [
@@ -273,6 +272,9 @@ def _store(dependent: Any, refs: list[JsonObject]) -> None:
             f"{type(dependent).__name__} has no metadata.owner_references; owner helpers need a "
             "JSON dict or a setpoint Resource"
         )
+    # A typed dependent: pydantic is loaded already. Dict-only operators never import it.
+    from setpoint.api.resource import OwnerReference
+
     metadata.owner_references = [OwnerReference.model_validate(r) for r in refs]
 
 

@@ -34,14 +34,16 @@ import ipaddress
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from setpoint.api.runnable import Runnable, RunnableGroup
-from setpoint.server._connections import ConnectionGuard, GuardedSite
 from setpoint.server.address import BindAddress
 from setpoint.server.tls import ServerTLS
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from setpoint.server._connections import ConnectionGuard
 
 __all__ = [
     "MAX_BODY_SIZE",
@@ -274,6 +276,12 @@ class AiohttpServer:
                 message names the server and the address.
 
         """
+        # aiohttp's server side loads only when a server starts: an operator whose probe and
+        # metrics servers are off never pays for it (import time and ~2 MiB of RSS).
+        from aiohttp import web
+
+        from setpoint.server._connections import ConnectionGuard, GuardedSite
+
         options = self._options
         server = web.Server(self._serve, access_log=None, keepalive_timeout=options.idle_timeout)
         runner = web.ServerRunner(server, shutdown_timeout=options.shutdown_timeout)
@@ -351,6 +359,8 @@ class AiohttpServer:
                 "Cache-Control": "no-store",
             }
         )
+        from aiohttp import web  # loaded by start() already
+
         return web.Response(status=response.status, body=response.body, headers=headers)
 
     async def _read_body(self, request: web.BaseRequest) -> bytes | HttpResponse:

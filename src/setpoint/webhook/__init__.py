@@ -16,25 +16,64 @@ The layer stands on :mod:`setpoint.server` (HTTP and TLS), :mod:`setpoint.client
 :mod:`setpoint.api`; the manager builds one server per process (``manager.webhook_server``).
 """
 
-from setpoint.webhook.admission import (
-    ADMISSION_REVIEW_API_VERSION,
-    AdmissionWebhook,
-    MalformedAdmissionReview,
-)
-from setpoint.webhook.conversion import (
-    CONVERT_PATH,
-    REVIEW_API_VERSION,
-    ConversionWebhook,
-    MalformedReview,
-)
-from setpoint.webhook.server import (
-    DEFAULT_CERT_DIR,
-    CertificateDirectory,
-    CertificateSource,
-    StaticCertificate,
-    WebhookServer,
-    WebhookServerOptions,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from setpoint.webhook.admission import (
+        ADMISSION_REVIEW_API_VERSION,
+        AdmissionWebhook,
+        MalformedAdmissionReview,
+    )
+    from setpoint.webhook.conversion import (
+        CONVERT_PATH,
+        REVIEW_API_VERSION,
+        ConversionWebhook,
+        MalformedReview,
+    )
+    from setpoint.webhook.server import (
+        DEFAULT_CERT_DIR,
+        CertificateDirectory,
+        CertificateSource,
+        StaticCertificate,
+        WebhookServer,
+        WebhookServerOptions,
+    )
+
+# Names load on first use (PEP 562): the manager imports ``setpoint.webhook.server`` for its
+# options, and an operator without webhooks must not pay for the admission and conversion
+# modules (they load pydantic, through setpoint.api.resource).
+_EXPORTS: dict[str, str] = {
+    "ADMISSION_REVIEW_API_VERSION": "setpoint.webhook.admission",
+    "AdmissionWebhook": "setpoint.webhook.admission",
+    "MalformedAdmissionReview": "setpoint.webhook.admission",
+    "CONVERT_PATH": "setpoint.webhook.conversion",
+    "REVIEW_API_VERSION": "setpoint.webhook.conversion",
+    "ConversionWebhook": "setpoint.webhook.conversion",
+    "MalformedReview": "setpoint.webhook.conversion",
+    "DEFAULT_CERT_DIR": "setpoint.webhook.server",
+    "CertificateDirectory": "setpoint.webhook.server",
+    "CertificateSource": "setpoint.webhook.server",
+    "StaticCertificate": "setpoint.webhook.server",
+    "WebhookServer": "setpoint.webhook.server",
+    "WebhookServerOptions": "setpoint.webhook.server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'setpoint.webhook' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "ADMISSION_REVIEW_API_VERSION",
