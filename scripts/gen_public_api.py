@@ -60,6 +60,7 @@ PUBLIC_API: dict[str, list[str]] = {
     "setpoint.api.owners": [
         "AlreadyOwned",
         "InvalidOwner",
+        "NotAdopted",
         "controller_of",
         "is_controlled_by",
         "is_owned_by",
@@ -97,6 +98,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "load_kubeconfig",
     ],
     "setpoint.client.safe": [
+        "Adoption",
         "FinalizerOutcome",
         "FinalizerResult",
         "MutationScopeError",

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS: dict[str, tuple[str, str | None]] = {
     "AddEvent": ("setpoint.controller", "AddEvent"),
     "AdmissionOptions": ("setpoint.api.admission", "AdmissionOptions"),
+    "Adoption": ("setpoint.client.safe", "Adoption"),
     "AlreadyExists": ("setpoint.client", "AlreadyExists"),
     "AlreadyOwned": ("setpoint.api.owners", "AlreadyOwned"),
     "AnnotationsChanged": ("setpoint.controller", "AnnotationsChanged"),
@@ -70,6 +71,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "Metrics": ("setpoint.observability.metrics", "Metrics"),
     "Model": ("setpoint.api.resource", "Model"),
     "MutationScopeError": ("setpoint.client.safe", "MutationScopeError"),
+    "NotAdopted": ("setpoint.api.owners", "NotAdopted"),
     "NotCached": ("setpoint.cache", "NotCached"),
     "NotFound": ("setpoint.client", "NotFound"),
     "ObjectKey": ("setpoint.api.keys", "ObjectKey"),
@@ -154,6 +156,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
 __all__ = [
     "AddEvent",
     "AdmissionOptions",
+    "Adoption",
     "AlreadyExists",
     "AlreadyOwned",
     "AnnotationsChanged",
@@ -205,6 +208,7 @@ __all__ = [
     "Metrics",
     "Model",
     "MutationScopeError",
+    "NotAdopted",
     "NotCached",
     "NotFound",
     "ObjectKey",
@@ -319,6 +323,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from setpoint.api.owners import (
         AlreadyOwned,
         InvalidOwner,
+        NotAdopted,
         controller_of,
         is_controlled_by,
         is_owned_by,
@@ -371,6 +376,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         load_kubeconfig,
     )
     from setpoint.client.safe import (
+        Adoption,
         FinalizerOutcome,
         FinalizerResult,
         MutationScopeError,

@@ -14,6 +14,7 @@ The tree (built-in bases in brackets; ``-`` marks where the error lives)::
     ├── ConditionError [ValueError]         - api: a condition the server would refuse
     ├── OwnerError [ValueError]             - api: owner references
     │   ├── AlreadyOwned                       another controller owns it
+    │   ├── NotAdopted                         exists without a controller; not adopted
     │   └── InvalidOwner                       scopes Kubernetes forbids
     ├── ConversionError [ValueError]        - api: converting between versions
     ├── Denied                              - api: an admission webhook refuses a request

@@ -38,6 +38,7 @@ from setpoint.api.types import TypedObject, is_typed
 __all__ = [
     "AlreadyOwned",
     "InvalidOwner",
+    "NotAdopted",
     "OwnerError",
     "controller_of",
     "is_controlled_by",
@@ -73,6 +74,18 @@ class AlreadyOwned(OwnerError):
         super().__init__(message)
         self.owner: Mapping[str, Any] = owner
         """The existing controller reference (``apiVersion``, ``kind``, ``name``, ``uid``)."""
+
+
+class NotAdopted(OwnerError):
+    """The dependent exists without a controller, and the caller did not ask to adopt it.
+
+    ``apply_child`` never takes over an object it did not create unless asked
+    (``adopt=Adoption.ORPHANS``): an object someone else made under the same name would
+    otherwise get this controller's fields, its owner reference, and be deleted with the
+    owner.
+    """
+
+    __module__ = "setpoint"
 
 
 # --------------------------------------------------------------------------- identity

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from enum import Enum
 from typing import Any
 
 import orjson
@@ -11,7 +12,12 @@ from setpoint.api.gvk import split_api_version
 from setpoint.api.jsonvalues import deep_copy, json_equal
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject, annotations_of, key_of, resource_version_of
-from setpoint.api.owners import AlreadyOwned, controller_of, set_controller_reference
+from setpoint.api.owners import (
+    AlreadyOwned,
+    NotAdopted,
+    controller_of,
+    set_controller_reference,
+)
 from setpoint.api.types import is_typed
 from setpoint.client._fieldpath import (
     IDENTITY_METADATA,
@@ -43,6 +49,7 @@ from setpoint.client.protocols import CachedClient
 
 __all__ = [
     "APPLIED_ANNOTATION_PREFIX",
+    "Adoption",
     "apply_child",
     "apply_status",
     "create_or_patch",
@@ -243,6 +250,21 @@ def _applied_fields(desired: JsonObject) -> JsonObject:
     return out
 
 
+class Adoption(Enum):
+    """What :func:`apply_child` does with a live child that has no controller reference."""
+
+    NEVER = "never"
+    """Refuse it with :class:`~setpoint.api.owners.NotAdopted` (the default): an object
+    someone else created under the child's name is not taken over, given this controller's
+    fields and owner reference, and deleted with the owner."""
+
+    ORPHANS = "orphans"
+    """Adopt it: apply to it and make the owner its controller (controller-runtime's
+    behaviour, and the only way to take over children orphaned by an earlier version of the
+    operator). A child controlled by another owner is still refused
+    (:class:`~setpoint.api.owners.AlreadyOwned`)."""
+
+
 async def apply_child(
     client: SafeClient,
     desired: Any,
@@ -251,6 +273,7 @@ async def apply_child(
     owner: Any = None,
     force: bool = True,
     applied_annotation: bool = True,
+    adopt: Adoption = Adoption.NEVER,
 ) -> WriteResult[Any]:
     """Apply a declared child object with server-side apply, writing only when needed.
 
@@ -274,6 +297,9 @@ async def apply_child(
            on its way), apply at once, with no GET: the server answers ``201 Created``
            (``CREATED``) or, if the child appeared meanwhile, ``200 OK`` (``UPDATED``).
            Otherwise GET the child. Not found: apply (which creates it): ``CREATED``.
+           Found with another controller: :class:`~setpoint.api.owners.AlreadyOwned`.
+           Found without a controller: adopt it only with ``adopt=Adoption.ORPHANS``,
+           else :class:`~setpoint.api.owners.NotAdopted`.
         4. Find the fields ``field_manager`` owns by applying (its
            ``managedFields`` entry, operation ``Apply``). If they are exactly
            the fields in ``desired`` and the object holds the desired value in
@@ -292,6 +318,12 @@ async def apply_child(
         step 2 is skipped, and every call costs one GET.
 
     Guarantees:
+        - With an ``owner``, an object this controller did not create is never taken
+          over unless ``adopt`` says so. If the apply meant to create the child lands on
+          an object another writer created meanwhile (a ``200 OK`` in step 3, or another
+          field manager in the answer after step 3's GET), the fields just applied (the
+          owner reference with them) are released again and
+          :class:`~setpoint.api.owners.NotAdopted` is raised.
         - Server defaults and fields other managers own (a label someone else
           added) are never compared, so they never trigger a write, and the
           apply leaves them alone: no endless update.
@@ -316,15 +348,30 @@ async def apply_child(
           what step 3 saves. If that child is controlled by another owner, the
           server refuses the second controller reference and the error is
           ``AlreadyOwned``, as on the GET path.
+        - In the create race above, values the other writer had set in fields this
+          controller applied are lost when the fields are released. Create children
+          whose names others may take (Namespaces) with ``client.create`` first, which
+          fails with AlreadyExists instead.
+        - Without an ``owner`` there is no controller to compare: the apply goes to
+          whatever object has the name.
 
     Errors:
         AlreadyOwned: the live child is controlled by another owner.
+        NotAdopted: the live child has no controller and ``adopt`` is
+            ``Adoption.NEVER`` (or another writer created it concurrently).
         InvalidOwner: the owner/child scopes are ones Kubernetes forbids.
         Conflict: another manager owns a desired field and ``force`` is False.
 
     """
     return await _apply(
-        client, desired, field_manager, owner, force, subresource="", marker=applied_annotation
+        client,
+        desired,
+        field_manager,
+        owner,
+        force,
+        subresource="",
+        marker=applied_annotation,
+        adopt=adopt,
     )
 
 
@@ -372,6 +419,7 @@ async def _apply(
     *,
     subresource: str,
     marker: bool,
+    adopt: Adoption = Adoption.NEVER,
 ) -> WriteResult[Any]:
     if not field_manager:
         raise ValueError("server-side apply needs a field_manager naming the controller")
@@ -407,6 +455,10 @@ async def _apply(
             if owner is not None:
                 await _raise_if_controlled_elsewhere(client, kind, key, data, error)
             raise
+        if not applied.created and owner is not None and adopt is Adoption.NEVER:
+            # 200 OK: the child existed after all. Unless it carried only this manager's
+            # fields (an earlier write of ours), someone else's object was just taken over.
+            await _check_created_by_us(client, kind, key, as_json(applied.object), field_manager)
         outcome = OperationResult.CREATED if applied.created else OperationResult.UPDATED
         return WriteResult(outcome, _decode(kind, applied.object, typed))
     try:
@@ -415,10 +467,18 @@ async def _apply(
         if subresource:
             raise
         created = await client.apply(data, field_manager=field_manager, force=force)
+        if owner is not None and adopt is Adoption.NEVER:
+            await _check_created_by_us(client, kind, key, as_json(created), field_manager)
         return WriteResult(OperationResult.CREATED, _decode(kind, created, typed))
     live = as_json(current)
     if owner is not None:
         _check_controller(kind, key, live, data)
+        if controller_of(live) is None and adopt is Adoption.NEVER:
+            raise NotAdopted(
+                f"{describe_target(kind, key)} exists and has no controller; apply_child does "
+                "not take over objects it did not create (it would be deleted with its new "
+                "owner). Delete or rename it, or pass adopt=Adoption.ORPHANS to adopt it"
+            )
     owned = managed_fields_of(live, field_manager, subresource=subresource)
     if owned is not None and apply_is_noop(strip_for_compare(live), _applied_fields(data), owned):
         return WriteResult(OperationResult.UNCHANGED, current)
@@ -429,6 +489,39 @@ async def _apply(
     return WriteResult(
         OperationResult.UPDATED if moved else OperationResult.UNCHANGED,
         _decode(kind, written, typed),
+    )
+
+
+async def _check_created_by_us(
+    client: SafeClient, kind: Any, key: ObjectKey, created: JsonObject, field_manager: str
+) -> None:
+    """After an apply that was meant to create: refuse (and undo) if someone else created it.
+
+    A fresh object carries only its creator's managedFields entry; any other manager means
+    the object appeared before the apply, and the apply took it over.
+    """
+    entries = (created.get("metadata") or {}).get("managedFields") or []
+    others = sorted(
+        {
+            str(entry.get("manager"))
+            for entry in entries
+            if isinstance(entry, dict) and entry.get("manager") != field_manager
+        }
+    )
+    if not others:
+        return
+    # Release every field just applied: the owner reference and the forced values go.
+    release: JsonObject = {
+        "apiVersion": created.get("apiVersion"),
+        "kind": created.get("kind"),
+        "metadata": {"name": key.name, **({"namespace": key.namespace} if key.namespace else {})},
+    }
+    await client.apply(release, field_manager=field_manager, force=False)
+    raise NotAdopted(
+        f"{describe_target(kind, key)} was created by another writer ({', '.join(others)}) "
+        "at the moment apply_child meant to create it; the fields just applied (the owner "
+        "reference among them) were released again, so it is not adopted. Check who else "
+        "creates objects of this name"
     )
 
 

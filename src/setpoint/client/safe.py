@@ -46,6 +46,7 @@ The pure halves live in :mod:`setpoint.api.conditions` (conditions,
 
 from setpoint.client._apply import (
     APPLIED_ANNOTATION_PREFIX,
+    Adoption,
     apply_child,
     apply_status,
     create_or_patch,
@@ -71,6 +72,7 @@ from setpoint.client._status import MutationScopeError, update_status
 
 __all__ = [
     "APPLIED_ANNOTATION_PREFIX",
+    "Adoption",
     "FinalizerOutcome",
     "FinalizerResult",
     "MutateFn",

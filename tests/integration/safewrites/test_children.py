@@ -9,10 +9,10 @@ import pytest
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
-from setpoint.api.owners import AlreadyOwned, is_controlled_by
+from setpoint.api.owners import AlreadyOwned, NotAdopted, is_controlled_by
 from setpoint.client import Client
 from setpoint.client.patch import JsonPatch, MergePatch, json_pointer
-from setpoint.client.safe import OperationResult, apply_child
+from setpoint.client.safe import Adoption, OperationResult, apply_child
 from setpoint.testing import eventually
 from tests._support.gizmos import gizmo
 from tests._support.request_log import RequestLog
@@ -264,3 +264,121 @@ async def test_apply_child_without_a_get_refuses_a_child_another_owner_controls(
         assert "data" not in live
     finally:
         await cache.stop(5)
+
+
+def config_map(namespace: str, **data: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "gizmo-settings", "namespace": namespace},
+        "data": data,
+    }
+
+
+async def test_apply_child_does_not_adopt_what_it_did_not_create(
+    k8s: Client, namespace: str, gizmo_crd: GroupVersionKind
+) -> None:
+    """A live child without a controller is refused unless adopt=Adoption.ORPHANS (item 8).
+
+    Someone else's ConfigMap of the child's name keeps its data and gets no owner
+    reference (so it is not deleted with the Gizmo); asking for adoption takes it over.
+    """
+    owner = await k8s.create(gizmo("owner", namespace, size=1))
+    theirs = await k8s.create(config_map(namespace, mode="theirs"))
+    with pytest.raises(NotAdopted, match="exists and has no controller"):
+        await apply_child(
+            k8s, config_map(namespace, mode="ours"), field_manager=MANAGER, owner=owner
+        )
+    after = await k8s.get(kinds.ConfigMap, "gizmo-settings", namespace=namespace)
+    assert after["data"] == {"mode": "theirs"}
+    assert "ownerReferences" not in after["metadata"]
+    assert after["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
+
+    result, adopted = await apply_child(
+        k8s,
+        config_map(namespace, mode="ours"),
+        field_manager=MANAGER,
+        owner=owner,
+        adopt=Adoption.ORPHANS,
+    )
+    assert result is OperationResult.UPDATED
+    assert is_controlled_by(adopted, owner)
+    assert adopted["data"] == {"mode": "ours"}
+
+
+class CreatesFirst:
+    """A client whose first apply is preceded by another writer creating the same object."""
+
+    def __init__(self, inner: Client, rival: dict[str, Any]) -> None:
+        self._inner = inner
+        self._rival: dict[str, Any] | None = rival
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def apply(self, obj: Any, **kwargs: Any) -> Any:
+        if self._rival is not None:
+            rival, self._rival = self._rival, None
+            await self._inner.create(rival, field_manager="someone-else")
+        return await self._inner.apply(obj, **kwargs)
+
+
+async def test_apply_child_that_loses_a_create_race_lets_go_again(
+    k8s: Client, namespace: str, gizmo_crd: GroupVersionKind
+) -> None:
+    """Another writer creates the child between apply_child's GET and its apply: NotAdopted.
+
+    The apply lands on their object; apply_child sees their field manager in the answer,
+    releases the fields it had applied (its owner reference with them) and refuses, so the
+    object is not deleted with the Gizmo.
+    """
+    owner = await k8s.create(gizmo("owner", namespace, size=1))
+    racing = CreatesFirst(k8s, config_map(namespace, other="kept"))
+    with pytest.raises(NotAdopted, match="created by another writer \\(someone-else\\)"):
+        await apply_child(
+            racing, config_map(namespace, mode="ours"), field_manager=MANAGER, owner=owner
+        )
+    after = await k8s.get(kinds.ConfigMap, "gizmo-settings", namespace=namespace)
+    assert "ownerReferences" not in after["metadata"]
+    assert after["data"] == {"other": "kept"}
+    managers = {entry["manager"] for entry in after["metadata"].get("managedFields", [])}
+    assert MANAGER not in managers
+
+
+async def test_apply_child_without_a_get_does_not_adopt_an_unseen_orphan(
+    k8s: Client, namespace: str, gizmo_crd: GroupVersionKind
+) -> None:
+    """The cache cannot see a child without a controller: the 200 OK gives it away.
+
+    The apply (sent without a GET) lands on someone else's ConfigMap; the server answers
+    200, not 201, and the answer carries their field manager, so apply_child releases
+    what it applied and raises NotAdopted.
+    """
+    from setpoint.cache import Cache, CacheOptions, KindOptions
+    from setpoint.cache.consistency import TrackingClient
+
+    owner = await k8s.create(gizmo("owner", namespace, size=1))
+    await k8s.create(config_map(namespace, other="kept"), field_manager="someone-else")
+    cache = Cache(
+        k8s,
+        options=CacheOptions(
+            namespaces=(namespace,),
+            by_kind={kinds.ConfigMap: KindOptions(labels="app=gizmo")},
+        ),
+    )
+    await cache.start()
+    try:
+        cache.informer(kinds.ConfigMap)
+        await cache.wait_for_sync(30)
+        desired = config_map(namespace, mode="ours")
+        desired["metadata"]["labels"] = {"app": "gizmo"}
+        with pytest.raises(NotAdopted, match="someone-else"):
+            await apply_child(
+                TrackingClient(k8s, cache), desired, field_manager=MANAGER, owner=owner
+            )
+    finally:
+        await cache.stop(5)
+    after = await k8s.get(kinds.ConfigMap, "gizmo-settings", namespace=namespace)
+    assert "ownerReferences" not in after["metadata"]
+    assert after["data"] == {"other": "kept"}
+    assert "app" not in (after["metadata"].get("labels") or {})
