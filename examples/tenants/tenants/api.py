@@ -70,6 +70,17 @@ def _non_negative(what: str) -> sp.Rule:
     )
 
 
+_NOT_A_SYSTEM_GROUP = sp.Rule(
+    "!self.startsWith('system:')",
+    message=(
+        "must not be a 'system:' group (system:authenticated, system:serviceaccounts, "
+        "system:masters, ...): those name every user or cluster components, not a team"
+    ),
+)
+"""The admin group gets 'admin' in every tenant namespace: a group such as
+``system:authenticated`` would hand that to every user of the cluster."""
+
+
 class TenantQuota(sp.Model):
     """The tenant's resource quota, applied to each of its namespaces (a ResourceQuota)."""
 
@@ -103,9 +114,9 @@ class TenantSpec(sp.Model):
     """The tenant's namespaces. The operator creates them and deletes the ones removed from
     this list (only those it created for this Tenant). A namespace another Tenant already
     claims is left alone and reported in the Degraded condition."""
-    admin_group: str = sp.field(min_length=1, max_length=253)
+    admin_group: str = sp.field(min_length=1, max_length=253, rules=[_NOT_A_SYSTEM_GROUP])
     """The group (as the cluster's authenticator names it) that gets the 'admin'
-    ClusterRole in every namespace of the tenant."""
+    ClusterRole in every namespace of the tenant; never a ``system:`` group."""
     quota: TenantQuota = sp.field(default_factory=TenantQuota)
     """Resource quota per namespace."""
     container_defaults: ContainerDefaults = sp.field(default_factory=ContainerDefaults)
@@ -176,7 +187,7 @@ class TenantSpecV1Alpha1(sp.Model):
 
     namespaces: list[NamespaceName] = sp.field(min_items=1, max_items=32, unique_items=True)
     """The tenant's namespaces (as in v1)."""
-    admins: str = sp.field(min_length=1, max_length=253)
+    admins: str = sp.field(min_length=1, max_length=253, rules=[_NOT_A_SYSTEM_GROUP])
     """The group that administers the tenant's namespaces (v1: ``adminGroup``)."""
     cpu_quota: sp.Quantity = sp.field(default="4", rules=[_non_negative("cpuQuota")])
     """CPU requests per namespace (v1: ``quota.cpu``)."""

@@ -181,13 +181,20 @@ class TenantReconciler:
                 f"namespace {ns!r} is being deleted; it is recreated once it is gone",
             )
             return
-        result, _ = await sp.apply_child(
-            ctx.client, children.namespace(tenant, ns), field_manager=self._manager, owner=tenant
-        )
-        if result is sp.OperationResult.CREATED:
-            ctx.log.info("Created a namespace", tenant_namespace=ns)
-            _record(ctx, tenant, "Normal", "NamespaceCreated", f"Created namespace {ns}")
-        elif result is sp.OperationResult.UPDATED:
+        if existing is None and not await self._create_namespace(ctx, tenant, ns, outcome):
+            return
+        try:
+            result, _ = await sp.apply_child(
+                ctx.client,
+                children.namespace(tenant, ns),
+                field_manager=self._manager,
+                owner=tenant,
+            )
+        except (sp.NotAdopted, sp.AlreadyOwned):
+            # Someone else's namespace that the cache had not shown yet: never taken over.
+            outcome.problem(*_foreign({"metadata": {"name": ns}}, tenant, ns))
+            return
+        if result is sp.OperationResult.UPDATED:
             ctx.log.info("Restored a namespace", tenant_namespace=ns)
         desired = [
             children.resource_quota(tenant, ns),
@@ -215,6 +222,28 @@ class TenantReconciler:
                 quota = live
         outcome.present.append(ns)
         outcome.usage.append(_usage(ns, quota))
+
+    async def _create_namespace(
+        self, ctx: sp.Context, tenant: Tenant, ns: str, outcome: _Outcome
+    ) -> bool:
+        """Create ``ns`` for ``tenant``, or report it as foreign if it already exists.
+
+        A plain create, not an apply: it fails with AlreadyExists for a namespace someone
+        created after the cache last looked, so an existing namespace is never taken over
+        (an apply would give it the Tenant's label, RoleBinding and owner reference, and
+        delete it with the Tenant). Only the label and the owner reference are created here;
+        apply_child then owns the namespace's fields as for every child.
+        """
+        created = children.namespace(tenant, ns)
+        sp.set_controller_reference(created, tenant)
+        try:
+            await ctx.client.create(created, field_manager=self._manager)
+        except sp.AlreadyExists:
+            outcome.problem(*_foreign({"metadata": {"name": ns}}, tenant, ns))
+            return False
+        ctx.log.info("Created a namespace", tenant_namespace=ns)
+        _record(ctx, tenant, "Normal", "NamespaceCreated", f"Created namespace {ns}")
+        return True
 
     async def _first_claimant(self, ctx: sp.Context, ns: str) -> str | None:
         """The Tenant whose claim on ``ns`` wins: the oldest live claim (ties: by name)."""

@@ -76,3 +76,19 @@ def test_the_cert_manager_layout_mounts_the_secret_and_asks_for_injection(
     } in (volumes)
     issuer = objects["Issuer"]["metadata"]["name"]
     assert certificate["spec"]["issuerRef"]["name"] == issuer
+
+
+def test_the_admission_policy_names_the_operator_as_kustomize_renames_it() -> None:
+    """config/policy: the binding follows the prefixed policy; CEL names the rendered account.
+
+    kustomize cannot rewrite text inside CEL, so the username is written out; this test
+    keeps it in step with the rendered ServiceAccount.
+    """
+    objects = build(CONFIG_DIR)
+    policy = objects["ValidatingAdmissionPolicy"]
+    binding = objects["ValidatingAdmissionPolicyBinding"]
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"] == "tenants-operator-writes"
+    account = objects["ServiceAccount"]["metadata"]
+    username = f"system:serviceaccount:{account['namespace']}:{account['name']}"
+    (condition,) = policy["spec"]["matchConditions"]
+    assert f"'{username}'" in condition["expression"]

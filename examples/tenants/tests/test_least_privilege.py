@@ -6,7 +6,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from tenants import TenantsSettings
+import pytest
+from tenants import TENANT_LABEL, TenantsSettings
 
 import setpoint as sp
 from setpoint import kinds
@@ -22,6 +23,9 @@ from .tenants_support import (
     wait_gone,
     wait_ready,
 )
+
+POLICY_USERNAME = "system:serviceaccount:tenants-system:tenants-controller-manager"
+"""The operator's username as config/policy spells it (config/default's namespace and prefix)."""
 
 RBAC_FILES = (
     "service_account.yaml",
@@ -42,7 +46,7 @@ def customize(doc: dict[str, Any], *, prefix: str, namespace: str) -> dict[str, 
     doc = dict(doc)
     metadata = dict(doc["metadata"])
     metadata["name"] = prefix + metadata["name"]
-    if "namespace" in metadata:
+    if "namespace" in metadata and not doc["kind"].startswith("ValidatingAdmissionPolicy"):
         metadata["namespace"] = namespace
     doc["metadata"] = metadata
     if "roleRef" in doc:
@@ -52,6 +56,23 @@ def customize(doc: dict[str, Any], *, prefix: str, namespace: str) -> dict[str, 
             {**s, "name": prefix + s["name"], "namespace": namespace} for s in doc["subjects"]
         ]
     return doc
+
+
+def policy_for(prefix: str, namespace: str, account: str) -> list[dict[str, Any]]:
+    """config/policy renamed as kustomize would, matching service account ``account``."""
+    docs = []
+    for loaded in load_yaml(CONFIG_DIR / "policy" / "operator_writes_policy.yaml"):
+        doc = customize(loaded, prefix=prefix, namespace=namespace)
+        if doc["kind"] == "ValidatingAdmissionPolicy":
+            (condition,) = doc["spec"]["matchConditions"]
+            assert POLICY_USERNAME in condition["expression"]
+            condition["expression"] = condition["expression"].replace(
+                POLICY_USERNAME, f"system:serviceaccount:{namespace}:{account}"
+            )
+        else:
+            doc["spec"] = {**doc["spec"], "policyName": prefix + doc["spec"]["policyName"]}
+        docs.append(doc)
+    return docs
 
 
 async def test_a_full_cycle_passes_with_the_generated_role_only(
@@ -98,6 +119,12 @@ async def test_a_full_cycle_passes_with_the_generated_role_only(
     kubeconfig = control_plane.kubeconfig_for_token(
         issued["status"]["token"], name=f"{namespace}-operator"
     )
+    # The admission policy of config/policy, for this service account (its username is the
+    # one thing kustomize cannot rewrite), so the cycle below also proves it lets the
+    # operator do its work.
+    for doc in policy_for(prefix, namespace, account):
+        obj = await k8s.create(doc)
+        created.append((sp.meta.gvk_of(obj), obj["metadata"]["name"], None))
     settings = TenantsSettings(directory_path=tmp_path / "directory.db", directory_busy_timeout=0.5)
     tenants = Tenants(k8s)
     try:
@@ -149,6 +176,94 @@ async def test_a_full_cycle_passes_with_the_generated_role_only(
             await wait_gone(k8s, kinds.Namespace, a, timeout=120)
     finally:
         await tenants.abandon_all()
+        for gvk, obj_name, obj_namespace in reversed(created):
+            with contextlib.suppress(sp.NotFound):
+                await k8s.delete(gvk, obj_name, namespace=obj_namespace)
+
+
+def role_binding(namespace: str, role: str, group: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "tenant-admins", "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+    }
+
+
+async def test_the_admission_policy_confines_the_operator_to_tenant_namespaces(
+    k8s: sp.Client,
+    control_plane: Any,
+    tenant_crd: sp.GroupVersionKind,
+    namespace: str,
+) -> None:
+    """config/policy: what the operator's cluster-wide RBAC allows, the policy refuses.
+
+    As the operator's service account (RBAC from config/rbac, policy from config/policy):
+    a RoleBinding to admin in a namespace without the tenant label, labelling such a
+    namespace (claiming it), deleting it, and binding admin to a system: group in a tenant
+    namespace are all refused; the same RoleBinding to the tenant's group is not. (Binding
+    any other role is refused by RBAC itself: the operator may bind only admin.)
+    Every write is a dry run, so nothing is changed if the policy were missing (issue 18,
+    item 9).
+    """
+    prefix = f"{namespace[:18]}-p-".replace("--", "-")
+    created: list[tuple[sp.GroupVersionKind, str, str | None]] = []
+    account = prefix + "controller-manager"
+    outsider, tenant_ns = f"{namespace}-outsider", f"{namespace}-tenant"
+    try:
+        for file in RBAC_FILES[:3]:
+            for doc in load_yaml(CONFIG_DIR / "rbac" / file):
+                obj = await k8s.create(customize(doc, prefix=prefix, namespace=namespace))
+                created.append(
+                    (sp.meta.gvk_of(obj), obj["metadata"]["name"], obj["metadata"].get("namespace"))
+                )
+        for name, labels in ((outsider, {}), (tenant_ns, {TENANT_LABEL: "acme"})):
+            await k8s.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": name, "labels": labels},
+                }
+            )
+            created.append((kinds.Namespace, name, None))
+        for doc in policy_for(prefix, namespace, account):
+            obj = await k8s.create(doc)
+            created.append((sp.meta.gvk_of(obj), obj["metadata"]["name"], None))
+        issued = await k8s.create_subresource(
+            kinds.ServiceAccount,
+            account,
+            "token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+            namespace=namespace,
+        )
+        path = control_plane.kubeconfig_for_token(issued["status"]["token"], name=account)
+        async with sp.Client.from_kubeconfig(path) as operator:
+
+            async def refused_outside() -> str | None:
+                try:
+                    await operator.create(role_binding(outsider, "admin", "acme"), dry_run=True)
+                except sp.ApiError as exc:
+                    return str(exc)
+                return None  # the policy is not in force yet
+
+            message = await eventually(refused_outside, timeout=60, description="policy active")
+            assert "only in namespaces that carry the tenants.setpoint.dev/tenant label" in message
+
+            claim = sp.MergePatch({"metadata": {"labels": {TENANT_LABEL: "acme"}}})
+            with pytest.raises(sp.ApiError, match="only namespaces that carry"):
+                await operator.patch(kinds.Namespace, outsider, claim, dry_run=True)
+            with pytest.raises(sp.ApiError, match="only namespaces that carry"):
+                await operator.delete(kinds.Namespace, outsider, dry_run=True)
+            with pytest.raises(sp.ApiError, match="only bind the admin ClusterRole"):
+                await operator.create(
+                    role_binding(tenant_ns, "admin", "system:authenticated"), dry_run=True
+                )
+            allowed = await operator.create(role_binding(tenant_ns, "admin", "acme"), dry_run=True)
+            assert allowed["roleRef"]["name"] == "admin"
+            # Other users are not affected: the admin may still write outside tenant namespaces.
+            await k8s.create(role_binding(outsider, "admin", "acme"), dry_run=True)
+    finally:
         for gvk, obj_name, obj_namespace in reversed(created):
             with contextlib.suppress(sp.NotFound):
                 await k8s.delete(gvk, obj_name, namespace=obj_namespace)

@@ -73,6 +73,23 @@ async def test_a_negative_or_malformed_quota_is_refused(
     assert expected in found[field]
 
 
+@pytest.mark.parametrize(
+    "group", ["system:authenticated", "system:serviceaccounts", "system:masters"]
+)
+async def test_a_system_group_as_admin_group_is_refused(
+    k8s: sp.Client, tenant_crd: sp.GroupVersionKind, group: str
+) -> None:
+    """adminGroup may not be a system: group (issue 18, item 9): a CEL rule on the field.
+
+    The group gets 'admin' in every tenant namespace; system:authenticated would give that
+    to every user of the cluster.
+    """
+    error = await create_invalid(k8s, {"adminGroup": group})
+    found = causes(error)
+    assert "spec.adminGroup" in found, found
+    assert "must not be a 'system:' group" in found["spec.adminGroup"]
+
+
 async def test_a_valid_tenant_is_stored_with_its_defaults(
     k8s: sp.Client, tenant_crd: sp.GroupVersionKind
 ) -> None:
