@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
-from setpoint.cli import controlplane, crd, demo, doctor, generate, run, snapshot
+from setpoint.cli import controlplane, crd, demo, doctor, generate, run, scaffold, snapshot
 from setpoint.client.errors import ClientError
 from setpoint.testing.controlplane import ControlPlaneError
 
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.register(sub)
     generate.register(sub)
     run.register(sub)
+    scaffold.register(sub)
     snapshot.register(sub)
     return parser
 
