@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
-from setpoint.cli import controlplane, crd, demo, doctor, generate, run, scaffold, snapshot
+from setpoint.cli import controlplane, crd, demo, dev, doctor, generate, run, scaffold, snapshot
 from setpoint.client.errors import ClientError
 from setpoint.testing.controlplane import ControlPlaneError
 
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     controlplane.register(sub)
     crd.register(sub)
     demo.register(sub)
+    dev.register(sub)
     doctor.register(sub)
     generate.register(sub)
     run.register(sub)

@@ -1,0 +1,251 @@
+"""setpoint init / create api / create webhook, without a cluster: files, names, conflicts."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from setpoint.cli.main import main
+from setpoint.cli.scaffold.commands import create_api, create_webhook, init, setpoint_source
+from setpoint.cli.scaffold.files import ScaffoldConflict
+from setpoint.cli.scaffold.names import ScaffoldNameError, snake_case
+from setpoint.cli.scaffold.project import Project, ProjectFileError, digest
+
+RUFF = Path(sys.executable).with_name("ruff")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "shop-op"
+    root.mkdir()
+    init(root, domain="example.com")
+    return root
+
+
+def files_under(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_init_writes_the_layout_and_records_every_file(project: Path) -> None:
+    recorded = Project.load(project)
+    assert (recorded.name, recorded.domain, recorded.package) == (
+        "shop-op",
+        "example.com",
+        "shop_op",
+    )
+    for path in (
+        "pyproject.toml",
+        "Makefile",
+        "Dockerfile",
+        "README.md",
+        ".gitignore",
+        "shop_op/__init__.py",
+        "shop_op/controllers/__init__.py",
+        "shop_op/webhooks/__init__.py",
+        "tests/conftest.py",
+        "config/default/kustomization.yaml",
+        "config/manager/manager.yaml",
+        "config/rbac/role_binding.yaml",
+        "config/prometheus/monitor.yaml",
+        "config/crd/kustomization.yaml",
+    ):
+        assert (project / path).is_file(), path
+        assert recorded.files[path] == digest((project / path).read_bytes())
+    readme = (project / "README.md").read_text()
+    assert "make run" in readme and "make test" in readme
+    assert "setpoint dev shop_op" in (project / "Makefile").read_text()
+
+
+def test_init_again_changes_nothing(project: Path) -> None:
+    before = files_under(project)
+    result = init(project, domain="example.com")
+    assert {f.status for f in result.files} == {"unchanged"}
+    assert files_under(project) == before
+
+
+def test_init_with_other_names_refuses(project: Path) -> None:
+    with pytest.raises(ProjectFileError, match="already the project 'shop-op'"):
+        init(project, domain="other.org")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--domain", "Example.COM"], r"--domain 'Example\.COM' is not a domain"),
+        (["--domain", "localhost"], "at least one dot"),
+        (["--name", "Shop_Op"], r"--name 'Shop_Op' is not a project name"),
+        (["--name", "9shop"], "must start with a letter"),
+    ],
+)
+def test_bad_init_names_fail_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    assert main(["init", "--dir", str(tmp_path), *args]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("setpoint: error: ")
+    assert "Traceback" not in err
+
+    assert re.search(message, err), err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("group", "version", "kind", "message"),
+    [
+        ("Ship", "v1", "Frigate", r"--group 'Ship' is not a group name"),
+        ("ship.io", "v1", "Frigate", r"--group 'ship\.io' is not a group name"),
+        ("ship", "1", "Frigate", r"--version '1' is not a Kubernetes API version"),
+        ("ship", "v1beta", "Frigate", r"--version 'v1beta'"),
+        ("ship", "v1", "frigate", r"--kind 'frigate' is not a kind"),
+        ("ship", "v1", "Frig-ate", r"--kind 'Frig-ate' is not a kind"),
+    ],
+)
+def test_bad_api_names_leave_the_project_untouched(
+    project: Path, group: str, version: str, kind: str, message: str
+) -> None:
+    before = files_under(project)
+    with pytest.raises(ScaffoldNameError, match=message):
+        create_api(project, group=group, version=version, kind=kind)
+    assert files_under(project) == before
+
+
+def test_create_api_outside_a_project_says_to_init(tmp_path: Path) -> None:
+    with pytest.raises(ProjectFileError, match="run `setpoint init` first"):
+        create_api(tmp_path, group="ship", version="v1", kind="Frigate")
+
+
+def test_create_api_adds_the_kind_and_wires_its_controller(project: Path) -> None:
+    create_api(project, group="ship", version="v1", kind="CargoShip")
+    assert snake_case("CargoShip") == "cargo_ship"
+    for path in (
+        "shop_op/api/ship/v1/cargo_ship.py",
+        "shop_op/controllers/cargo_ship.py",
+        "tests/test_unit_cargo_ship.py",
+        "tests/test_cargo_ship.py",
+        "config/samples/ship_v1_cargo_ship.yaml",
+    ):
+        assert (project / path).is_file(), path
+    wiring = (project / "shop_op/controllers/__init__.py").read_text()
+    assert "cargo_ship.setup(manager)" in wiring
+    crd = yaml.safe_load((project / "config/crd/kustomization.yaml").read_text())
+    assert crd["resources"] == ["bases/ship.example.com_cargoships.yaml"]
+    entry = yaml.safe_load((project / "PROJECT").read_text())["resources"][0]
+    assert entry["kind"] == "CargoShip" and entry["namespaced"] is True
+    with pytest.raises(ScaffoldNameError, match="scaffolded already"):
+        create_api(project, group="ship", version="v1", kind="CargoShip")
+
+
+def test_a_second_version_is_a_spoke_with_failing_converter_stubs(project: Path) -> None:
+    create_api(project, group="fleet", version="v1", kind="Armada", namespaced=False)
+    with pytest.raises(ScaffoldNameError, match="is cluster-scoped"):
+        create_api(project, group="fleet", version="v2", kind="Armada", namespaced=True)
+    with pytest.raises(ScaffoldNameError, match="a kind name is used once per project"):
+        create_api(project, group="ship", version="v1", kind="Armada")
+    result = create_api(project, group="fleet", version="v2", kind="Armada")
+    spoke = (project / "shop_op/api/fleet/v2/armada.py").read_text()
+    assert "class ArmadaV2(sp.Resource, sp.Convertible[Armada]):" in spoke
+    assert spoke.count("raise NotImplementedError(") == 2
+    assert "ArmadaV2.to_hub is not written yet" in spoke
+    assert (project / "tests/test_armada_v2_conversion.py").is_file()
+    assert not (project / "shop_op/controllers/armada_v2.py").exists()
+    assert any("create webhook --kind Armada --conversion" in s for s in result.next_steps)
+
+
+def test_create_webhook_checks_the_kind_and_the_flags(project: Path) -> None:
+    with pytest.raises(ScaffoldNameError, match="at least one of"):
+        create_webhook(project, kind="Armada")
+    with pytest.raises(ScaffoldNameError, match="no such kind in this project"):
+        create_webhook(project, kind="Armada", validation=True)
+    create_api(project, group="fleet", version="v1", kind="Armada")
+    with pytest.raises(ScaffoldNameError, match="has one version"):
+        create_webhook(project, kind="Armada", conversion=True)
+
+
+def test_create_webhook_adds_code_tests_and_kustomize_overlays(project: Path) -> None:
+    create_api(project, group="fleet", version="v1", kind="Armada")
+    create_api(project, group="fleet", version="v1beta1", kind="Armada")
+    create_webhook(project, kind="Armada", conversion=True)
+    create_webhook(project, kind="Armada", defaulting=True, validation=True)
+    hooks = (project / "shop_op/webhooks/__init__.py").read_text()
+    assert "add_conversion(" in hooks and "ArmadaV1beta1," in hooks
+    assert "ArmadaDefaulter()," in hooks and "ArmadaValidator()," in hooks
+    for path in (
+        "shop_op/webhooks/armada.py",
+        "tests/test_unit_armada_webhook.py",
+        "tests/test_armada_webhook.py",
+        "config/webhook/service.yaml",
+        "config/certmanager/certificate.yaml",
+        "config/default/manager_webhook_patch.yaml",
+        "config/default/webhookcainjection_patch.yaml",
+        "config/crd/patches/cainjection_in_armadas.yaml",
+    ):
+        assert (project / path).is_file(), path
+    default = yaml.safe_load((project / "config/default/kustomization.yaml").read_text())
+    assert {"../webhook", "../certmanager"} <= set(default["resources"])
+    assert "setpoint generate webhook shop_op" in (project / "Makefile").read_text()
+
+
+def test_a_changed_file_is_never_overwritten_without_force(project: Path) -> None:
+    create_api(project, group="ship", version="v1", kind="Frigate")
+    wiring = project / "shop_op/controllers/__init__.py"
+    wiring.write_text(wiring.read_text() + "# my change\n")
+    before = files_under(project)
+    with pytest.raises(ScaffoldConflict) as info:
+        create_api(project, group="ship", version="v1", kind="Sloop")
+    message = str(info.value)
+    assert "nothing was written" in message
+    assert "shop_op/controllers/__init__.py (on disk)" in message
+    assert "-# my change" in message and "+    sloop.setup(manager)" in message
+    assert files_under(project) == before  # not even the new kind's files
+    create_api(project, group="ship", version="v1", kind="Sloop", force=True)
+    assert "# my change" not in wiring.read_text()
+    assert (project / "shop_op/api/ship/v1/sloop.py").is_file()
+
+
+def test_init_over_a_users_file_shows_the_diff(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("my notes\n")
+    with pytest.raises(ScaffoldConflict, match=r"README\.md \(on disk\)"):
+        init(tmp_path, name="shop-op")
+    assert [p.name for p in tmp_path.iterdir()] == ["README.md"]
+
+
+def test_the_setpoint_source(tmp_path: Path) -> None:
+    wheel = tmp_path / "setpoint-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"")
+    assert setpoint_source(wheel).install == f"'{wheel}[testing]'"
+    checkout = tmp_path / "setpoint"
+    checkout.mkdir()
+    (checkout / "pyproject.toml").write_text("")
+    assert setpoint_source(checkout).install == f"-e '{checkout}[testing]'"
+    with pytest.raises(ScaffoldNameError, match="neither a setpoint wheel"):
+        setpoint_source(tmp_path / "nothing")
+    source = setpoint_source()
+    assert source.requirement.startswith("setpoint")
+    assert source.testing_requirement.startswith("setpoint[testing]")
+
+
+def test_generated_python_passes_ruff(project: Path) -> None:
+    """The generated code is clean under the project's own ruff settings (mypy: the e2e)."""
+    create_api(project, group="ship", version="v1", kind="Frigate")
+    create_api(project, group="fleet", version="v1", kind="Armada", namespaced=False)
+    create_api(project, group="ship", version="v2alpha1", kind="Frigate")
+    create_webhook(project, kind="Frigate", conversion=True, validation=True)
+    create_webhook(project, kind="Armada", defaulting=True)
+    for command in (["check"], ["format", "--check"]):
+        result = subprocess.run(
+            [str(RUFF), *command, "shop_op", "tests"],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
