@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane bench release-check min-deps bench-storage clean
+.PHONY: venv demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane bench release-check min-deps bench-storage test-matrix clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +71,14 @@ e2e: controlplane
 
 test: controlplane check
 	$(PY) -m pytest -q
+
+# The compatibility matrix (docs/compatibility.md): builds each supported Kubernetes release
+# (~10-20 CPU-minutes each, cached in ~/.cache/setpoint/controlplane/<version>) and runs the
+# integration and e2e suites on it (SETPOINT_CONTROLPLANE_VERSION). Not in CI, which stays
+# on the default release. MATRIX_VERSIONS="v1.36.3" narrows it.
+MATRIX_VERSIONS ?=
+test-matrix: $(STAMP)
+	$(PY) scripts/test_matrix.py $(if $(MATRIX_VERSIONS),--versions $(MATRIX_VERSIONS),)
 
 # A short run of the converge benchmark (floor, setpoint, setpoint-lean; no kopf or Go
 # needed): BENCH_N Widgets, one round. The table is printed; the JSON goes to

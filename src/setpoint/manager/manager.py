@@ -602,6 +602,20 @@ class Manager:
             )
         user = await preflight(client, needs)
         log.info("connected to %s as %s (%s)", client.config.server, user, client.config.source)
+        await self._log_server_features(client)
+
+    async def _log_server_features(self, client: Client) -> None:
+        """Say, once, which optional server features are missing and what happens instead."""
+        from setpoint.client.errors import ClientError
+        from setpoint.client.features import probe_server_features
+
+        try:
+            features = await probe_server_features(client)
+        except ClientError as exc:  # the preflight just reached the server: only log it
+            log.warning("could not probe the server's optional features: %s", exc)
+            return
+        for line in features.degradations():
+            log.info("%s", line)
 
     async def _startup(self) -> None:
         try:

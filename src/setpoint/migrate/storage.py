@@ -64,6 +64,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 import time
@@ -88,6 +89,8 @@ __all__ = [
 ]
 
 Method = Literal["auto", "in-tree", "writes"]
+log = logging.getLogger("setpoint.migrate")
+
 _SVM = GroupVersionKind("storagemigration.k8s.io", "v1", "StorageVersionMigration")
 _LEFT = re.compile(r"(\d+)/(\d+) objects not yet migrated")
 _VERIFIED = re.compile(r"(\d+) objects verified migrated")
@@ -285,6 +288,11 @@ async def _serves_svm(client: Client) -> bool:
     try:
         await client.resource_info(_SVM)
     except UnknownKind:
+        log.info(
+            "the cluster does not serve %s (the in-tree storage-version migrator is served by "
+            "default from Kubernetes v1.37): migrating with no-op writes instead",
+            _SVM.api_version,
+        )
         return False
     return True
 
