@@ -97,6 +97,29 @@ def run_suite(version: str, suite: str, out: Path) -> SuiteResult:
     )
 
 
+def probe(version: str) -> dict[str, object]:
+    """Start a plane of ``version`` and ask its API server what it offers."""
+    import asyncio
+
+    from setpoint.client import Client, load_kubeconfig
+    from setpoint.client.features import probe_server_features
+    from setpoint.testing import ControlPlane, ControlPlaneOptions
+
+    async def ask(kubeconfig: str) -> dict[str, object]:
+        async with Client(load_kubeconfig(kubeconfig)) as client:
+            features = await probe_server_features(client, watch_list=True)
+        return {
+            "git_version": features.git_version,
+            "storage_version_migration": features.storage_version_migration,
+            "validating_admission_policy": features.validating_admission_policy,
+            "watch_list": features.watch_list,
+            "degradations": features.degradations(),
+        }
+
+    with ControlPlane(ControlPlaneOptions(version=version)) as plane:
+        return asyncio.run(ask(str(plane.kubeconfig_path)))
+
+
 def table(results: list[SuiteResult]) -> str:
     """The Markdown table of ``results``."""
     lines = [
@@ -123,12 +146,15 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now(dt.UTC)
     results: list[SuiteResult] = []
+    features: dict[str, dict[str, object]] = {}
     for version in args.versions:
         subprocess.run(
             [sys.executable, "-m", "setpoint", "controlplane", "build", "--version", version],
             cwd=ROOT,
             check=True,
         )
+        features[version] = probe(version)
+        print(f"\n== features of Kubernetes {version}: {features[version]}", flush=True)
         for suite in args.suites:
             print(f"\n== {suite} on Kubernetes {version}", flush=True)
             results.append(run_suite(version, suite, out))

@@ -249,18 +249,17 @@ def test_init_create_test_and_run_a_new_operator(steps: Steps) -> None:
         [setpoint, "create", "webhook", "--kind", "Armada", "--defaulting", "--validation"],
     )
     again = steps.run("setpoint init again", [setpoint, "init", "--domain", "example.com"])
-    assert "create " not in again.stdout and "update " not in again.stdout
+    assert not re.search(r"^(create|update|conflict) ", again.stdout, re.M), again.stdout
 
     unit = steps.run("make unit (stubs)", ["make", "unit"], expect=None)
     assert unit.returncode != 0
     summary = unit.stdout.strip().splitlines()[-1]
     assert re.search(r"\b1 failed, \d+ passed", summary), unit.stdout[-3000:]
     failed = [line for line in unit.stdout.splitlines() if line.startswith("FAILED ")]
-    assert len(failed) == 1, failed
-    assert failed[0].startswith(
+    assert [line.split(" - ")[0] for line in failed] == [
         "FAILED tests/test_frigate_v2_conversion.py::test_frigate_v2_round_trips_through_the_hub"
-        " - NotImplementedError: FrigateV2.to_hub is not written yet"
-    ), failed
+    ], failed
+    assert "E       NotImplementedError: FrigateV2.to_hub is not written yet" in unit.stdout
 
     fill_converters(project / "shop_op" / "api" / "ship" / "v2" / "frigate.py")
     test = steps.run("make test", ["make", "test"])
@@ -306,7 +305,10 @@ def test_init_create_test_and_run_a_new_operator(steps: Steps) -> None:
         steps.times["make run: first reconciles"] = time.monotonic() - began
         print(f"make run reached the first reconciles in {time.monotonic() - began:.1f}s")
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in the terminal: make and its children
         code = proc.wait(60)
-    assert code == 0, log.read_text()[-4000:]
-    assert "Traceback" not in log.read_text()
+    text = log.read_text()
+    # make itself dies of the SIGINT; what it ran stopped cleanly.
+    assert code in (0, -signal.SIGINT), text[-4000:]
+    assert "manager stopped cleanly" in text, text[-4000:]
+    assert "Traceback" not in text

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import logging
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from setpoint.api.gvk import GroupVersionKind
 from setpoint.cli.main import main
 from setpoint.client import Client
 from setpoint.client.errors import NotFound
+from setpoint.client.features import probe_server_features
 from setpoint.migrate.install import StoredVersionInUse, apply_crd
 from setpoint.migrate.storage import (
     MigrationProgress,
@@ -213,16 +215,30 @@ async def test_a_crd_changed_meanwhile_keeps_its_stored_versions(
 
 
 async def test_in_tree_storage_version_migration(
-    k8s: Client, namespace: str, control_plane: ControlPlane, tmp_path: Path
+    k8s: Client,
+    namespace: str,
+    control_plane: ControlPlane,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Where the plane serves storagemigration.k8s.io/v1, the in-tree migrator does the work."""
+    """Where the plane serves storagemigration.k8s.io/v1, the in-tree migrator does the work.
+
+    On a release that does not serve it (before v1.37), ``auto`` says so in one log line
+    and migrates with no-op writes, to the same end state.
+    """
+    served = (await probe_server_features(k8s)).storage_version_migration
     async with dials(k8s, namespace, "intree.storage.migrate.setpoint.dev", 20) as made:
-        result = await migrate_storage(
-            k8s,
-            made.crd_name,
-            options=StorageMigrationOptions(method="auto", timeout=240, checkpoint_dir=tmp_path),
-        )
-        assert result.method == "in-tree", result.notes
+        with caplog.at_level(logging.INFO, logger="setpoint.migrate"):
+            result = await migrate_storage(
+                k8s,
+                made.crd_name,
+                options=StorageMigrationOptions(
+                    method="auto", timeout=240, checkpoint_dir=tmp_path
+                ),
+            )
+        assert result.method == ("in-tree" if served else "writes"), result.notes
+        fallback = [r.getMessage() for r in caplog.records if "no-op writes" in r.getMessage()]
+        assert len(fallback) == (0 if served else 1), fallback
         assert result.objects == 20
         assert result.stored_versions_after == ("v2",)
         assert made.stored_versions(control_plane) == {f"{made.group}/v2"}
