@@ -16,7 +16,7 @@ from setpoint.testing.controlplane import find_binaries, selected_kubernetes_ver
 
 
 async def test_server_reports_the_pinned_release(k8s: Client) -> None:
-    """/version reports the selected release (the packaged pin by default), stamped at build time."""
+    """/version reports the selected release (by default the packaged pin), stamped in the build."""
     version = await k8s.server_version()
     assert version["gitVersion"] == selected_kubernetes_version()
     assert version["major"] == "1"
