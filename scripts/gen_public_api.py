@@ -69,6 +69,8 @@ PUBLIC_API: dict[str, list[str]] = {
         "set_owner_reference",
     ],
     "setpoint.api.errors": ["SetpointError"],
+    "setpoint.api.labelselector": ["LabelSelector", "LabelSelectorRequirement"],
+    "setpoint.api.tracking": ["TrackingError", "track_owner", "tracked_owner"],
     "setpoint.client": [
         "AlreadyExists",
         "ApiError",
@@ -110,6 +112,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "apply_status",
         "create_or_patch",
         "create_or_update",
+        "delete_tracked_children",
         "has_finalizer",
         "remove_finalizer",
         "update_status",
@@ -150,6 +153,10 @@ PUBLIC_API: dict[str, list[str]] = {
         "TerminalError",
         "all_of",
         "any_of",
+        "enqueue_all",
+        "enqueue_from_annotation",
+        "enqueue_from_label",
+        "enqueue_tracked_owner",
         "not_",
     ],
     "setpoint.manager": [

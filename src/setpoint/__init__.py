@@ -60,7 +60,9 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "JsonPatch": ("setpoint.client", "JsonPatch"),
     "KindNotServed": ("setpoint.cache", "KindNotServed"),
     "KindOptions": ("setpoint.cache", "KindOptions"),
+    "LabelSelector": ("setpoint.api.labelselector", "LabelSelector"),
     "LabelSelectorPredicate": ("setpoint.controller", "LabelSelectorPredicate"),
+    "LabelSelectorRequirement": ("setpoint.api.labelselector", "LabelSelectorRequirement"),
     "LabelsChanged": ("setpoint.controller", "LabelsChanged"),
     "LeaderElectionLost": ("setpoint.manager", "LeaderElectionLost"),
     "LeaderElectionOptions": ("setpoint.manager", "LeaderElectionOptions"),
@@ -108,6 +110,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "StrategicMergePatch": ("setpoint.client", "StrategicMergePatch"),
     "TerminalError": ("setpoint.controller", "TerminalError"),
     "TooManyRequests": ("setpoint.client", "TooManyRequests"),
+    "TrackingError": ("setpoint.api.tracking", "TrackingError"),
     "UnknownKind": ("setpoint.client", "UnknownKind"),
     "UpdateEvent": ("setpoint.controller", "UpdateEvent"),
     "Warnings": ("setpoint.api.admission", "Warnings"),
@@ -127,6 +130,11 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "convert": ("setpoint.api.conversion", "convert"),
     "create_or_patch": ("setpoint.client.safe", "create_or_patch"),
     "create_or_update": ("setpoint.client.safe", "create_or_update"),
+    "delete_tracked_children": ("setpoint.client.safe", "delete_tracked_children"),
+    "enqueue_all": ("setpoint.controller", "enqueue_all"),
+    "enqueue_from_annotation": ("setpoint.controller", "enqueue_from_annotation"),
+    "enqueue_from_label": ("setpoint.controller", "enqueue_from_label"),
+    "enqueue_tracked_owner": ("setpoint.controller", "enqueue_tracked_owner"),
     "field": ("setpoint.api.declaration", "field"),
     "find_condition": ("setpoint.api.conditions", "find_condition"),
     "get_logger": ("setpoint.observability.logging", "get_logger"),
@@ -150,6 +158,8 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "set_controller_reference": ("setpoint.api.owners", "set_controller_reference"),
     "set_observed_generation": ("setpoint.api.conditions", "set_observed_generation"),
     "set_owner_reference": ("setpoint.api.owners", "set_owner_reference"),
+    "track_owner": ("setpoint.api.tracking", "track_owner"),
+    "tracked_owner": ("setpoint.api.tracking", "tracked_owner"),
     "update_status": ("setpoint.client.safe", "update_status"),
 }
 
@@ -197,7 +207,9 @@ __all__ = [
     "JsonPatch",
     "KindNotServed",
     "KindOptions",
+    "LabelSelector",
     "LabelSelectorPredicate",
+    "LabelSelectorRequirement",
     "LabelsChanged",
     "LeaderElectionLost",
     "LeaderElectionOptions",
@@ -242,6 +254,7 @@ __all__ = [
     "StrategicMergePatch",
     "TerminalError",
     "TooManyRequests",
+    "TrackingError",
     "UnknownKind",
     "UpdateEvent",
     "Warnings",
@@ -261,6 +274,11 @@ __all__ = [
     "convert",
     "create_or_patch",
     "create_or_update",
+    "delete_tracked_children",
+    "enqueue_all",
+    "enqueue_from_annotation",
+    "enqueue_from_label",
+    "enqueue_tracked_owner",
     "field",
     "find_condition",
     "get_logger",
@@ -284,6 +302,8 @@ __all__ = [
     "set_controller_reference",
     "set_observed_generation",
     "set_owner_reference",
+    "track_owner",
+    "tracked_owner",
     "update_status",
 ]
 
@@ -320,6 +340,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from setpoint.api.errors import SetpointError
     from setpoint.api.gvk import GroupVersionKind
     from setpoint.api.keys import ObjectKey
+    from setpoint.api.labelselector import LabelSelector, LabelSelectorRequirement
     from setpoint.api.owners import (
         AlreadyOwned,
         InvalidOwner,
@@ -333,6 +354,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     )
     from setpoint.api.rbac import PolicyRule, rbac
     from setpoint.api.resource import Model, ObjectMeta, OwnerReference, Resource
+    from setpoint.api.tracking import TrackingError, track_owner, tracked_owner
     from setpoint.cache import (
         Cache,
         CacheOptions,
@@ -388,6 +410,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         apply_status,
         create_or_patch,
         create_or_update,
+        delete_tracked_children,
         has_finalizer,
         remove_finalizer,
         update_status,
@@ -413,6 +436,10 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         UpdateEvent,
         all_of,
         any_of,
+        enqueue_all,
+        enqueue_from_annotation,
+        enqueue_from_label,
+        enqueue_tracked_owner,
         not_,
     )
     from setpoint.controller import Builder as ControllerBuilder

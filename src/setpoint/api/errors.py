@@ -16,6 +16,7 @@ The tree (built-in bases in brackets; ``-`` marks where the error lives)::
     │   ├── AlreadyOwned                       another controller owns it
     │   ├── NotAdopted                         exists without a controller; not adopted
     │   └── InvalidOwner                       scopes Kubernetes forbids
+    ├── TrackingError [ValueError]          - api: tracking an owner that was never stored
     ├── ConversionError [ValueError]        - api: converting between versions
     ├── Denied                              - api: an admission webhook refuses a request
     ├── CertificateError [ValueError]       - tls: a certificate or key that cannot be used

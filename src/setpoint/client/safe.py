@@ -69,6 +69,7 @@ from setpoint.client._safebase import (
     WriteResult,
 )
 from setpoint.client._status import MutationScopeError, update_status
+from setpoint.client._tracked import delete_tracked_children
 
 __all__ = [
     "APPLIED_ANNOTATION_PREFIX",
@@ -87,6 +88,7 @@ __all__ = [
     "apply_status",
     "create_or_patch",
     "create_or_update",
+    "delete_tracked_children",
     "has_finalizer",
     "remove_finalizer",
     "update_status",

@@ -26,6 +26,12 @@ from setpoint.controller.finalizers import (
     Finalizers,
 )
 from setpoint.controller.handlers import KeyMapper, Source, controller_owner_key
+from setpoint.controller.mappers import (
+    enqueue_all,
+    enqueue_from_annotation,
+    enqueue_from_label,
+    enqueue_tracked_owner,
+)
 from setpoint.controller.predicates import (
     AddEvent,
     AnnotationsChanged,
@@ -93,5 +99,9 @@ __all__ = [
     "all_of",
     "any_of",
     "controller_owner_key",
+    "enqueue_all",
+    "enqueue_from_annotation",
+    "enqueue_from_label",
+    "enqueue_tracked_owner",
     "not_",
 ]

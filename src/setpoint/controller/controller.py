@@ -76,7 +76,13 @@ from setpoint.client.errors import ClientError, NotFound
 from setpoint.client.preflight import AccessNeed
 from setpoint.client.protocols import ApiClient
 from setpoint.controller.finalizers import CleanupFailed, Finalizers
-from setpoint.controller.handlers import EnqueueHandler, Source, check_keys, controller_owner_key
+from setpoint.controller.handlers import (
+    EnqueueHandler,
+    Source,
+    check_keys,
+    controller_owner_key,
+    mapper_takes_reader,
+)
 from setpoint.controller.predicates import Predicate
 from setpoint.controller.ratelimit import RateLimiterOptions
 from setpoint.controller.reconcile import (
@@ -514,9 +520,11 @@ class Controller:
         typed = source.typed
         where = f"the watches({source.kind.kind}) mapper of controller {self._name!r}"
 
+        reader = self._reader if mapper_takes_reader(mapper) else None
+
         def mapped(obj: JsonObject) -> Iterable[ObjectKey] | Awaitable[Iterable[ObjectKey]]:
             arg = typed.from_object(copy_json(obj)) if typed is not None else obj
-            result = mapper(arg)
+            result = mapper(arg) if reader is None else mapper(arg, reader)  # type: ignore[call-arg]
             if inspect.isawaitable(result):
                 return _checked_later(result, where)
             return check_keys(result, where)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from setpoint.api.gvk import GroupVersionKind, split_api_version
 from setpoint.api.keys import ObjectKey
@@ -37,6 +37,9 @@ from setpoint.controller.predicates import (
 from setpoint.controller.workqueue import Priority
 from setpoint.observability.logging import Logger
 
+if TYPE_CHECKING:
+    from setpoint.client.protocols import IndexReader
+
 __all__ = [
     "EnqueueHandler",
     "KeyMapper",
@@ -44,13 +47,34 @@ __all__ = [
     "SourceRole",
     "check_keys",
     "controller_owner_key",
+    "mapper_takes_reader",
 ]
 
-KeyMapper: TypeAlias = Callable[[Any], "Iterable[ObjectKey] | Awaitable[Iterable[ObjectKey]]"]
+MappedKeys: TypeAlias = "Iterable[ObjectKey] | Awaitable[Iterable[ObjectKey]]"
+"""What a mapper returns: the keys, or an awaitable of them."""
+
+KeyMapper: TypeAlias = Callable[[Any], MappedKeys] | Callable[[Any, "IndexReader"], MappedKeys]
 """Maps a watched object to the keys to reconcile; may be a plain or an async function.
 
 It receives the object as a typed instance when the source's kind is a typed class, else
-its JSON form."""
+its JSON form. A mapper with a second parameter also receives the controller's cached
+reader (``ctx.reader``'s kind: reads with read-after-write, indexes), to look up which
+objects the event concerns: ``def mapper(namespace, reader)``."""
+
+
+def mapper_takes_reader(mapper: Callable[..., Any]) -> bool:
+    """Whether ``mapper`` has a second positional parameter (for the reader)."""
+    try:
+        parameters = list(inspect.signature(mapper).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [
+        p
+        for p in parameters
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
+
 
 SourceRole = Literal["for", "owns", "watches"]
 """How a source maps objects to keys (see the module docstring)."""

@@ -75,6 +75,8 @@ async def eventually(
       once it returns something truthy, which ``eventually`` returns: ``obj = await
       eventually(lambda: fake.lookup(kind, name))``.
 
+    A lambda that calls an async check (``lambda: check(x)``) counts as the check.
+
     An ``AssertionError`` or any other exception counts as "not yet", and the last one
     is reported if time runs out. Both styles type-check with mypy, sync or async.
 
@@ -83,13 +85,15 @@ async def eventually(
             last result or exception.
 
     """
-    check = _is_check(condition)
+    check: bool | None = True if _is_check(condition) else None
     deadline = time.monotonic() + timeout
     last: object = None
     while True:
         try:
             result = condition()
             if inspect.isawaitable(result):
+                if check is None:
+                    check = _awaits_a_check(condition, result)
                 result = await result
             if check or result:
                 return result
@@ -99,6 +103,30 @@ async def eventually(
         if time.monotonic() >= deadline:
             raise WaitTimeout(f"{description} did not hold within {timeout:.1f}s; last: {last!r}")
         await asyncio.sleep(interval)
+
+
+def _awaits_a_check(condition: Callable[[], Any], awaitable: object) -> bool:
+    """Whether ``condition`` (a lambda, say) returned the coroutine of a ``-> None`` check.
+
+    ``eventually(lambda: check(x))`` types as a check, so it should behave as one: the
+    coroutine's function is found among the names ``condition`` uses (its closure and
+    globals) by its code object.
+    """
+    code = getattr(awaitable, "cr_code", None)
+    if code is None:
+        return False
+    candidates: list[Any] = []
+    for cell in getattr(condition, "__closure__", None) or ():
+        try:
+            candidates.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            continue
+    candidates.append(getattr(condition, "__globals__", {}).get(code.co_name))
+    for candidate in candidates:
+        function = getattr(candidate, "__func__", candidate)  # a bound method's function
+        if getattr(function, "__code__", None) is code:
+            return _is_check(function)
+    return False
 
 
 def _is_check(condition: Callable[[], Any]) -> bool:

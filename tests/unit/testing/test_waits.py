@@ -62,3 +62,15 @@ async def test_a_probe_returning_none_is_not_yet() -> None:
     """A probe without a `-> None` annotation that returns None has not held yet."""
     with pytest.raises(WaitTimeout, match="last: None"):
         await eventually(lambda: None, timeout=0.05, interval=0.01)
+
+
+async def test_a_lambda_around_an_async_check_is_a_check() -> None:
+    """eventually(lambda: check(x)) holds once the check stops raising, as its type says."""
+    calls: list[int] = []
+
+    async def check(limit: int) -> None:
+        calls.append(1)
+        assert len(calls) >= limit
+
+    await eventually(lambda: check(2), timeout=5, interval=0.001)
+    assert len(calls) == 2
