@@ -29,6 +29,10 @@ def split_api_version(api_version: str) -> tuple[str, str]:
     return group, version
 
 
+_KNOWN: dict[tuple[str, str], GroupVersionKind] = {}
+_KNOWN_LIMIT = 1024
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class GroupVersionKind:
     """The type of an object: API group (``""`` for the core group), version and kind."""
@@ -44,9 +48,21 @@ class GroupVersionKind:
 
     @classmethod
     def from_api_version(cls, api_version: str, kind: str) -> GroupVersionKind:
-        """Build a GVK from an object's ``apiVersion`` and ``kind`` fields."""
+        """Build a GVK from an object's ``apiVersion`` and ``kind`` fields.
+
+        GVKs are immutable, so the few a process meets are built once and shared (the
+        runtime asks for the GVK of an object several times per reconcile).
+        """
+        key = (api_version, kind)
+        known = _KNOWN.get(key)
+        if known is not None and type(known) is cls:
+            return known
         group, version = split_api_version(api_version)
-        return cls(group, version, kind)
+        made = cls(group, version, kind)
+        if len(_KNOWN) >= _KNOWN_LIMIT:  # bounded: apiVersion and kind come from outside
+            _KNOWN.clear()
+        _KNOWN[key] = made
+        return made
 
     @property
     def group_kind(self) -> str:

@@ -25,6 +25,7 @@ from setpoint.api.types import is_typed
 __all__ = ["copy_json", "deep_copy", "json_equal", "scalar_equal"]
 
 T = TypeVar("T")
+_SORTED = orjson.OPT_SORT_KEYS
 
 
 def copy_json(value: T) -> T:
@@ -56,11 +57,35 @@ def deep_copy(value: T) -> T:
 
 
 def json_equal(a: Any, b: Any) -> bool:
-    """Deep equality of JSON values, where (unlike Python's ``==``) ``true`` is not ``1``."""
+    """Deep equality of JSON values, where (unlike Python's ``==``) ``true`` is not ``1``.
+
+    Two objects of plain JSON are compared in C first: Python's ``==`` is looser than JSON
+    equality (it also says ``True == 1``), so when it says "different" they are; when it
+    says "equal", identical orjson encodings (keys sorted) confirm it. Only what those cannot settle
+    (``1`` against ``1.0``, a ``bool`` against a number, values JSON
+    cannot encode) takes the recursive comparison. A reconcile compares whole objects
+    several times, so this is on the hot path.
+    """
+    if a is b and (a is None or type(a) is str):
+        return True
+    ta, tb = type(a), type(b)
+    if (ta is dict or ta is list) and ta is tb:
+        if a != b:
+            return False
+        try:
+            if orjson.dumps(a, option=_SORTED) == orjson.dumps(b, option=_SORTED):
+                return True
+        except TypeError:
+            pass
+        return _json_equal(a, b)
+    return _json_equal(a, b)
+
+
+def _json_equal(a: Any, b: Any) -> bool:
     if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, Mapping | list) or isinstance(b, Mapping | list):
         return False
     return scalar_equal(a, b)

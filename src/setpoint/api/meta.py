@@ -40,6 +40,8 @@ _EMPTY: Mapping[str, Any] = {}
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """The object's ``metadata`` mapping, or an empty mapping when there is none."""
     m = obj.get("metadata")
+    if type(m) is dict:  # decoded JSON: skip the (slower) abstract Mapping check
+        return m
     return m if isinstance(m, Mapping) else _EMPTY
 
 

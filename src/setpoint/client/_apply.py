@@ -623,17 +623,23 @@ def _covers(current: Any, desired: Any) -> bool:
     Maps may hold more (server defaults, other managers' fields); lists must match item
     by item, each item covered, since their merge keys are not known here.
     """
-    if isinstance(desired, dict):
-        return isinstance(current, dict) and all(
-            k in current and _covers(current[k], v) for k, v in desired.items()
-        )
-    if isinstance(desired, list):
-        return (
-            isinstance(current, list)
-            and len(current) == len(desired)
-            and all(_covers(c, d) for c, d in zip(current, desired, strict=True))
-        )
-    return type(current) is type(desired) and current == desired
+    # Plain loops, not all(<generator>): this runs on every reconcile of every child.
+    kind = type(desired)
+    if kind is dict:
+        if type(current) is not dict:
+            return False
+        for k, v in desired.items():  # noqa: SIM110
+            if k not in current or not _covers(current[k], v):
+                return False
+        return True
+    if kind is list:
+        if type(current) is not list or len(current) != len(desired):
+            return False
+        for c, d in zip(current, desired, strict=True):  # noqa: SIM110
+            if not _covers(c, d):
+                return False
+        return True
+    return type(current) is kind and current == desired
 
 
 def _same_owner(a: JsonObject, b: JsonObject) -> bool:

@@ -175,7 +175,10 @@ async def call_mutate(mutate: MutateFn, obj: Any) -> Any:
     result = mutate(obj)
     if inspect.isawaitable(result):
         result = await result
-    return result if isinstance(result, Mapping | TypedObject) else obj
+    if result is None or isinstance(result, bool):  # changed in place (the usual case)
+        return obj
+    # is_typed, not isinstance(result, TypedObject): a protocol check costs ~15 us.
+    return result if isinstance(result, Mapping) or is_typed(result) else obj
 
 
 def is_lost_race(error: ApiError) -> bool:

@@ -43,6 +43,8 @@ def changed_top_level(before: dict[str, Any], after: dict[str, Any]) -> list[str
     """Top-level fields (``metadata`` split per key) that differ between two JSON objects."""
     changed: list[str] = []
     for key in sorted(set(before) | set(after)):
+        if json_equal(before.get(key), after.get(key)):
+            continue
         if key == "metadata":
             old, new = before.get(key) or {}, after.get(key) or {}
             changed.extend(
@@ -50,7 +52,7 @@ def changed_top_level(before: dict[str, Any], after: dict[str, Any]) -> list[str
                 for k in sorted(set(old) | set(new))
                 if not json_equal(old.get(k), new.get(k))
             )
-        elif not json_equal(before.get(key), after.get(key)):
+        else:
             changed.append(key)
     return changed
 
@@ -137,7 +139,8 @@ async def update_status(
     while True:
         if current is None:
             current = await client.get(kind, key.name, namespace=key.namespace or None)
-        before = as_json(deep_copy(current))
+        # ``current`` is only read (the mutation gets its own copy), so it needs no copy.
+        before = as_json(current)
         working = await call_mutate(mutate, deep_copy(current))
         after = as_json(working)
         outside = [f for f in changed_top_level(before, after) if f != "status"]

@@ -264,6 +264,9 @@ class Controller:
         self._predicates = tuple(predicates)
         self._options = options if options is not None else ControllerOptions()
         self._metrics = metrics
+        # Labelled series, looked up once: prometheus_client's labels() costs microseconds on
+        # every call, and a reconcile touches four series.
+        self._series: dict[tuple[str, ...], Any] = {}
         self._recorder = recorder
         self._for_kind = for_kind
         self._queue: WorkQueue[ObjectKey] = WorkQueue(
@@ -596,9 +599,11 @@ class Controller:
         return self._cache.informer(self._for_kind).store.get(key)
 
     async def _process(self, key: ObjectKey, priority: int) -> None:
-        before = fingerprint(self._cached(key))
+        # The stored object as this reconcile starts (the store replaces objects, never
+        # changes them, so the reference is a snapshot); fingerprinted only when needed.
+        seen = self._cached(key)
         if key in self._terminal:
-            if self._terminal[key] == before:
+            if self._terminal[key] == fingerprint(seen):
                 # Failed terminally, and nothing that could fix it changed since.
                 self._queue.forget(key)
                 return
@@ -607,7 +612,7 @@ class Controller:
         metrics = self._metrics
         self._active += 1
         if metrics is not None:
-            metrics.active_workers.labels(self._name).inc()
+            self._series_of("active_workers").inc()
         started = time.monotonic()
         try:
             result = await self._run(ctx, key)
@@ -619,7 +624,7 @@ class Controller:
         except Exception as exc:
             reason = None if isinstance(exc, CleanupFailed) else terminal_reason(exc)
             if reason is not None:
-                await self._terminal_failure(ctx, key, before, exc, reason)
+                await self._terminal_failure(ctx, key, fingerprint(seen), exc, reason)
             else:
                 self._failed(ctx, key, priority, exc)
         else:
@@ -638,10 +643,8 @@ class Controller:
         finally:
             self._active -= 1
             if metrics is not None:
-                metrics.active_workers.labels(self._name).dec()
-                metrics.reconcile_time_seconds.labels(self._name).observe(
-                    time.monotonic() - started
-                )
+                self._series_of("active_workers").dec()
+                self._series_of("reconcile_time_seconds").observe(time.monotonic() - started)
 
     async def _run(self, ctx: Context, key: ObjectKey) -> Result:
         if self._finalizers is not None:
@@ -766,13 +769,22 @@ class Controller:
         metrics = self._metrics
         if metrics is None:
             return
-        metrics.reconcile_total.labels(self._name, result).inc()
+        self._series_of("reconcile_total", result).inc()
         if result == "error":
             metrics.reconcile_errors_total.labels(self._name).inc()
         if terminal:
             metrics.terminal_reconcile_errors_total.labels(self._name).inc()
         if panic:
             metrics.reconcile_panics_total.labels(self._name).inc()
+
+    def _series_of(self, metric: str, *labels: str) -> Any:
+        """The series of ``Metrics.<metric>`` for this controller (and ``labels``), cached."""
+        key = (metric, *labels)
+        series = self._series.get(key)
+        if series is None:
+            series = getattr(self._metrics, metric).labels(self._name, *labels)
+            self._series[key] = series
+        return series
 
     def __repr__(self) -> str:
         state = "stopping" if self._stopping else "running" if self._started else "new"

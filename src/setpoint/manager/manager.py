@@ -855,9 +855,14 @@ class Manager:
             return lambda: None
         previous: RequestHook | None = transport.on_request
         counter = self.metrics.rest_client_requests_total
+        series: dict[tuple[str, str, str], Any] = {}
 
         def on_request(method: str, host: str, code: str) -> None:
-            counter.labels(code, method, host).inc()
+            key = (code, method, host)
+            child = series.get(key)
+            if child is None:
+                child = series[key] = counter.labels(code, method, host)
+            child.inc()
             if previous is not None:
                 previous(method, host, code)
 
