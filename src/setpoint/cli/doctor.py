@@ -20,7 +20,10 @@ cluster. ``--kind`` (repeatable) and ``-n`` narrow the scan.
 Exit status: 0 when the scan ran (stuck objects or not), 1 on an error (unreachable server,
 unknown ``--kind``, bad duration).
 
-``setpoint doctor webhooks`` is in :mod:`setpoint.cli.doctor_webhooks`.
+``setpoint doctor webhooks`` is in :mod:`setpoint.cli.doctor_webhooks`, ``setpoint doctor
+leader-election`` in :mod:`setpoint.cli.doctor_leases`, ``setpoint doctor crds`` in
+:mod:`setpoint.cli.doctor_crds`. A bare ``setpoint doctor`` runs every check and prints one
+line per check, then each problem found (:func:`run_all`).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from setpoint.controller.finalizers import (
 )
 
 __all__ = [
+    "CheckSummary",
     "FinalizerReport",
     "OwnerStatus",
     "StuckFinalizer",
@@ -61,7 +65,9 @@ __all__ = [
     "owner_status",
     "parse_duration",
     "register",
+    "render_summary",
     "render_table",
+    "run_all",
     "scan",
 ]
 
@@ -615,14 +621,172 @@ def _cmd_finalizers(args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass(frozen=True, kw_only=True)
+class CheckSummary:
+    """One line of the bare ``setpoint doctor``: a check, its verdict and its problems."""
+
+    check: str
+    """The check's name (``crds``, ``leader-election``, ``finalizers``, ``webhooks``)."""
+    ok: bool | None
+    """``True``: nothing found; ``False``: problems; ``None``: the check could not run."""
+    summary: str
+    """One line: what was looked at and what was found."""
+    problems: tuple[str, ...] = ()
+    """Each problem, with what to do (or why the check could not run)."""
+
+
+async def run_all(client: Client, *, older_than: float = 300.0) -> list[CheckSummary]:
+    """Run every doctor check against ``client``; one :class:`CheckSummary` each.
+
+    A check that fails (no permission to list webhooks, say) is reported as not run, with
+    the error, and the others still run.
+    """
+    from setpoint.cli.doctor_crds import scan_crds
+    from setpoint.cli.doctor_leases import scan_leases
+    from setpoint.cli.doctor_webhooks import scan_webhooks
+
+    out: list[CheckSummary] = []
+
+    async def crds() -> CheckSummary:
+        report = await scan_crds(client)
+        problems = report.problems
+        return CheckSummary(
+            check="crds",
+            ok=not problems,
+            summary=f"{len(report.crds)} CRDs, {len(problems)} problem(s)",
+            problems=tuple(problems),
+        )
+
+    async def leases() -> CheckSummary:
+        report = await scan_leases(client)
+        problems = report.problems
+        held = sum(1 for s in report.leases if s.state == "held")
+        return CheckSummary(
+            check="leader-election",
+            ok=not problems,
+            summary=f"{len(report.leases)} Leases, {held} held, {len(problems)} problem(s)",
+            problems=tuple(problems),
+        )
+
+    async def finalizers() -> CheckSummary:
+        report = await scan(client, older_than=older_than)
+        problems = [
+            f"{o.kind} {o.namespace + '/' if o.namespace else ''}{o.name}: waiting "
+            f"{format_duration(o.waiting_seconds)} on "
+            + ", ".join(f"{f.name} (controller {f.owner.state})" for f in o.finalizers)
+            for o in report.stuck
+        ]
+        return CheckSummary(
+            check="finalizers",
+            ok=not problems,
+            summary=(
+                f"{len(report.stuck)} object(s) stuck in deletion for more than "
+                f"{format_duration(older_than)} ({report.objects_scanned} objects scanned)"
+            ),
+            problems=tuple(problems),
+        )
+
+    async def webhooks() -> CheckSummary:
+        report = await scan_webhooks(client)
+        problems = [
+            f"{c.endpoint.webhook} ({c.endpoint.source}): {p}"
+            for c in report.checks
+            for p in c.problems
+        ]
+        return CheckSummary(
+            check="webhooks",
+            ok=not problems,
+            summary=f"{len(report.checks)} webhook(s), {len(problems)} problem(s)",
+            problems=tuple(problems + list(report.notes)),
+        )
+
+    for name, check in (
+        ("crds", crds),
+        ("leader-election", leases),
+        ("finalizers", finalizers),
+        ("webhooks", webhooks),
+    ):
+        try:
+            out.append(await check())
+        except ClientError as exc:
+            out.append(
+                CheckSummary(check=name, ok=None, summary="could not run", problems=(str(exc),))
+            )
+    return out
+
+
+def render_summary(results: Sequence[CheckSummary], server: str) -> str:
+    """The bare ``setpoint doctor`` output: one line per check, then every problem."""
+    lines = [f"setpoint doctor: {len(results)} checks against {server}", ""]
+    width = max(len(r.check) for r in results)
+    for result in results:
+        verdict = {True: "ok", False: "PROBLEM", None: "NOT RUN"}[result.ok]
+        lines.append(f"  {result.check.ljust(width)}  {verdict:<8} {result.summary}")
+    for result in results:
+        if result.problems:
+            lines.append("")
+            lines.append(f"{result.check}:")
+            lines.extend(f"- {p}" for p in result.problems)
+    lines.append("")
+    lines.append("Details of one check: setpoint doctor <check> (-o json for data).")
+    return "\n".join(lines)
+
+
+async def _run_all(args: argparse.Namespace) -> tuple[list[CheckSummary], str]:
+    config = load_kubeconfig(args.kubeconfig, context=args.context, context_option="--context NAME")
+    client = Client(config)
+    try:
+        return await run_all(client, older_than=args.older_than), config.server
+    finally:
+        await client.close()
+
+
+def _cmd_all(args: argparse.Namespace) -> int:
+    results, server = asyncio.run(_run_all(args))
+    if args.output == "json":
+        data = {
+            "server": server,
+            "checks": [
+                {"check": r.check, "ok": r.ok, "summary": r.summary, "problems": list(r.problems)}
+                for r in results
+            ],
+        }
+        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+        sys.stdout.write("\n")
+    else:
+        print(render_summary(results, server))
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``doctor`` command group (``doctor finalizers``, ``doctor webhooks``)."""
+    """Add the ``doctor`` command group: every check, or one of them by name."""
+    from setpoint.cli.doctor_crds import register_crds
+    from setpoint.cli.doctor_leases import register_leases
     from setpoint.cli.doctor_webhooks import register_checks
 
     doctor = subparsers.add_parser(
-        "doctor", help="diagnose setpoint operators on a cluster (stuck finalizers, webhooks)"
+        "doctor",
+        help="diagnose setpoint operators on a cluster (CRDs, leader election, stuck "
+        "finalizers, webhooks); without a check, run them all",
+        description=(
+            "Without a CHECK: run every check and print one line each, then the problems "
+            "found. With one: that check in detail."
+        ),
     )
-    checks = doctor.add_subparsers(dest="check", required=True, metavar="CHECK")
+    doctor.add_argument("--kubeconfig", default=None, help="kubeconfig file (default $KUBECONFIG)")
+    doctor.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    doctor.add_argument(
+        "--older-than",
+        type=parse_duration,
+        default=300.0,
+        metavar="DURATION",
+        help="for the finalizers check: objects deleting for at least this long (default 5m)",
+    )
+    doctor.add_argument(
+        "-o", "--output", choices=("table", "json"), default="table", help="output format"
+    )
+    doctor.set_defaults(func=_cmd_all)
+    checks = doctor.add_subparsers(dest="check", required=False, metavar="CHECK")
     parser = checks.add_parser(
         "finalizers",
         help="list objects stuck in deletion, their last cleanup error and whether the "
@@ -665,6 +829,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.set_defaults(func=_cmd_finalizers)
     register_checks(checks)
+    register_leases(checks)
+    register_crds(checks)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

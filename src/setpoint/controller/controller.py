@@ -105,6 +105,7 @@ from setpoint.controller.terminal import (
 from setpoint.controller.workqueue import ShutDown, WorkQueue, WorkQueueOptions
 from setpoint.observability.logging import Logger, RepeatedErrors, get_logger
 from setpoint.observability.metrics import Metrics
+from setpoint.observability.runtime import ReconcileInfo, reconcile_scope
 
 __all__ = ["Controller", "ControllerError", "ControllerOptions", "validate_name"]
 
@@ -614,8 +615,10 @@ class Controller:
         if metrics is not None:
             self._series_of("active_workers").inc()
         started = time.monotonic()
+        info = ReconcileInfo(self._name, key.namespace, key.name, ctx.reconcile_id, started)
         try:
-            result = await self._run(ctx, key)
+            with reconcile_scope(info):
+                result = await self._run(ctx, key)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():

@@ -62,6 +62,7 @@ from setpoint.manager.resourcelock import LeaseLock
 from setpoint.manager.sharedcache import CacheLike
 from setpoint.observability.events import BroadcastRecorder, EventBroadcaster
 from setpoint.observability.metrics import Metrics, render
+from setpoint.observability.runtime import LoopLagMonitor, install_task_dump_signal, task_dump
 from setpoint.server.address import parse_bind_address
 from setpoint.server.http import HttpRequest, HttpResponse, HttpServer, HttpServerOptions
 from setpoint.server.tls import ServerTLS
@@ -217,6 +218,11 @@ class Manager:
         if probes_at is not None:
             self._probe_server = opts.new_http_server("probe-server", probes_at, self.serve_probes)
             self.add(self._probe_server)
+        self.loop_lag: LoopLagMonitor | None = None
+        """The event loop lag monitor (``None`` when ``event_loop_lag_interval`` is)."""
+        if opts.event_loop_lag_interval is not None:
+            self.loop_lag = LoopLagMonitor(self.metrics, interval=opts.event_loop_lag_interval)
+            self.add(self.loop_lag)
 
     @classmethod
     def from_kubeconfig(
@@ -389,11 +395,23 @@ class Manager:
         return self._readyz
 
     async def serve_probes(self, request: HttpRequest) -> HttpResponse:
-        """The probe server's handler: ``/healthz[/<name>]`` and ``/readyz[/<name>]``."""
+        """The probe server's handler: ``/healthz``, ``/readyz`` and maybe ``/debug/tasks``.
+
+        ``/healthz[/<name>]`` and ``/readyz[/<name>]`` always; ``/debug/tasks`` with
+        ``ManagerOptions.debug_endpoints``, to loopback callers only.
+        """
         for checks in (self._healthz, self._readyz):
             prefix = f"/{checks.endpoint}"
             if request.path == prefix or request.path.startswith(prefix + "/"):
                 return await checks.handle(request, request.path[len(prefix) :])
+        if request.path.rstrip("/") == "/debug/tasks" and self.options.debug_endpoints:
+            if not request.is_loopback:
+                return HttpResponse.text(
+                    403,
+                    "/debug/tasks answers loopback callers only: use kubectl port-forward or "
+                    "kubectl exec\n",
+                )
+            return HttpResponse.text(200, task_dump())
         return HttpResponse.text(404, "404 page not found\n")
 
     async def serve_metrics(self, request: HttpRequest) -> HttpResponse:
@@ -528,6 +546,7 @@ class Manager:
         self._loop = loop = asyncio.get_running_loop()
         restore_hooks = self._install_request_metrics(self.client)
         restore_signals = self._install_signal_handlers() if self.options.handle_signals else None
+        restore_dump = install_task_dump_signal(loop) if self.options.task_dump_signal else None
         cancelled = False
         problems: list[tuple[str, str]] = []
         try:
@@ -551,6 +570,8 @@ class Manager:
             restore_hooks()
             if restore_signals is not None:
                 restore_signals()
+            if restore_dump is not None:
+                restore_dump()
             if self._owns_client:
                 await self.client.close()
         if cancelled:

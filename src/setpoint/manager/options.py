@@ -246,6 +246,23 @@ class ManagerOptions:
     """Address and certificate of the webhook server, built on first use of
     ``Manager.webhook_server`` (an operator without webhooks never starts one)."""
 
+    event_loop_lag_interval: float | None = 0.25
+    """Seconds between two measurements of the event loop's lag
+    (``setpoint_event_loop_lag_seconds``, :class:`~setpoint.observability.runtime.LoopLagMonitor`);
+    one timer wake-up each time, nothing else. ``None`` disables the measurement."""
+
+    task_dump_signal: bool = True
+    """On ``SIGUSR1``, write every asyncio task with its await chain and the reconcile it
+    serves to stderr, plus the code running on the loop's thread at that moment (what blocks
+    a stuck loop). Installed while ``run()`` runs, from the main thread only, and only when
+    no other handler owns ``SIGUSR1``."""
+
+    debug_endpoints: bool = False
+    """Serve ``/debug/tasks`` (the same task dump) on the probe server. Off by default, and
+    answered only to loopback callers (``kubectl port-forward``, ``kubectl exec``) even when
+    on: a dump names the code paths and objects the operator is working on, and the probe
+    port has no authentication."""
+
     def __post_init__(self) -> None:
         metrics = parse_bind_address(
             self.metrics_bind_address, option="ManagerOptions.metrics_bind_address"
@@ -263,6 +280,12 @@ class ManagerOptions:
                 f"ManagerOptions: metrics_bind_address and health_probe_bind_address are both "
                 f"{self.metrics_bind_address!r}; give the servers different ports (or '0' to "
                 "disable one)"
+            )
+        lag = self.event_loop_lag_interval
+        if lag is not None and (not math.isfinite(lag) or lag <= 0):
+            raise ValueError(
+                f"ManagerOptions.event_loop_lag_interval={lag!r} must be a positive number of "
+                "seconds, or None to turn the measurement off"
             )
         for attr in (
             "graceful_shutdown_timeout",

@@ -47,6 +47,7 @@ __all__ = [
     "WorkQueueMetrics",
     "WorkQueueMetricsProvider",
     "default_registry",
+    "register_runtime_collectors",
     "render",
 ]
 
@@ -247,6 +248,23 @@ def default_registry() -> CollectorRegistry:
         return _default_registry
 
 
+def register_runtime_collectors(registry: CollectorRegistry) -> None:
+    """Add the process and Python runtime collectors to ``registry``.
+
+    prometheus_client's own collectors, under the names every Prometheus client library
+    uses, so existing dashboards read them: ``process_cpu_seconds_total``,
+    ``process_resident_memory_bytes``, ``process_open_fds``, ``process_max_fds``,
+    ``process_start_time_seconds`` (from ``/proc``, Linux only; elsewhere they are absent),
+    ``python_gc_collections_total{generation}``, ``python_gc_objects_collected_total`` and
+    ``python_info``. They are computed at scrape time and cost nothing in between.
+    """
+    from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
+
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+
+
 class Metrics:
     """All of setpoint's metrics, registered on one registry.
 
@@ -257,7 +275,8 @@ class Metrics:
 
     The attributes are plain prometheus_client metrics; call ``.labels(...)`` with the label
     values in the documented order. :meth:`new_queue_metrics` makes it a
-    :class:`WorkQueueMetricsProvider`.
+    :class:`WorkQueueMetricsProvider`. With ``runtime=True`` (the default) the registry also
+    gets the process and Python collectors (:func:`register_runtime_collectors`).
     """
 
     registry: CollectorRegistry
@@ -327,9 +346,17 @@ class Metrics:
     raised, returned the wrong type or changed forbidden metadata (controller-runtime counts
     conversion panics under this name, apart from admission's)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    event_loop_lag_seconds: Histogram
+    """``setpoint_event_loop_lag_seconds``: how late the event loop ran a timer
+    (:class:`~setpoint.observability.runtime.LoopLagMonitor`), buckets
+    :data:`~setpoint.observability.runtime.EVENT_LOOP_LAG_BUCKETS`. A blocked loop stalls
+    every controller at once."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, runtime: bool = True) -> None:
         # Deferred import: see the module docstring.
         from prometheus_client import Counter, Gauge, Histogram  # noqa: PLC0415, RUF100
+
+        from setpoint.observability.runtime import EVENT_LOOP_LAG_BUCKETS
 
         reg = registry if registry is not None else default_registry()
         self.registry = reg
@@ -500,6 +527,16 @@ class Metrics:
             "Total number of conversion webhook panics",
             registry=reg,
         )
+
+        self.event_loop_lag_seconds = Histogram(
+            "setpoint_event_loop_lag_seconds",
+            "How late the asyncio event loop ran a timer, in seconds; a blocked loop stalls "
+            "every controller.",
+            buckets=EVENT_LOOP_LAG_BUCKETS,
+            registry=reg,
+        )
+        if runtime:
+            register_runtime_collectors(reg)
 
     @classmethod
     def default(cls) -> Metrics:

@@ -310,7 +310,9 @@ async def test_a_handler_error_becomes_a_500(http: aiohttp.ClientSession) -> Non
 
 
 async def test_disabled_servers_are_not_built() -> None:
-    manager = new_manager(metrics_bind_address="0", health_probe_bind_address="0")
+    manager = new_manager(
+        metrics_bind_address="0", health_probe_bind_address="0", event_loop_lag_interval=None
+    )
     assert manager.runnables == []
     assert manager.metrics_address is None and manager.health_probe_address is None
 
@@ -338,3 +340,28 @@ async def test_show_reasons_option_serves_them_to_everyone() -> None:
     manager.add_readyz_check("custom", lambda: False)
     response = await manager.serve_probes(HttpRequest("GET", "/readyz/custom", remote="10.244.0.7"))
     assert response.body == b"internal server error: check returned False\n"
+
+
+# -- the debug endpoint ---------------------------------------------------------------------
+
+
+async def test_the_task_dump_endpoint_is_opt_in_and_answers_loopback_callers_only() -> None:
+    off = new_manager()
+    response = await off.serve_probes(HttpRequest("GET", "/debug/tasks", remote="127.0.0.1"))
+    assert response.status == 404
+    on = new_manager(debug_endpoints=True)
+    remote = await on.serve_probes(HttpRequest("GET", "/debug/tasks", remote="10.244.0.7"))
+    assert remote.status == 403 and b"loopback callers only" in remote.body
+    local = await on.serve_probes(HttpRequest("GET", "/debug/tasks", remote="127.0.0.1"))
+    assert local.status == 200
+    assert local.body.startswith(b"setpoint task dump: pid ")
+    # The test's own task is in the dump, with the await chain down to this function.
+    assert b"test_the_task_dump_endpoint_is_opt_in_and_answers_loopback_callers_only" in local.body
+
+
+async def test_the_manager_measures_its_event_loop_lag_unless_told_not_to() -> None:
+    manager = new_manager()
+    assert manager.loop_lag is not None and manager.loop_lag in manager.runnables
+    assert new_manager(event_loop_lag_interval=None).loop_lag is None
+    with pytest.raises(ValueError, match=r"event_loop_lag_interval=0 must be a positive number"):
+        ManagerOptions(event_loop_lag_interval=0)

@@ -46,6 +46,7 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "controller_runtime_webhook_requests_in_flight": ("gauge", ("webhook",)),
     "controller_runtime_webhook_panics_total": ("counter", ()),
     "controller_runtime_conversion_webhook_panics_total": ("counter", ()),
+    "setpoint_event_loop_lag_seconds": ("histogram", ()),
 }
 
 CONTROLLER_RUNTIME_RECONCILE_BUCKETS = [
@@ -74,6 +75,7 @@ def _touch_every_metric(metrics: Metrics) -> None:
     metrics.finalizer_cleanup_failures_total.labels("c", "f").inc()
     metrics.init_webhook("/convert")
     metrics.webhook_latency_seconds.labels("/convert").observe(0.001)
+    metrics.event_loop_lag_seconds.observe(0.001)
 
 
 def _families(registry: CollectorRegistry) -> dict[str, tuple[str, set[frozenset[str]]]]:
@@ -88,7 +90,8 @@ def _families(registry: CollectorRegistry) -> dict[str, tuple[str, set[frozenset
 
 
 def test_names_types_and_labels_match_controller_runtime() -> None:
-    metrics = Metrics(CollectorRegistry())
+    # The process and Python collectors are prometheus_client's (test_runtime.py checks them).
+    metrics = Metrics(CollectorRegistry(), runtime=False)
     _touch_every_metric(metrics)
     found = _families(metrics.registry)
     assert set(found) == set(EXPECTED)
