@@ -164,6 +164,7 @@ def main() -> int:
         json.dumps(
             {
                 "started": started.isoformat(timespec="seconds"),
+                "features": features,
                 "results": [asdict(r) for r in results],
             },
             indent=2,
