@@ -195,6 +195,7 @@ class Cache:
         self._client = client
         self._options = options if options is not None else CacheOptions()
         self._informers: dict[GroupVersionKind, Informer] = {}
+        self._narrowed: dict[GroupVersionKind, builtins.list[str]] = {}
         self._started = False
         self._stopped = False
 
@@ -313,10 +314,35 @@ class Cache:
         informer = self._informers.get(gvk)
         if informer is None:
             informer = Informer(self._client, gvk, self._options.informer_options(gvk))
+            for labels in self._narrowed.get(gvk, ()):
+                informer.narrow(labels)
             self._informers[gvk] = informer
             if self.started:
                 informer._start_task()
         return informer
+
+    def narrow(self, kind: KindLike, labels: str) -> None:
+        """Add label requirements to ``kind``'s informer (ANDed with its selector), before start.
+
+        Every reader of ``kind`` in this cache then sees only matching objects. The manager
+        uses it for sharded kinds (each replica caches its own shard only, decision 0011).
+        It applies to the informer of this exact version; narrowing twice adds both.
+
+        Raises:
+            CacheError: ``kind``'s informer has started already.
+            SelectorError: ``labels`` is not a label selector.
+
+        """
+        gvk, _ = resolve_kind(kind)
+        LabelSelector.parse(labels)
+        informer = self._informers.get(gvk)
+        if informer is not None:
+            informer.narrow(labels)
+        self._narrowed.setdefault(gvk, []).append(labels)
+
+    def narrowed(self, kind: KindLike) -> tuple[str, ...]:
+        """The label requirements :meth:`narrow` added to ``kind``'s informer."""
+        return tuple(self._narrowed.get(resolve_kind(kind)[0], ()))
 
     def informers(self) -> builtins.list[Informer]:
         """Every informer created so far."""

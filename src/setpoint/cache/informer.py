@@ -50,7 +50,7 @@ import random
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 from setpoint.api.gvk import GroupVersionKind
@@ -428,6 +428,29 @@ class Informer:
 
         """
         self._store.add_index(name, fn)
+
+    def narrow(self, labels: str) -> None:
+        """Add label requirements to the informer's selector (ANDed), before it starts.
+
+        Sharding's hook (decision 0011): a replica's informer for a sharded kind selects only
+        its own shard's label, ``shard.sharding.setpoint.dev/<ring>=<shard>``.
+
+        Raises:
+            CacheError: the informer has started (its list and watch already use the old
+                selector).
+            SelectorError: ``labels`` is not a label selector.
+
+        """
+        if self._task is not None:
+            raise CacheError(
+                f"the informer for {self._kind} has started; narrow its label selector "
+                f"({labels!r}) before the cache starts (build sharded controllers before "
+                "running the manager)"
+            )
+        LabelSelector.parse(labels)
+        combined = ",".join(part for part in (self._options.labels, labels) if part)
+        self._options = replace(self._options, labels=combined)
+        self._labels = LabelSelector.parse(combined)
 
     # -- lifecycle -----------------------------------------------------------------------
 

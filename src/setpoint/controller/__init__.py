@@ -17,7 +17,12 @@ for event filters and :mod:`setpoint.controller.workqueue` for the queue.
 """
 
 from setpoint.controller.builder import Builder
-from setpoint.controller.controller import Controller, ControllerError, ControllerOptions
+from setpoint.controller.controller import (
+    Controller,
+    ControllerError,
+    ControllerOptions,
+    KeyGate,
+)
 from setpoint.controller.finalizers import (
     Cleanup,
     CleanupFailed,
@@ -78,6 +83,7 @@ __all__ = [
     "FinalizerHandler",
     "Finalizers",
     "GenerationChanged",
+    "KeyGate",
     "KeyMapper",
     "LabelSelectorPredicate",
     "LabelsChanged",

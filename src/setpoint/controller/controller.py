@@ -59,7 +59,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from setpoint.api.conditions import validate_condition
 from setpoint.api.errors import SetpointError
@@ -107,7 +107,7 @@ from setpoint.observability.logging import Logger, RepeatedErrors, get_logger
 from setpoint.observability.metrics import Metrics
 from setpoint.observability.runtime import ReconcileInfo, reconcile_scope
 
-__all__ = ["Controller", "ControllerError", "ControllerOptions", "validate_name"]
+__all__ = ["Controller", "ControllerError", "ControllerOptions", "KeyGate", "validate_name"]
 
 DEFAULT_CACHE_SYNC_TIMEOUT = 120.0
 """Seconds a controller waits for its informers when neither it nor a manager says."""
@@ -191,6 +191,22 @@ class ControllerOptions:
             raise ValueError(
                 "ControllerOptions: cache_sync_timeout and mapper_timeout must be > 0 seconds"
             )
+
+
+@runtime_checkable
+class KeyGate(Protocol):
+    """Decides, right before each reconcile, whether this process may reconcile a key.
+
+    Sharding's hook (decision 0011): a replica reconciles only the keys of its own shard, and
+    stops admitting a key the moment it is asked to hand the object over. The controller
+    calls :meth:`admits` in the worker that took the key, with no ``await`` between the call
+    and the start of the reconcile, so once ``admits`` turns false for a key, no reconcile of
+    it starts; :meth:`Controller.holds` tells when the last one has ended.
+    """
+
+    def admits(self, key: ObjectKey) -> bool:
+        """Whether ``key`` may be reconciled now; a key refused is dropped (not retried)."""
+        ...
 
 
 # Exceptions that are "returned errors" in controller-runtime's terms: failures a reconcile
@@ -291,6 +307,7 @@ class Controller:
         self._terminal: dict[ObjectKey, Hashable] = {}
         self._repeats = RepeatedErrors()
         self._conditions = ConditionReporter(for_kind) if for_kind is not None else None
+        self._gate: KeyGate | None = None
 
     # -- Runnable ------------------------------------------------------------------------------
 
@@ -397,6 +414,35 @@ class Controller:
             namespaces = self._cache.options.informer_options(kind).namespaces
             needs.extend(AccessNeed(kind, namespace=ns, why=why) for ns in namespaces or (None,))
         return needs
+
+    @property
+    def cache(self) -> Cache:
+        """The cache the controller's sources read (the manager's shared cache, usually)."""
+        return self._cache
+
+    @property
+    def for_kind(self) -> GroupVersionKind | None:
+        """The kind the controller reconciles (``for_``), if it has one."""
+        return self._for_kind
+
+    def set_key_gate(self, gate: KeyGate | None) -> None:
+        """Reconcile only keys ``gate`` admits (see :class:`KeyGate`); ``None`` removes it.
+
+        The manager sets it on sharded controllers before they start.
+
+        Raises:
+            ControllerError: the controller has started already.
+
+        """
+        if self._started:
+            raise ControllerError(
+                f"controller {self._name!r}: set the key gate before the controller starts"
+            )
+        self._gate = gate
+
+    def holds(self, key: ObjectKey) -> bool:
+        """Whether a worker is reconciling ``key`` right now (it was taken and not done)."""
+        return self._queue.is_processing(key)
 
     def enqueue(self, key: ObjectKey, *, after: float = 0.0) -> None:
         """Ask for a reconcile of ``key`` (now, or ``after`` seconds from now)."""
@@ -600,6 +646,11 @@ class Controller:
         return self._cache.informer(self._for_kind).store.get(key)
 
     async def _process(self, key: ObjectKey, priority: int) -> None:
+        gate = self._gate
+        if gate is not None and not gate.admits(key):
+            # Not ours (another shard's, or being handed over): drop it, with its backoff.
+            self._queue.forget(key)
+            return
         # The stored object as this reconcile starts (the store replaces objects, never
         # changes them, so the reference is a snapshot); fingerprinted only when needed.
         seen = self._cached(key)

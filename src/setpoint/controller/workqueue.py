@@ -298,6 +298,10 @@ class WorkQueue(Generic[K]):
         """Keys handed out by :meth:`get` and not yet passed to :meth:`done`."""
         return len(self._processing)
 
+    def is_processing(self, key: K) -> bool:
+        """Whether ``key`` is in flight: handed out by :meth:`get` and not yet :meth:`done`."""
+        return key in self._processing
+
     def __len__(self) -> int:
         """Keys waiting to be processed: ready, delayed, or dirty behind their own processing."""
         return len(self._entries)
