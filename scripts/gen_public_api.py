@@ -166,6 +166,9 @@ PUBLIC_API: dict[str, list[str]] = {
         "Manager",
         "ManagerOptions",
         "RunnableFailed",
+        "ShardKey",
+        "ShardLeaseLost",
+        "ShardingOptions",
     ],
     "setpoint.webhook.certificates": [
         "SelfManagedCertificates",

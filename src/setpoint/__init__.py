@@ -106,6 +106,9 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
         "SelfManagedCertificatesOptions",
     ),
     "SetpointError": ("setpoint.api.errors", "SetpointError"),
+    "ShardKey": ("setpoint.manager", "ShardKey"),
+    "ShardLeaseLost": ("setpoint.manager", "ShardLeaseLost"),
+    "ShardingOptions": ("setpoint.manager", "ShardingOptions"),
     "StatusWriter": ("setpoint.client", "StatusWriter"),
     "StrategicMergePatch": ("setpoint.client", "StrategicMergePatch"),
     "TerminalError": ("setpoint.controller", "TerminalError"),
@@ -250,6 +253,9 @@ __all__ = [
     "SelfManagedCertificates",
     "SelfManagedCertificatesOptions",
     "SetpointError",
+    "ShardKey",
+    "ShardLeaseLost",
+    "ShardingOptions",
     "StatusWriter",
     "StrategicMergePatch",
     "TerminalError",
@@ -450,6 +456,9 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         Manager,
         ManagerOptions,
         RunnableFailed,
+        ShardingOptions,
+        ShardKey,
+        ShardLeaseLost,
     )
     from setpoint.observability.logging import configure_logging, get_logger
     from setpoint.observability.metrics import Metrics

@@ -10,7 +10,9 @@
     manager.add(controller)
     await manager.run()
 
-See ``docs/guide/manager.md`` for the lifecycle, the timing rules of leader election and the
+Sharding (``ManagerOptions.sharding``, decision 0011) is in :mod:`setpoint.manager.sharding`,
+:mod:`setpoint.manager.shardmember` and :mod:`setpoint.manager.sharder`. See
+``docs/guide/manager.md`` for the lifecycle, the timing rules of leader election and the
 probe and metrics endpoints. The HTTP server they are served by, and its request and
 response types, are :mod:`setpoint.server`'s.
 """
@@ -23,6 +25,7 @@ from setpoint.manager.errors import (
     ManagerError,
     ManagerStateError,
     RunnableFailed,
+    ShardLeaseLost,
     ShutdownIncomplete,
 )
 from setpoint.manager.healthz import Check, HealthChecks
@@ -40,6 +43,7 @@ from setpoint.manager.resourcelock import (
     LockNotInitialized,
     ResourceLock,
 )
+from setpoint.manager.sharding import HashRing, ShardingOptions, ShardKey
 from setpoint.manager.sharedcache import CacheFactory, CacheLike, default_new_cache
 
 __all__ = [
@@ -48,6 +52,7 @@ __all__ = [
     "CacheSyncTimeout",
     "Check",
     "DuplicateCheckError",
+    "HashRing",
     "HealthChecks",
     "LeaderElectionLost",
     "LeaderElectionOptions",
@@ -64,6 +69,9 @@ __all__ = [
     "ManagerStateError",
     "ResourceLock",
     "RunnableFailed",
+    "ShardKey",
+    "ShardLeaseLost",
+    "ShardingOptions",
     "ShutdownIncomplete",
     "default_identity",
     "default_new_cache",

@@ -17,6 +17,7 @@ __all__ = [
     "ManagerError",
     "ManagerStateError",
     "RunnableFailed",
+    "ShardLeaseLost",
     "ShutdownIncomplete",
 ]
 
@@ -79,6 +80,29 @@ class LeaderElectionLost(ManagerError):
         """The lock's description (``Lease namespace/name``)."""
         self.identity = identity
         """This candidate's identity."""
+
+
+class ShardLeaseLost(LeaderElectionLost):
+    """The shard Lease of this replica was lost; its sharded controllers were stopped at once.
+
+    Raised by ``run()`` under ``LeadershipLossPolicy.FAIL`` (the default), like
+    :class:`LeaderElectionLost` (which it is). The sharder moves the shard's objects to the
+    other replicas once the Lease has expired; restart the process to rejoin the ring.
+    """
+
+    __module__ = "setpoint"
+
+    def __init__(self, lease: str, identity: str) -> None:
+        ManagerError.__init__(
+            self,
+            f"lost shard {lease} (shard {identity!r}): the Lease could not be renewed before "
+            "the renew deadline, or the sharder took it over because it had expired. The "
+            "sharded controllers were stopped immediately; the other replicas take over this "
+            "shard's objects. Check the API server's reachability and latency from this pod, "
+            "and ShardingOptions' timings",
+        )
+        self.lease = lease
+        self.identity = identity
 
 
 class ShutdownIncomplete(ManagerError):

@@ -52,6 +52,7 @@ from setpoint.manager.errors import (
     LeaderElectionLost,
     ManagerStateError,
     RunnableFailed,
+    ShardLeaseLost,
     ShutdownIncomplete,
 )
 from setpoint.manager.healthz import Check, HealthChecks
@@ -59,6 +60,7 @@ from setpoint.manager.leaderelection import LeaderElector, default_identity
 from setpoint.manager.metricsauth import ApiServerAuth, ReviewClient
 from setpoint.manager.options import LeadershipLossPolicy, ManagerOptions
 from setpoint.manager.resourcelock import LeaseLock
+from setpoint.manager.shardmember import ShardMember
 from setpoint.manager.sharedcache import CacheLike
 from setpoint.observability.events import BroadcastRecorder, EventBroadcaster
 from setpoint.observability.metrics import Metrics, render
@@ -100,6 +102,8 @@ class _Entry:
     group: RunnableGroup
     leader_only: bool
     state: _State = _State.NEW
+    sharded: bool = False
+    """A sharded controller: it runs while this replica holds its shard Lease."""
 
     @property
     def name(self) -> str:
@@ -173,11 +177,25 @@ class Manager:
         self._elected = asyncio.Event()
         self._elector: LeaderElector | None = None
         self._election_client: Client | None = None
+        self._shard_client: Client | None = None
         self._leader_task: asyncio.Task[None] | None = None
         self._lost_task: asyncio.Task[None] | None = None
         self._late_tasks: set[asyncio.Task[None]] = set()
 
         self._cache: Cache | None = None
+        self._shards: ShardMember | None = None
+        self._shard_elector: LeaderElector | None = None
+        self._shard_groups: set[RunnableGroup] = set()
+        self._shard_task: asyncio.Task[None] | None = None
+        self._shard_lost_task: asyncio.Task[None] | None = None
+        if opts.sharding is not None:
+            assert self._lease_namespace is not None  # sharding requires leader election
+            self._shards = ShardMember(
+                client,
+                opts.sharding,
+                namespace=opts.sharding.namespace or self._lease_namespace,
+                metrics=self.metrics,
+            )
         self._webhook_server: WebhookServer | None = None
         self._broadcaster: EventBroadcaster | None = None
 
@@ -192,6 +210,8 @@ class Manager:
         self._readyz.add("shutdown", self._check_not_shutting_down)
         if le is not None:
             self._readyz.add("leader-election", self._check_leader_election)
+        if self._shards is not None:
+            self._readyz.add("shard-lease", self._check_shard_lease)
 
         self._metrics_server: HttpServer | None = None
         self._probe_server: HttpServer | None = None
@@ -279,6 +299,17 @@ class Manager:
         entry = _Entry(
             runnable, RunnableGroup(runnable.group), bool(runnable.needs_leader_election)
         )
+        if self._is_sharded(runnable):
+            assert isinstance(runnable, Controller) and self._shards is not None
+            if self._state is not _State.NEW:
+                raise ManagerStateError(
+                    f"cannot add sharded controller {runnable.controller_name!r} while the "
+                    "manager runs: its cache must be narrowed to this shard before it starts; "
+                    "build sharded controllers before run()"
+                )
+            self._shards.adopt(runnable)
+            entry.leader_only = False
+            entry.sharded = True
         self._entries.append(entry)
         if self._state is not _State.RUNNING:
             return
@@ -287,6 +318,19 @@ class Manager:
             task = asyncio.create_task(self._start_late(entry), name=f"start-{entry.name}")
             self._late_tasks.add(task)
             task.add_done_callback(self._late_tasks.discard)
+
+    def _is_sharded(self, runnable: Runnable) -> bool:
+        sharding = self.options.sharding
+        return (
+            sharding is not None
+            and isinstance(runnable, Controller)
+            and runnable.controller_name in sharding.controllers
+        )
+
+    @property
+    def shard(self) -> ShardMember | None:
+        """The shard of this replica (its name, Lease and gates), when sharding is on."""
+        return self._shards
 
     @property
     def runnables(self) -> list[Runnable]:
@@ -441,6 +485,13 @@ class Manager:
     async def _check_not_shutting_down(self) -> None:
         if self._state in (_State.STOPPING, _State.STOPPED):
             raise RuntimeError("the manager is shutting down")
+
+    async def _check_shard_lease(self) -> None:
+        if self._shard_elector is None:
+            raise RuntimeError("the shard Lease is not being campaigned for yet")
+        problem = self._shard_elector.check()
+        if problem is not None:
+            raise RuntimeError(problem)
 
     async def _check_leader_election(self) -> None:
         if self._elector is None:
@@ -621,6 +672,20 @@ class Manager:
                     why=f"leader election on Lease {self._lease_namespace}/{le.name}",
                 )
             )
+        if self._shards is not None:
+            from setpoint.api import kinds
+
+            shards = self._shards
+            why = f"sharding ring {shards.ring!r}"
+            needs.append(
+                AccessNeed(
+                    kinds.Lease,
+                    verbs=("get", "create", "update", "list", "watch", "delete"),
+                    namespace=shards.namespace,
+                    why=why,
+                )
+            )
+            needs.extend(AccessNeed(k, verbs=("patch",), why=why) for k in shards.kinds)
         user = await preflight(client, needs)
         log.info("connected to %s as %s (%s)", client.config.server, user, client.config.source)
         await self._log_server_features(client)
@@ -640,6 +705,7 @@ class Manager:
 
     async def _startup(self) -> None:
         try:
+            self._add_sharder()
             await self._preflight()
             if self._broadcaster is not None:
                 await self._broadcaster.start()
@@ -647,8 +713,13 @@ class Manager:
                 # Mark the group first: a runnable added while it starts is started by add().
                 self._started_groups.add(group)
                 await self._start_all(
-                    [e for e in self._entries if e.group is group and not e.leader_only]
+                    [
+                        e
+                        for e in self._entries
+                        if e.group is group and not e.leader_only and not e.sharded
+                    ]
                 )
+            self._start_shard_lease()
             le = self.options.leader_election
             if le is None:
                 self._on_elected()
@@ -682,6 +753,90 @@ class Manager:
             raise
         except Exception as exc:
             self._fail(exc)
+
+    def _add_sharder(self) -> None:
+        """Check the sharded controllers and add the ring's sharder (leader-only)."""
+        shards, sharding = self._shards, self.options.sharding
+        if shards is None or sharding is None:
+            return
+        adopted = {c.controller_name for c in shards.controllers}
+        missing = [name for name in sharding.controllers if name not in adopted]
+        if missing:
+            raise ValueError(
+                f"ShardingOptions.controllers names {', '.join(map(repr, missing))}, but no "
+                "controller of that name was added to the manager; build it with "
+                "manager.controller(name) before run(), or remove it from the list"
+            )
+        from setpoint.manager.sharder import Sharder
+
+        assert self._identity is not None
+        self.add(
+            Sharder(
+                self.client,
+                sharding,
+                namespace=shards.namespace,
+                kinds=shards.kinds,
+                identity=self._identity,
+                metrics=self.metrics,
+                sync_timeout=self.options.cache_sync_timeout,
+                clock=self.options.clock,
+            )
+        )
+
+    def _start_shard_lease(self) -> None:
+        """Campaign for this replica's shard Lease; sharded controllers start once held."""
+        shards = self._shards
+        if shards is None:
+            return
+        from setpoint.client.client import Client
+
+        client = self.client
+        lease_client: ApiClient = client
+        if isinstance(client, Client):
+            self._shard_client = Client(client.config, client.options)
+            self._install_request_metrics(self._shard_client)
+            lease_client = self._shard_client
+        self._shard_elector = shards.elector(
+            lease_client, clock=self.options.clock, metrics=self.metrics
+        )
+        self._shard_elector.start(self._on_shard_held, self._on_shard_lost)
+
+    def _on_shard_held(self) -> None:
+        assert self._shards is not None
+        log.info("holding %s: starting the sharded controllers", self._shards.describe())
+        self._shard_task = asyncio.create_task(
+            self._start_sharded(), name="setpoint-manager-shard-start"
+        )
+
+    async def _start_sharded(self) -> None:
+        try:
+            for group in RunnableGroup:
+                self._shard_groups.add(group)
+                await self._start_all([e for e in self._entries if e.group is group and e.sharded])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._fail(exc)
+
+    def _on_shard_lost(self) -> None:
+        """At the shard Lease's renew deadline: stop the sharded controllers right now."""
+        self._shard_groups.clear()
+        if self._shard_task is not None:
+            self._shard_task.cancel()
+        entries = [e for e in self._entries if e.sharded and e.active]
+        for entry in entries:
+            entry.state = _State.STOPPING
+        self._shard_lost_task = asyncio.create_task(
+            self._stop_all(entries, [], immediately=True), name="setpoint-manager-shard-lost"
+        )
+        elector = self._shard_elector
+        assert elector is not None and self._shards is not None
+        le = self.options.leader_election
+        if le is None or le.on_lost is LeadershipLossPolicy.FAIL:
+            self._fail(ShardLeaseLost(elector.lock.describe(), self._shards.shard))
+        else:
+            log.warning("lost %s: shutting down", self._shards.describe())
+            self._request_stop()
 
     async def _start_all(self, entries: list[_Entry]) -> None:
         entries = [e for e in entries if e.state is _State.NEW]
@@ -802,6 +957,15 @@ class Manager:
                 error = broadcaster.failure()
                 assert error is not None
                 self._fail(_failed(broadcaster.name, f"{broadcaster.name} failed: {error}", error))
+            shard_elector = self._shard_elector
+            if (
+                shard_elector is not None
+                and shard_elector.failure() is not None
+                and not shard_elector.lost
+            ):
+                error = shard_elector.failure()
+                assert error is not None
+                self._fail(_failed("shard-lease", f"the shard Lease failed: {error}", error))
             elector = self._elector
             if elector is not None and elector.failure() is not None and not elector.lost:
                 error = elector.failure()
@@ -816,16 +980,30 @@ class Manager:
         self._state = _State.STOPPING
         problems: list[tuple[str, str]] = []
         log.info("shutting down (%.1fs left for it)", self._remaining())
-        await _cancel_and_wait([t for t in (self._leader_task,) if t is not None])
+        await _cancel_and_wait([t for t in (self._leader_task, self._shard_task) if t is not None])
         await _cancel_and_wait(list(self._late_tasks))
-        if self._lost_task is not None:
-            await asyncio.wait({self._lost_task}, timeout=self._remaining() + _STOP_SLACK)
+        for lost in (self._lost_task, self._shard_lost_task):
+            if lost is not None:
+                await asyncio.wait({lost}, timeout=self._remaining() + _STOP_SLACK)
 
         for group in reversed(RunnableGroup):
             await self._stop_all(
-                [e for e in self._entries if e.group is group and e.leader_only and e.active],
+                [
+                    e
+                    for e in self._entries
+                    if e.group is group and (e.leader_only or e.sharded) and e.active
+                ],
                 problems,
             )
+        if self._shards is not None:
+            await self._shards.close()
+        if self._shard_elector is not None:
+            # Released (empty holder) only now that no sharded controller runs: the sharder
+            # then moves this shard's objects at once.
+            try:
+                await asyncio.wait_for(self._shard_elector.stop(), self._remaining() + _STOP_SLACK)
+            except TimeoutError:
+                problems.append(("shard-lease", "releasing the shard Lease timed out"))
         self._leading = False
         if self._elector is not None:
             try:
@@ -841,6 +1019,8 @@ class Manager:
             await self._broadcaster.stop(self._remaining())
         if self._election_client is not None:
             await self._election_client.close()
+        if self._shard_client is not None:
+            await self._shard_client.close()
         return problems
 
     async def _stop_all(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final
 
 from setpoint.api.clock import Clock, LoopClock
 from setpoint.api.validation import is_dns1123_label, is_dns1123_subdomain
+from setpoint.manager.sharding import ShardingOptions
 from setpoint.manager.sharedcache import CacheFactory, default_new_cache
 from setpoint.observability.events import EventBroadcasterOptions
 from setpoint.server.address import parse_bind_address
@@ -263,7 +264,20 @@ class ManagerOptions:
     on: a dump names the code paths and objects the operator is working on, and the probe
     port has no authentication."""
 
+    sharding: ShardingOptions | None = None
+    """Split the objects of the controllers it names across the replicas (decision 0011):
+    each replica holds a shard Lease, caches and reconciles only the objects labelled for its
+    shard, and the leader assigns objects and moves them when replicas come and go. Needs
+    :attr:`leader_election` (the sharder runs in the leader). ``None`` (default): no
+    sharding."""
+
     def __post_init__(self) -> None:
+        if self.sharding is not None and self.leader_election is None:
+            raise ValueError(
+                "ManagerOptions.sharding needs leader_election: the sharder that assigns "
+                "objects to shards runs in the leader only. Set leader_election="
+                "LeaderElectionOptions(name=...)"
+            )
         metrics = parse_bind_address(
             self.metrics_bind_address, option="ManagerOptions.metrics_bind_address"
         )

@@ -5,7 +5,8 @@ and histogram buckets are those of controller-runtime (``pkg/internal/controller
 ``pkg/internal/metrics/workqueue.go``, ``pkg/metrics/client_go_adapter.go``,
 ``pkg/metrics/leaderelection.go``, ``pkg/webhook/internal/metrics`` and the webhook panic
 counters), so Grafana dashboards and alerts written for Go operators work unchanged. The
-``setpoint_finalizer_*`` family is setpoint's own.
+``setpoint_finalizer_*``, ``setpoint_shard_*`` and ``setpoint_cluster_*`` families are
+setpoint's own.
 
 Metrics live on a setpoint-owned :class:`prometheus_client.CollectorRegistry`, never on
 prometheus_client's global default registry: the manager serves :func:`default_registry`, and a
@@ -40,6 +41,7 @@ __all__ = [
     "PRIORITY_OVERFLOW_LABEL",
     "RECONCILE_RESULTS",
     "RECONCILE_TIME_BUCKETS",
+    "SHARD_HANDOVER_BUCKETS",
     "WEBHOOK_LATENCY_BUCKETS",
     "WORKQUEUE_DURATION_BUCKETS",
     "Metrics",
@@ -63,6 +65,12 @@ WORKQUEUE_DURATION_BUCKETS: Final[tuple[float, ...]] = (
 )  # fmt: skip
 """Buckets of the work queue duration histograms: controller-runtime's
 ``ExponentialBuckets(10e-9, 10, 12)``, written out so no float rounding creeps into ``le``."""
+
+SHARD_HANDOVER_BUCKETS: Final[tuple[float, ...]] = (
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 120.0, 300.0,
+)  # fmt: skip
+"""Buckets of ``setpoint_shard_handover_seconds``: a drain takes a few round trips, a dead
+shard's objects wait for its Lease to expire (15 s by default)."""
 
 WEBHOOK_LATENCY_BUCKETS: Final[tuple[float, ...]] = WORKQUEUE_DURATION_BUCKETS
 """Buckets of ``controller_runtime_webhook_latency_seconds``: controller-runtime uses the same
@@ -331,6 +339,20 @@ class Metrics:
     finalizer_cleanup_failures_total: Counter
     """``setpoint_finalizer_cleanup_failures_total{controller, finalizer}``."""
 
+    shard_objects: Gauge
+    """``setpoint_shard_objects{ring, shard}``: objects labelled for each shard, counted by
+    the ring's sharder (``shard=""``: unassigned)."""
+    shard_ring_members: Gauge
+    """``setpoint_shard_ring_members{ring}``: live shards the sharder sees."""
+    shard_ring_changes_total: Counter
+    """``setpoint_shard_ring_changes_total{ring}``: changes of the set of live shards."""
+    shard_handover_seconds: Histogram
+    """``setpoint_shard_handover_seconds{ring, reason}``: drain (or shard death) to new label."""
+    shard_drains_total: Counter
+    """``setpoint_shard_drains_total{ring}``: objects this replica handed over on request."""
+    cluster_ready: Gauge
+    """``setpoint_cluster_ready{cluster}``: 1 while a member cluster is reachable and synced."""
+
     webhook_requests_total: Counter
     """``controller_runtime_webhook_requests_total{webhook, code}``: requests per webhook path
     and HTTP status code."""
@@ -495,6 +517,48 @@ class Metrics:
             "setpoint_finalizer_cleanup_failures_total",
             "Finalizer cleanups that failed and will be retried, per controller and finalizer.",
             ("controller", "finalizer"),
+            registry=reg,
+        )
+
+        self.shard_objects = Gauge(
+            "setpoint_shard_objects",
+            "Objects of the sharded kinds labelled for each shard of a ring, as the ring's "
+            'sharder counts them (shard="" for unassigned ones).',
+            ("ring", "shard"),
+            registry=reg,
+        )
+        self.shard_ring_members = Gauge(
+            "setpoint_shard_ring_members",
+            "Live shards of a ring, as the ring's sharder sees them.",
+            ("ring",),
+            registry=reg,
+        )
+        self.shard_ring_changes_total = Counter(
+            "setpoint_shard_ring_changes_total",
+            "Times the set of live shards of a ring changed, as the ring's sharder saw it.",
+            ("ring",),
+            registry=reg,
+        )
+        self.shard_handover_seconds = Histogram(
+            "setpoint_shard_handover_seconds",
+            "Seconds from asking an object's shard to let it go (reason=drain) or from "
+            "finding its shard dead (reason=dead) until the object was labelled for its "
+            "new shard.",
+            ("ring", "reason"),
+            buckets=SHARD_HANDOVER_BUCKETS,
+            registry=reg,
+        )
+        self.shard_drains_total = Counter(
+            "setpoint_shard_drains_total",
+            "Objects this replica let go of after the sharder asked (drain acknowledged).",
+            ("ring",),
+            registry=reg,
+        )
+        self.cluster_ready = Gauge(
+            "setpoint_cluster_ready",
+            "1 while a member cluster of a multi-cluster manager is reachable and its "
+            "caches have synced, else 0.",
+            ("cluster",),
             registry=reg,
         )
 

@@ -1,0 +1,548 @@
+"""The sharder: assigns a ring's objects to its live shards and moves them safely.
+
+It runs in the leader replica (a leader-only runnable the manager adds when
+``ManagerOptions.sharding`` is set), so exactly one process assigns at a time (decision 0011).
+
+Expected Flow:
+    1. On start it builds a cache of its own: the ring's shard Leases (label
+       ``sharding.setpoint.dev/ring=<ring>`` in the Lease namespace) and every object of the
+       sharded kinds, stripped to ``apiVersion``, ``kind`` and ``metadata``.
+    2. **Membership.** A shard is alive while its Lease names it as holder and the Lease's
+       record has changed within ``leaseDurationSeconds`` on the sharder's own clock, counted
+       from when the sharder first saw that record (leader election's expiry rule). The live
+       shards form a :class:`~setpoint.manager.sharding.HashRing`; when the set changes, every
+       object is looked at again, and a timer re-evaluates at the next possible expiry.
+    3. **Per object** (a work queue, ``sharder_workers`` at a time), with ``desired`` the ring's
+       owner of the object's hash key and ``current`` its shard label:
+       - ``current == desired`` and no drain label: nothing to do;
+       - ``current`` is a live shard other than ``desired``: add the drain label, once, and
+         wait for the owner to remove both labels (``ShardMember``'s acknowledgement);
+       - a drain label on an object still labelled for a live shard: wait;
+       - no label, or ``current`` is dead: if dead, first *fence* the shard by taking its
+         Lease over (holder ``sharder:<identity>``; a replica that was only frozen then finds
+         its Lease held by someone else and stops), then write ``desired`` (and drop any
+         drain label).
+       Every label write is a merge patch carrying the resourceVersion the sharder saw, so a
+       concurrent change makes it fail with ``Conflict`` and the object is looked at again.
+    4. Periodically (``resync_period``) every object is looked at again; counts per shard
+       are published (``setpoint_shard_objects``); Leases the sharder took over more than
+       four Lease durations ago are deleted (with a resourceVersion precondition).
+
+Guarantees:
+    - An object is labelled for a new shard only when it has no shard label (its owner
+      removed it, after its last reconcile ended) or its shard is dead and fenced. With
+      ``renew_deadline < lease_duration`` a dead shard stopped reconciling before the sharder
+      considers it dead (decision 0005's margin).
+    - The sharder never removes a drain label from an object whose shard is alive; a drain
+      always completes by the owner's acknowledgement or the owner's death.
+
+Caveats:
+    - The sharder caches the metadata of every sharded object: its memory grows with the
+      number of objects, in the leader only (``docs/benchmarks.md`` measures it).
+    - A new object waits one watch round trip and one PATCH before its shard sees it.
+    - Objects stay unassigned while the ring is empty (no replica holds a shard Lease).
+
+Errors:
+    ClientError: never escapes. Failed writes are retried with the work queue's per-object
+        backoff; a failed fence leaves the shard's objects where they are until it works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from setpoint.api import kinds
+from setpoint.api.clock import Clock, LoopClock, TimerHandle
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.keys import ObjectKey
+from setpoint.api.meta import JsonObject, key_of, meta, resource_version_of
+from setpoint.api.runnable import RunnableGroup
+from setpoint.cache.cache import Cache, CacheOptions, KindOptions
+from setpoint.cache.informer import FuncHandler, strip_managed_fields
+from setpoint.client.client import Preconditions
+from setpoint.client.errors import ClientError, Conflict, NotFound
+from setpoint.client.patch import MergePatch
+from setpoint.controller.workqueue import ShutDown, WorkQueue
+from setpoint.manager.resourcelock import LeaderElectionRecord
+from setpoint.manager.sharding import (
+    RING_LABEL,
+    SHARDER_HOLDER_PREFIX,
+    HashRing,
+    ShardingOptions,
+    drain_label,
+    draining,
+    hash_key_of,
+    shard_label,
+    shard_of,
+)
+
+if TYPE_CHECKING:
+    from setpoint.client.protocols import ApiClient
+    from setpoint.observability.metrics import Metrics
+
+__all__ = ["ShardState", "Sharder", "metadata_only"]
+
+log = logging.getLogger("setpoint.manager.sharder")
+
+_COUNT_PERIOD: Final = 5.0
+_FENCE_RETRY: Final = 1.0
+_CLEANUP_LEASE_DURATIONS: Final = 4
+
+
+def metadata_only(obj: JsonObject) -> JsonObject:
+    """A cache transform keeping ``apiVersion``, ``kind`` and ``metadata`` (no managedFields)."""
+    m = obj.get("metadata")
+    if isinstance(m, dict):
+        m.pop("managedFields", None)
+    return {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
+
+
+@dataclass
+class ShardState:
+    """What the sharder knows about one shard Lease."""
+
+    name: str
+    """The Lease's (and the shard's) name."""
+    record: LeaderElectionRecord
+    """The Lease's record as last seen."""
+    seen_at: float
+    """When (sharder's clock) this record was first seen."""
+    resource_version: str
+    """The Lease's resourceVersion as last seen."""
+
+    @property
+    def released(self) -> bool:
+        """No holder, or held by a sharder (taken over): not a live shard whatever its age."""
+        holder = self.record.holder_identity
+        return not holder or holder.startswith(SHARDER_HOLDER_PREFIX) or holder != self.name
+
+    def expires_at(self) -> float:
+        """When the shard counts as dead if its record does not change again."""
+        return self.seen_at + max(self.record.lease_duration_seconds, 1)
+
+    def alive(self, now: float) -> bool:
+        """Held by the shard itself and renewed within its lease duration."""
+        return not self.released and now < self.expires_at()
+
+
+class Sharder:
+    """Assigns the objects of one ring to its shards (see the module docstring).
+
+    Args:
+        client: Reads Leases and objects; writes labels and fences Leases.
+        options: The ring's options.
+        namespace: The shard Leases' namespace.
+        kinds: The sharded kinds.
+        identity: This process's identity (the sharder writes ``sharder:<identity>`` into
+            Leases it takes over).
+        metrics: Where the ``setpoint_shard_*`` metrics go.
+        sync_timeout: Seconds the sharder's cache may take to sync on start.
+        clock: Time for Lease expiry (a test seam).
+
+    """
+
+    def __init__(
+        self,
+        client: ApiClient,
+        options: ShardingOptions,
+        *,
+        namespace: str,
+        kinds: Iterable[GroupVersionKind],
+        identity: str,
+        metrics: Metrics | None = None,
+        sync_timeout: float = 120.0,
+        clock: Clock | None = None,
+    ) -> None:
+        self._client = client
+        self._options = options
+        self._ring_name = options.ring
+        self._namespace = namespace
+        self._kinds = tuple(dict.fromkeys(kinds))
+        self._identity = identity
+        self._metrics = metrics
+        self._sync_timeout = sync_timeout
+        self._clock: Clock = clock if clock is not None else LoopClock()
+        self._cache: Cache | None = None
+        self._queue: WorkQueue[tuple[GroupVersionKind, ObjectKey]] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._failure: BaseException | None = None
+        self._shards: dict[str, ShardState] = {}
+        self._ring = HashRing((), virtual_nodes=options.virtual_nodes)
+        self._alive: frozenset[str] = frozenset()
+        self._dead_since: dict[str, float] = {}
+        self._fenced: set[str] = set()
+        self._drain_started: dict[tuple[GroupVersionKind, ObjectKey], float] = {}
+        self._timer: TimerHandle | None = None
+        self._published: set[str] = set()
+
+    # -- Runnable ------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """``"sharder/<ring>"``."""
+        return f"sharder/{self._ring_name}"
+
+    @property
+    def group(self) -> RunnableGroup:
+        """:attr:`RunnableGroup.OTHERS`."""
+        return RunnableGroup.OTHERS
+
+    @property
+    def needs_leader_election(self) -> bool:
+        """``True``: one sharder per ring, in the leader."""
+        return True
+
+    def failure(self) -> BaseException | None:
+        """An unexpected error that ended a sharder task (never expected)."""
+        return self._failure
+
+    @property
+    def ring(self) -> HashRing:
+        """The ring of live shards as the sharder sees it now."""
+        return self._ring
+
+    @property
+    def shards(self) -> dict[str, ShardState]:
+        """Every shard Lease of the ring the sharder has seen, by name."""
+        return dict(self._shards)
+
+    async def start(self) -> None:
+        """Sync the sharder's cache, then start assigning (returns once synced).
+
+        Raises:
+            CacheSyncTimeout, KindNotServed: the Leases or a sharded kind could not be listed.
+
+        """
+        by_kind: dict[Any, KindOptions] = {
+            kinds.Lease: KindOptions(
+                namespaces=(self._namespace,),
+                labels=f"{RING_LABEL}={self._ring_name}",
+                transform=strip_managed_fields,
+            )
+        }
+        cache = Cache(
+            self._client,
+            options=CacheOptions(transform=metadata_only, by_kind=by_kind),
+        )
+        self._cache = cache
+        self._queue = WorkQueue(f"sharder-{self._ring_name}"[:63], metrics=self._metrics)
+        leases = cache.informer(kinds.Lease)
+        leases.add_handler(
+            FuncHandler(
+                add=lambda obj, _: self._lease_seen(obj),
+                update=lambda _, obj: self._lease_seen(obj),
+                delete=lambda obj, _: self._lease_gone(obj),
+            )
+        )
+        for kind in self._kinds:
+            informer = cache.informer(kind)
+            informer.add_handler(
+                FuncHandler(
+                    add=lambda obj, _, k=kind: self._enqueue(k, obj),  # type: ignore[misc]
+                    update=lambda _, obj, k=kind: self._enqueue(k, obj),  # type: ignore[misc]
+                )
+            )
+        await cache.start()
+        try:
+            await cache.wait_for_sync(self._sync_timeout)
+        except BaseException:
+            await cache.stop(1.0)
+            raise
+        self._evaluate()
+        loop = asyncio.get_running_loop()
+        for index in range(self._options.sharder_workers):
+            self._tasks.append(loop.create_task(self._worker(), name=f"{self.name} worker {index}"))
+        self._tasks.append(loop.create_task(self._periodic(), name=f"{self.name} periodic"))
+        for task in self._tasks:
+            task.add_done_callback(self._task_done)
+        log.info(
+            "sharder for ring %s started: %d live shards, kinds %s",
+            self._ring_name,
+            len(self._ring.shards),
+            ", ".join(k.kind for k in self._kinds),
+        )
+
+    async def stop(self, timeout: float) -> None:
+        """Stop assigning (in-flight writes get ``timeout`` seconds) and stop the cache."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        queue = self._queue
+        if queue is not None:
+            await queue.shutdown_with_drain(max(0.0, timeout / 2))
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self._cache is not None:
+            await self._cache.stop(max(0.1, timeout / 2))
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None and self._failure is None:
+            self._failure = task.exception()
+
+    # -- membership ----------------------------------------------------------------------------
+
+    def _lease_seen(self, lease: JsonObject) -> None:
+        name = str(meta(lease).get("name") or "")
+        record = LeaderElectionRecord.from_lease_spec(lease.get("spec"))
+        state = self._shards.get(name)
+        rv = resource_version_of(lease)
+        if state is None or state.record != record:
+            self._shards[name] = ShardState(name, record, self._clock.now(), rv)
+        else:
+            state.resource_version = rv
+        self._evaluate()
+
+    def _lease_gone(self, lease: JsonObject) -> None:
+        name = str(meta(lease).get("name") or "")
+        self._shards.pop(name, None)
+        self._fenced.add(name)  # no Lease, nobody can renew it: nothing left to fence
+        self._evaluate()
+
+    def _evaluate(self) -> None:
+        """Recompute the live shards; on a change rebuild the ring and look at everything."""
+        now = self._clock.now()
+        alive = frozenset(name for name, state in self._shards.items() if state.alive(now))
+        for name in self._shards:
+            if name not in alive:
+                self._dead_since.setdefault(name, now)
+            else:
+                self._dead_since.pop(name, None)
+                self._fenced.discard(name)
+        if alive != self._alive:
+            joined, left = sorted(alive - self._alive), sorted(self._alive - alive)
+            self._alive = alive
+            self._ring = HashRing(alive, virtual_nodes=self._options.virtual_nodes)
+            if self._metrics is not None:
+                self._metrics.shard_ring_changes_total.labels(self._ring_name).inc()
+                self._metrics.shard_ring_members.labels(self._ring_name).set(len(alive))
+            log.info(
+                "ring %s changed: %d live shards (joined %s, left %s)",
+                self._ring_name,
+                len(alive),
+                ", ".join(joined) or "-",
+                ", ".join(left) or "-",
+            )
+            self._enqueue_all()
+        self._arm_timer(now)
+
+    def _arm_timer(self, now: float) -> None:
+        upcoming = [s.expires_at() for n, s in self._shards.items() if n in self._alive]
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if upcoming:
+            when = max(min(upcoming), now) + 0.01
+            self._timer = self._clock.call_at(when, self._evaluate)
+
+    async def _fence(self, shard: str) -> bool:
+        """Take a dead shard's Lease over so a frozen replica cannot resume; ``True`` if fenced."""
+        if shard in self._fenced:
+            return True
+        state = self._shards.get(shard)
+        if state is None:
+            # No Lease seen for it: either long gone or never existed; nobody can renew it.
+            self._fenced.add(shard)
+            return True
+        if state.released:
+            self._fenced.add(shard)
+            return True
+        if state.alive(self._clock.now()):
+            return False
+        try:
+            lease = await self._client.get(kinds.Lease, shard, namespace=self._namespace)
+        except NotFound:
+            self._fenced.add(shard)
+            return True
+        current = LeaderElectionRecord.from_lease_spec(lease.get("spec"))
+        if current != state.record:
+            return False  # it renewed after all; the watch will say so
+        now = datetime.now(UTC)
+        spec = lease.setdefault("spec", {})
+        spec.update(
+            {
+                "holderIdentity": f"{SHARDER_HOLDER_PREFIX}{self._identity}"[:253],
+                "acquireTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                "leaseTransitions": current.leader_transitions + 1,
+            }
+        )
+        try:
+            await self._client.update(lease)
+        except (Conflict, NotFound):
+            return False
+        log.info("ring %s: shard %s is dead; took its Lease over", self._ring_name, shard)
+        self._fenced.add(shard)
+        return True
+
+    # -- objects -------------------------------------------------------------------------------
+
+    def _enqueue(self, kind: GroupVersionKind, obj: JsonObject) -> None:
+        if self._queue is not None:
+            self._queue.add((kind, key_of(obj)))
+
+    def _enqueue_all(self) -> None:
+        cache, queue = self._cache, self._queue
+        if cache is None or queue is None:
+            return
+        for kind in self._kinds:
+            for key in list(cache.informer(kind).store):
+                queue.add((kind, key))
+
+    async def _worker(self) -> None:
+        queue = self._queue
+        assert queue is not None
+        while True:
+            try:
+                item = await queue.get()
+            except ShutDown:
+                return
+            try:
+                retry_after = await self._sync(*item)
+            except asyncio.CancelledError:
+                raise
+            except (ClientError, TimeoutError) as exc:
+                log.info("sharder: %s %s: %s (retrying)", item[0].kind, item[1], exc)
+                queue.add_rate_limited(item)
+            except Exception:
+                log.exception("sharder: unexpected error on %s %s", item[0].kind, item[1])
+                queue.add_rate_limited(item)
+            else:
+                queue.forget(item)
+                if retry_after is not None:
+                    queue.add_after(item, retry_after)
+            finally:
+                queue.done(item)
+
+    async def _sync(self, kind: GroupVersionKind, key: ObjectKey) -> float | None:
+        """Bring one object's labels in line with the ring; a delay means "look again then"."""
+        cache = self._cache
+        assert cache is not None
+        obj = cache.informer(kind).store.get(key)
+        item = (kind, key)
+        if obj is None:
+            self._drain_started.pop(item, None)
+            return None
+        if not self._ring:
+            return None
+        ring = self._ring_name
+        desired = self._ring.owner(hash_key_of(obj, self._options.key))
+        assert desired is not None
+        current = shard_of(obj, ring)
+        drain = draining(obj, ring)
+        if current == desired and not drain:
+            return None
+        if current and current in self._alive:
+            if drain or current == desired:
+                return None  # the owner acknowledges the drain; then we assign
+            await self._patch(kind, key, obj, {drain_label(ring): "true"})
+            self._drain_started.setdefault(item, time.monotonic())
+            return None
+        reason = "drain"
+        if current:
+            if not await self._fence(current):
+                return _FENCE_RETRY
+            reason = "dead"
+        await self._patch(kind, key, obj, {shard_label(ring): desired, drain_label(ring): None})
+        self._observe_handover(item, current, reason)
+        return None
+
+    def _observe_handover(
+        self, item: tuple[GroupVersionKind, ObjectKey], previous: str, reason: str
+    ) -> None:
+        started = self._drain_started.pop(item, None)
+        if self._metrics is None:
+            return
+        if reason == "dead":
+            dead_since = self._dead_since.get(previous)
+            if dead_since is not None:
+                seconds = max(0.0, self._clock.now() - dead_since)
+                self._metrics.shard_handover_seconds.labels(self._ring_name, "dead").observe(
+                    seconds
+                )
+        elif started is not None:
+            self._metrics.shard_handover_seconds.labels(self._ring_name, "drain").observe(
+                time.monotonic() - started
+            )
+
+    async def _patch(
+        self,
+        kind: GroupVersionKind,
+        key: ObjectKey,
+        obj: JsonObject,
+        labels: dict[str, str | None],
+    ) -> None:
+        patch = MergePatch(
+            {"metadata": {"resourceVersion": resource_version_of(obj), "labels": labels}}
+        )
+        await self._client.patch(kind, key.name, patch, namespace=key.namespace or None)
+
+    # -- periodic work ---------------------------------------------------------------------
+
+    async def _periodic(self) -> None:
+        last_resync = time.monotonic()
+        while True:
+            await asyncio.sleep(_COUNT_PERIOD)
+            self._evaluate()
+            self.publish_counts()
+            await self._clean_up_leases()
+            if time.monotonic() - last_resync >= self._options.resync_period:
+                last_resync = time.monotonic()
+                self._enqueue_all()
+
+    def counts(self) -> Counter[str]:
+        """Objects per shard label value across the sharded kinds (``""``: unassigned)."""
+        counted: Counter[str] = Counter()
+        cache = self._cache
+        if cache is None:
+            return counted
+        for kind in self._kinds:
+            for _, obj in cache.informer(kind).store.items():
+                counted[shard_of(obj, self._ring_name)] += 1
+        return counted
+
+    def publish_counts(self) -> None:
+        """Set ``setpoint_shard_objects`` from :meth:`counts` (0 for live shards with none)."""
+        if self._metrics is None:
+            return
+        counted = self.counts()
+        for shard in self._alive:
+            counted.setdefault(shard, 0)
+        counted.setdefault("", 0)
+        gauge = self._metrics.shard_objects
+        for shard, count in counted.items():
+            gauge.labels(self._ring_name, shard).set(count)
+        for gone in self._published - set(counted):
+            gauge.remove(self._ring_name, gone)
+        self._published = set(counted)
+
+    async def _clean_up_leases(self) -> None:
+        """Delete Leases the sharder took over long ago (their objects have moved)."""
+        now = self._clock.now()
+        for name, state in list(self._shards.items()):
+            holder = state.record.holder_identity
+            if not holder.startswith(SHARDER_HOLDER_PREFIX):
+                continue
+            age = now - state.seen_at
+            if age < _CLEANUP_LEASE_DURATIONS * self._options.lease_duration:
+                continue
+            try:
+                await self._client.delete(
+                    kinds.Lease,
+                    name,
+                    namespace=self._namespace,
+                    preconditions=Preconditions(resource_version=state.resource_version),
+                )
+            except (Conflict, NotFound):
+                continue
+            except ClientError as exc:
+                log.info("sharder: could not delete the Lease of dead shard %s: %s", name, exc)

@@ -1,0 +1,289 @@
+"""Sharding's vocabulary: options, label keys, the hash ring and the object's hash key.
+
+Decision 0011 (``docs/decisions/0011-sharding.md``) describes the design. In short: every
+replica holds a shard Lease (:mod:`setpoint.manager.shardmember`); the live Leases of a ring
+form a :class:`HashRing`; the leader's sharder (:mod:`setpoint.manager.sharder`) writes each
+object's shard as the label :func:`shard_label`, moving objects between live shards through
+the drain label :func:`drain_label`; each replica's informers select only its own shard::
+
+    manager = Manager(client, ManagerOptions(
+        leader_election=LeaderElectionOptions(name="widgets"),
+        sharding=ShardingOptions(ring="widgets", controllers=("widget",)),
+    ))
+    manager.controller("widget").for_(Widget).build(reconcile)   # sharded
+
+This module is pure: no I/O, so the CLI (``setpoint doctor shards``) and tests use it too.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import math
+import os
+import re
+import socket
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Final
+
+from setpoint.api.meta import JsonObject, labels_of, meta
+from setpoint.api.validation import is_dns1123_label, is_qualified_name
+
+__all__ = [
+    "ANNOTATION_CONTROLLERS",
+    "ANNOTATION_KINDS",
+    "RING_LABEL",
+    "SHARDER_HOLDER_PREFIX",
+    "VIRTUAL_NODES",
+    "HashRing",
+    "ShardKey",
+    "ShardingOptions",
+    "default_shard_id",
+    "drain_label",
+    "draining",
+    "hash_key_of",
+    "shard_label",
+    "shard_of",
+]
+
+RING_LABEL: Final = "sharding.setpoint.dev/ring"
+"""Label on a shard Lease naming its ring; the sharder and ``setpoint doctor shards`` select
+the ring's Leases by it."""
+
+ANNOTATION_KINDS: Final = "sharding.setpoint.dev/kinds"
+"""Annotation on a shard Lease: the sharded kinds, ``group/version/Kind`` joined by ``,``."""
+
+ANNOTATION_CONTROLLERS: Final = "sharding.setpoint.dev/controllers"
+"""Annotation on a shard Lease: the sharded controllers of that replica, joined by ``,``."""
+
+SHARDER_HOLDER_PREFIX: Final = "sharder:"
+"""``holderIdentity`` prefix the sharder writes when it takes over a dead shard's Lease."""
+
+VIRTUAL_NODES: Final = 100
+"""Points each shard puts on the ring: enough that three shards get within a few percent of
+a third each (the unit tests check the spread)."""
+
+_SHARD_LABEL_PREFIX: Final = "shard.sharding.setpoint.dev/"
+_DRAIN_LABEL_PREFIX: Final = "drain.sharding.setpoint.dev/"
+
+
+def shard_label(ring: str) -> str:
+    """The label key holding an object's shard in ``ring``.
+
+    ``shard.sharding.setpoint.dev/<ring>``.
+    """
+    return _SHARD_LABEL_PREFIX + ring
+
+
+def drain_label(ring: str) -> str:
+    """The label key asking an object's owner to let it go.
+
+    ``drain.sharding.setpoint.dev/<ring>``.
+    """
+    return _DRAIN_LABEL_PREFIX + ring
+
+
+class ShardKey(Enum):
+    """What an object is hashed by to find its shard."""
+
+    UID = "uid"
+    """``metadata.uid``: an even spread, independent of names (the default)."""
+
+    NAMESPACE = "namespace"
+    """``metadata.namespace``: every object of a namespace lands on one shard, so related
+    objects stay together (and a namespace's load is not split). Cluster-scoped objects have
+    no namespace and fall back to their UID."""
+
+
+def hash_key_of(obj: JsonObject, key: ShardKey) -> str:
+    """The text ``obj`` is hashed by under ``key`` (its UID, or its namespace)."""
+    m = meta(obj)
+    if key is ShardKey.NAMESPACE:
+        namespace = m.get("namespace")
+        if isinstance(namespace, str) and namespace:
+            return "ns/" + namespace
+    uid = m.get("uid")
+    return "uid/" + (uid if isinstance(uid, str) else "")
+
+
+def _point(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
+class HashRing:
+    """Consistent hashing over a set of shard names.
+
+    Each shard puts :data:`VIRTUAL_NODES` points on a 64-bit circle (``blake2b`` of
+    ``"<shard>#<i>"``); a key belongs to the shard owning the first point at or after the
+    key's hash, wrapping around. Adding or removing one of ``n`` shards moves about ``1/n``
+    of the keys, and only to or from that shard. The same shard names give the same ring in
+    every process (no randomness, no process-specific hash seed).
+    """
+
+    __slots__ = ("_owners", "_points", "shards")
+
+    def __init__(self, shards: Iterable[str], *, virtual_nodes: int = VIRTUAL_NODES) -> None:
+        if virtual_nodes < 1:
+            raise ValueError(f"HashRing: virtual_nodes must be >= 1, not {virtual_nodes}")
+        self.shards: tuple[str, ...] = tuple(sorted(set(shards)))
+        """The member shards, sorted."""
+        points = sorted(
+            (_point(f"{shard}#{i}"), shard) for shard in self.shards for i in range(virtual_nodes)
+        )
+        self._points = [p for p, _ in points]
+        self._owners = [s for _, s in points]
+
+    def __bool__(self) -> bool:
+        return bool(self.shards)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HashRing) and other.shards == self.shards
+
+    def __hash__(self) -> int:
+        return hash(self.shards)
+
+    def __repr__(self) -> str:
+        return f"HashRing({list(self.shards)!r})"
+
+    def owner(self, key: str) -> str | None:
+        """The shard ``key`` belongs to, or ``None`` when the ring is empty."""
+        if not self._points:
+            return None
+        index = bisect.bisect_left(self._points, _point(key))
+        return self._owners[index % len(self._owners)]
+
+    def shares(self) -> dict[str, float]:
+        """The fraction of the hash space each shard owns (sums to 1; for ``doctor``)."""
+        if not self._points:
+            return {}
+        space = 2**64
+        shares = dict.fromkeys(self.shards, 0.0)
+        previous = self._points[-1] - space
+        for point, owner in zip(self._points, self._owners, strict=True):
+            shares[owner] += (point - previous) / space
+            previous = point
+        return shares
+
+
+_NOT_LABEL = re.compile(r"[^a-z0-9-]+")
+
+
+def default_shard_id() -> str:
+    """``<host name>-<8 hex digits>``: a DNS label unique per process, readable on the Lease."""
+    host = os.environ.get("HOSTNAME") or socket.gethostname() or "shard"
+    host = _NOT_LABEL.sub("-", host.lower()).strip("-")[:50].strip("-") or "shard"
+    return f"{host}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardingOptions:
+    """Sharding of chosen controllers across the manager's replicas (decision 0011).
+
+    Timing rules are leader election's (:class:`~setpoint.manager.options.LeaderElectionOptions`)
+    and are checked the same way: a shard stops acting ``renew_deadline`` after its last
+    successful renewal, before the sharder may consider it dead (``lease_duration`` after it
+    saw that renewal).
+    """
+
+    ring: str
+    """The ring's name: a DNS label of at most 50 characters (it becomes part of label keys).
+    Replicas of one operator share it; two operators sharding one kind need two rings.
+    Required."""
+
+    controllers: tuple[str, ...]
+    """Names of the controllers to shard (as given to ``manager.controller(name)``). The
+    ``for_`` kind of each is sharded; every replica runs them, each on its own share.
+    Required, at least one."""
+
+    key: ShardKey = ShardKey.UID
+    """What objects are hashed by: ``UID`` (default) or ``NAMESPACE``."""
+
+    shard_id: str | None = None
+    """This replica's shard name: the Lease's name and the shard label's value (a DNS label).
+    ``None``: :func:`default_shard_id`, unique per process. Set it only to something unique
+    per running process (a pod name): two processes with one id would share a shard."""
+
+    namespace: str | None = None
+    """Namespace of the shard Leases. ``None``: the leader election Lease's namespace."""
+
+    lease_duration: float = 15.0
+    """Seconds the sharder waits after it last saw a shard's Lease renewed before it
+    considers the shard dead and moves its objects. A whole number."""
+
+    renew_deadline: float = 10.0
+    """Seconds after its last successful renewal was sent that a shard keeps reconciling
+    while renewals fail; then its sharded controllers stop and the manager fails."""
+
+    retry_period: float = 2.0
+    """Seconds between renewals of the shard Lease."""
+
+    sharder_workers: int = 8
+    """Label writes the sharder has in flight at most (assignments, drains)."""
+
+    resync_period: float = 60.0
+    """Seconds between the sharder's full passes over every sharded object (besides the
+    passes a ring change or an object event triggers)."""
+
+    virtual_nodes: int = VIRTUAL_NODES
+    """Points per shard on the ring. All replicas of a ring must use the same value."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Extra labels for this replica's shard Lease."""
+
+    def __post_init__(self) -> None:
+        where = "ShardingOptions"
+        if not is_dns1123_label(self.ring) or len(self.ring) > 50:
+            raise ValueError(
+                f"{where}.ring={self.ring!r} must be a DNS label of at most 50 characters "
+                "(lowercase letters, digits and '-'): it is part of the shard and drain label "
+                "keys"
+            )
+        if isinstance(self.controllers, str) or not self.controllers:
+            raise ValueError(
+                f"{where}.controllers={self.controllers!r} must be a tuple of at least one "
+                "controller name, e.g. controllers=('widget',)"
+            )
+        for name in self.controllers:
+            if not isinstance(name, str) or not is_qualified_name(name) or "/" in name:
+                raise ValueError(f"{where}.controllers: {name!r} is not a controller name")
+        if self.shard_id is not None and not is_dns1123_label(self.shard_id):
+            raise ValueError(
+                f"{where}.shard_id={self.shard_id!r} must be a DNS label (lowercase letters, "
+                "digits and '-', at most 63): it names the Lease and is a label value"
+            )
+        if self.namespace is not None and not is_dns1123_label(self.namespace):
+            raise ValueError(f"{where}.namespace={self.namespace!r} is not a namespace name")
+        if isinstance(self.sharder_workers, bool) or self.sharder_workers < 1:
+            raise ValueError(f"{where}.sharder_workers must be >= 1, not {self.sharder_workers}")
+        if not math.isfinite(self.resync_period) or self.resync_period <= 0:
+            raise ValueError(f"{where}.resync_period must be a positive number of seconds")
+        if isinstance(self.virtual_nodes, bool) or self.virtual_nodes < 1:
+            raise ValueError(f"{where}.virtual_nodes must be >= 1, not {self.virtual_nodes}")
+        for key in self.labels:
+            if key == RING_LABEL:
+                raise ValueError(f"{where}.labels must not set {key!r}: the manager sets it")
+        # The timing rules are leader election's; reuse its checks and name our fields.
+        from setpoint.manager.options import LeaderElectionOptions
+
+        try:
+            LeaderElectionOptions(
+                name="shard",
+                lease_duration=self.lease_duration,
+                renew_deadline=self.renew_deadline,
+                retry_period=self.retry_period,
+            )
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("LeaderElectionOptions", where)) from None
+
+
+def shard_of(obj: JsonObject, ring: str) -> str:
+    """The shard ``obj`` is labelled with in ``ring`` (``""`` when unassigned)."""
+    return labels_of(obj).get(shard_label(ring), "")
+
+
+def draining(obj: JsonObject, ring: str) -> bool:
+    """Whether ``obj`` carries ``ring``'s drain label."""
+    return drain_label(ring) in labels_of(obj)
