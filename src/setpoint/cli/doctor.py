@@ -22,8 +22,9 @@ unknown ``--kind``, bad duration).
 
 ``setpoint doctor webhooks`` is in :mod:`setpoint.cli.doctor_webhooks`, ``setpoint doctor
 leader-election`` in :mod:`setpoint.cli.doctor_leases`, ``setpoint doctor crds`` in
-:mod:`setpoint.cli.doctor_crds`. A bare ``setpoint doctor`` runs every check and prints one
-line per check, then each problem found (:func:`run_all`).
+:mod:`setpoint.cli.doctor_crds`, ``setpoint doctor shards`` in :mod:`setpoint.cli.doctor_shards`.
+A bare ``setpoint doctor`` runs every check and prints one line per check, then each problem
+found (:func:`run_all`).
 """
 
 from __future__ import annotations
@@ -626,7 +627,8 @@ class CheckSummary:
     """One line of the bare ``setpoint doctor``: a check, its verdict and its problems."""
 
     check: str
-    """The check's name (``crds``, ``leader-election``, ``finalizers``, ``webhooks``)."""
+    """The check's name (``crds``, ``leader-election``, ``finalizers``, ``webhooks``,
+    ``shards``)."""
     ok: bool | None
     """``True``: nothing found; ``False``: problems; ``None``: the check could not run."""
     summary: str
@@ -643,6 +645,7 @@ async def run_all(client: Client, *, older_than: float = 300.0) -> list[CheckSum
     """
     from setpoint.cli.doctor_crds import scan_crds
     from setpoint.cli.doctor_leases import scan_leases
+    from setpoint.cli.doctor_shards import scan_rings
     from setpoint.cli.doctor_webhooks import scan_webhooks
 
     out: list[CheckSummary] = []
@@ -700,11 +703,23 @@ async def run_all(client: Client, *, older_than: float = 300.0) -> list[CheckSum
             problems=tuple(problems + list(report.notes)),
         )
 
+    async def shards() -> CheckSummary:
+        reports = await scan_rings(client)
+        problems = [p for report in reports for p in report.problems()]
+        live = sum(1 for report in reports for lease in report.leases if lease.alive)
+        return CheckSummary(
+            check="shards",
+            ok=not problems,
+            summary=f"{len(reports)} ring(s), {live} live shard(s), {len(problems)} problem(s)",
+            problems=tuple(problems),
+        )
+
     for name, check in (
         ("crds", crds),
         ("leader-election", leases),
         ("finalizers", finalizers),
         ("webhooks", webhooks),
+        ("shards", shards),
     ):
         try:
             out.append(await check())
@@ -762,12 +777,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add the ``doctor`` command group: every check, or one of them by name."""
     from setpoint.cli.doctor_crds import register_crds
     from setpoint.cli.doctor_leases import register_leases
+    from setpoint.cli.doctor_shards import register_checks as register_shards
     from setpoint.cli.doctor_webhooks import register_checks
 
     doctor = subparsers.add_parser(
         "doctor",
         help="diagnose setpoint operators on a cluster (CRDs, leader election, stuck "
-        "finalizers, webhooks); without a check, run them all",
+        "finalizers, webhooks, shards); without a check, run them all",
         description=(
             "Without a CHECK: run every check and print one line each, then the problems "
             "found. With one: that check in detail."
@@ -831,6 +847,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     register_checks(checks)
     register_leases(checks)
     register_crds(checks)
+    register_shards(checks)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

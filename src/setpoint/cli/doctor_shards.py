@@ -1,0 +1,347 @@
+"""``setpoint doctor shards``: the rings of sharded operators, seen from outside.
+
+A setpoint replica that shards controllers (decision 0011) holds a shard Lease labelled
+``sharding.setpoint.dev/ring=<ring>``, annotated with the kinds it shards. For every ring
+found, the command shows each shard Lease (holder, when it was last renewed, whether it is
+alive, the share of the hash space it owns) and how many objects carry each shard's label,
+how many are being drained and how many nobody holds yet.
+
+"Alive" here compares the Lease's ``renewTime`` with this machine's clock (a Lease renewed
+within ``leaseDurationSeconds``): good enough to read, while the sharder itself never
+compares clocks (it counts from when it saw each renewal). The object counts come from one
+metadata-only list per sharded kind.
+
+Exit status: 0 when the scan ran, 1 on an error (unreachable server, bad options).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from setpoint.api import kinds
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.meta import JsonObject, labels_of, meta
+from setpoint.cli.doctor import _list_metadata, format_duration
+from setpoint.client.client import Client
+from setpoint.client.errors import ClientError
+from setpoint.client.kubeconfig import load_kubeconfig
+from setpoint.manager.resourcelock import LeaderElectionRecord
+from setpoint.manager.sharding import (
+    ANNOTATION_CONTROLLERS,
+    ANNOTATION_KINDS,
+    RING_LABEL,
+    SHARDER_HOLDER_PREFIX,
+    HashRing,
+    drain_label,
+    shard_label,
+)
+
+__all__ = [
+    "RingReport",
+    "ShardLease",
+    "diagnose_ring",
+    "parse_kinds",
+    "register_checks",
+    "render_rings",
+    "scan_rings",
+]
+
+
+@dataclass
+class ShardLease:
+    """One shard Lease of a ring, as the doctor reads it."""
+
+    name: str
+    namespace: str
+    holder: str
+    renewed_seconds_ago: float | None
+    lease_duration: int
+    kinds: tuple[str, ...]
+    controllers: tuple[str, ...]
+    alive: bool = False
+    share: float = 0.0
+    objects: int = 0
+    draining: int = 0
+
+    @property
+    def state(self) -> str:
+        """``alive``, ``expired``, ``released`` or ``taken over`` (by the sharder)."""
+        if self.holder.startswith(SHARDER_HOLDER_PREFIX):
+            return "taken over"
+        if not self.holder:
+            return "released"
+        return "alive" if self.alive else "expired"
+
+    def to_json(self) -> dict[str, Any]:
+        """The lease as JSON (``-o json``)."""
+        return {
+            "name": self.name,
+            "namespace": self.namespace,
+            "holder": self.holder,
+            "state": self.state,
+            "renewedSecondsAgo": self.renewed_seconds_ago,
+            "leaseDurationSeconds": self.lease_duration,
+            "share": round(self.share, 4),
+            "objects": self.objects,
+            "draining": self.draining,
+            "kinds": list(self.kinds),
+            "controllers": list(self.controllers),
+        }
+
+
+@dataclass
+class RingReport:
+    """What the doctor found about one ring."""
+
+    ring: str
+    leases: list[ShardLease] = field(default_factory=list)
+    kinds: tuple[str, ...] = ()
+    objects: int = 0
+    unassigned: int = 0
+    orphaned: int = 0
+    """Objects labelled for a shard that has no Lease at all."""
+    errors: list[str] = field(default_factory=list)
+
+    def problems(self) -> list[str]:
+        """What needs attention, each with what to check (for the bare ``setpoint doctor``)."""
+        found: list[str] = []
+        live = [lease for lease in self.leases if lease.alive]
+        if not live and self.objects:
+            found.append(
+                f"ring {self.ring}: no live shard, so none of its {self.objects} objects is "
+                "reconciled; are the operator's replicas running?"
+            )
+        for lease in self.leases:
+            if lease.state == "expired" and lease.objects:
+                found.append(
+                    f"ring {self.ring}: shard {lease.name} has expired but still holds "
+                    f"{lease.objects} objects; the leader's sharder moves them once it sees the "
+                    "Lease expire (is the leader running?)"
+                )
+        if live and self.unassigned:
+            found.append(
+                f"ring {self.ring}: {self.unassigned} objects are not assigned to a shard yet "
+                "(normal for a moment after they are created; if it persists, check the "
+                "leader's log for the sharder)"
+            )
+        if self.orphaned:
+            found.append(
+                f"ring {self.ring}: {self.orphaned} objects are labelled for shards that have "
+                "no Lease; the leader's sharder reassigns them"
+            )
+        found.extend(f"ring {self.ring}: {error}" for error in self.errors)
+        return found
+
+    def to_json(self) -> dict[str, Any]:
+        """The ring as JSON (``-o json``)."""
+        return {
+            "ring": self.ring,
+            "kinds": list(self.kinds),
+            "objects": self.objects,
+            "unassigned": self.unassigned,
+            "orphaned": self.orphaned,
+            "shards": [lease.to_json() for lease in self.leases],
+            "errors": self.errors,
+        }
+
+
+def parse_kinds(text: str) -> tuple[GroupVersionKind, ...]:
+    """The kinds a shard Lease advertises: ``group/version/Kind`` (``version/Kind`` for core)."""
+    found = []
+    for item in text.split(","):
+        parts = item.strip().split("/")
+        if len(parts) == 3 and all(parts):
+            found.append(GroupVersionKind(parts[0], parts[1], parts[2]))
+        elif len(parts) == 2 and all(parts):
+            found.append(GroupVersionKind("", parts[0], parts[1]))
+    return tuple(found)
+
+
+def _renewed_ago(record: LeaderElectionRecord, now: float) -> float | None:
+    if record.renew_time is None:
+        return None
+    return max(0.0, now - record.renew_time.timestamp())
+
+
+def diagnose_ring(
+    ring: str,
+    leases: list[JsonObject],
+    objects: list[JsonObject],
+    *,
+    now: float,
+    kinds_seen: tuple[str, ...] = (),
+) -> RingReport:
+    """Put one ring's Leases and its objects (metadata is enough) together."""
+    report = RingReport(ring=ring, kinds=kinds_seen)
+    for item in leases:
+        m = meta(item)
+        annotations = m.get("annotations") or {}
+        record = LeaderElectionRecord.from_lease_spec(item.get("spec"))
+        ago = _renewed_ago(record, now)
+        entry = ShardLease(
+            name=str(m.get("name") or ""),
+            namespace=str(m.get("namespace") or ""),
+            holder=record.holder_identity,
+            renewed_seconds_ago=ago,
+            lease_duration=record.lease_duration_seconds,
+            kinds=tuple(k for k in str(annotations.get(ANNOTATION_KINDS, "")).split(",") if k),
+            controllers=tuple(
+                c for c in str(annotations.get(ANNOTATION_CONTROLLERS, "")).split(",") if c
+            ),
+        )
+        entry.alive = (
+            entry.holder == entry.name and ago is not None and ago < max(entry.lease_duration, 1)
+        )
+        report.leases.append(entry)
+    report.leases.sort(key=lambda lease: lease.name)
+    shares = HashRing([lease.name for lease in report.leases if lease.alive]).shares()
+    counted: Counter[str] = Counter()
+    drains: Counter[str] = Counter()
+    key, drain = shard_label(ring), drain_label(ring)
+    for obj in objects:
+        labels = labels_of(obj)
+        shard = labels.get(key, "")
+        counted[shard] += 1
+        if drain in labels:
+            drains[shard] += 1
+    names = set()
+    for lease in report.leases:
+        lease.share = shares.get(lease.name, 0.0)
+        lease.objects = counted.get(lease.name, 0)
+        lease.draining = drains.get(lease.name, 0)
+        names.add(lease.name)
+    report.objects = len(objects)
+    report.unassigned = counted.get("", 0)
+    report.orphaned = sum(n for shard, n in counted.items() if shard and shard not in names)
+    return report
+
+
+async def scan_rings(
+    client: Client,
+    *,
+    namespace: str | None = None,
+    ring: str | None = None,
+    now: float | None = None,
+) -> list[RingReport]:
+    """Find the rings (all, or ``ring``) and diagnose each (see the module docstring)."""
+    selector = f"{RING_LABEL}={ring}" if ring else RING_LABEL
+    leases = list(await client.list(kinds.Lease, namespace=namespace, labels=selector))
+    by_ring: dict[str, list[JsonObject]] = {}
+    for lease in leases:
+        by_ring.setdefault(labels_of(lease).get(RING_LABEL, ""), []).append(lease)
+    current = time.time() if now is None else now
+    reports = []
+    for name in sorted(by_ring):
+        ring_leases = by_ring[name]
+        wanted: dict[GroupVersionKind, None] = {}
+        for lease in ring_leases:
+            annotations = meta(lease).get("annotations") or {}
+            for kind in parse_kinds(str(annotations.get(ANNOTATION_KINDS, ""))):
+                wanted[kind] = None
+        objects: list[JsonObject] = []
+        errors: list[str] = []
+        for kind in wanted:
+            try:
+                info = await client.resource_info(kind)
+                objects.extend(await _list_metadata(client, info, None))
+            except ClientError as exc:
+                errors.append(f"could not list {kind}: {exc}")
+        label = ", ".join(f"{k.kind}.{k.group}" if k.group else k.kind for k in wanted)
+        report = diagnose_ring(name, ring_leases, objects, now=current, kinds_seen=(label,))
+        report.errors = errors
+        reports.append(report)
+    return reports
+
+
+def render_rings(reports: list[RingReport]) -> str:
+    """The table ``setpoint doctor shards`` prints."""
+    if not reports:
+        return (
+            "No shard Leases found (label sharding.setpoint.dev/ring): no setpoint replica "
+            "shards controllers here, or they run in another namespace (-n)."
+        )
+    out: list[str] = []
+    for report in reports:
+        live = sum(1 for lease in report.leases if lease.alive)
+        kinds_text = ", ".join(k for k in report.kinds if k) or "no kinds advertised"
+        out.append(
+            f"RING {report.ring}: {live} live of {len(report.leases)} shard Leases, "
+            f"{report.objects} objects ({kinds_text})"
+        )
+        header = ("SHARD", "HOLDER", "STATE", "RENEWED", "SHARE", "OBJECTS", "DRAINING")
+        rows = [header]
+        for lease in report.leases:
+            ago = lease.renewed_seconds_ago
+            rows.append(
+                (
+                    lease.name,
+                    lease.holder or "-",
+                    lease.state,
+                    f"{format_duration(ago)} ago" if ago is not None else "never",
+                    f"{lease.share * 100:.1f}%",
+                    str(lease.objects),
+                    str(lease.draining),
+                )
+            )
+        rows.append(("(unassigned)", "", "", "", "", str(report.unassigned), ""))
+        if report.orphaned:
+            rows.append(("(no Lease)", "", "", "", "", str(report.orphaned), ""))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        for row in rows:
+            out.append(
+                "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            )
+        out.extend(f"error: {error}" for error in report.errors)
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+async def _run(args: argparse.Namespace) -> list[RingReport]:
+    config = load_kubeconfig(args.kubeconfig, context=args.context, context_option="--context NAME")
+    client = Client(config)
+    try:
+        return await scan_rings(client, namespace=args.namespace, ring=args.ring)
+    finally:
+        await client.close()
+
+
+def _cmd_shards(args: argparse.Namespace) -> int:
+    reports = asyncio.run(_run(args))
+    if args.output == "json":
+        data = [report.to_json() for report in reports]
+        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print(render_rings(reports))
+    return 0
+
+
+def register_checks(checks: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``doctor shards`` to the doctor's checks."""
+    parser = checks.add_parser(
+        "shards",
+        help="show each sharding ring: its shard Leases, which are alive, and how many "
+        "objects each shard holds",
+        description=(
+            "List the shard Leases of setpoint replicas (label sharding.setpoint.dev/ring), "
+            "whether each is alive, its share of the ring, and the objects labelled for it "
+            "(one metadata-only list per sharded kind)."
+        ),
+    )
+    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default $KUBECONFIG)")
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    parser.add_argument(
+        "-n", "--namespace", default=None, help="namespace of the shard Leases (default: all)"
+    )
+    parser.add_argument("--ring", default=None, help="show only this ring")
+    parser.add_argument(
+        "-o", "--output", choices=("table", "json"), default="table", help="output format"
+    )
+    parser.set_defaults(func=_cmd_shards)

@@ -1,0 +1,107 @@
+"""``setpoint doctor shards``: reading shard Leases and object labels into a ring report."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.cli.doctor_shards import diagnose_ring, parse_kinds, render_rings
+from setpoint.manager.sharding import (
+    ANNOTATION_CONTROLLERS,
+    ANNOTATION_KINDS,
+    RING_LABEL,
+    drain_label,
+    shard_label,
+)
+
+NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC).timestamp()
+
+
+def lease(name: str, holder: str, renewed_ago: float, duration: int = 15) -> dict[str, object]:
+    renewed = datetime.fromtimestamp(NOW - renewed_ago, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ops",
+            "labels": {RING_LABEL: "widgets"},
+            "annotations": {
+                ANNOTATION_KINDS: "test.setpoint.dev/v1/Gizmo",
+                ANNOTATION_CONTROLLERS: "gizmo",
+            },
+        },
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration, "renewTime": renewed},
+    }
+
+
+def obj(name: str, shard: str | None = None, *, drain: bool = False) -> dict[str, object]:
+    labels = {}
+    if shard:
+        labels[shard_label("widgets")] = shard
+    if drain:
+        labels[drain_label("widgets")] = "true"
+    return {"metadata": {"name": name, "namespace": "a", "labels": labels}}
+
+
+def test_a_ring_report_counts_objects_per_shard_and_tells_live_from_dead() -> None:
+    """Live, expired, taken-over and released Leases; counts, drains, unassigned, orphans."""
+    leases = [
+        lease("alpha", "alpha", 2),
+        lease("beta", "beta", 40),  # not renewed for longer than 15 s
+        lease("gamma", "sharder:leader-1", 1),
+        lease("delta", "", 1),
+    ]
+    objects = [
+        obj("1", "alpha"),
+        obj("2", "alpha", drain=True),
+        obj("3", "beta"),
+        obj("4"),
+        obj("5", "zeta"),
+    ]
+    report = diagnose_ring("widgets", leases, objects, now=NOW, kinds_seen=("Gizmo",))
+    states = {lease.name: lease.state for lease in report.leases}
+    assert states == {
+        "alpha": "alive",
+        "beta": "expired",
+        "gamma": "taken over",
+        "delta": "released",
+    }
+    by_name = {lease.name: lease for lease in report.leases}
+    assert (by_name["alpha"].objects, by_name["alpha"].draining) == (2, 1)
+    assert by_name["alpha"].share == pytest.approx(1.0)  # the only live shard owns it all
+    assert by_name["beta"].objects == 1 and by_name["beta"].share == 0.0
+    assert (report.objects, report.unassigned, report.orphaned) == (5, 1, 1)
+    assert report.leases[0].controllers == ("gizmo",)
+    table = render_rings([report])
+    assert "RING widgets: 1 live of 4 shard Leases, 5 objects (Gizmo)" in table
+    assert "(unassigned)" in table and "(no Lease)" in table
+    assert report.to_json()["shards"][0]["state"] == "alive"
+
+
+def test_parse_kinds_reads_what_the_lease_advertises() -> None:
+    """``group/version/Kind`` and ``version/Kind`` (core); malformed items are skipped."""
+    assert parse_kinds("test.setpoint.dev/v1/Gizmo,v1/ConfigMap,broken,") == (
+        GroupVersionKind("test.setpoint.dev", "v1", "Gizmo"),
+        GroupVersionKind("", "v1", "ConfigMap"),
+    )
+
+
+def test_no_rings_says_where_to_look() -> None:
+    """Without shard Leases the output says so and suggests -n."""
+    assert "No shard Leases found" in render_rings([])
+
+
+def test_problems_name_the_ring_and_what_to_check() -> None:
+    """Expired shards still holding objects, unassigned and orphaned objects are problems."""
+    leases = [lease("alpha", "alpha", 2), lease("beta", "beta", 40)]
+    objects = [obj("1", "alpha"), obj("2", "beta"), obj("3"), obj("4", "zeta")]
+    problems = diagnose_ring("widgets", leases, objects, now=NOW).problems()
+    assert len(problems) == 3
+    assert "shard beta has expired but still holds 1 objects" in problems[0]
+    assert "1 objects are not assigned" in problems[1]
+    assert "labelled for shards that have no Lease" in problems[2]
+    dead = diagnose_ring("widgets", [lease("beta", "beta", 40)], objects, now=NOW).problems()
+    assert "no live shard" in dead[0]
+    healthy = diagnose_ring("widgets", leases[:1], objects[:1], now=NOW)
+    assert healthy.problems() == []
