@@ -1,0 +1,225 @@
+"""Replica processes of the sharded test operator, their journals, and the overlap check.
+
+Used by tests/integration/sharding/ and bench/shards/run.py. Each replica is
+``shard_replica.py`` run with ``sys.executable``; see that module for what it records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.meta import labels_of
+from setpoint.manager.sharding import shard_label
+
+SCRIPT = Path(__file__).with_name("shard_replica.py")
+GIZMO = GroupVersionKind("test.setpoint.dev", "v1", "Gizmo")
+RING = "gizmos"
+LABEL = shard_label(RING)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One reconcile of one key by one shard; ``end`` is ``inf`` when it never ended."""
+
+    shard: str
+    key: str
+    start: float
+    end: float
+
+
+@dataclass
+class Replica:
+    """A running (or ended) replica process."""
+
+    shard: str
+    process: subprocess.Popen[bytes]
+    started: float
+    killed_at: float | None = None
+
+
+@dataclass
+class ShardCluster:
+    """Replica processes sharing one journal directory; all are killed by :meth:`close`."""
+
+    directory: Path
+    kubeconfig: Path
+    namespace: str
+    timings: tuple[float, float, float] = (4.0, 3.0, 1.0)
+    workers: int = 4
+    work: float = 0.0
+    replicas: dict[str, Replica] = field(default_factory=dict)
+
+    def spawn(self, shard: str) -> Replica:
+        """Start replica ``shard`` (its output goes to ``<dir>/<shard>.log``)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        lease, renew, retry = self.timings
+        output = (self.directory / f"{shard}.log").open("wb")
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                str(SCRIPT),
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--namespace",
+                self.namespace,
+                "--shard",
+                shard,
+                "--journal",
+                str(self.directory),
+                "--lease-duration",
+                str(lease),
+                "--renew-deadline",
+                str(renew),
+                "--retry-period",
+                str(retry),
+                "--workers",
+                str(self.workers),
+                "--work",
+                str(self.work),
+            ],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+        replica = Replica(shard, process, time.time())
+        self.replicas[shard] = replica
+        return replica
+
+    def kill(self, shard: str) -> float:
+        """SIGKILL ``shard``; returns the wall-clock time of the kill."""
+        replica = self.replicas[shard]
+        replica.killed_at = time.time()
+        os.kill(replica.process.pid, signal.SIGKILL)
+        replica.process.wait(timeout=30)
+        return replica.killed_at
+
+    def terminate(self, shard: str, timeout: float = 30) -> int:
+        """SIGTERM ``shard`` and wait for its clean exit; returns the exit code."""
+        replica = self.replicas[shard]
+        replica.process.terminate()
+        return replica.process.wait(timeout=timeout)
+
+    def alive(self) -> list[str]:
+        """Shards whose process is still running."""
+        return [s for s, r in self.replicas.items() if r.process.poll() is None]
+
+    def stats(self, shard: str) -> dict[str, Any]:
+        """The replica's latest stats file (``{}`` before the first)."""
+        path = self.directory / f"{shard}.stats.json"
+        try:
+            data: dict[str, Any] = json.loads(path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+        return data
+
+    def log_tail(self, shard: str, chars: int = 3000) -> str:
+        """The end of a replica's output, for failure messages."""
+        path = self.directory / f"{shard}.log"
+        return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+
+    def intervals(self) -> list[Interval]:
+        """Every reconcile in the journals; one without an end ends at its replica's kill time
+        (or never, if the replica still runs)."""
+        found: list[Interval] = []
+        for shard, replica in self.replicas.items():
+            path = self.directory / f"{shard}.jsonl"
+            if not path.exists():
+                continue
+            open_at: dict[str, float] = {}
+            for line in path.read_text().splitlines():
+                if not line.strip():
+                    continue
+                record = json.loads(line)
+                if record["a"] == "b":
+                    open_at[record["k"]] = record["t"]
+                else:
+                    start = open_at.pop(record["k"], None)
+                    if start is not None:
+                        found.append(Interval(shard, record["k"], start, record["t"]))
+            end = replica.killed_at if replica.killed_at is not None else math.inf
+            found.extend(Interval(shard, key, start, end) for key, start in open_at.items())
+        return found
+
+    def close(self) -> None:
+        """Kill every replica still running."""
+        for replica in self.replicas.values():
+            if replica.process.poll() is None:
+                replica.process.kill()
+            replica.process.wait(timeout=30)
+
+
+def overlaps(intervals: list[Interval]) -> list[str]:
+    """Pairs of reconciles of one key, by different shards, whose intervals intersect.
+
+    Also reports two overlapping reconciles of one key in one shard (the work queue's
+    exclusivity, checked on the way).
+    """
+    by_key: dict[str, list[Interval]] = defaultdict(list)
+    for interval in intervals:
+        by_key[interval.key].append(interval)
+    problems = []
+    for key, items in by_key.items():
+        items.sort(key=lambda i: i.start)
+        latest = items[0]
+        for item in items[1:]:
+            if item.start < latest.end:
+                problems.append(
+                    f"{key}: {latest.shard} [{latest.start:.3f}, {latest.end:.3f}] and "
+                    f"{item.shard} [{item.start:.3f}, {item.end:.3f}]"
+                )
+            if item.end > latest.end:
+                latest = item
+    return problems
+
+
+async def create_gizmos(client: Any, namespace: str, n: int, *, concurrency: int = 16) -> None:
+    """Create Gizmos ``g00000``... in ``namespace`` (unlabelled: the sharder assigns them)."""
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(i: int) -> None:
+        async with limit:
+            await client.create(
+                {
+                    "apiVersion": GIZMO.api_version,
+                    "kind": GIZMO.kind,
+                    "metadata": {"name": f"g{i:05d}", "namespace": namespace},
+                    "spec": {"size": i},
+                }
+            )
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+
+
+async def assignment(client: Any, namespace: str) -> dict[str, tuple[str, str]]:
+    """``name -> (shard label, status.phase)`` for every Gizmo in ``namespace``."""
+    items = await client.list(GIZMO, namespace=namespace)
+    return {
+        obj["metadata"]["name"]: (
+            labels_of(obj).get(LABEL, ""),
+            str((obj.get("status") or {}).get("phase") or ""),
+        )
+        for obj in items
+    }
+
+
+def converged(state: dict[str, tuple[str, str]], shards: set[str], n: int) -> bool:
+    """All ``n`` objects labelled for one of ``shards`` (each used) and reconciled by it."""
+    if len(state) != n:
+        return False
+    used = set()
+    for label, phase in state.values():
+        if label not in shards or phase != label:
+            return False
+        used.add(label)
+    return used == shards
