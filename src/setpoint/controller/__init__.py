@@ -53,6 +53,7 @@ from setpoint.controller.predicates import (
     not_,
 )
 from setpoint.controller.reconcile import (
+    ClusterRequest,
     Context,
     EventRecorder,
     ReconcileError,
@@ -73,6 +74,7 @@ __all__ = [
     "Cleanup",
     "CleanupFailed",
     "CleanupRetry",
+    "ClusterRequest",
     "Context",
     "Controller",
     "ControllerError",

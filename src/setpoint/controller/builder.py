@@ -152,6 +152,24 @@ class Builder:
         self._finalizers.append(handler)
         return self
 
+    def renamed(self, name: str) -> Builder:
+        """A copy of this builder under another name (same sources, predicates, options).
+
+        A multi-cluster manager builds one controller per member cluster from one
+        description this way (``setpoint.manager.clusters``).
+
+        Raises:
+            ControllerError: ``name`` is not a valid controller name.
+
+        """
+        copy = Builder(name)
+        copy._for = self._for
+        copy._sources = list(self._sources)
+        copy._predicates = list(self._predicates)
+        copy._finalizers = list(self._finalizers)
+        copy._options = self._options
+        return copy
+
     def with_event_filter(self, *predicates: Predicate) -> Self:
         """Add predicates every event of every source must pass."""
         self._predicates.extend(check_predicates(predicates))
@@ -197,6 +215,7 @@ class Builder:
         cache: Cache,
         metrics: Metrics | None = None,
         recorder: EventRecorder | None = None,
+        cluster: str | None = None,
     ) -> Controller:
         """Make the controller (not started: the manager, or you, call ``start``).
 
@@ -207,6 +226,8 @@ class Builder:
             metrics: Where to report ``controller_runtime_*`` and ``workqueue_*`` metrics
                 (the manager passes ``Metrics.default()``); ``None`` reports nothing.
             recorder: Records Kubernetes Events (``ctx.recorder``); optional.
+            cluster: The member cluster the controller serves (``ctx.cluster``), for
+                multi-cluster managers; ``None`` otherwise.
 
         Raises:
             ControllerError: nothing to watch, ``owns`` or ``finalizer`` without ``for_``, or
@@ -243,6 +264,7 @@ class Builder:
             recorder=recorder,
             for_kind=self.for_kind,
             finalizers=finalizers,
+            cluster=cluster,
         )
 
     def __repr__(self) -> str:

@@ -107,7 +107,14 @@ from setpoint.observability.logging import Logger, RepeatedErrors, get_logger
 from setpoint.observability.metrics import Metrics
 from setpoint.observability.runtime import ReconcileInfo, reconcile_scope
 
-__all__ = ["Controller", "ControllerError", "ControllerOptions", "KeyGate", "validate_name"]
+__all__ = [
+    "Controller",
+    "ControllerError",
+    "ControllerOptions",
+    "KeyGate",
+    "as_reconcile_function",
+    "validate_name",
+]
 
 DEFAULT_CACHE_SYNC_TIMEOUT = 120.0
 """Seconds a controller waits for its informers when neither it nor a manager says."""
@@ -214,7 +221,14 @@ class KeyGate(Protocol):
 _EXPECTED: tuple[type[BaseException], ...] = (ReconcileError, ClientError, CacheError, TimeoutError)
 
 
-def _as_function(reconciler: ReconcilerLike) -> ReconcileFunc:
+def as_reconcile_function(reconciler: ReconcilerLike) -> ReconcileFunc:
+    """The async function a reconciler stands for (its ``reconcile`` method, or itself).
+
+    Raises:
+        ControllerError: it is neither an object with ``reconcile`` nor a function, or the
+            function is not ``async``.
+
+    """
     method = getattr(reconciler, "reconcile", None)
     if method is not None and callable(method):
         function: Any = method
@@ -254,9 +268,11 @@ class Controller:
         recorder: EventRecorder | None = None,
         for_kind: GroupVersionKind | None = None,
         finalizers: Finalizers | None = None,
+        cluster: str | None = None,
     ) -> None:
         self._name = validate_name(name)
-        self._reconcile = _as_function(reconciler)
+        self._cluster = cluster
+        self._reconcile = as_reconcile_function(reconciler)
         self._reconciler = reconciler
         self._live = client
         self._cache = cache
@@ -296,6 +312,8 @@ class Controller:
         bound: dict[str, Any] = {"controller": self._name}
         if for_kind is not None:
             bound["gvk"] = str(for_kind)
+        if cluster is not None:
+            bound["cluster"] = cluster
         self._log = get_logger("setpoint.controller", **bound)
         self._registrations: list[HandlerRegistration] = []
         self._workers: list[asyncio.Task[None]] = []
@@ -637,6 +655,7 @@ class Controller:
             recorder=self._recorder,
             controller=self._name,
             gvk=self._for_kind,
+            cluster=self._cluster,
         )
 
     def _cached(self, key: ObjectKey) -> JsonObject | None:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from setpoint.client.protocols import ApiClient, IndexReader
 
 __all__ = [
+    "ClusterRequest",
     "Context",
     "EventRecorder",
     "ReconcileError",
@@ -53,6 +54,32 @@ __all__ = [
 
 Request: TypeAlias = ObjectKey
 """A reconcile request: the namespace and name of the object to reconcile."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRequest:
+    """A reconcile request of a multi-cluster controller: which cluster, which object.
+
+    ``namespace`` and ``name`` are read like a :data:`Request`'s; :attr:`key` is the
+    object's key within its cluster. ``ctx.client`` and ``ctx.reader`` of the reconcile are
+    that cluster's (see ``setpoint.manager.clusters``).
+    """
+
+    cluster: str
+    """The member cluster the object lives in (the name it joined under)."""
+    namespace: str
+    """The object's namespace (``""`` for a cluster-scoped object)."""
+    name: str
+    """The object's name."""
+
+    @property
+    def key(self) -> ObjectKey:
+        """The object's key within its cluster."""
+        return ObjectKey(self.namespace, self.name)
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.cluster}:{where}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,6 +170,9 @@ class Context:
 
     gvk: GroupVersionKind | None = None
     """The kind the controller reconciles (its ``for_`` kind), when it has one."""
+    cluster: str | None = None
+    """The member cluster this reconcile is about, in a multi-cluster controller
+    (``setpoint.manager.clusters``); ``None`` for a controller of one cluster."""
 
 
 @runtime_checkable
