@@ -32,6 +32,8 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "CleanupRetry": ("setpoint.controller", "CleanupRetry"),
     "Client": ("setpoint.client", "Client"),
     "ClientError": ("setpoint.client", "ClientError"),
+    "ClusterRequest": ("setpoint.controller", "ClusterRequest"),
+    "ClusterSetOptions": ("setpoint.manager", "ClusterSetOptions"),
     "Condition": ("setpoint.api.conditions", "Condition"),
     "ConditionError": ("setpoint.api.conditions", "ConditionError"),
     "ConfigError": ("setpoint.client", "ConfigError"),
@@ -182,6 +184,8 @@ __all__ = [
     "CleanupRetry",
     "Client",
     "ClientError",
+    "ClusterRequest",
+    "ClusterSetOptions",
     "Condition",
     "ConditionError",
     "ConfigError",
@@ -426,6 +430,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         AnnotationsChanged,
         CleanupFailed,
         CleanupRetry,
+        ClusterRequest,
         Context,
         ControllerOptions,
         DeleteEvent,
@@ -450,6 +455,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     )
     from setpoint.controller import Builder as ControllerBuilder
     from setpoint.manager import (
+        ClusterSetOptions,
         LeaderElectionLost,
         LeaderElectionOptions,
         LeadershipLossPolicy,

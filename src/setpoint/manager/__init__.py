@@ -10,14 +10,15 @@
     manager.add(controller)
     await manager.run()
 
-Sharding (``ManagerOptions.sharding``, decision 0011) is in :mod:`setpoint.manager.sharding`,
-:mod:`setpoint.manager.shardmember` and :mod:`setpoint.manager.sharder`. See
+Sharding (``ManagerOptions.sharding``, decision 0011) is in ``setpoint.manager.sharding``,
+``setpoint.manager.shardmember`` and ``setpoint.manager.sharder``. See
 ``docs/guide/manager.md`` for the lifecycle, the timing rules of leader election and the
 probe and metrics endpoints. The HTTP server they are served by, and its request and
 response types, are :mod:`setpoint.server`'s.
 """
 
 from setpoint.manager.builder import ManagedBuilder
+from setpoint.manager.clusters import ClusterBuilder, ClusterSet, ClusterSetOptions, MemberStatus
 from setpoint.manager.errors import (
     CacheSyncTimeout,
     DuplicateCheckError,
@@ -51,6 +52,9 @@ __all__ = [
     "CacheLike",
     "CacheSyncTimeout",
     "Check",
+    "ClusterBuilder",
+    "ClusterSet",
+    "ClusterSetOptions",
     "DuplicateCheckError",
     "HashRing",
     "HealthChecks",
@@ -67,6 +71,7 @@ __all__ = [
     "ManagerError",
     "ManagerOptions",
     "ManagerStateError",
+    "MemberStatus",
     "ResourceLock",
     "RunnableFailed",
     "ShardKey",

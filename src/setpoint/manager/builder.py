@@ -81,6 +81,7 @@ class ManagedBuilder(Builder):
         cache: Cache | None = None,
         metrics: Metrics | None = None,
         recorder: EventRecorder | None = None,
+        cluster: str | None = None,
     ) -> Controller:
         """Make the controller with the manager's parts, add it to the manager, return it.
 
@@ -110,6 +111,7 @@ class ManagedBuilder(Builder):
             cache=cache if cache is not None else manager.cache,
             metrics=metrics if metrics is not None else manager.metrics,
             recorder=recorder if recorder is not None else manager.event_recorder(self.name),
+            cluster=cluster,
         )
         manager.add(controller)
         return controller

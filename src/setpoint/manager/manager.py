@@ -47,6 +47,7 @@ from setpoint.api.runnable import Runnable, RunnableGroup
 from setpoint.controller.controller import Controller
 from setpoint.controller.finalizers import ADVERTISES_FINALIZERS_LABEL, OWNED_FINALIZERS_ANNOTATION
 from setpoint.manager.builder import ManagedBuilder
+from setpoint.manager.clusters import ClusterSet
 from setpoint.manager.errors import (
     CacheSyncTimeout,
     LeaderElectionLost,
@@ -197,6 +198,7 @@ class Manager:
                 metrics=self.metrics,
             )
         self._webhook_server: WebhookServer | None = None
+        self._clusters: ClusterSet | None = None
         self._broadcaster: EventBroadcaster | None = None
 
         show = opts.health_probe_show_reasons
@@ -365,6 +367,27 @@ class Manager:
             self._readyz.add("webhook-server", server.ready)
             self._webhook_server = server
         return self._webhook_server
+
+    @property
+    def clusters(self) -> ClusterSet:
+        """The member clusters and multi-cluster controllers, built and added on first use.
+
+        The manager's own client is the home cluster (leader election, Secrets that describe
+        members); see ``setpoint.manager.clusters``::
+
+            manager.clusters.add_kubeconfig(contexts=("east", "west"))
+            manager.clusters.controller("gizmo").for_(Gizmo).build(reconcile)
+        """
+        if self._clusters is None:
+            clusters = ClusterSet(
+                self.client,
+                options=self.options.clusters,
+                metrics=self.metrics,
+                events=self.options.events,
+            )
+            self.add(clusters)
+            self._clusters = clusters
+        return self._clusters
 
     def controller(self, name: str) -> ManagedBuilder:
         """A controller builder whose ``build(reconciler)`` uses this manager's parts.

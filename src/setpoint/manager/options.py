@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final
 
 from setpoint.api.clock import Clock, LoopClock
 from setpoint.api.validation import is_dns1123_label, is_dns1123_subdomain
+from setpoint.manager.clusters import ClusterSetOptions
 from setpoint.manager.sharding import ShardingOptions
 from setpoint.manager.sharedcache import CacheFactory, default_new_cache
 from setpoint.observability.events import EventBroadcasterOptions
@@ -263,6 +264,10 @@ class ManagerOptions:
     answered only to loopback callers (``kubectl port-forward``, ``kubectl exec``) even when
     on: a dump names the code paths and objects the operator is working on, and the probe
     port has no authentication."""
+
+    clusters: ClusterSetOptions = field(default_factory=ClusterSetOptions)
+    """How member clusters of ``Manager.clusters`` run (sync timeout, probes, backoff); used
+    only by managers with multi-cluster controllers."""
 
     sharding: ShardingOptions | None = None
     """Split the objects of the controllers it names across the replicas (decision 0011):
