@@ -110,7 +110,7 @@ async def test_the_doctor_reads_leases_and_crds_as_the_server_reports_them(
         assert code == 0
         summary = orjson.loads(capsys.readouterr().out)
         checks = {c["check"]: c for c in summary["checks"]}
-        assert set(checks) == {"crds", "leader-election", "finalizers", "webhooks"}
+        assert set(checks) == {"crds", "leader-election", "finalizers", "webhooks", "shards"}
         assert checks["crds"]["ok"] is False
         assert any(f"meters.{group}" in p for p in checks["crds"]["problems"])
         assert checks["leader-election"]["ok"] is False
@@ -118,6 +118,7 @@ async def test_the_doctor_reads_leases_and_crds_as_the_server_reports_them(
             f"{namespace}/crashed-operator" in p for p in checks["leader-election"]["problems"]
         )
         assert checks["finalizers"]["ok"] is not None
+        assert checks["shards"]["ok"] is not None
     finally:
         for obj in (clash, first):
             with contextlib.suppress(NotFound):
