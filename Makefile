@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane bench release-check min-deps bench-storage test-matrix clean
+.PHONY: venv demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane bench release-check min-deps bench-storage bench-conversion test-matrix clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -103,6 +103,12 @@ min-deps: $(STAMP)
 # against a floor); CI runs the same code on a small N (tests/integration/migrate).
 bench-storage: controlplane
 	$(PY) bench/migrate/storage.py --n 2000
+
+# Conversion through the webhook, setpoint beside controller-runtime (its Go peer is built
+# into ~/.cache/setpoint/bench/): direct reviews and a list of 2,000 objects through
+# kube-apiserver, 5-15 minutes depending on the machine's load. Not run by CI.
+bench-conversion: controlplane
+	$(PY) bench/conversion/run.py --objects 2000
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build docs/api
