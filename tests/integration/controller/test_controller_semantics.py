@@ -172,8 +172,11 @@ async def test_terminal_errors_are_not_retried(k8s: Client, namespace: str, star
     assert attempts == ["bad"]
 
     await k8s.patch(GIZMO, "bad", MergePatch({"spec": {"size": 3}}), namespace=namespace)
-    await eventually(lambda: attempts == ["bad", "bad"], timeout=30)
+    # Reconciled again; clearing the Stalled condition is a status write whose event may
+    # reconcile a third time, so only the first two attempts are pinned.
+    await eventually(lambda: len(attempts) >= 2, timeout=30)
+    assert set(attempts) == {"bad"}
     # The outcome is counted when the reconcile returns, a moment after it was entered.
     succeeded = metrics.reconcile_total.labels("terminal", "success")
-    await eventually(lambda: succeeded._value.get() == 1, timeout=30)
-    assert terminal._value.get() == 1
+    await eventually(lambda: succeeded._value.get() >= 1, timeout=30)
+    assert terminal._value.get() == 1, f"attempts: {attempts}"

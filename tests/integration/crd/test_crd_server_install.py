@@ -105,7 +105,11 @@ async def test_printer_columns_show_in_kubectl_get(
     await k8s.replace_status(created)
 
     def table(*extra: str) -> list[list[str]]:
-        out = kubectl(kubeconfig_path, "get", "widgets", "-n", namespace, *extra)
+        # Fully qualified: other tests install a Widget kind of their own (widgets in
+        # test.setpoint.dev), and a bare "widgets" may resolve to that group.
+        out = kubectl(
+            kubeconfig_path, "get", "widgets.fixtures.setpoint.dev", "-n", namespace, *extra
+        )
         return [line.split() for line in out.strip().splitlines()]
 
     header, row = await asyncio.to_thread(table)
