@@ -139,6 +139,11 @@ class CacheOptions:
     failures (the first is 0.2 s, doubling). Lower it to recover sooner after an outage, at
     the cost of more requests to a struggling server."""
 
+    streaming_list: bool = True
+    """Informers list through a watch (``sendInitialEvents=true``, the WatchList feature)
+    where the server supports it, and fall back to paginated lists where it does not
+    (:attr:`InformerOptions.streaming_list`). ``False``: always paginated lists."""
+
     def __post_init__(self) -> None:
         if any(not ns for ns in self.namespaces):
             raise ValueError(
@@ -177,6 +182,7 @@ class CacheOptions:
             ),
             backoff_initial=min(0.2, self.backoff_max),
             backoff_max=self.backoff_max,
+            streaming_list=self.streaming_list,
         )
 
 

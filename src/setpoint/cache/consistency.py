@@ -565,6 +565,7 @@ class TrackingClient:
         labels: Selector | None = None,
         fields: Selector | None = None,
         allow_bookmarks: bool = True,
+        send_initial_events: bool = False,
     ) -> WatchStream:
         """Watch the API server (see :meth:`Client.watch`)."""
         return self._wrapped.watch(
@@ -574,6 +575,7 @@ class TrackingClient:
             labels=labels,
             fields=fields,
             allow_bookmarks=allow_bookmarks,
+            send_initial_events=send_initial_events,
         )
 
     @property

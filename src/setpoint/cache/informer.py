@@ -5,8 +5,15 @@ Expected flow
 An :class:`Informer` resolves its kind with the server (discovery), then, per watched scope
 (all namespaces, or each configured namespace):
 
-1. **List** every object (paginated, a consistent read), fill the store and tell handlers
-   about each object as an *add* with ``is_initial_list=True``.
+1. **List** every object (a consistent read), fill the store and tell handlers about each
+   object as an *add* with ``is_initial_list=True``. Where the server supports it (the
+   WatchList feature; v1.35 to v1.37 accept it), the list is *streamed*: one watch
+   with ``sendInitialEvents=true`` sends every object as an ``ADDED`` event, then a
+   bookmark marked ``k8s.io/initial-events-end`` that carries the list's resourceVersion,
+   and goes on as the watch of step 2. Neither the API server nor the informer ever holds
+   the whole list as one response. Where it does not (the server refuses the parameter, or
+   an older one ignores it and sends a plain bookmark first), the informer falls back to a
+   paginated list for good (``InformerOptions.streaming_list``).
 2. **Watch** from the list's resourceVersion, with bookmarks, applying each event to the
    store and telling handlers (*add*, *update(old, new)*, *delete*). Bookmarks only advance
    the resourceVersion, so a later re-watch starts close to now.
@@ -67,7 +74,16 @@ from setpoint.cache.consistency import Expectations
 from setpoint.cache.errors import CacheError, CacheSyncTimeout, KindNotServed
 from setpoint.cache.selectors import FieldSelector, LabelSelector
 from setpoint.cache.store import IndexFunc, Store, parse_resource_version
-from setpoint.client.errors import ClientError, Forbidden, Gone, MalformedResponse, UnknownKind
+from setpoint.client.errors import (
+    BadRequest,
+    ClientError,
+    Forbidden,
+    Gone,
+    Invalid,
+    MalformedResponse,
+    UnknownKind,
+)
+from setpoint.client.objects import WatchEvent
 from setpoint.client.protocols import ListWatcher
 from setpoint.observability.logging import get_logger
 
@@ -197,6 +213,13 @@ class InformerOptions:
     object, so level-based handlers re-check everything. ``None`` (default): never. Resyncs
     cost no API calls."""
 
+    streaming_list: bool = True
+    """List through a watch (``sendInitialEvents=true``, the WatchList feature) where the
+    server supports it, falling back to a paginated list where it does not. ``False``:
+    always a paginated list. Both keep the same guarantees (consistent read, relist on 410,
+    read-after-write); streaming keeps the API server and this process from building the
+    whole list in memory at once."""
+
     backoff_initial: float = 0.2
     """First delay, in seconds, after a failed list or watch; doubles per failure."""
 
@@ -233,7 +256,9 @@ class InformerStats:
     """Counters describing what an informer has done (for diagnostics and tests)."""
 
     lists: int = 0
-    """Completed lists (the initial one per scope, plus relists)."""
+    """Completed lists (the initial one per scope, plus relists), streamed or paginated."""
+    streamed_lists: int = 0
+    """Of :attr:`lists`, those streamed through a watch (``sendInitialEvents``)."""
     relists: int = 0
     """Lists made because a watch answered 410 Gone/Expired."""
     watches: int = 0
@@ -260,6 +285,8 @@ class _Stream:
     rv: str = ""
     rv_int: int | None = None
     listed: bool = False
+    generation: int = 0
+    """Lists completed so far (a list streamed through a watch completes mid-stream)."""
 
 
 def _intern_strings(obj: JsonObject) -> None:
@@ -321,6 +348,7 @@ class Informer:
         self._sync_failed_event = asyncio.Event()
         self._failure: BaseException | None = None
         self._stopped = False
+        self._streaming = self._options.streaming_list
         self._expectations = Expectations(kind, self._store, ttl=self._options.expectation_ttl)
         self.stats = InformerStats()
         """What this informer has done so far."""
@@ -586,14 +614,28 @@ class Informer:
         need_list = True
         log = self._log.bind(namespace=stream.namespace or "")
         while True:
+            generation = stream.generation
             try:
-                if need_list:
-                    await self._list(stream)
-                    need_list = False
-                    failures = 0
                 events_before = self.stats.events + self.stats.bookmarks
                 started = time.monotonic()
-                await self._watch(stream)
+                if need_list and self._streaming:
+                    # Lists, then goes on watching on the same stream until it ends.
+                    await self._stream_list(stream)
+                    if stream.generation == generation:
+                        # The stream ended before the end of its initial events: list again.
+                        failures += 1
+                        await asyncio.sleep(self._backoff(failures))
+                        continue
+                    need_list = False
+                    failures = 0
+                else:
+                    if need_list:
+                        await self._list(stream)
+                        need_list = False
+                        failures = 0
+                        events_before = self.stats.events + self.stats.bookmarks
+                        started = time.monotonic()
+                    await self._watch(stream)
                 # The server ended the watch (its timeout): re-watch from where it stopped.
                 # A watch that ended at once with nothing in it counts as a failure, so a
                 # server that keeps closing streams is not hammered.
@@ -608,6 +650,10 @@ class Informer:
                     failures = 0
             except asyncio.CancelledError:
                 raise
+            except _StreamingUnsupported as exc:
+                # Not a failure: this server lists the old way. No backoff, no retry.
+                log.info("Streaming lists not supported; listing with pages", reason=str(exc))
+                self._streaming = False
             except Gone as exc:
                 # The resourceVersion was compacted away: only a fresh list can tell what
                 # happened meanwhile. Relist at once; back off only if it keeps happening.
@@ -648,6 +694,8 @@ class Informer:
                     resource_version=stream.rv,
                     attempt=failures + 1,
                 )
+                if stream.generation != generation:
+                    need_list = False  # a streamed list completed before its watch broke
                 need_list = need_list or not stream.listed
                 failures += 1
                 await asyncio.sleep(self._backoff(failures))
@@ -669,21 +717,29 @@ class Informer:
             labels=self._options.labels,
             fields=self._options.fields,
         )
-        self.stats.lists += 1
         initial = not stream.listed
         seen: set[ObjectKey] = set()
         for raw in listing.items:
-            obj = self._prepare(raw)
-            key = key_of(obj)
-            seen.add(key)
-            old = self._store.get(key)
-            if old is None:
-                self._store.put(key, obj)
-                self._dispatch_add(obj, initial)
-            elif resource_version_of(old) != resource_version_of(obj):
-                self._store.put(key, obj)
-                self._dispatch_update(old, obj)
-            # Unchanged: keep the stored object and say nothing (no duplicate add).
+            seen.add(self._list_item(raw, initial))
+        self._listed(stream, seen, listing.resource_version)
+
+    def _list_item(self, raw: JsonObject, initial: bool) -> ObjectKey:
+        """Apply one listed object to the store (an add, an update, or nothing); its key."""
+        obj = self._prepare(raw)
+        key = key_of(obj)
+        old = self._store.get(key)
+        if old is None:
+            self._store.put(key, obj)
+            self._dispatch_add(obj, initial)
+        elif resource_version_of(old) != resource_version_of(obj):
+            self._store.put(key, obj)
+            self._dispatch_update(old, obj)
+        # Unchanged: keep the stored object and say nothing (no duplicate add).
+        return key
+
+    def _listed(self, stream: _Stream, seen: set[ObjectKey], resource_version: str) -> None:
+        """A list of the scope is complete: drop what it no longer holds, record its version."""
+        self.stats.lists += 1
         scope = (
             set(self._store.keys())
             if stream.namespace is None
@@ -693,15 +749,73 @@ class Informer:
             old = self._store.delete(key)
             if old is not None:
                 self._dispatch_delete(old, final_state_unknown=True)
-        stream.rv = listing.resource_version
+        stream.rv = resource_version
         stream.rv_int = parse_resource_version(stream.rv)
         stream.listed = True
+        stream.generation += 1
         self._expectations.listed(stream.namespace, stream.rv)
         if not self.synced and all(s.listed for s in self._streams.values()):
             self._synced.set()
             for registration in self._handlers:
                 registration._synced = True
             self._log.debug("Informer synced", objects=len(self._store))
+
+    async def _stream_list(self, stream: _Stream) -> None:
+        """List through a watch (``sendInitialEvents``), then keep watching on it.
+
+        The watch starts with no resourceVersion and ``resourceVersionMatch=NotOlderThan``:
+        the server first brings its watch cache up to date with etcd (a consistent read, as
+        a list is), sends the state as ``ADDED`` events, then a bookmark annotated
+        ``k8s.io/initial-events-end`` at the resourceVersion of that state. Until then the
+        events are applied as a list's items; after it, as watch events.
+
+        Raises:
+            _StreamingUnsupported: the server refused ``sendInitialEvents`` (400/422), or
+                sent a bookmark without the end annotation before the end (a server that
+                ignores the parameter).
+
+        """
+        self.stats.watches += 1
+        initial = not stream.listed
+        seen: set[ObjectKey] = set()
+        listing = True
+        try:
+            async with self._client.watch(
+                self._kind,
+                namespace=stream.namespace,
+                resource_version=None,
+                labels=self._options.labels,
+                fields=self._options.fields,
+                allow_bookmarks=True,
+                send_initial_events=True,
+            ) as watch:
+                async for event in watch:
+                    if not listing:
+                        self._apply_event(stream, event)
+                    elif event.type == "BOOKMARK":
+                        self.stats.bookmarks += 1
+                        if not _ends_initial_events(event.object):
+                            raise _StreamingUnsupported(
+                                "the server sent a bookmark before the end of the initial "
+                                "events (it ignores sendInitialEvents)"
+                            )
+                        self.stats.streamed_lists += 1
+                        self._listed(stream, seen, event.resource_version)
+                        listing = False
+                    elif event.type == "ADDED":
+                        self.stats.events += 1
+                        seen.add(self._list_item(event.object, initial))
+                    else:  # not sent before the end marker; apply it as it says
+                        key = key_of(event.object)
+                        self._apply_event(stream, event, advance=False)
+                        if event.type == "DELETED":
+                            seen.discard(key)
+                        else:
+                            seen.add(key)
+        except (BadRequest, Invalid) as exc:
+            if listing and not seen:
+                raise _StreamingUnsupported(f"the server refused sendInitialEvents: {exc}") from exc
+            raise
 
     async def _watch(self, stream: _Stream) -> None:
         self.stats.watches += 1
@@ -714,30 +828,43 @@ class Informer:
             allow_bookmarks=True,
         ) as watch:
             async for event in watch:
-                if event.type == "BOOKMARK":
-                    self.stats.bookmarks += 1
-                    self._advance(stream, event.resource_version)
-                    continue
-                self.stats.events += 1
-                obj = self._prepare(event.object)
-                key = key_of(obj)
-                if event.type == "DELETED":
-                    old = self._store.delete(key)
-                    self._advance(stream, event.resource_version)
-                    if old is not None:
-                        self._dispatch_delete(obj, final_state_unknown=False)
-                    self._expectations.observed(key, deleted=obj)
-                    continue
-                old = self._store.get(key)
-                if old is not None and _is_older(obj, old):
-                    continue  # a replayed event: the store already has something newer
-                self._store.put(key, obj)
+                self._apply_event(stream, event)
+
+    def _apply_event(
+        self, stream: _Stream, event: WatchEvent[Any], *, advance: bool = True
+    ) -> None:
+        """Apply one watch event to the store, tell handlers and expectations.
+
+        ``advance=False`` (an event inside a streamed list's initial state) leaves the
+        scope's resourceVersion alone: the list's end bookmark sets it.
+        """
+        if event.type == "BOOKMARK":
+            self.stats.bookmarks += 1
+            if advance:
                 self._advance(stream, event.resource_version)
-                if old is None:
-                    self._dispatch_add(obj, False)
-                else:
-                    self._dispatch_update(old, obj)
-                self._expectations.observed(key)
+            return
+        self.stats.events += 1
+        obj = self._prepare(event.object)
+        key = key_of(obj)
+        if event.type == "DELETED":
+            old = self._store.delete(key)
+            if advance:
+                self._advance(stream, event.resource_version)
+            if old is not None:
+                self._dispatch_delete(obj, final_state_unknown=False)
+            self._expectations.observed(key, deleted=obj)
+            return
+        old = self._store.get(key)
+        if old is not None and _is_older(obj, old):
+            return  # a replayed event: the store already has something newer
+        self._store.put(key, obj)
+        if advance:
+            self._advance(stream, event.resource_version)
+        if old is None:
+            self._dispatch_add(obj, False)
+        else:
+            self._dispatch_update(old, obj)
+        self._expectations.observed(key)
 
     def _prepare(self, obj: JsonObject) -> JsonObject:
         transform = self._options.transform
@@ -821,6 +948,19 @@ class Informer:
         if not self.covers_namespace(key.namespace):
             return
         self._expectations.expect_deleted(key, uid=uid, resource_version=resource_version)
+
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+"""The annotation of the bookmark that ends a streamed list's initial events."""
+
+
+class _StreamingUnsupported(Exception):
+    """The server cannot stream a list: fall back to paginated lists (not an API failure)."""
+
+
+def _ends_initial_events(bookmark: Any) -> bool:
+    annotations = meta(bookmark).get("annotations") if isinstance(bookmark, dict) else None
+    return isinstance(annotations, dict) and annotations.get(INITIAL_EVENTS_END) == "true"
 
 
 def _is_older(new: JsonObject, old: JsonObject) -> bool:

@@ -197,8 +197,13 @@ class ListWatcher(Reader, Protocol):
         labels: Any = None,
         fields: Any = None,
         allow_bookmarks: bool = True,
+        send_initial_events: bool = False,
     ) -> WatchStream:
-        """Watch changes of ``kind`` after ``resource_version``."""
+        """Watch changes of ``kind`` after ``resource_version``.
+
+        ``send_initial_events``: start with the current state as ``ADDED`` events and a
+        bookmark marking its end (a streamed list, the WatchList feature).
+        """
         ...
 
     async def resource_info(self, kind: Any) -> ResourceInfo:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -40,6 +40,18 @@ from tests._support.widgets import (
 )
 
 FAST: dict[str, Any] = {"backoff_initial": 0.005, "backoff_max": 0.02}
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["streamed", "paginated"])
+def streaming(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Every test runs twice: lists streamed through a watch, and paginated lists."""
+    monkeypatch.setitem(FAST, "streaming_list", request.param)
+    return bool(request.param)
+
+
+def list_verb(streaming: bool) -> Literal["watch", "list"]:
+    """The request an informer lists with: a watch (streamed) or a list."""
+    return "watch" if streaming else "list"
 
 
 class Recorder:
@@ -305,13 +317,15 @@ async def test_custom_and_failing_transforms(api: FakeClient) -> None:
         assert stored == api.lookup(WIDGET, "a", namespace="default")
 
 
-async def test_namespaces_get_one_list_and_watch_each(api: FakeClient) -> None:
+async def test_namespaces_get_one_list_and_watch_each(api: FakeClient, streaming: bool) -> None:
     for namespace in ("a", "b", "c"):
         await put(api, widget("w", namespace=namespace))
     async with running(api, namespaces=("a", "b")) as informer:
         await informer.wait_for_sync(5)
         assert sorted(str(k) for k in informer.store) == ["a/w", "b/w"]
-        assert sorted(str(c.namespace) for c in api.faults.calls_to("list")) == ["a", "b"]
+        listed = api.faults.calls_to(list_verb(streaming))
+        assert sorted(str(c.namespace) for c in listed) == ["a", "b"]
+        assert informer.stats.streamed_lists == (2 if streaming else 0)
         assert informer.covers_namespace("a")
         assert not informer.covers_namespace("c")
         await eventually(lambda: api.active_watches == 2, timeout=5, description="two watches")
@@ -321,7 +335,7 @@ async def test_namespaces_get_one_list_and_watch_each(api: FakeClient) -> None:
         assert ObjectKey("c", "x") not in informer.store
 
 
-async def test_cluster_scoped_kinds_ignore_namespaces(api: FakeClient) -> None:
+async def test_cluster_scoped_kinds_ignore_namespaces(api: FakeClient, streaming: bool) -> None:
     thing = {"apiVersion": CLUSTER_THING.api_version, "kind": CLUSTER_THING.kind}
     await put(api, {**thing, "metadata": {"name": "t"}}, kind=CLUSTER_THING)
     informer = Informer(api, CLUSTER_THING, InformerOptions(namespaces=("a",), **FAST))
@@ -330,7 +344,7 @@ async def test_cluster_scoped_kinds_ignore_namespaces(api: FakeClient) -> None:
         await informer.wait_for_sync(5)
         assert informer.namespaced is False
         assert list(informer.store) == [ObjectKey("", "t")]
-        assert [c.namespace for c in api.faults.calls_to("list")] == [None]
+        assert [c.namespace for c in api.faults.calls_to(list_verb(streaming))] == [None]
     finally:
         await informer.stop()
 
@@ -360,7 +374,7 @@ async def test_unknown_kind_fails_sync_at_once_then_recovers() -> None:
 
 async def test_sync_timeout_names_the_last_error(api: FakeClient) -> None:
     outage = api.faults.fail_next(
-        "list", error=ServiceUnavailable("etcd is down", code=503), times=None
+        ("list", "watch"), error=ServiceUnavailable("etcd is down", code=503), times=None
     )
     async with running(api) as informer:
         with pytest.raises(CacheSyncTimeout, match="etcd is down"):
@@ -371,7 +385,9 @@ async def test_sync_timeout_names_the_last_error(api: FakeClient) -> None:
 
 
 async def test_transient_list_failures_are_retried(api: FakeClient) -> None:
-    api.faults.fail_next("list", error=ConnectionFailed("refused", url="https://fake"), times=3)
+    api.faults.fail_next(
+        ("list", "watch"), error=ConnectionFailed("refused", url="https://fake"), times=3
+    )
     await put(api, widget("a"))
     async with running(api) as informer:
         await informer.wait_for_sync(5)

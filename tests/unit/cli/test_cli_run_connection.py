@@ -79,7 +79,7 @@ def test_controllers_take_the_managers_sync_timeout_unless_they_set_one() -> Non
 async def test_sync_timeout_message_carries_the_informers_last_error() -> None:
     """A cache that does not sync fails startup with the informer's last error in the message."""
     fake = FakeClient()
-    fake.faults.fail_next("list", kind=kinds.ConfigMap, error=Forbidden, times=None)
+    fake.faults.fail_next(("list", "watch"), kind=kinds.ConfigMap, error=Forbidden, times=None)
     options = ManagerOptions(
         metrics=Metrics.isolated(),
         metrics_bind_address="0",
