@@ -20,6 +20,7 @@ every pair.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -78,13 +79,30 @@ class LabelRequirement:
         value = labels[self.key]
         if op in ("=", "in"):
             return value in self.values
-        # ">" and "<": both sides must be integers, as in apimachinery.
-        try:
-            number = int(value)
-        except ValueError:
-            return False
+        # ">" and "<": both sides must be 64-bit decimal integers, as Go's
+        # strconv.ParseInt(value, 10, 64) reads them in apimachinery.
+        number = _parse_int64(value)
         (bound,) = self.values
-        return number > int(bound) if op == ">" else number < int(bound)
+        limit = _parse_int64(bound)
+        if number is None or limit is None:
+            return False
+        return number > limit if op == ">" else number < limit
+
+
+_INT64: Final = re.compile(r"[+-]?[0-9]+")
+
+
+def _parse_int64(text: str) -> int | None:
+    """``text`` as Go's ``strconv.ParseInt(text, 10, 64)`` reads it, or ``None``.
+
+    ASCII digits with an optional sign, within the 64-bit range: no ``1_000``, no spaces,
+    no other scripts' digits and no 20-digit values, all of which Python's ``int`` accepts
+    and the API server does not (the cache and the server would then select differently).
+    """
+    if not _INT64.fullmatch(text):
+        return None
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else None
 
 
 # Characters that end an identifier in the API server's selector lexer.
@@ -171,13 +189,11 @@ class _LabelParser:
             return LabelRequirement(key, "!=", frozenset({self.single_value()}))
         if op in (">", "<"):
             value = self.single_value()
-            try:
-                int(value)
-            except ValueError:
+            if _parse_int64(value) is None:
                 raise self.fail(
                     "unable to parse requirement: for 'Gt', 'Lt' operators, the value must be "
                     f"an integer: {value!r}"
-                ) from None
+                )
             return LabelRequirement(key, ">" if op == ">" else "<", frozenset({value}))
         if op in ("in", "notin"):
             return LabelRequirement(key, "in" if op == "in" else "notin", self.value_set())

@@ -62,6 +62,32 @@ async def test_every_label_selector_operator(api: Api) -> None:
     assert [o["metadata"]["name"] for o in mapping] == ["l0"]
 
 
+SIZED = {"n0": "1_000", "n1": "007", "n2": "99999999999999999999", "n4": "12"}
+
+
+async def test_integer_comparisons_read_numbers_as_go_does(api: Api) -> None:
+    """`>` and `<` read 64-bit decimal integers only, on the fake and the server alike.
+
+    Python's int() would read "1_000" as 1000 and a 20-digit value exactly; the API server
+    (strconv.ParseInt) reads neither, so such labels match no comparison and such bounds
+    are a 400 (issue 18, item 11).
+    """
+    for name, size in SIZED.items():
+        await api.client.create(api.cm(name, labels={"size": size}))
+
+    async def sized(selector: str) -> set[str]:
+        listed = await api.client.list(kinds.ConfigMap, namespace=api.namespace, labels=selector)
+        return {o["metadata"]["name"] for o in listed if o["metadata"]["name"] in SIZED}
+
+    assert await sized("size>5") == {"n1", "n4"}
+    assert await sized("size<10") == {"n1"}
+    assert await sized("size<9223372036854775807") == {"n1", "n4"}
+    for bad in ("size>1_000", "size>99999999999999999999", "size<9223372036854775808"):
+        with pytest.raises(BadRequest) as info:
+            await sized(bad)
+        assert "the value must be an integer" in info.value.status["message"], bad
+
+
 @pytest.mark.parametrize(
     ("selector", "complaint"),
     [

@@ -48,6 +48,32 @@ def test_label_selector_semantics(selector: str, matches: bool) -> None:
     assert LabelSelector.parse(selector).matches(LABELS) is matches
 
 
+@pytest.mark.parametrize("bound", ["1_000", "99999999999999999999", "9223372036854775808"])
+def test_comparison_bounds_go_does_not_read_are_refused(bound: str) -> None:
+    """`>`/`<` bounds are 64-bit ASCII decimals, as strconv.ParseInt reads them (issue 18, item 11).
+
+    Python's int() reads "1_000" and 20-digit values; the API server
+    answers such a selector with a 400, so the cache must refuse it too.
+    """
+    with pytest.raises(SelectorError, match="the value must be an integer"):
+        LabelSelector.parse(f"size>{bound}")
+
+
+@pytest.mark.parametrize(
+    ("value", "matches"),
+    [
+        ("1_000", False),
+        ("99999999999999999999", False),
+        ("\u0667", False),
+        ("007", True),
+        ("12", True),
+    ],
+)
+def test_comparison_reads_label_values_as_go_does(value: str, matches: bool) -> None:
+    """A label value strconv.ParseInt cannot read matches no `>` (the server selects the same)."""
+    assert LabelSelector.parse("size>5").matches({"size": value}) is matches
+
+
 def test_label_mapping_means_equality() -> None:
     selector = LabelSelector.parse({"app": "web", "tier": "3"})
     assert selector.matches(LABELS)
