@@ -17,6 +17,10 @@ Expected flow:
 
 Guarantees:
     - Two planes never collide: each has its own ports and directory.
+    - Everything listens on loopback only, and etcd (client and peer ports) takes only
+      clients holding a certificate from the plane's own etcd CA: another user of a
+      shared machine cannot read or change the test cluster's storage. Keys and
+      kubeconfigs are written owner-only (0600), never through a symlink.
     - No orphans: every child gets ``PR_SET_PDEATHSIG`` (SIGKILL), so even when the
       Python process is killed outright the children go with it; on a normal exit,
       an ``atexit`` hook stops running planes in order.
@@ -58,6 +62,7 @@ from typing import Any, Self
 import yaml
 
 from setpoint.api.errors import SetpointError
+from setpoint.testing._files import write_private
 from setpoint.tls.certs import CertificateAuthority, signing_key_pair
 from setpoint.tls.pem import KeyPair
 
@@ -370,6 +375,7 @@ class ControlPlane:
         self._admin: KeyPair | None = None
         self._processes: list[_Process] = []
         self._apiserver: _Process | None = None
+        self._etcd_context: ssl.SSLContext | None = None
         self.api_port = 0
         """The kube-apiserver secure port on 127.0.0.1 (0 until started)."""
         self.binaries: Binaries | None = None
@@ -447,6 +453,7 @@ class ControlPlane:
         if base is not None:
             base.mkdir(parents=True, exist_ok=True)
         self._dir = Path(tempfile.mkdtemp(prefix="setpoint-cp-", dir=base))
+        self._etcd_context = None  # a new directory has a new etcd CA
         with _LIVE_LOCK:
             _LIVE_PLANES.add(self)
         try:
@@ -547,9 +554,21 @@ class ControlPlane:
             headers={"Content-Type": "application/json"},
             method="POST",
         )
-        with urllib.request.urlopen(request, timeout=10) as resp:
+        with urllib.request.urlopen(request, timeout=10, context=self._etcd_ssl()) as resp:
             result: dict[str, Any] = json.loads(resp.read())
         return result
+
+    def _etcd_ssl(self) -> ssl.SSLContext:
+        """A client context for etcd: its CA, and the client certificate it requires.
+
+        Made once per plane (the health poll asks for it every 0.1 s during start-up).
+        """
+        if self._etcd_context is None:
+            d = self.directory
+            ctx = ssl.create_default_context(cafile=str(d / "etcd-ca.crt"))
+            ctx.load_cert_chain(d / "etcd-client.crt", d / "etcd-client.key")
+            self._etcd_context = ctx
+        return self._etcd_context
 
     def kubeconfig_for_user(
         self, user: str, groups: Sequence[str] = (), *, path: Path | None = None
@@ -621,10 +640,23 @@ class ControlPlane:
             "sa.key": sa_key,
             "sa.pub": sa_pub,
         }
+        # etcd has its own CA (as with kubeadm) and takes only clients holding one of its
+        # certificates: another user of this machine must not read or write the cluster's
+        # storage through a loopback port. The peer port is held to the same rule.
+        etcd_ca = CertificateAuthority("setpoint-etcd-ca")
+        etcd_serving = etcd_ca.serving_cert("etcd", ("127.0.0.1", "localhost"), client_auth=True)
+        etcd_client = etcd_ca.client_cert("kube-apiserver-etcd-client")
+        files.update(
+            {
+                "etcd-ca.crt": etcd_ca.cert_pem,
+                "etcd-server.crt": etcd_serving.cert_pem,
+                "etcd-server.key": etcd_serving.key_pem,
+                "etcd-client.crt": etcd_client.cert_pem,
+                "etcd-client.key": etcd_client.key_pem,
+            }
+        )
         for name, data in files.items():
-            path = d / name
-            path.write_bytes(data)
-            path.chmod(0o600)
+            write_private(d / name, data)
 
     def _spawn(self, name: str, argv: Sequence[str]) -> _Process:
         proc = _Process(name, argv, self.directory / f"{name}.log")
@@ -636,8 +668,8 @@ class ControlPlane:
         assert self.binaries is not None
         d = self.directory
         client_port, peer_port = _free_port(), _free_port()
-        self._etcd_url = f"http://127.0.0.1:{client_port}"
-        peer = f"http://127.0.0.1:{peer_port}"
+        self._etcd_url = f"https://127.0.0.1:{client_port}"
+        peer = f"https://127.0.0.1:{peer_port}"
         etcd = self._spawn(
             "etcd",
             [
@@ -649,6 +681,14 @@ class ControlPlane:
                 f"--listen-peer-urls={peer}",
                 f"--initial-advertise-peer-urls={peer}",
                 f"--initial-cluster=default={peer}",
+                f"--cert-file={d / 'etcd-server.crt'}",
+                f"--key-file={d / 'etcd-server.key'}",
+                f"--trusted-ca-file={d / 'etcd-ca.crt'}",
+                "--client-cert-auth=true",
+                f"--peer-cert-file={d / 'etcd-server.crt'}",
+                f"--peer-key-file={d / 'etcd-server.key'}",
+                f"--peer-trusted-ca-file={d / 'etcd-ca.crt'}",
+                "--peer-client-cert-auth=true",
                 # Tests throw away the data: fsync only costs time.
                 "--unsafe-no-fsync=true",
                 "--log-level=warn",
@@ -661,6 +701,9 @@ class ControlPlane:
         d = self.directory
         args: dict[str, str] = {
             "etcd-servers": self._etcd_url,
+            "etcd-cafile": str(d / "etcd-ca.crt"),
+            "etcd-certfile": str(d / "etcd-client.crt"),
+            "etcd-keyfile": str(d / "etcd-client.key"),
             "bind-address": "127.0.0.1",
             "advertise-address": "127.0.0.1",
             # No endpoint reconciler: it refuses a loopback advertise address, and a
@@ -803,8 +846,7 @@ class ControlPlane:
             ],
             "current-context": "setpoint-local",
         }
-        path.write_text(yaml.safe_dump(doc, sort_keys=False))
-        path.chmod(0o600)
+        write_private(path, yaml.safe_dump(doc, sort_keys=False).encode())
 
     # -- health -------------------------------------------------------------
 
@@ -834,7 +876,9 @@ class ControlPlane:
             time.sleep(0.1)
 
     def _etcd_ready(self) -> tuple[bool, str]:
-        with urllib.request.urlopen(f"{self._etcd_url}/health", timeout=2) as resp:
+        with urllib.request.urlopen(
+            f"{self._etcd_url}/health", timeout=2, context=self._etcd_ssl()
+        ) as resp:
             body = json.loads(resp.read())
         return body.get("health") == "true", f"etcd /health: {body}"
 
@@ -843,9 +887,8 @@ class ControlPlane:
         pair = self._admin_pair()
         cert, key = self.directory / "admin.crt", self.directory / "admin.key"
         if not cert.exists():
-            cert.write_bytes(pair.cert_pem)
-            key.write_bytes(pair.key_pem)
-            key.chmod(0o600)
+            write_private(cert, pair.cert_pem)
+            write_private(key, pair.key_pem)
         ctx.load_cert_chain(cert, key)
         return ctx
 

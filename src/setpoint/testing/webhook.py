@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from setpoint.crd.conversion import CONVERT_PATH, WebhookClientConfig
 from setpoint.crd.generator import crd_for
+from setpoint.testing._files import write_private
 from setpoint.tls.certs import CertificateAuthority
 from setpoint.tls.pem import KeyPair
 from setpoint.webhook.server import StaticCertificate, WebhookServer, WebhookServerOptions
@@ -50,10 +51,8 @@ def serving_certificate(
     pair = ca.serving_cert("setpoint-webhook", hosts)
     if directory is not None:
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "tls.crt").write_bytes(pair.cert_pem)
-        key = directory / "tls.key"
-        key.touch(mode=0o600)
-        key.write_bytes(pair.key_pem)
+        write_private(directory / "tls.crt", pair.cert_pem)
+        write_private(directory / "tls.key", pair.key_pem)
     return ca, pair
 
 

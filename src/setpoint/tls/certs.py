@@ -190,7 +190,7 @@ class CertificateAuthority:
         self,
         subject: x509.Name,
         *,
-        usage: x509.ObjectIdentifier,
+        usage: tuple[x509.ObjectIdentifier, ...],
         hosts: tuple[str, ...] = (),
         validity: _dt.timedelta = VALIDITY,
         now: _dt.datetime | None = None,
@@ -211,7 +211,7 @@ class CertificateAuthority:
             .not_valid_before(issued - CLOCK_SKEW)
             .not_valid_after(min(issued + validity, self.not_after))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(list(usage)), critical=False)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()),
                 critical=False,
@@ -235,11 +235,14 @@ class CertificateAuthority:
         *,
         validity: _dt.timedelta = VALIDITY,
         now: _dt.datetime | None = None,
+        client_auth: bool = False,
     ) -> KeyPair:
         """Issue a TLS server certificate valid for ``hosts`` (DNS names or IP addresses).
 
         It is valid for ``validity`` from ``now`` (default: the current time), but never past
-        the CA's own expiry: a chain is only as valid as its CA.
+        the CA's own expiry: a chain is only as valid as its CA. ``client_auth`` also allows
+        it as a client certificate (etcd's server certificate, as kubeadm issues it: etcd
+        presents it when it connects to itself and to its peers).
 
         Raises:
             CertificateError: the CA has expired at ``now``.
@@ -248,7 +251,8 @@ class CertificateAuthority:
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
         return self._issue(
             subject,
-            usage=ExtendedKeyUsageOID.SERVER_AUTH,
+            usage=(ExtendedKeyUsageOID.SERVER_AUTH,)
+            + ((ExtendedKeyUsageOID.CLIENT_AUTH,) if client_auth else ()),
             hosts=hosts,
             validity=validity,
             now=now,
@@ -258,7 +262,7 @@ class CertificateAuthority:
         """Issue a client certificate: kube-apiserver reads CN as the user, O as groups."""
         attributes = [x509.NameAttribute(NameOID.COMMON_NAME, user)]
         attributes += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
-        return self._issue(x509.Name(attributes), usage=ExtendedKeyUsageOID.CLIENT_AUTH)
+        return self._issue(x509.Name(attributes), usage=(ExtendedKeyUsageOID.CLIENT_AUTH,))
 
 
 def _is_ca(cert: x509.Certificate) -> bool:
