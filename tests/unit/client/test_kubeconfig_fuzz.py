@@ -144,7 +144,8 @@ def load(text: str | bytes, *, restricted: bool = True) -> None:
     assert isinstance(config, ClientConfig)
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Half the examples: each one builds and dumps a whole document (the slowest of the fuzz tests).
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kubeconfigs())
 def test_random_kubeconfig_documents(doc: dict[str, Any]) -> None:
     """Any kubeconfig-shaped document loads or raises ConfigError, restricted or not."""
