@@ -317,6 +317,57 @@ async def failing_cleanup_is_recorded_retried_with_backoff_then_completes(
         assert op.journal.finished == [(FIN, "w1")]
 
 
+async def credentials_in_a_cleanup_error_are_masked(backend: Backend) -> None:
+    """A token or password in a cleanup's exception is masked on the object and in the Event.
+
+    The annotation, the condition and the Warning Event carry the error's text, and everyone
+    who may read the object reads them (issue 18: redact cleanup exception text first).
+    """
+    token = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW0ifQ.c2lnbmF0dXJlLXBhcnQ"
+
+    async def leaky(obj: JsonObject) -> None:
+        raise RuntimeError(f"GET https://svc:hunter2@dir.example/x with token={token} failed")
+
+    async with running(
+        backend,
+        lambda op: (
+            Builder(op.name)
+            .for_(GIZMO)
+            .finalizer(FIN, op.cleanup(FIN, leaky), deadline=5, retry=FAST)
+        ),
+    ) as op:
+        await backend.client.create(backend.obj(GIZMO, "w1"))
+        await eventually(lambda: has_finalizers(backend, GIZMO, "w1", FIN), timeout=20)
+        await backend.client.delete(GIZMO, "w1", namespace=backend.namespace)
+
+        async def recorded() -> JsonObject | None:
+            obj = await backend.read(GIZMO, "w1")
+            status = (obj or {}).get("status") or {}
+            if FIN in read_cleanup_records(obj or {}) and find_condition(
+                status, cleanup_condition_type(FIN)
+            ):
+                return obj
+            return None
+
+        obj = await eventually(recorded, timeout=20, description="failure recorded")
+        assert obj is not None
+        condition = find_condition(obj["status"], cleanup_condition_type(FIN))
+        assert condition is not None
+        texts = {
+            "annotation": obj["metadata"]["annotations"][cleanup_annotation(FIN)],
+            "record": read_cleanup_records(obj)[FIN].error,
+            "condition": condition.message,
+            "event": next(e[3] for e in op.recorder.events if e[2] == "CleanupFailed"),
+        }
+        for where, text in texts.items():
+            assert token not in text and "hunter2" not in text, (where, text)
+            assert "token=<redacted>" in text, (where, text)
+        assert texts["record"] == (
+            "RuntimeError: GET https://<redacted>@dir.example/x with token=<redacted> failed"
+        )
+        await backend.release(GIZMO, "w1", FIN)
+
+
 async def hanging_cleanup_hits_its_deadline_and_is_retried(backend: Backend) -> None:
     """A cleanup that hangs is cancelled at its deadline, recorded as such, and retried."""
     release = asyncio.Event()

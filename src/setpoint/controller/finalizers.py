@@ -51,6 +51,12 @@ A cleanup that raises or outlives its deadline is retried with exponential backo
 - a ``Warning`` Event (reason as the condition's), when the controller has a recorder;
 - ``setpoint_finalizer_cleanup_failures_total{controller, finalizer}``.
 
+The error text in the annotation, the condition and the Event is
+:func:`~setpoint.controller.terminal.message_of` the exception: what looks like a
+credential (a bearer token, a JWT, a private key, a URL's password, a ``password=`` value)
+is masked, because everyone who may read the object reads it. Masking recognises common
+shapes only: keep secrets out of exception messages in the first place.
+
 ``setpoint_finalizer_pending_objects{finalizer}`` and
 ``setpoint_finalizer_oldest_pending_seconds{finalizer}`` are computed at scrape time from a
 small index the controller keeps from the cache's events (object key to deletionTimestamp,
@@ -108,6 +114,7 @@ from setpoint.client.errors import ClientError, NotFound
 from setpoint.client.patch import MergePatch
 from setpoint.controller.reconcile import Context, ReconcileError, Result
 from setpoint.controller.reporting import ConditionReporter
+from setpoint.controller.terminal import message_of
 
 if TYPE_CHECKING:
     from setpoint.observability.metrics import Metrics
@@ -287,7 +294,7 @@ class CleanupRecord:
     controller: str
     """The controller that ran it."""
     error: str
-    """``<exception type>: <message>`` of the last failure."""
+    """``<exception type>: <message>`` of the last failure, credentials masked (see below)."""
     reason: str
     """``CleanupFailed`` or ``CleanupDeadlineExceeded``."""
     failures: int
@@ -721,7 +728,7 @@ class Finalizers:
             )
         else:
             reason = "CleanupFailed"
-            error = f"{type(exc).__name__}: {exc}"[:_ERROR_LIMIT]
+            error = message_of(exc, limit=_ERROR_LIMIT)
         if self._metrics is not None:
             self._metrics.finalizer_cleanup_failures_total.labels(
                 self._controller, handler.name

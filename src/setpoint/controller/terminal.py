@@ -36,6 +36,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from setpoint.api.meta import JsonObject
+from setpoint.api.redaction import redact
 from setpoint.cache.selectors import SelectorError
 from setpoint.client.errors import BadRequest, Invalid
 from setpoint.controller.reconcile import TerminalError
@@ -85,9 +86,16 @@ def fingerprint(obj: Mapping[str, Any] | None) -> Hashable:
     )
 
 
-def message_of(error: BaseException) -> str:
-    """The error as the Event and the condition show it, cut to :data:`MESSAGE_LIMIT`."""
-    text = f"{type(error).__name__}: {error}"
-    if len(text) > MESSAGE_LIMIT:
-        text = text[: MESSAGE_LIMIT - 3] + "..."
+def message_of(error: BaseException, *, limit: int = MESSAGE_LIMIT) -> str:
+    """The error as Events, conditions and annotations show it: redacted, cut to ``limit``.
+
+    ``<type>: <message>``, with what looks like a credential masked first
+    (:func:`setpoint.api.redaction.redact`: bearer tokens, JWTs, private keys, URL
+    passwords, ``password=``-style values). The text of an exception raised by user code or
+    a library goes onto the object, where everyone who may read the object (and its
+    Events) sees it; a token in it would leak beyond the operator.
+    """
+    text = redact(f"{type(error).__name__}: {error}")
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
     return text

@@ -33,6 +33,10 @@ async def test_failing_cleanup_is_recorded_retried_with_backoff_then_completes(
     await flow.failing_cleanup_is_recorded_retried_with_backoff_then_completes(backend)
 
 
+async def test_credentials_in_a_cleanup_error_are_masked(backend: Backend) -> None:
+    await flow.credentials_in_a_cleanup_error_are_masked(backend)
+
+
 async def test_hanging_cleanup_hits_its_deadline_and_is_retried(backend: Backend) -> None:
     await flow.hanging_cleanup_hits_its_deadline_and_is_retried(backend)
 

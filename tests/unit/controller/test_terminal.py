@@ -228,3 +228,31 @@ def test_selector_error_is_exported() -> None:
     with pytest.raises(sp.SelectorError) as info:
         LabelSelector.parse("not a label!")
     assert terminal_reason(info.value) == "InvalidSelector"
+
+
+SECRET = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW0ifQ.c2lnbmF0dXJlLXBhcnQ"
+
+
+async def test_credentials_in_a_terminal_error_never_reach_the_event_or_condition() -> None:
+    """A token in the error text is masked in the Event and the Stalled condition.
+
+    Everyone who may read the object reads its conditions and Events; the text of an
+    exception raised by user code or a library is not the operator's to publish
+    (issue 18, untrusted input: redact cleanup and error text before it leaves).
+    """
+
+    async def reconcile(ctx: sp.Context, request: sp.Request) -> None:
+        raise sp.TerminalError(
+            f"the directory refused Authorization: Bearer {SECRET} for https://bob:hunter2@dir"
+        )
+
+    fake = FakeClient(resources=[Mirror])
+    await fake.create(mirror("team=a"))
+    async with start(fake, reconcile) as run:
+        await eventually(lambda: run.stalled() is not None, timeout=5)
+        condition = run.stalled()
+        assert condition is not None
+        (event,) = run.recorder.events
+        for text in (condition.message, event.message):
+            assert SECRET not in text and "hunter2" not in text, text
+            assert "Bearer <redacted>" in text and "https://<redacted>@dir" in text, text
