@@ -25,10 +25,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from setpoint.api.errors import SetpointError
-from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import gvk_of, meta
-from setpoint.api.types import TypedObject, is_typed
+from setpoint.api.types import KindLike, TypedObject, is_typed, resolve_kind
 
 __all__ = [
     "OWNER_ANNOTATION",
@@ -104,20 +103,20 @@ def _merge(target: dict[str, str], wanted: Mapping[str, str]) -> bool:
     return changed
 
 
-def tracked_owner(
-    obj: Mapping[str, Any] | TypedObject, owner_kind: GroupVersionKind
-) -> ObjectKey | None:
+def tracked_owner(obj: Mapping[str, Any] | TypedObject, owner_kind: KindLike) -> ObjectKey | None:
     """The key of the owner of kind ``owner_kind`` that :func:`track_owner` named on ``obj``.
 
-    ``None`` when ``obj`` carries no such annotation, or it names another kind (any version
-    of ``owner_kind``'s group and kind matches).
+    ``owner_kind`` is a typed class (``SecretMirror``) or a GVK. ``None`` when ``obj``
+    carries no such annotation, or it names another kind (any version of ``owner_kind``'s
+    group and kind matches).
     """
+    gvk, _ = resolve_kind(owner_kind)
     value = (meta(_json(obj)).get("annotations") or {}).get(OWNER_ANNOTATION)
     if not isinstance(value, str) or " " not in value:
         return None
     kind, _, where = value.partition(" ")
     name_kind, _, group = kind.partition(".")
-    if (name_kind, group) != (owner_kind.kind, owner_kind.group):
+    if (name_kind, group) != (gvk.kind, gvk.group):
         return None
     namespace, _, name = where.rpartition("/")
     return ObjectKey(namespace, name) if name else None

@@ -46,6 +46,19 @@ def test_track_owner_stamps_a_label_and_an_annotation() -> None:
     assert owner_selector(mirror()) == {OWNER_UID_LABEL: "u-1"}
 
 
+@sp.resource(group="mirror.example.com", version="v1")
+class SecretMirror(sp.Resource):
+    """A typed owner kind for the tests below."""
+
+
+def test_tracked_owner_takes_a_typed_class_as_the_docs_show() -> None:
+    """`sp.tracked_owner(child, SecretMirror)`: the owner kind may be a typed class too."""
+    child = secret("team-a")
+    sp.track_owner(child, SecretMirror.from_object(mirror()))
+    assert sp.tracked_owner(child, SecretMirror) == sp.ObjectKey("ops", "db")
+    assert sp.tracked_owner(SecretMirror.from_object(mirror()), SecretMirror) is None
+
+
 def test_a_cluster_scoped_and_a_core_owner() -> None:
     """A cluster-scoped owner is named without a namespace; a core kind without a group."""
     child = secret("team-a")
