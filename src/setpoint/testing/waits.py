@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, overload
@@ -78,7 +79,9 @@ async def eventually(
     A lambda that calls an async check (``lambda: check(x)``) counts as the check.
 
     An ``AssertionError`` or any other exception counts as "not yet", and the last one
-    is reported if time runs out. Both styles type-check with mypy, sync or async.
+    is reported if time runs out; so does pytest's failure outcome (a ``pytest.raises``
+    block that did not raise, ``pytest.fail``), although it is not an ``Exception``.
+    Both styles type-check with mypy, sync or async.
 
     Raises:
         WaitTimeout: after ``timeout`` seconds, naming ``description`` and the
@@ -98,11 +101,28 @@ async def eventually(
             if check or result:
                 return result
             last = result
-        except Exception as exc:
+        except BaseException as exc:
+            if not _not_yet(exc):
+                raise
             last = exc
         if time.monotonic() >= deadline:
             raise WaitTimeout(f"{description} did not hold within {timeout:.1f}s; last: {last!r}")
         await asyncio.sleep(interval)
+
+
+def _not_yet(exc: BaseException) -> bool:
+    """Whether ``exc`` from a condition means "not yet" rather than "stop waiting".
+
+    Any ``Exception``, and pytest's ``Failed`` (``pytest.fail.Exception``), which derives
+    from ``BaseException`` so that test code's ``except Exception`` does not swallow it.
+    Cancellation, ``KeyboardInterrupt`` and pytest's skip stop the wait. pytest is looked
+    up only if loaded: its outcomes exist only then.
+    """
+    if isinstance(exc, Exception):
+        return True
+    pytest = sys.modules.get("pytest")
+    failed = getattr(getattr(pytest, "fail", None), "Exception", None)
+    return isinstance(failed, type) and isinstance(exc, failed)
 
 
 def _awaits_a_check(condition: Callable[[], Any], awaitable: object) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import assert_type
 
@@ -30,6 +31,44 @@ async def test_a_sync_check_holds_once_it_stops_raising() -> None:
         assert time.monotonic() - started > 0.01
 
     await eventually(check, timeout=5, interval=0.001)
+
+
+async def test_a_pytest_raises_that_did_not_raise_yet_is_not_yet() -> None:
+    """`with pytest.raises(...)` inside a check: "did not raise" means not yet, not a failure.
+
+    pytest's Failed is a BaseException; the wait treats it like an AssertionError, and
+    reports it if time runs out.
+    """
+    calls: list[int] = []
+
+    async def gone() -> None:
+        calls.append(1)
+        with pytest.raises(KeyError):
+            if len(calls) >= 3:
+                raise KeyError("gone")
+
+    await eventually(gone, timeout=5, interval=0.001)
+    assert len(calls) == 3
+
+    def never() -> None:
+        with pytest.raises(KeyError):
+            pass
+
+    with pytest.raises(WaitTimeout, match="DID NOT RAISE"):
+        await eventually(never, timeout=0.05, interval=0.01)
+
+
+async def test_cancellation_is_not_swallowed() -> None:
+    """Only failures mean "not yet": a CancelledError from the check stops the wait at once."""
+    calls: list[int] = []
+
+    def cancelled() -> None:
+        calls.append(1)
+        raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):
+        await eventually(cancelled, timeout=5, interval=0.001)
+    assert calls == [1]
 
 
 async def test_probes_return_the_first_truthy_value_typed() -> None:
