@@ -599,7 +599,12 @@ async def scan(
 
 
 async def _run_finalizers(args: argparse.Namespace) -> FinalizerReport:
-    config = load_kubeconfig(args.kubeconfig, context=args.context, context_option="--context NAME")
+    config = load_kubeconfig(
+        args.kubeconfig,
+        context=args.context,
+        context_option="--context NAME",
+        path_option="--kubeconfig",
+    )
     client = Client(config)
     try:
         return await scan(

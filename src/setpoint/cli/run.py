@@ -895,7 +895,12 @@ async def _serve(settings: RunSettings, operator: LoadedOperator) -> int:
 
     hint = "--context NAME (or SETPOINT_CONTEXT)"
     if settings.kubeconfig is not None:
-        config = load_kubeconfig(settings.kubeconfig, context=settings.context, context_option=hint)
+        config = load_kubeconfig(
+            settings.kubeconfig,
+            context=settings.context,
+            context_option=hint,
+            path_option="--kubeconfig",
+        )
     else:
         config = load_config(context=settings.context, context_option=hint)
     client = Client(config)

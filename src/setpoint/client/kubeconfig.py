@@ -86,10 +86,11 @@ _FILE_FIELDS = ("certificate-authority", "client-certificate", "client-key", "to
 
 @dataclass(frozen=True)
 class _Origin:
-    """A candidate kubeconfig file and why it was chosen (for "missing file" errors)."""
+    """A candidate kubeconfig file, why it was chosen and how to point elsewhere (for errors)."""
 
     path: Path
     why: str
+    fix: str = "point $KUBECONFIG at an existing kubeconfig"
 
 
 @dataclass(frozen=True)
@@ -194,12 +195,17 @@ class _Node:
 CONTEXT_ARGUMENT = "context=..."
 """How a library caller picks a context; the default ``context_option`` of the loaders."""
 
+PATH_ARGUMENT = "path=..."
+"""How a library caller names a kubeconfig file; the default ``path_option`` of
+:func:`load_kubeconfig`."""
+
 
 def load_kubeconfig(
     path: str | os.PathLike[str] | None = None,
     *,
     context: str | None = None,
     context_option: str = CONTEXT_ARGUMENT,
+    path_option: str = PATH_ARGUMENT,
 ) -> ClientConfig:
     """Load a :class:`~setpoint.client.config.ClientConfig` from kubeconfig files, as kubectl does.
 
@@ -208,7 +214,8 @@ def load_kubeconfig(
     ``current-context`` wins, missing files are skipped) or else ``~/.kube/config``.
     ``context`` overrides ``current-context``. ``context_option`` is how the caller's user
     passes a context, named in messages about contexts (``"--context NAME"`` for a
-    command line; the default ``"context=..."`` for Python callers).
+    command line; the default ``"context=..."`` for Python callers); ``path_option``
+    likewise names how ``path`` was given (``"--kubeconfig"``; ``"path=..."``).
 
     Relative file paths in a kubeconfig resolve against that file's directory.
     Referenced files are read (and certificates parsed) now, so mistakes show
@@ -218,7 +225,7 @@ def load_kubeconfig(
         ConfigError: naming the file, the field path and what to do.
 
     """
-    files = [_read_file(origin) for origin in _existing(_candidates(path))]
+    files = [_read_file(origin) for origin in _existing(_candidates(path, path_option))]
     return _resolve_config(files, context, context_option)
 
 
@@ -334,9 +341,10 @@ def load_config(
     )
 
 
-def _candidates(path: str | os.PathLike[str] | None) -> list[_Origin]:
+def _candidates(path: str | os.PathLike[str] | None, path_option: str) -> list[_Origin]:
     if path is not None:
-        return [_Origin(Path(path), "passed as path to load_kubeconfig")]
+        fix = f"make {path_option} name an existing kubeconfig file"
+        return [_Origin(Path(path), f"given as {path_option}", fix)]
     env = os.environ.get("KUBECONFIG", "")
     if env:
         seen: list[_Origin] = []
@@ -351,7 +359,13 @@ def _candidates(path: str | os.PathLike[str] | None) -> list[_Origin]:
             "$KUBECONFIG is not set and there is no home directory to find ~/.kube/config in; "
             "set $KUBECONFIG or $HOME"
         )
-    return [_Origin(default, "the default location, used because $KUBECONFIG is not set")]
+    return [
+        _Origin(
+            default,
+            "the default location, used because $KUBECONFIG is not set",
+            "set $KUBECONFIG to an existing kubeconfig",
+        )
+    ]
 
 
 def _existing(origins: list[_Origin]) -> list[_Origin]:
@@ -365,8 +379,7 @@ def _existing(origins: list[_Origin]) -> list[_Origin]:
     if len(origins) == 1:
         o = origins[0]
         raise ConfigError(
-            f"kubeconfig file {o.path} does not exist ({o.why}); create it, or point "
-            "$KUBECONFIG or the path argument at an existing kubeconfig"
+            f"kubeconfig file {o.path} does not exist ({o.why}); create it, or {o.fix}"
         )
     listed = ", ".join(str(o.path) for o in origins)
     raise ConfigError(

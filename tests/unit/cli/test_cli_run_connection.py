@@ -153,3 +153,19 @@ def test_setpoint_run_names_its_own_flag(
     assert expected in err
     assert "Traceback" not in err
     assert "error: " in err and str(config) in err
+
+
+def test_a_missing_kubeconfig_file_names_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`setpoint run --kubeconfig MISSING` names the --kubeconfig flag, not a Python argument."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "op_missing_config.py").write_text("def setup(manager):\n    pass\n")
+    missing = tmp_path / "nope.kubeconfig"
+    code = main(["run", "op_missing_config.py", "--kubeconfig", str(missing)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"kubeconfig file {missing} does not exist (given as --kubeconfig)" in err
+    assert "make --kubeconfig name an existing kubeconfig file" in err
+    assert "load_kubeconfig" not in err and "path argument" not in err
+    assert "Traceback" not in err

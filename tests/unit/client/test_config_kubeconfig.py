@@ -271,7 +271,8 @@ def test_exec_settings_are_read(tmp_path: Path) -> None:
 def test_missing_explicit_file_names_path_and_argument(tmp_path: Path) -> None:
     err = load_error(tmp_path / "nope")
     assert str(tmp_path / "nope") in str(err)
-    assert "passed as path" in str(err)
+    assert "given as path=..." in str(err)
+    assert "make path=... name an existing kubeconfig file" in str(err)
 
 
 def test_missing_default_file_names_path_and_why(clean_env: Path) -> None:
