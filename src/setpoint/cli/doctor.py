@@ -753,7 +753,12 @@ def render_summary(results: Sequence[CheckSummary], server: str) -> str:
 
 
 async def _run_all(args: argparse.Namespace) -> tuple[list[CheckSummary], str]:
-    config = load_kubeconfig(args.kubeconfig, context=args.context, context_option="--context NAME")
+    config = load_kubeconfig(
+        args.kubeconfig,
+        context=args.context,
+        context_option="--context NAME",
+        path_option="--kubeconfig",
+    )
     client = Client(config)
     try:
         return await run_all(client, older_than=args.older_than), config.server

@@ -240,7 +240,12 @@ def render_crd_table(report: CrdReport) -> str:
 
 
 async def _run(args: argparse.Namespace) -> CrdReport:
-    config = load_kubeconfig(args.kubeconfig, context=args.context, context_option="--context NAME")
+    config = load_kubeconfig(
+        args.kubeconfig,
+        context=args.context,
+        context_option="--context NAME",
+        path_option="--kubeconfig",
+    )
     client = Client(config)
     try:
         return await scan_crds(client, group=args.group)

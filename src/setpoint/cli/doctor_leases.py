@@ -271,7 +271,12 @@ def render_lease_table(report: LeaseReport) -> str:
 
 
 async def _run(args: argparse.Namespace) -> LeaseReport:
-    config = load_kubeconfig(args.kubeconfig, context=args.context, context_option="--context NAME")
+    config = load_kubeconfig(
+        args.kubeconfig,
+        context=args.context,
+        context_option="--context NAME",
+        path_option="--kubeconfig",
+    )
     client = Client(config)
     try:
         return await scan_leases(

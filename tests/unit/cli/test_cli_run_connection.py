@@ -169,3 +169,16 @@ def test_a_missing_kubeconfig_file_names_the_flag(
     assert "make --kubeconfig name an existing kubeconfig file" in err
     assert "load_kubeconfig" not in err and "path argument" not in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("check", [[], ["finalizers"], ["leader-election"], ["crds"]])
+def test_doctor_names_the_kubeconfig_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], check: list[str]
+) -> None:
+    """`setpoint doctor [check] --kubeconfig MISSING` names the flag, as `setpoint run` does."""
+    missing = tmp_path / "nope.kubeconfig"
+    code = main(["doctor", *check, "--kubeconfig", str(missing)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"kubeconfig file {missing} does not exist (given as --kubeconfig)" in err
+    assert "load_kubeconfig" not in err and "Traceback" not in err
