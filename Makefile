@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: fuzz venv demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane bench release-check min-deps bench-storage bench-conversion test-matrix clean
+.PHONY: fuzz venv demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane bench release-check min-deps bench-storage bench-conversion test-sharding-scale bench-sharding test-matrix clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -118,6 +118,20 @@ bench-storage: controlplane
 # kube-apiserver, 5-15 minutes depending on the machine's load. Not run by CI.
 bench-conversion: controlplane
 	$(PY) bench/conversion/run.py --objects 2000
+
+# Sharding at scale (issue 16, decision 0011; bench/shards/run.py, results in
+# docs/benchmarks.md): three replica processes and SHARD_N objects, one SIGKILLed, one
+# joining, no reconcile of one object by two replicas at once (exit 1 on a failed check).
+# CI runs the same code on 2 replicas and 300 objects (tests/integration/sharding/).
+SHARD_N ?= 3000
+test-sharding-scale: controlplane
+	$(PY) bench/shards/run.py scale --n $(SHARD_N)
+
+# Converge time and per-replica memory for 1, 2 and 3 replicas (and one unsharded replica)
+# at SHARD_BENCH_N objects, each on a fresh control plane.
+SHARD_BENCH_N ?= 6000
+bench-sharding: controlplane
+	$(PY) bench/shards/run.py bench --n $(SHARD_BENCH_N)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build docs/api

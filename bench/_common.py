@@ -96,3 +96,31 @@ def run_header(argv: Sequence[str] | None = None) -> str:
             f"- Python {platform.python_version()}",
         ]
     )
+
+
+@dataclass
+class ProcStats:
+    """What /proc says about a running process."""
+
+    rss_mib: float = 0.0
+    peak_rss_mib: float = 0.0
+    cpu_seconds: float = 0.0
+
+
+def proc_stats(pid: int) -> ProcStats:
+    """RSS, peak RSS and user+system CPU of ``pid`` now (zeros if it has exited)."""
+    stats = ProcStats()
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    stats.rss_mib = int(line.split()[1]) / 1024
+                elif line.startswith("VmHWM:"):
+                    stats.peak_rss_mib = int(line.split()[1]) / 1024
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        stats.cpu_seconds = (int(fields[11]) + int(fields[12])) / ticks
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        pass
+    return stats

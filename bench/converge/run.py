@@ -53,6 +53,10 @@ from typing import Any
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _common import proc_stats
+
 from setpoint import Client, GroupVersionKind, NotFound, kinds
 from setpoint.testing import ControlPlane, ControlPlaneOptions
 
@@ -106,34 +110,6 @@ def command(impl: str, workers: int, profile: Path | None = None) -> list[str]:
 
 
 # --------------------------------------------------------------------------- processes
-
-
-@dataclass
-class ProcStats:
-    """What /proc says about a running process."""
-
-    rss_mib: float = 0.0
-    peak_rss_mib: float = 0.0
-    cpu_seconds: float = 0.0
-
-
-def proc_stats(pid: int) -> ProcStats:
-    """RSS, peak RSS and user+system CPU of ``pid`` now (zeros if it has exited)."""
-    stats = ProcStats()
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    stats.rss_mib = int(line.split()[1]) / 1024
-                elif line.startswith("VmHWM:"):
-                    stats.peak_rss_mib = int(line.split()[1]) / 1024
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        ticks = os.sysconf("SC_CLK_TCK")
-        stats.cpu_seconds = (int(fields[11]) + int(fields[12])) / ticks
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        pass
-    return stats
 
 
 class Process:

@@ -59,6 +59,7 @@ class ShardCluster:
     timings: tuple[float, float, float] = (4.0, 3.0, 1.0)
     workers: int = 4
     work: float = 0.0
+    sharding: bool = True
     replicas: dict[str, Replica] = field(default_factory=dict)
 
     def spawn(self, shard: str) -> Replica:
@@ -88,6 +89,7 @@ class ShardCluster:
                 str(self.workers),
                 "--work",
                 str(self.work),
+                *(() if self.sharding else ("--no-sharding",)),
             ],
             stdout=output,
             stderr=subprocess.STDOUT,

@@ -16,6 +16,9 @@ What it records, for the tests to check from outside:
 - ``DIR/<shard>.stats.json``, rewritten every ``--stats-every`` seconds (atomically):
   objects in this replica's Gizmo cache, RSS, whether it holds its shard Lease and leads.
 
+With ``--no-sharding`` the same controller runs unsharded (the benchmark's baseline): one
+replica, the leader, reconciles everything.
+
 Exit code 0 after a clean shutdown (SIGTERM), 3 after losing a lease.
 """
 
@@ -104,6 +107,11 @@ async def main() -> int:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--work", type=float, default=0.0)
     parser.add_argument("--stats-every", type=float, default=0.5)
+    parser.add_argument(
+        "--no-sharding",
+        action="store_true",
+        help="run the same controller unsharded (leader election only): the benchmark's baseline",
+    )
     args = parser.parse_args()
 
     from setpoint.api.gvk import GroupVersionKind
@@ -126,7 +134,9 @@ async def main() -> int:
                 release_on_cancel=True,
                 **timings,
             ),
-            sharding=ShardingOptions(
+            sharding=None
+            if args.no_sharding
+            else ShardingOptions(
                 ring=RING,
                 controllers=("gizmo",),
                 shard_id=args.shard,
