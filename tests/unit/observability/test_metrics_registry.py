@@ -47,6 +47,12 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "controller_runtime_webhook_panics_total": ("counter", ()),
     "controller_runtime_conversion_webhook_panics_total": ("counter", ()),
     "setpoint_event_loop_lag_seconds": ("histogram", ()),
+    "setpoint_shard_objects": ("gauge", ("ring", "shard")),
+    "setpoint_shard_ring_members": ("gauge", ("ring",)),
+    "setpoint_shard_ring_changes_total": ("counter", ("ring",)),
+    "setpoint_shard_handover_seconds": ("histogram", ("ring", "reason")),
+    "setpoint_shard_drains_total": ("counter", ("ring",)),
+    "setpoint_cluster_ready": ("gauge", ("cluster",)),
 }
 
 CONTROLLER_RUNTIME_RECONCILE_BUCKETS = [
@@ -76,6 +82,12 @@ def _touch_every_metric(metrics: Metrics) -> None:
     metrics.init_webhook("/convert")
     metrics.webhook_latency_seconds.labels("/convert").observe(0.001)
     metrics.event_loop_lag_seconds.observe(0.001)
+    metrics.shard_objects.labels("r", "s").set(1)
+    metrics.shard_ring_members.labels("r").set(1)
+    metrics.shard_ring_changes_total.labels("r").inc()
+    metrics.shard_handover_seconds.labels("r", "drain").observe(0.1)
+    metrics.shard_drains_total.labels("r").inc()
+    metrics.cluster_ready.labels("c").set(1)
 
 
 def _families(registry: CollectorRegistry) -> dict[str, tuple[str, set[frozenset[str]]]]:
