@@ -305,7 +305,12 @@ def render_rings(reports: list[RingReport]) -> str:
 
 
 async def _run(args: argparse.Namespace) -> list[RingReport]:
-    config = load_kubeconfig(args.kubeconfig, context=args.context, context_option="--context NAME")
+    config = load_kubeconfig(
+        args.kubeconfig,
+        context=args.context,
+        context_option="--context NAME",
+        path_option="--kubeconfig",
+    )
     client = Client(config)
     try:
         return await scan_rings(client, namespace=args.namespace, ring=args.ring)

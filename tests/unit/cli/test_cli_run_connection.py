@@ -171,7 +171,7 @@ def test_a_missing_kubeconfig_file_names_the_flag(
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("check", [[], ["finalizers"], ["leader-election"], ["crds"]])
+@pytest.mark.parametrize("check", [[], ["finalizers"], ["leader-election"], ["crds"], ["shards"]])
 def test_doctor_names_the_kubeconfig_flag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], check: list[str]
 ) -> None:
