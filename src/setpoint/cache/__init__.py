@@ -20,6 +20,7 @@ from setpoint.cache.errors import (
     KindNotServed,
     NotCached,
     ReadAfterWriteTimeout,
+    UndecodableObject,
 )
 from setpoint.cache.informer import (
     FuncHandler,
@@ -66,6 +67,7 @@ __all__ = [
     "Store",
     "TrackingClient",
     "Transform",
+    "UndecodableObject",
     "by_controller",
     "by_field",
     "by_label",

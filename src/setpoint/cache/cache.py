@@ -40,7 +40,13 @@ from setpoint.api.meta import JsonObject, key_of
 from setpoint.api.runnable import RunnableGroup
 from setpoint.api.types import KindLike, TypedObject, resolve_kind
 from setpoint.cache.consistency import ConsistentReader, Expectations, TrackingClient
-from setpoint.cache.errors import CacheError, CacheNotStarted, CacheSyncTimeout, NotCached
+from setpoint.cache.errors import (
+    CacheError,
+    CacheNotStarted,
+    CacheSyncTimeout,
+    NotCached,
+    UndecodableObject,
+)
 from setpoint.cache.informer import Informer, InformerOptions, Transform, strip_managed_fields
 from setpoint.cache.selectors import FieldSelector, LabelSelector
 from setpoint.cache.store import IndexFunc
@@ -380,7 +386,12 @@ class Cache:
 
     def _decode(self, typed: type[TypedObject] | None, obj: JsonObject) -> Any:
         data = copy_json(obj) if self._options.copy_on_read or typed is not None else obj
-        return data if typed is None else typed.from_object(data)
+        if typed is None:
+            return data
+        try:
+            return typed.from_object(data)
+        except ValueError as exc:  # pydantic's ValidationError
+            raise _undecodable(typed, obj, exc) from exc
 
     # -- Reader ---------------------------------------------------------------------------------
 
@@ -666,3 +677,29 @@ if TYPE_CHECKING:
         # Checked by mypy only: the cache is what the consistency module's readers and
         # tracking clients expect, and a reader with indexes.
         return cache, cache, cache
+
+
+def _undecodable(typed: type[TypedObject], obj: JsonObject, exc: ValueError) -> UndecodableObject:
+    """The error for a stored object that ``typed`` refuses: which object, which fields."""
+    key = key_of(obj)
+    gvk = GroupVersionKind.from_api_version(
+        str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
+    )
+    where = f"{gvk.kind} {key.namespace}/{key.name}" if key.namespace else f"{gvk.kind} {key.name}"
+    listed = getattr(exc, "errors", None)  # pydantic's per-field errors, when it is one
+    errors = listed() if callable(listed) else None
+    if isinstance(errors, list) and errors:
+        details = "; ".join(
+            f"{'.'.join(str(part) for part in e.get('loc', ())) or '(object)'}: {e.get('msg', '')}"
+            for e in errors[:5]
+        )
+    else:
+        details = str(exc)
+    return UndecodableObject(
+        f"{where} as stored does not fit {typed.__module__}.{typed.__qualname__}: {details}. "
+        "The API server holds data the Python type refuses (stored before the schema was "
+        "tightened, or the type checks more than the CRD): fix the object, or relax the type; "
+        "retrying does not help",
+        gvk=gvk,
+        key=key,
+    )

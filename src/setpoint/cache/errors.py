@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from setpoint.api.errors import SetpointError
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.keys import ObjectKey
 from setpoint.client.errors import UnknownKind
 
 __all__ = [
@@ -12,6 +14,7 @@ __all__ = [
     "KindNotServed",
     "NotCached",
     "ReadAfterWriteTimeout",
+    "UndecodableObject",
 ]
 
 
@@ -58,3 +61,27 @@ class ReadAfterWriteTimeout(CacheError, TimeoutError):
     """
 
     __module__ = "setpoint"
+
+
+class UndecodableObject(CacheError, ValueError):
+    """A cached object does not fit the typed class it was read as.
+
+    The API server stored it before the schema was tightened, or the class checks more in
+    Python than the CRD does on the server (a fake client checks nothing). Retrying cannot
+    fix it: only a change to the object (or to the class) can. A reconcile that fails with
+    it *for the object it reconciles* is therefore terminal for that object
+    (:func:`setpoint.controller.terminal.terminal_reason`). It is a ``ValueError``, as
+    pydantic's ``ValidationError`` (its ``__cause__``) is.
+
+    Attributes:
+        gvk: the object's kind.
+        key: the object's namespace and name.
+
+    """
+
+    __module__ = "setpoint"
+
+    def __init__(self, message: str, *, gvk: GroupVersionKind, key: ObjectKey) -> None:
+        super().__init__(message)
+        self.gvk = gvk
+        self.key = key

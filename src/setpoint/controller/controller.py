@@ -695,7 +695,8 @@ class Controller:
                 raise  # the controller is stopping
             self._failed(ctx, key, priority, ReconcileError("the reconcile was cancelled"))
         except Exception as exc:
-            reason = None if isinstance(exc, CleanupFailed) else terminal_reason(exc)
+            subject = (self._for_kind, key) if self._for_kind is not None else None
+            reason = None if isinstance(exc, CleanupFailed) else terminal_reason(exc, subject)
             if reason is not None:
                 await self._terminal_failure(ctx, key, fingerprint(seen), exc, reason)
             else:

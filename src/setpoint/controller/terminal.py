@@ -23,6 +23,9 @@ error                                                   reason
 ``Invalid`` (422) with field causes: a name, a label,   ``Invalid``
 a schema violation the server names
 ``BadRequest`` (400): a malformed selector or request   ``BadRequest``
+:class:`~setpoint.cache.errors.UndecodableObject` for   ``InvalidObject``
+the object being reconciled: the cache holds it, but
+its typed class refuses it
 ======================================================  =====================
 
 Everything else (conflicts, timeouts, 5xx, a missing dependency, a bug) is retried with
@@ -35,8 +38,11 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject
 from setpoint.api.redaction import redact
+from setpoint.cache.errors import UndecodableObject
 from setpoint.cache.selectors import SelectorError
 from setpoint.client.errors import BadRequest, Invalid
 from setpoint.controller.reconcile import TerminalError
@@ -51,8 +57,23 @@ MESSAGE_LIMIT = 1024
 """Characters of the error kept in the condition and the Event."""
 
 
-def terminal_reason(error: BaseException) -> str | None:
-    """The CamelCase reason for a terminal ``error``, or ``None`` when retrying may help."""
+def terminal_reason(
+    error: BaseException, subject: tuple[GroupVersionKind, ObjectKey] | None = None
+) -> str | None:
+    """The CamelCase reason for a terminal ``error``, or ``None`` when retrying may help.
+
+    ``subject`` is the kind and key being reconciled. An
+    :class:`~setpoint.cache.errors.UndecodableObject` is terminal only when it is about
+    that object (a change to it is what can fix it); about another object (a child, an
+    item of a list) it is retried, since that object's own change does not reconcile this
+    one when it is stalled.
+    """
+    if isinstance(error, UndecodableObject):
+        if subject is None:
+            return None
+        kind, key = subject
+        same = (error.gvk.group, error.gvk.kind) == (kind.group, kind.kind)
+        return "InvalidObject" if same and error.key == key else None
     if isinstance(error, TerminalError):
         return type(error).__name__
     if isinstance(error, SelectorError):

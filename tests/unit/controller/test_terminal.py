@@ -256,3 +256,92 @@ async def test_credentials_in_a_terminal_error_never_reach_the_event_or_conditio
         for text in (condition.message, event.message):
             assert SECRET not in text and "hunter2" not in text, text
             assert "Bearer <redacted>" in text and "https://<redacted>@dir" in text, text
+
+
+class SelectingSpec(sp.Model):
+    """A typed selector: the Python model checks the label rules."""
+
+    selector: sp.LabelSelector
+    """Namespaces to select."""
+
+
+@sp.resource(group="terminal.test.setpoint.dev", version="v1")
+class Selecting(sp.Resource):
+    """A test kind whose typed spec refuses what the (fake) server stored."""
+
+    spec: SelectingSpec
+    status: MirrorStatus | None = None
+
+
+async def test_a_stored_object_its_type_refuses_stalls_instead_of_looping() -> None:
+    """An object the typed class cannot decode is terminal for that object, until it changes.
+
+    Issue 10's SecretMirror with a typed ``sp.LabelSelector``: an object stored before the
+    CRD carried the selector rules (or held by a fake, which checks none) made every
+    ``ctx.reader.get`` raise pydantic's ValidationError, a panic retried forever. Now the
+    cache raises ``UndecodableObject`` naming the object and the field; the controller
+    records ``Stalled`` (reason ``InvalidObject``) and an Event, reconciles once, and runs
+    again when the object is fixed. The same error about another object is retried.
+    """
+    gvk = sp.GroupVersionKind("terminal.test.setpoint.dev", "v1", "Selecting")
+    fake = FakeClient(resources=[Selecting])
+    bad = {"matchExpressions": [{"key": "not a label!", "operator": "Exists"}]}
+    await fake.create(
+        {
+            "apiVersion": "terminal.test.setpoint.dev/v1",
+            "kind": "Selecting",
+            "metadata": {"name": "s", "namespace": "default"},
+            "spec": {"selector": bad},
+        }
+    )
+    calls = 0
+    caught: list[BaseException] = []
+
+    async def reconcile(ctx: sp.Context, request: sp.Request) -> None:
+        nonlocal calls
+        calls += 1
+        try:
+            await ctx.reader.get(Selecting, request.name, namespace=request.namespace)
+        except Exception as exc:
+            caught.append(exc)
+            raise
+
+    def stalled() -> sp.Condition | None:
+        stored = fake.lookup(gvk, "s", namespace="default")
+        assert stored is not None
+        return find_condition(stored.get("status") or {}, "Stalled")
+
+    cache = Cache(fake)
+    recorder = FakeRecorder()
+    controller = (
+        Builder("selecting")
+        .for_(Selecting)
+        .with_options(ControllerOptions(rate_limits=FAST))
+        .build(reconcile, client=fake, cache=cache, recorder=recorder)
+    )
+    await cache.start()
+    await controller.start()
+    try:
+        await eventually(lambda: stalled() is not None, timeout=5)
+        condition = stalled()
+        assert condition is not None
+        assert condition.reason == "InvalidObject"
+        assert "Selecting default/s" in condition.message
+        assert "spec.selector.matchExpressions.0" in condition.message
+        assert "fix the object, or relax the type" in condition.message
+        assert recorder.reasons() == ["InvalidObject"]
+        await controller.wait_idle(timeout=5, settle=0.2)
+        assert calls == 1
+        error = caught[0]
+        assert isinstance(error, sp.UndecodableObject) and isinstance(error, ValueError)
+        assert terminal_reason(error, (gvk, sp.ObjectKey("default", "other"))) is None
+        assert terminal_reason(error) is None
+
+        stored = await fake.get(gvk, "s", namespace="default")
+        stored["spec"] = {"selector": {"matchLabels": {"team": "a"}}}
+        await fake.update(stored)
+        await eventually(lambda: stalled() is None, timeout=5)
+        assert calls >= 2
+    finally:
+        await controller.stop(5)
+        await cache.stop(5)
