@@ -126,6 +126,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "NotCached",
         "ReadAfterWriteTimeout",
         "SelectorError",
+        "UndecodableObject",
         "by_controller",
         "by_field",
         "by_label",
