@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -41,9 +42,10 @@ from setpoint.client.client import Client
 from setpoint.client.errors import ClientError, NotFound
 from setpoint.client.kubeconfig import load_kubeconfig
 from setpoint.client.patch import MergePatch
+from setpoint.observability.logging import FIELDS_ATTR
 from setpoint.testing.controlplane import ControlPlane, ControlPlaneError
 
-__all__ = ["ExistingCluster", "release_finalizers"]
+__all__ = ["ExistingCluster", "FieldsFormatter", "release_finalizers"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -70,6 +72,49 @@ def _use_existing() -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     """Register setpoint's markers."""
     config.addinivalue_line("markers", "integration: runs against a real Kubernetes API server")
+
+
+class FieldsFormatter(logging.Formatter):
+    """Wraps pytest's log formatter so setpoint's key/value fields show in test reports.
+
+    setpoint logs a short message plus fields (``List/watch failed; retrying`` with
+    ``error=...``, ``kind=...``); pytest's formatters print only the message, which hides
+    the reason. This appends ``[key=value ...]`` to the first line of each record that has
+    fields; records without fields are formatted exactly as before.
+    """
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self.inner = inner
+        """The formatter pytest configured (its format, colours and indentation)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The text pytest would show, with the record's fields after its first line."""
+        text = self.inner.format(record)
+        fields = getattr(record, FIELDS_ATTR, None)
+        if not fields:
+            return text
+        shown = " ".join(f"{key}={value!s}" for key, value in fields.items())
+        first, newline, rest = text.partition("\n")
+        return f"{first} [{shown}]{newline}{rest}"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Show setpoint's log fields in failure reports, live logs and log files.
+
+    The ``caplog`` fixture's text is left alone, so assertions on it see messages only.
+    """
+    plugin = session.config.pluginmanager.get_plugin("logging-plugin")
+    for name in ("report_handler", "log_cli_handler", "log_file_handler"):
+        handler = getattr(plugin, name, None)
+        formatter = getattr(handler, "formatter", None)
+        if (
+            isinstance(handler, logging.Handler)
+            and isinstance(formatter, logging.Formatter)
+            and not isinstance(formatter, FieldsFormatter)
+        ):
+            handler.setFormatter(FieldsFormatter(formatter))
 
 
 @pytest.fixture(scope="session")
