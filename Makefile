@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: fuzz venv demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane bench release-check min-deps bench-storage bench-conversion test-sharding-scale bench-sharding test-matrix clean
+.PHONY: fuzz venv demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -96,6 +96,25 @@ test-matrix: $(STAMP)
 BENCH_N ?= 200
 bench: controlplane
 	$(PY) bench/converge/run.py --n $(BENCH_N) --repeat 1 --impls floor,setpoint,setpoint-lean
+
+# The converge benchmark in full (floor, setpoint, setpoint-lean, kopf, controller-runtime;
+# 2,000 Widgets, 3 interleaved rounds, 15-30 minutes). Not run by CI.
+bench-converge: controlplane
+	$(PY) bench/converge/run.py --n 2000 --repeat 3
+
+# How the cost grows (bench/converge/scale.py): converge runs at N = 500, 2,000 and 10,000
+# for setpoint and controller-runtime, plotted to docs/benchmarks-scale.png; then cache-only
+# syncs of 10,000 and 50,000 Widgets (setpoint streaming, setpoint paginated,
+# controller-runtime) with the API server's memory. 30-60 minutes. Not run by CI.
+bench-scale: controlplane
+	$(PY) bench/converge/scale.py curves --ns 500,2000,10000
+	$(PY) bench/converge/scale.py cache --n 10000
+	$(PY) bench/converge/scale.py cache --n 50000
+
+# Create->Ready latency at a steady 50 Widgets per second for a minute, setpoint beside
+# controller-runtime, plotted to docs/benchmarks-latency.png. About 10 minutes.
+bench-latency: controlplane
+	$(PY) bench/converge/scale.py latency --rate 50 --seconds 60
 
 # The wheel as a user gets it: build sdist and wheel, twine check, install into a fresh
 # virtualenv outside the checkout, build or reuse the control plane through the installed

@@ -294,6 +294,8 @@ class RunResult:
     bytes_per_object_rss: float | None = None
     cache_bytes_per_object: float | None = None
     exit_code: int | None = None
+    load_average: tuple[float, float, float] | None = None
+    """The machine's 1/5/15-minute load average when the run started."""
 
 
 async def warm_up(client: Client) -> None:
@@ -511,12 +513,12 @@ def render_pstats(stats_path: Path) -> str:
     return str(text_path)
 
 
-def build_go_peer() -> str | None:
-    """Build the controller-runtime peer into the cache; return why it failed, or None."""
+def build_go_peer(output: Path = GO_BINARY) -> str | None:
+    """Build the controller-runtime peer to ``output``; return why it failed, or None."""
     CACHE.mkdir(parents=True, exist_ok=True)
     try:
         done = subprocess.run(
-            ["go", "build", "-o", str(GO_BINARY), "."],
+            ["go", "build", "-o", str(output), "."],
             cwd=GO_PEER,
             capture_output=True,
             text=True,
@@ -700,6 +702,7 @@ def main() -> None:
         skipped["kopf"] = "kopf is not installed in this venv (pip install kopf)"
     runnable = [i for i in impls if i not in skipped]
 
+    load_at_start = os.getloadavg()
     imports = {label: measure_import(code) for label, code in IMPORTS.items()}
     results: list[RunResult] = []
     server = "?"
@@ -708,12 +711,14 @@ def main() -> None:
         order = runnable[repeat % len(runnable) :] + runnable[: repeat % len(runnable)]
         for impl in order:
             t0 = time.monotonic()
+            load = os.getloadavg()
             try:
                 result, server = run_on_fresh_plane(
                     impl, repeat, n=args.n, workers=args.workers, logs=logs
                 )
             except Exception as exc:
                 result = RunResult(impl, repeat, error=f"{type(exc).__name__}: {exc}")
+            result.load_average = load
             results.append(result)
             print(
                 f"[{repeat}] {impl}: ok={result.ok} converge={result.converge_seconds:.1f}s "
@@ -766,6 +771,12 @@ def main() -> None:
         f"- N = {args.n}, workers = {args.workers}, repeats = {args.repeat}",
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in info.items()),
         f"- Machine: {os.cpu_count()} CPUs visible, {platform.machine()}, shared and noisy",
+        "- Load average (1/5/15 min) at the start and at the end: "
+        + ", ".join("/".join(f"{v:.2f}" for v in la) for la in (load_at_start, os.getloadavg())),
+        "- 1-minute load average when each run started: "
+        + ", ".join(
+            f"{r.impl}[{r.repeat}] {r.load_average[0]:.1f}" for r in results if r.load_average
+        ),
     ]
     report = "\n".join(
         [

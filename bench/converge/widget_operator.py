@@ -22,6 +22,10 @@ machine is not counted: what remains is the CPU the event loop's thread spent, p
 
 ``--measure-cache`` does not reconcile: it starts a cache of Widgets and ConfigMaps with
 ``tracemalloc`` on and prints the Python heap it took per cached object, as JSON.
+
+``--sync-only`` does not reconcile either: it starts a cache of Widgets, prints
+``synced <time> <objects>`` once it has synced, and waits for SIGTERM (``bench/converge/scale.py
+cache``). ``--paginated`` makes its informer list with pages instead of streaming the list.
 """
 
 from __future__ import annotations
@@ -154,11 +158,31 @@ async def measure_cache() -> None:
     print(json.dumps({"objects": objects, "bytes": grown, "bytes_per_object": grown / objects}))
 
 
+async def sync_only(streaming: bool) -> None:
+    """Sync a cache of Widgets, say when, then hold it until SIGTERM."""
+    import signal
+
+    from setpoint import Cache, CacheOptions, Client
+
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with Client.from_environment() as client:
+        cache = Cache(client, options=CacheOptions(streaming_list=streaming))
+        await cache.start()
+        informer = cache.informer(WIDGET)
+        await informer.wait_for_sync(600)
+        print(f"synced {time.time():.6f} {len(informer.store)}", flush=True)
+        await stop.wait()
+        await cache.stop(5)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=8, help="max concurrent reconciles")
     parser.add_argument("--style", choices=("safe", "lean"), default="safe")
     parser.add_argument("--measure-cache", action="store_true")
+    parser.add_argument("--sync-only", action="store_true", help="sync a Widget cache, hold it")
+    parser.add_argument("--paginated", action="store_true", help="--sync-only with list pages")
     parser.add_argument("--no-trust-env", action="store_true", help="an experiment; see above")
     parser.add_argument("--cprofile", metavar="PATH", help="write main-thread CPU stats here")
     args = parser.parse_args()
@@ -168,6 +192,8 @@ def main() -> None:
         ignore_environment()
     if args.measure_cache:
         asyncio.run(measure_cache())
+    elif args.sync_only:
+        asyncio.run(sync_only(streaming=not args.paginated))
     elif args.cprofile:
         import cProfile
 
