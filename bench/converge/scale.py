@@ -267,6 +267,7 @@ class SyncResult:
     rss_synced_mib: float = 0.0
     apiserver_rss_before_mib: float = 0.0
     apiserver_peak_growth_mib: float = 0.0
+    apiserver_cpu_seconds: float = 0.0
     requests: dict[str, int] = field(default_factory=dict)
     load_average: tuple[float, float, float] | None = None
 
@@ -277,7 +278,8 @@ async def one_sync(
     """Spawn a cache-only process, sample it and the API server until it has synced."""
     result = SyncResult(candidate, repeat, load_average=os.getloadavg())
     server = apiserver_pid(plane)
-    server_before = proc_stats(server).rss_mib if server else 0.0
+    server_start = proc_stats(server) if server else None
+    server_before = server_start.rss_mib if server_start else 0.0
     server_peak = server_before
     result.apiserver_rss_before_mib = server_before
     before = await scrape(client)
@@ -306,6 +308,8 @@ async def one_sync(
         result.peak_rss_mib = stats.peak_rss_mib
         result.rss_synced_mib = stats.rss_mib
         result.apiserver_peak_growth_mib = server_peak - server_before
+        if server and server_start:
+            result.apiserver_cpu_seconds = proc_stats(server).cpu_seconds - server_start.cpu_seconds
         result.ok = result.objects == n
         if not result.ok:
             result.error = f"synced {result.objects} of {n} Widgets"
@@ -367,14 +371,14 @@ def cache_table(results: list[SyncResult], candidates: list[str], n: int) -> str
     """One Markdown row per candidate: medians [range] over the repeats."""
     lines = [
         f"| cache of {n:,} Widgets | sync s | CPU s | peak RSS MiB | RSS synced MiB | "
-        "KiB/object (RSS) | API server RSS growth MiB | requests |",
-        "| :--- |" + " ---: |" * 6 + " :--- |",
+        "KiB/object (RSS) | API server RSS growth MiB | API server CPU s | requests |",
+        "| :--- |" + " ---: |" * 7 + " :--- |",
     ]
     for candidate in candidates:
         rows = [r for r in results if r.candidate == candidate and r.ok]
         if not rows:
             errors = [r.error for r in results if r.candidate == candidate]
-            lines.append(f"| {candidate} | failed: {errors[:1]} |" + " |" * 6)
+            lines.append(f"| {candidate} | failed: {errors[:1]} |" + " |" * 7)
             continue
         lines.append(
             f"| {candidate} | {fmt([r.sync_seconds for r in rows], 2)} | "
@@ -382,6 +386,7 @@ def cache_table(results: list[SyncResult], candidates: list[str], n: int) -> str
             f"{fmt([r.peak_rss_mib for r in rows])} | {fmt([r.rss_synced_mib for r in rows])} | "
             f"{fmt([r.rss_synced_mib * 1024 / n for r in rows], 2)} | "
             f"{fmt([r.apiserver_peak_growth_mib for r in rows])} | "
+            f"{fmt([r.apiserver_cpu_seconds for r in rows], 2)} | "
             + ", ".join(f"{k}: {v}" for k, v in sorted(rows[0].requests.items()))
             + " |"
         )

@@ -289,29 +289,50 @@ class _Stream:
     """Lists completed so far (a list streamed through a watch completes mid-stream)."""
 
 
+_CONDITION_FIELDS = ("type", "status", "reason", "message", "lastTransitionTime")
+
+
 def _intern_strings(obj: JsonObject) -> None:
-    """Share the string values repeated across objects, to keep per-object memory low."""
+    """Share the string values repeated across objects, to keep per-object memory low.
+
+    Interned: apiVersion, kind, namespace, label values, creationTimestamp (objects made in
+    the same second share it), owner references' apiVersion, kind and name (children of one
+    owner), and the string fields of status conditions (the same few reasons and messages
+    across a kind). A value met only once costs one slot in the interpreter's table.
+    """
+    intern = sys.intern
     for name in ("apiVersion", "kind"):
         value = obj.get(name)
-        if isinstance(value, str):
-            obj[name] = sys.intern(value)
+        if type(value) is str:
+            obj[name] = intern(value)
     m = obj.get("metadata")
-    if not isinstance(m, dict):
+    if type(m) is not dict:
         return
-    namespace = m.get("namespace")
-    if isinstance(namespace, str):
-        m["namespace"] = sys.intern(namespace)
+    for name in ("namespace", "creationTimestamp"):
+        value = m.get(name)
+        if type(value) is str:
+            m[name] = intern(value)
     labels = m.get("labels")
-    if isinstance(labels, dict):
+    if type(labels) is dict:
         for key, value in labels.items():
-            if isinstance(value, str) and len(value) <= 63:
-                labels[key] = sys.intern(value)
+            if type(value) is str and len(value) <= 63:
+                labels[key] = intern(value)
     for ref in m.get("ownerReferences") or ():
-        if isinstance(ref, dict):
-            for name in ("apiVersion", "kind"):
+        if type(ref) is dict:
+            for name in ("apiVersion", "kind", "name"):
                 value = ref.get(name)
-                if isinstance(value, str):
-                    ref[name] = sys.intern(value)
+                if type(value) is str:
+                    ref[name] = intern(value)
+    status = obj.get("status")
+    if type(status) is dict:
+        conditions = status.get("conditions")
+        if type(conditions) is list:
+            for condition in conditions:
+                if type(condition) is dict:
+                    for name in _CONDITION_FIELDS:
+                        value = condition.get(name)
+                        if type(value) is str and len(value) <= 256:
+                            condition[name] = intern(value)
 
 
 class Informer:

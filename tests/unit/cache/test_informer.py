@@ -9,6 +9,7 @@ checked against a real API server in tests/integration/cache.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
@@ -465,3 +466,31 @@ def test_options_are_validated() -> None:
         InformerOptions(backoff_initial=1, backoff_max=0.5)
     with pytest.raises(ValueError, match="label"):
         InformerOptions(labels="a in (")
+
+
+async def test_the_store_shares_strings_repeated_across_objects(api: FakeClient) -> None:
+    """Owner names and condition fields equal across objects are one string in the cache."""
+    condition = {"type": "Ready", "status": "True", "reason": "Done", "message": "all good"}
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "parent", "uid": "u-1"}
+    for name in ("a", "b"):
+        # Built apart, so the two objects' strings are equal but not the same objects.
+        obj = widget(
+            name,
+            metadata={"ownerReferences": [dict(owner, name="".join(["par", "ent"]))]},
+            status={"conditions": [{k: "".join([v]) + "" for k, v in condition.items()}]},
+        )
+        stored = await put(api, obj)
+        await api.update({**stored, "status": obj["status"]}, subresource="status")
+    async with running(api) as informer:
+        await informer.wait_for_sync(5)
+        a, b = (informer.store.get(ObjectKey("default", n)) for n in ("a", "b"))
+        assert a is not None and b is not None
+        assert a["metadata"]["ownerReferences"][0]["name"] == "parent"
+        assert (
+            a["metadata"]["ownerReferences"][0]["name"]
+            is b["metadata"]["ownerReferences"][0]["name"]
+        )
+        assert a["metadata"]["creationTimestamp"] is sys.intern(a["metadata"]["creationTimestamp"])
+        first, second = a["status"]["conditions"][0], b["status"]["conditions"][0]
+        assert first == condition
+        assert all(first[k] is second[k] for k in condition)
