@@ -59,6 +59,7 @@ __all__ = [
     "Cache",
     "CacheOptions",
     "KindOptions",
+    "decode_typed",
     "keep_as_received",
 ]
 
@@ -386,12 +387,7 @@ class Cache:
 
     def _decode(self, typed: type[TypedObject] | None, obj: JsonObject) -> Any:
         data = copy_json(obj) if self._options.copy_on_read or typed is not None else obj
-        if typed is None:
-            return data
-        try:
-            return typed.from_object(data)
-        except ValueError as exc:  # pydantic's ValidationError
-            raise _undecodable(typed, obj, exc) from exc
+        return data if typed is None else decode_typed(typed, data)
 
     # -- Reader ---------------------------------------------------------------------------------
 
@@ -679,6 +675,23 @@ if TYPE_CHECKING:
         return cache, cache, cache
 
 
+def decode_typed(typed: type[T], obj: JsonObject) -> T:
+    """``typed.from_object(obj)``, raising :class:`UndecodableObject` when ``typed`` refuses it.
+
+    The one place a stored object becomes a typed one for controllers (cache reads, typed
+    ``watches`` mappers, finalizer cleanups), so a refusal always names the object and the
+    fields, and a reconcile of that object treats it as terminal.
+
+    Raises:
+        UndecodableObject: ``typed`` refuses the object (pydantic's error is its cause).
+
+    """
+    try:
+        return typed.from_object(obj)
+    except ValueError as exc:  # pydantic's ValidationError
+        raise _undecodable(typed, obj, exc) from exc
+
+
 def _undecodable(typed: type[TypedObject], obj: JsonObject, exc: ValueError) -> UndecodableObject:
     """The error for a stored object that ``typed`` refuses: which object, which fields."""
     key = key_of(obj)
@@ -696,7 +709,8 @@ def _undecodable(typed: type[TypedObject], obj: JsonObject, exc: ValueError) -> 
     else:
         details = str(exc)
     return UndecodableObject(
-        f"{where} as stored does not fit {typed.__module__}.{typed.__qualname__}: {details}. "
+        f"{where} as stored does not fit the class {typed.__module__}.{typed.__qualname__} "
+        f"({details}). "
         "The API server holds data the Python type refuses (stored before the schema was "
         "tightened, or the type checks more than the CRD): fix the object, or relax the type; "
         "retrying does not help",

@@ -69,7 +69,7 @@ from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject, key_of
 from setpoint.api.runnable import RunnableGroup
 from setpoint.api.validation import is_qualified_name
-from setpoint.cache.cache import Cache
+from setpoint.cache.cache import Cache, decode_typed
 from setpoint.cache.errors import CacheError
 from setpoint.cache.informer import HandlerRegistration
 from setpoint.client.errors import ClientError, NotFound
@@ -591,7 +591,7 @@ class Controller:
         reader = self._reader if mapper_takes_reader(mapper) else None
 
         def mapped(obj: JsonObject) -> Iterable[ObjectKey] | Awaitable[Iterable[ObjectKey]]:
-            arg = typed.from_object(copy_json(obj)) if typed is not None else obj
+            arg = decode_typed(typed, copy_json(obj)) if typed is not None else obj
             result = mapper(arg) if reader is None else mapper(arg, reader)  # type: ignore[call-arg]
             if inspect.isawaitable(result):
                 return _checked_later(result, where)

@@ -104,6 +104,7 @@ from setpoint.api.jsonvalues import copy_json
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject, annotations_of, finalizers_of, key_of, meta
 from setpoint.api.types import TypedObject
+from setpoint.cache.cache import decode_typed
 from setpoint.client._finalizers import (
     FinalizerOutcome,
     add_finalizer,
@@ -690,7 +691,7 @@ class Finalizers:
 
     async def _run_cleanup(self, ctx: Context, handler: FinalizerHandler, obj: JsonObject) -> None:
         copy: JsonObject = copy_json(obj)
-        arg: Any = self._typed.from_object(copy) if self._typed is not None else copy
+        arg: Any = decode_typed(self._typed, copy) if self._typed is not None else copy
         started = time.monotonic()
         ctx.log.info("Running cleanup", finalizer=handler.name, deadline=handler.deadline)
         scope = asyncio.timeout(handler.deadline)

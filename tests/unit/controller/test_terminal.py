@@ -266,11 +266,28 @@ class SelectingSpec(sp.Model):
 
 
 @sp.resource(group="terminal.test.setpoint.dev", version="v1")
-class Selecting(sp.Resource):
-    """A test kind whose typed spec refuses what the (fake) server stored."""
+class SecretSelecting(sp.Resource):
+    """A test kind whose typed spec refuses what the (fake) server stored.
+
+    Its name holds "Secret", as issue 10's SecretMirror did: the error text must not look
+    like a credential pair (``SecretMirror: ...``) to the redaction of conditions.
+    """
 
     spec: SelectingSpec
     status: MirrorStatus | None = None
+
+
+SELECTING = sp.GroupVersionKind("terminal.test.setpoint.dev", "v1", "SecretSelecting")
+BAD_SELECTOR = {"matchExpressions": [{"key": "not a label!", "operator": "Exists"}]}
+
+
+def secret_selecting(**metadata: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "terminal.test.setpoint.dev/v1",
+        "kind": "SecretSelecting",
+        "metadata": {"name": "s", "namespace": "default", **metadata},
+        "spec": {"selector": BAD_SELECTOR},
+    }
 
 
 async def test_a_stored_object_its_type_refuses_stalls_instead_of_looping() -> None:
@@ -283,17 +300,9 @@ async def test_a_stored_object_its_type_refuses_stalls_instead_of_looping() -> N
     records ``Stalled`` (reason ``InvalidObject``) and an Event, reconciles once, and runs
     again when the object is fixed. The same error about another object is retried.
     """
-    gvk = sp.GroupVersionKind("terminal.test.setpoint.dev", "v1", "Selecting")
-    fake = FakeClient(resources=[Selecting])
-    bad = {"matchExpressions": [{"key": "not a label!", "operator": "Exists"}]}
-    await fake.create(
-        {
-            "apiVersion": "terminal.test.setpoint.dev/v1",
-            "kind": "Selecting",
-            "metadata": {"name": "s", "namespace": "default"},
-            "spec": {"selector": bad},
-        }
-    )
+    gvk = SELECTING
+    fake = FakeClient(resources=[SecretSelecting])
+    await fake.create(secret_selecting())
     calls = 0
     caught: list[BaseException] = []
 
@@ -301,7 +310,7 @@ async def test_a_stored_object_its_type_refuses_stalls_instead_of_looping() -> N
         nonlocal calls
         calls += 1
         try:
-            await ctx.reader.get(Selecting, request.name, namespace=request.namespace)
+            await ctx.reader.get(SecretSelecting, request.name, namespace=request.namespace)
         except Exception as exc:
             caught.append(exc)
             raise
@@ -315,7 +324,7 @@ async def test_a_stored_object_its_type_refuses_stalls_instead_of_looping() -> N
     recorder = FakeRecorder()
     controller = (
         Builder("selecting")
-        .for_(Selecting)
+        .for_(SecretSelecting)
         .with_options(ControllerOptions(rate_limits=FAST))
         .build(reconcile, client=fake, cache=cache, recorder=recorder)
     )
@@ -326,7 +335,8 @@ async def test_a_stored_object_its_type_refuses_stalls_instead_of_looping() -> N
         condition = stalled()
         assert condition is not None
         assert condition.reason == "InvalidObject"
-        assert "Selecting default/s" in condition.message
+        assert "SecretSelecting default/s" in condition.message
+        assert "<redacted>" not in condition.message, condition.message
         assert "spec.selector.matchExpressions.0" in condition.message
         assert "fix the object, or relax the type" in condition.message
         assert recorder.reasons() == ["InvalidObject"]
@@ -342,6 +352,55 @@ async def test_a_stored_object_its_type_refuses_stalls_instead_of_looping() -> N
         await fake.update(stored)
         await eventually(lambda: stalled() is None, timeout=5)
         assert calls >= 2
+    finally:
+        await controller.stop(5)
+        await cache.stop(5)
+
+
+async def test_a_deleting_object_its_type_refuses_stalls_before_its_cleanup() -> None:
+    """A finalizer cleanup that takes the typed object does not loop on one it cannot decode.
+
+    The object keeps its finalizer (the cleanup never ran), and says why: ``Stalled`` with
+    reason ``InvalidObject``, not a panic retried with a traceback.
+    """
+    fake = FakeClient(resources=[SecretSelecting])
+    await fake.create(secret_selecting(finalizers=["terminal.test.setpoint.dev/cleanup"]))
+    await fake.delete(SELECTING, "s", namespace="default")
+    cleanups: list[object] = []
+
+    async def cleanup(ctx: sp.Context, obj: SecretSelecting) -> None:
+        cleanups.append(obj)
+
+    async def reconcile(ctx: sp.Context, request: sp.Request) -> None:
+        raise AssertionError("reconcile is not called for a deleting object")
+
+    cache = Cache(fake)
+    recorder = FakeRecorder()
+    controller = (
+        Builder("selecting")
+        .for_(SecretSelecting)
+        .finalizer("terminal.test.setpoint.dev/cleanup", cleanup)
+        .with_options(ControllerOptions(rate_limits=FAST))
+        .build(reconcile, client=fake, cache=cache, recorder=recorder)
+    )
+
+    def stalled() -> sp.Condition | None:
+        stored = fake.lookup(SELECTING, "s", namespace="default")
+        assert stored is not None
+        return find_condition(stored.get("status") or {}, "Stalled")
+
+    await cache.start()
+    await controller.start()
+    try:
+        await eventually(lambda: stalled() is not None, timeout=5)
+        condition = stalled()
+        assert condition is not None and condition.reason == "InvalidObject"
+        assert "spec.selector.matchExpressions.0" in condition.message
+        await controller.wait_idle(timeout=5, settle=0.2)
+        assert cleanups == []
+        stored = fake.lookup(SELECTING, "s", namespace="default")
+        assert stored is not None
+        assert stored["metadata"]["finalizers"] == ["terminal.test.setpoint.dev/cleanup"]
     finally:
         await controller.stop(5)
         await cache.stop(5)
