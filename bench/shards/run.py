@@ -450,6 +450,7 @@ def bench_table(results: Sequence[dict[str, Any]]) -> tuple[list[str], list[list
         "kube-apiserver CPU (s)",
         "etcd CPU (s)",
         "server cores busy",
+        "CPU ms/object: server, replicas",
         "load 1m",
     ]
     rows = []
@@ -461,7 +462,9 @@ def bench_table(results: Sequence[dict[str, Any]]) -> tuple[list[str], list[list
         seconds = r["converge_seconds"]
         per = r["per_replica"]
         server = r["server_cpu_seconds"]
-        busy = (server.get("kube-apiserver", 0) + server.get("etcd", 0)) / seconds
+        server_cpu = server.get("kube-apiserver", 0) + server.get("etcd", 0)
+        replica_cpu = sum(p["cpu_seconds"] for p in per.values())
+        busy = server_cpu / seconds
         rows.append(
             [
                 name,
@@ -475,6 +478,7 @@ def bench_table(results: Sequence[dict[str, Any]]) -> tuple[list[str], list[list
                 f"{server.get('kube-apiserver', 0):.0f}",
                 f"{server.get('etcd', 0):.0f}",
                 f"{busy:.2f}",
+                f"{1000 * server_cpu / r['n']:.1f}, {1000 * replica_cpu / r['n']:.1f}",
                 f"{r['loadavg_1m_before']:.1f} / {r['loadavg_1m_after']:.1f}",
             ]
         )
