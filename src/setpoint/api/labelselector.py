@@ -41,7 +41,9 @@ LabelValue = Annotated[str, field(max_length=63)]
 
 
 @Rule(
-    "self.operator in ['In', 'NotIn'] ? size(self.values) > 0 : size(self.values) == 0",
+    # `values` may be absent (an empty list is not written): has() before size().
+    "self.operator in ['In', 'NotIn'] ? has(self.values) && size(self.values) > 0"
+    " : !has(self.values) || size(self.values) == 0",
     message="In and NotIn need values; Exists and DoesNotExist take none",
 )
 @Rule(f"self.key.matches('{_KEY}')", message="key must be a label key (prefix/name)")

@@ -121,7 +121,7 @@ async def test_a_mirror_keeps_exact_copies_in_selected_namespaces(
     a copy through the namespace mapper, which reads the cache; a source change rewrites
     every copy with no GET (create_or_patch reads through the cache); deleting the mirror
     runs the finalizer recipe, which deletes every copy. An invalid selector is refused by
-    the server (the schema's CEL rules).
+    the server (the schema's CEL rules); an Exists requirement without values is accepted.
     """
     team, names = targets
     await install_crds(k8s, SecretMirror)
@@ -190,6 +190,22 @@ async def test_a_mirror_keeps_exact_copies_in_selected_namespaces(
                           {"key": "team", "operator": "In", "values": []}]}}}
         )  # fmt: skip
     assert "In and NotIn need values" in str(refused.value)
+
+    # `values` left out, as kubectl users write Exists (and the model omits an empty list):
+    # the rule must not fail with "no such key: values" (issue 10's acceptance run did).
+    def selecting(name: str, requirement: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": f"{GROUP}/v1", "kind": "SecretMirror",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"source": "db",
+                         "namespaceSelector": {"matchExpressions": [requirement]}}}  # fmt: skip
+
+    await k8s.create(selecting("exists", {"key": "team", "operator": "Exists"}))
+    typed = SecretMirror.from_object(selecting("typed", {"key": "team", "operator": "Exists"}))
+    await k8s.create(typed)
+    with pytest.raises(Invalid) as refused:
+        await k8s.create(selecting("in-without-values", {"key": "team", "operator": "In"}))
+    assert "In and NotIn need values" in str(refused.value)
+    assert "no such key" not in str(refused.value)
 
 
 def _gets(metrics: sp.Metrics) -> float:
