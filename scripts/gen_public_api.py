@@ -70,7 +70,7 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "setpoint.api.errors": ["SetpointError"],
     "setpoint.api.labelselector": ["LabelSelector", "LabelSelectorRequirement"],
-    "setpoint.api.tracking": ["TrackingError", "track_owner", "tracked_owner"],
+    "setpoint.api.tracking": ["AlreadyTracked", "TrackingError", "track_owner", "tracked_owner"],
     "setpoint.client": [
         "AlreadyExists",
         "ApiError",

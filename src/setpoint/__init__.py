@@ -22,6 +22,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "Adoption": ("setpoint.client.safe", "Adoption"),
     "AlreadyExists": ("setpoint.client", "AlreadyExists"),
     "AlreadyOwned": ("setpoint.api.owners", "AlreadyOwned"),
+    "AlreadyTracked": ("setpoint.api.tracking", "AlreadyTracked"),
     "AnnotationsChanged": ("setpoint.controller", "AnnotationsChanged"),
     "ApiError": ("setpoint.client", "ApiError"),
     "ApplyPatch": ("setpoint.client", "ApplyPatch"),
@@ -175,6 +176,7 @@ __all__ = [
     "Adoption",
     "AlreadyExists",
     "AlreadyOwned",
+    "AlreadyTracked",
     "AnnotationsChanged",
     "ApiError",
     "ApplyPatch",
@@ -366,7 +368,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     )
     from setpoint.api.rbac import PolicyRule, rbac
     from setpoint.api.resource import Model, ObjectMeta, OwnerReference, Resource
-    from setpoint.api.tracking import TrackingError, track_owner, tracked_owner
+    from setpoint.api.tracking import AlreadyTracked, TrackingError, track_owner, tracked_owner
     from setpoint.cache import (
         Cache,
         CacheOptions,

@@ -32,6 +32,7 @@ from setpoint.api.types import KindLike, TypedObject, is_typed, resolve_kind
 __all__ = [
     "OWNER_ANNOTATION",
     "OWNER_UID_LABEL",
+    "AlreadyTracked",
     "TrackingError",
     "owner_selector",
     "track_owner",
@@ -50,6 +51,25 @@ class TrackingError(SetpointError, ValueError):
     """The owner cannot be tracked: it has no UID or name yet (it was never stored)."""
 
     __module__ = "setpoint"
+
+
+class AlreadyTracked(TrackingError):
+    """The child already names another owner; :func:`track_owner` does not take it over.
+
+    Two owners that both write one child undo each other's label on every reconcile, and
+    each write is an event that reconciles the other: a loop with no end and no error. As
+    :class:`~setpoint.api.owners.AlreadyOwned` does for controller references, the second
+    owner is refused, naming the first.
+    """
+
+    __module__ = "setpoint"
+
+    def __init__(self, message: str, *, owner_uid: str, owner: str | None) -> None:
+        super().__init__(message)
+        self.owner_uid = owner_uid
+        """The UID the child's label names."""
+        self.owner = owner
+        """The owner its annotation names (``<Kind>.<group> <namespace>/<name>``), if any."""
 
 
 def _json(obj: Any) -> Mapping[str, Any]:
@@ -72,6 +92,9 @@ def track_owner(
     Raises:
         TrackingError: ``owner`` has no ``metadata.uid`` or ``metadata.name`` (read it from
             the server first).
+        AlreadyTracked: ``child`` already carries another owner's UID label (nothing is
+            changed). A recreated owner (same name, new UID) is refused too: the children
+            of the deleted one are not adopted.
 
     """
     data = _json(owner)
@@ -83,6 +106,7 @@ def track_owner(
             "metadata.uid yet; pass the owner as read from the server"
         )
     wanted = {OWNER_UID_LABEL: str(uid)}, {OWNER_ANNOTATION: _owner_value(data)}
+    _refuse_another_owner(child, str(uid), wanted[1][OWNER_ANNOTATION])
     if is_typed(child):
         metadata = child.metadata  # type: ignore[attr-defined]  # every Resource has it
         labels = dict(metadata.labels or {})
@@ -95,6 +119,25 @@ def track_owner(
     labels = metadata.setdefault("labels", {})
     annotations = metadata.setdefault("annotations", {})
     return _merge(labels, wanted[0]) | _merge(annotations, wanted[1])
+
+
+def _refuse_another_owner(child: dict[str, Any] | TypedObject, uid: str, owner: str) -> None:
+    m = meta(_json(child))
+    current = (m.get("labels") or {}).get(OWNER_UID_LABEL)
+    if not current or current == uid:
+        return
+    named = (m.get("annotations") or {}).get(OWNER_ANNOTATION)
+    namespace = m.get("namespace")
+    where = f"{namespace}/{m.get('name')}" if namespace else str(m.get("name"))
+    raise AlreadyTracked(
+        f"{gvk_of(_json(child)).kind} {where} is tracked by another owner "
+        f"({named or 'unnamed'}, uid {current}); {owner} does not take it over. Two owners "
+        "writing one child undo each other's writes forever: give each owner's children "
+        "names of their own, or delete the child (or its label "
+        f"{OWNER_UID_LABEL}) to hand it over",
+        owner_uid=current,
+        owner=named if isinstance(named, str) else None,
+    )
 
 
 def _merge(target: dict[str, str], wanted: Mapping[str, str]) -> bool:

@@ -46,6 +46,26 @@ def test_track_owner_stamps_a_label_and_an_annotation() -> None:
     assert owner_selector(mirror()) == {OWNER_UID_LABEL: "u-1"}
 
 
+def test_a_child_another_owner_tracks_is_not_taken_over() -> None:
+    """A second owner is refused with AlreadyTracked naming the first; the child is unchanged.
+
+    Issue 10's acceptance run: two SecretMirrors copying one Secret into one namespace
+    re-stamped the copy's label in turn, each write reconciling the other, about ten
+    writes a second with no error anywhere. A recreated owner (new UID) is refused too.
+    """
+    child = secret("team-a")
+    sp.track_owner(child, mirror(name="db", uid="u-1"))
+    before = {k: dict(v) for k, v in child["metadata"].items() if isinstance(v, dict)}
+    for second in (mirror(name="other", uid="u-2"), mirror(name="db", uid="u-3")):
+        with pytest.raises(sp.AlreadyTracked) as refused:
+            sp.track_owner(child, second)
+        assert refused.value.owner_uid == "u-1"
+        assert refused.value.owner == "SecretMirror.mirror.example.com ops/db"
+        assert "Secret team-a/copy is tracked by another owner" in str(refused.value)
+        assert isinstance(refused.value, sp.TrackingError)
+    assert {k: v for k, v in child["metadata"].items() if isinstance(v, dict)} == before
+
+
 @sp.resource(group="mirror.example.com", version="v1")
 class SecretMirror(sp.Resource):
     """A typed owner kind for the tests below."""
