@@ -7,8 +7,10 @@ or typed errors, and retries only what is safe to retry:
 - a response that carries ``Retry-After`` with 429 or a 5xx code: the server
   did not process the request and said when to come back (client-go's rule);
 - a connection that could not be opened, for any verb: nothing was sent;
-- a connection that broke mid-request, for reads only (GET): a write may have
-  been applied, and resending a create or a patch is the caller's decision.
+- a request whose body could not be written (a pooled keep-alive connection the
+  server had closed), for any verb: the server never read it whole;
+- a connection that broke mid-request otherwise, for reads only (GET): a write may
+  have been applied, and resending a create or a patch is the caller's decision.
 
 Every request has a timeout. Retries back off exponentially with jitter and
 never outlast the request's overall deadline.
@@ -58,6 +60,22 @@ HTTP status as a string, or ``"<error>"`` when no response arrived. This is the
 USER_AGENT = "setpoint/0.1"
 
 log = logging.getLogger("setpoint.client")
+
+
+def _body_unsent(exc: BaseException) -> bool:
+    """Whether ``exc`` says the request body could not be written to the connection.
+
+    aiohttp raises this (``ClientOSError`` "Can not write request body ...") when the
+    connection was closed or reset by the server before the whole body went out: a pooled
+    keep-alive connection the server had just closed, or a server that hung up mid-body.
+    A server answers an HTTP/1.1 request only after reading its whole ``Content-Length``
+    body, so such a write was never applied and is safe to send again on a new
+    connection, whatever its verb (Go's ``net/http`` retries the "nothing written" case
+    for the same reason). Any other broken connection may have applied the write.
+    """
+    return isinstance(exc, aiohttp.ClientOSError) and (exc.strerror or "").startswith(
+        "Can not write request body"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -502,9 +520,12 @@ class Transport:
                         url=url,
                     ) from exc
             except aiohttp.ClientError as exc:
-                # The connection broke after the request may have been sent.
+                # The connection broke after the request may have been sent; a write is
+                # retried only when its body provably never reached the server whole.
                 self._record(method, "<error>")
-                if method != "GET" or attempt >= self.options.max_retries:
+                if (method != "GET" and not _body_unsent(exc)) or (
+                    attempt >= self.options.max_retries
+                ):
                     raise ConnectionFailed(
                         f"connection to the API server at {self.server} failed during "
                         f"{method} {url}: {exc}"

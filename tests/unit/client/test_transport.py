@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import pytest
 import pytest_asyncio
 from aiohttp import web
@@ -135,6 +136,53 @@ async def test_write_is_retried_on_503_with_retry_after(server: Scripted) -> Non
     await t.close()
     assert resp.status == 201
     assert [m for m, _, _ in server.requests] == ["POST", "POST"]
+
+
+def _break_first_request(t: Transport, error: Exception) -> None:
+    """Make the first request of ``t``'s session raise ``error`` (as aiohttp would)."""
+    original = t._ensure_session
+    broken = [error]
+
+    async def ensure() -> Any:
+        session = await original()
+        real = session.request
+
+        def request(*args: Any, **kwargs: Any) -> Any:
+            if broken:
+                raise broken.pop()
+            return real(*args, **kwargs)
+
+        session.request = request  # type: ignore[method-assign]
+        return session
+
+    t._ensure_session = ensure  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("method", ["POST", "PATCH", "PUT", "DELETE"])
+async def test_a_write_whose_body_never_left_is_sent_again(server: Scripted, method: str) -> None:
+    """A body aiohttp could not write (a pooled connection the server had closed) is resent.
+
+    The server answers only after reading the whole body, so it never saw the first try.
+    """
+    server.responses = [lambda r: web.json_response({"ok": True}, status=200)]
+    t = transport(server.url)
+    _break_first_request(
+        t, aiohttp.ClientOSError(None, f"Can not write request body for {server.url}/x")
+    )
+    resp = await t.request(method, "/x", body={"a": 1})
+    await t.close()
+    assert resp.status == 200
+    assert [m for m, _, _ in server.requests] == [method]
+
+
+async def test_a_write_broken_after_its_body_left_is_not_sent_again(server: Scripted) -> None:
+    """A connection reset while the answer was awaited may follow an applied write: raised."""
+    t = transport(server.url)
+    _break_first_request(t, aiohttp.ClientOSError(104, "Connection reset by peer"))
+    with pytest.raises(ConnectionFailed, match="not retried: the write may have applied"):
+        await t.request("PATCH", "/x", body={"a": 1})
+    await t.close()
+    assert server.requests == []
 
 
 async def test_typed_errors_carry_causes(server: Scripted) -> None:
