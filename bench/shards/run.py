@@ -132,6 +132,19 @@ class Tracker:
             used.add(phase)
         return used == shards
 
+    def labelled(self, shards: set[str], n: int) -> bool:
+        """All ``n`` objects labelled for a shard in ``shards`` (reconciled or not)."""
+        return len(self.state) == n and all(lab in shards for lab, _ in self.state.values())
+
+    async def wait_labelled(self, shards: set[str], n: int, timeout: float) -> float | None:
+        """Wait until :meth:`labelled`; the wall-clock time it was seen, or ``None``."""
+        deadline = time.monotonic() + timeout
+        while not self.labelled(shards, n):
+            if time.monotonic() > deadline:
+                return None
+            await asyncio.sleep(0.2)
+        return time.time()
+
     def counts(self) -> dict[str, int]:
         """Objects per shard label (``""`` for unassigned)."""
         out: dict[str, int] = {}
@@ -383,8 +396,14 @@ async def bench_one(
             spawned = time.time()
             for shard in sorted(shards):
                 cluster.spawn(shard)
+            labelling = asyncio.create_task(tracker.wait_labelled(shards, n, timeout))
             done = await tracker.wait(shards, n, timeout, labelled=sharded)
             after = cpu_of(pids)
+            all_labelled = await labelling if sharded else None
+            if not sharded:
+                labelling.cancel()
+            if all_labelled is not None:
+                result["labelled_seconds"] = all_labelled - spawned
             if done is None:
                 result["error"] = f"no convergence in {timeout}s: {tracker.counts()}"
                 return result
