@@ -84,6 +84,7 @@ class FieldsFormatter(logging.Formatter):
     """
 
     def __init__(self, inner: logging.Formatter) -> None:
+        """Wrap ``inner``, the formatter pytest set on a handler."""
         super().__init__()
         self.inner = inner
         """The formatter pytest configured (its format, colours and indentation)."""
