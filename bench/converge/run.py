@@ -44,10 +44,12 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +77,47 @@ SETTLE = 3.0
 follow-up reconciles its own writes trigger are counted too."""
 
 IMPLEMENTATIONS = ("floor", "setpoint", "setpoint-lean", "kopf", "controller-runtime")
-EXPERIMENTS = ("floor-no-trust-env", "setpoint-no-trust-env", "setpoint-lean-no-trust-env")
-"""Variants run only when named in ``--impls`` (see ``_experiments.py``)."""
+EXPERIMENTS = (
+    "floor-no-trust-env",
+    "setpoint-no-trust-env",
+    "setpoint-lean-no-trust-env",
+    "setpoint-otel",
+)
+"""Variants run only when named in ``--impls`` (see ``_experiments.py``). ``setpoint-otel`` is
+``setpoint`` with OpenTelemetry tracing on (the ``setpoint[otel]`` extra), exporting OTLP over
+HTTP to a sink in this driver process (:func:`otel_sink`): the tracing overhead."""
+
+
+class _Sink(BaseHTTPRequestHandler):
+    """Accepts OTLP/HTTP exports and counts them (the collector stand-in)."""
+
+    received = {"requests": 0, "bytes": 0}
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        _Sink.received["requests"] += 1
+        _Sink.received["bytes"] += length
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+_sink_url: str | None = None
+
+
+def otel_sink() -> str:
+    """The URL of an OTLP/HTTP sink on loopback (started on first use, in a thread)."""
+    global _sink_url  # noqa: PLW0603 - one sink per driver run
+    if _sink_url is None:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        _sink_url = f"http://127.0.0.1:{server.server_address[1]}"
+    return _sink_url
 
 
 def command(impl: str, workers: int, profile: Path | None = None) -> list[str]:
@@ -99,7 +140,23 @@ def command(impl: str, workers: int, profile: Path | None = None) -> list[str]:
         "floor-no-trust-env": [PYTHON, str(HERE / "floor.py"), "--workers", w, "--no-trust-env"],
         "setpoint-no-trust-env": [PYTHON, ours, "--workers", w, "--no-trust-env"],
         "setpoint-lean-no-trust-env": [*lean, "--no-trust-env"],
-    }[impl]
+    }.get(impl)
+    if impl == "setpoint-otel":
+        # `env` execs the operator: the measured pid is the operator's own.
+        argv = [
+            "env",
+            "OTEL_TRACES_EXPORTER=otlp",
+            f"OTEL_EXPORTER_OTLP_ENDPOINT={otel_sink()}",
+            "OTEL_SERVICE_NAME=widget-operator",
+            PYTHON,
+            ours,
+            "--workers",
+            w,
+            "--style",
+            "safe",
+        ]
+    if argv is None:
+        raise KeyError(impl)
     if profile is not None and profile.suffix == ".pstats":
         if argv[1] != ours:
             raise ValueError(f"--cprofile works with the setpoint variants only, not {impl}")
@@ -778,6 +835,11 @@ def main() -> None:
             f"{r.impl}[{r.repeat}] {r.load_average[0]:.1f}" for r in results if r.load_average
         ),
     ]
+    if _sink_url is not None:
+        header.append(
+            f"- OTLP sink (setpoint-otel): {_Sink.received['requests']} exports, "
+            f"{_Sink.received['bytes'] / 2**20:.1f} MiB of spans received"
+        )
     report = "\n".join(
         [
             *header,

@@ -86,6 +86,7 @@ from setpoint.client.errors import (
 from setpoint.client.objects import WatchEvent
 from setpoint.client.protocols import ListWatcher
 from setpoint.observability.logging import get_logger
+from setpoint.observability.recording import active as active_recorder
 
 __all__ = [
     "FuncHandler",
@@ -926,16 +927,25 @@ class Informer:
             )
 
     def _dispatch_add(self, obj: JsonObject, initial: bool) -> None:
+        recorder = active_recorder()
+        if recorder is not None:
+            recorder.event(str(self._kind), "add", obj)
         for registration in tuple(self._handlers):
             if not registration.removed:
                 self._call(registration, "on_add", obj, initial)
 
     def _dispatch_update(self, old: JsonObject, new: JsonObject) -> None:
+        recorder = active_recorder()
+        if recorder is not None:
+            recorder.event(str(self._kind), "update", new)
         for registration in tuple(self._handlers):
             if not registration.removed:
                 self._call(registration, "on_update", old, new)
 
     def _dispatch_delete(self, obj: JsonObject, *, final_state_unknown: bool) -> None:
+        recorder = active_recorder()
+        if recorder is not None:
+            recorder.event(str(self._kind), "delete", obj)
         for registration in tuple(self._handlers):
             if not registration.removed:
                 self._call(registration, "on_delete", obj, final_state_unknown)

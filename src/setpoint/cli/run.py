@@ -174,6 +174,10 @@ class RunSettings:
     """Seconds the caches (and each controller's informers) may take for their initial list
     before startup fails. Default: ``ManagerOptions``' (120)."""
 
+    record: str | None = None
+    """Record informer events and API requests to this JSONL file
+    (``ManagerOptions.record``, :mod:`setpoint.observability.recording`). ``None``: off."""
+
     webhook_cert_secret: str | None = None
     """Manage the webhook server's CA and serving certificate in this Secret of the
     operator's namespace (:class:`~setpoint.webhook.certificates.SelfManagedCertificates`)
@@ -539,6 +543,16 @@ def _settings_table() -> tuple[_Setting, ...]:
             _parse_seconds,
             "SECONDS",
         ),
+        _Setting(
+            "record",
+            "--record",
+            "SETPOINT_RECORD",
+            "record every informer event and API request (Secrets redacted) to this JSONL "
+            "file, at most 64 MiB, for setpoint.testing.replay",
+            "off",
+            _parse_text,
+            "FILE",
+        ),
     )
 
 
@@ -626,6 +640,7 @@ def build_manager_options(
 
     """
     from setpoint.manager.options import LeaderElectionOptions, ManagerOptions
+    from setpoint.observability.recording import RecordOptions
     from setpoint.webhook.server import (
         CertificateDirectory,
         WebhookServerOptions,
@@ -665,6 +680,7 @@ def build_manager_options(
             bind_address=settings.webhook_bind_address, certificate=certificate
         ),
         cache_sync_timeout=settings.cache_sync_timeout,
+        record=RecordOptions(path=settings.record) if settings.record else None,
         **extra,
     )
 

@@ -49,6 +49,8 @@ from setpoint.client.errors import (
     Unauthorized,
     error_from_response,
 )
+from setpoint.observability.recording import active as active_recorder
+from setpoint.observability.tracing import active as active_tracing
 
 __all__ = ["RequestHook", "Response", "Transport", "TransportOptions"]
 
@@ -286,6 +288,12 @@ class Transport:
         self._ssl: ssl.SSLContext | bool | None = None
         self._client_cert: tuple[bytes, bytes] | None = None
         self._host = urlsplit(config.server).netloc
+        parts = urlsplit(config.server)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        self._address = (parts.hostname or "", port or (443 if parts.scheme == "https" else 80))
         self._proxy = config.proxy_url or _proxy_from_environment(config.server)
         self._limiter = (
             _TokenBucket(self.options.qps, self.options.burst) if self.options.qps else None
@@ -386,7 +394,9 @@ class Transport:
         ceiling = min(self.options.backoff_cap, self.options.backoff_base * 2**attempt)
         return random.uniform(ceiling / 2, ceiling)
 
-    async def _headers(self, extra: Mapping[str, str] | None) -> CIMultiDict[str]:
+    async def _headers(
+        self, extra: Mapping[str, str] | None, traced: Mapping[str, str] | None = None
+    ) -> CIMultiDict[str]:
         headers: CIMultiDict[str] = CIMultiDict(await self._credentials.headers())
         if self.config.impersonate_user:
             headers["Impersonate-User"] = self.config.impersonate_user
@@ -394,10 +404,19 @@ class Transport:
                 headers.add("Impersonate-Group", group)  # one header per group
         if extra:
             headers.update(extra)
+        if traced:
+            headers.update(traced)
         return headers
 
     async def _prepare(
-        self, method: str, url: str, accept: str, remaining: float, limit: float
+        self,
+        method: str,
+        url: str,
+        accept: str,
+        remaining: float,
+        limit: float,
+        *,
+        traced: Mapping[str, str] | None = None,
     ) -> tuple[aiohttp.ClientSession, CIMultiDict[str]]:
         """The session and the headers of one attempt, within the request's ``remaining`` time.
 
@@ -408,7 +427,7 @@ class Transport:
         try:
             async with asyncio.timeout(remaining):
                 session = await self._ensure_session()
-                headers = await self._headers({"Accept": accept})
+                headers = await self._headers({"Accept": accept}, traced)
         except TimeoutError:
             raise RequestTimeout(
                 f"{method} {url} did not complete within {limit:.1f}s: the credentials were "
@@ -441,6 +460,11 @@ class Transport:
     ) -> Response:
         """Send one request and return its decoded body; raise a typed error otherwise.
 
+        Inside a traced operation (a reconcile, with tracing on: see
+        :mod:`setpoint.observability.tracing`) the request is a child span, retries
+        included, and carries the ``traceparent`` header. While recording
+        (:mod:`setpoint.observability.recording`) the request and its answer are recorded.
+
         Raises:
             ApiError: (a subclass of it) for an error ``Status`` from the server.
             ConnectionFailed: the server could not be reached; names the URL.
@@ -448,6 +472,97 @@ class Transport:
                 ``request_timeout``); names the URL.
 
         """
+        recorder = active_recorder()
+        if recorder is None:
+            return await self._traced(
+                method,
+                path,
+                params,
+                body,
+                content_type=content_type,
+                accept=accept,
+                timeout=timeout,
+            )
+        try:
+            response = await self._traced(
+                method,
+                path,
+                params,
+                body,
+                content_type=content_type,
+                accept=accept,
+                timeout=timeout,
+            )
+        except ApiError as exc:
+            recorder.request(
+                method, path, params=params, body=body, status=exc.code, response=dict(exc.status)
+            )
+            raise
+        except Exception:
+            recorder.request(method, path, params=params, body=body, status=None, response=None)
+            raise
+        recorder.request(
+            method, path, params=params, body=body, status=response.status, response=response.body
+        )
+        return response
+
+    async def _traced(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        body: Any,
+        *,
+        content_type: str,
+        accept: str,
+        timeout: float | None,
+    ) -> Response:
+        """:meth:`request`, as a child span when the caller runs in a traced operation."""
+        tracing = active_tracing()
+        if tracing is None or not tracing.in_span():
+            return await self._request(
+                method,
+                path,
+                params,
+                body,
+                content_type=content_type,
+                accept=accept,
+                timeout=timeout,
+            )
+        url = f"{self.server}{path}"
+        with tracing.request(method, url, *self._address) as (span, traced):
+            try:
+                response = await self._request(
+                    method,
+                    path,
+                    params,
+                    body,
+                    content_type=content_type,
+                    accept=accept,
+                    timeout=timeout,
+                    traced=traced,
+                )
+            except ApiError as exc:
+                span.response(exc.code)
+                raise
+            except Exception as exc:
+                span.failed(exc)
+                raise
+            span.response(response.status)
+            return response
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        body: Any,
+        *,
+        content_type: str,
+        accept: str,
+        timeout: float | None,
+        traced: Mapping[str, str] | None = None,
+    ) -> Response:
         limit = timeout if timeout is not None else self.options.request_timeout
         deadline = time.monotonic() + limit
         url = f"{self.server}{path}"
@@ -461,7 +576,9 @@ class Transport:
                     f"{method} {url} did not complete within {limit:.1f}s", url=url, timeout=limit
                 )
             # Credentials count against the deadline: an exec plugin may take seconds.
-            session, headers = await self._prepare(method, url, accept, remaining, limit)
+            session, headers = await self._prepare(
+                method, url, accept, remaining, limit, traced=traced
+            )
             if data is not None:
                 headers["Content-Type"] = content_type
             if self._limiter is not None:

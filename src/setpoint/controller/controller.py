@@ -53,13 +53,14 @@ Shutdown
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import math
 import time
 import uuid
 from collections.abc import Awaitable, Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from setpoint.api.conditions import validate_condition
 from setpoint.api.errors import SetpointError
@@ -106,6 +107,11 @@ from setpoint.controller.workqueue import ShutDown, WorkQueue, WorkQueueOptions
 from setpoint.observability.logging import Logger, RepeatedErrors, get_logger
 from setpoint.observability.metrics import Metrics
 from setpoint.observability.runtime import ReconcileInfo, reconcile_scope
+from setpoint.observability.tracing import MAX_LINKS, ReconcileSpan
+from setpoint.observability.tracing import active as active_tracing
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import SpanContext
 
 __all__ = [
     "Controller",
@@ -323,6 +329,7 @@ class Controller:
         self._failure: BaseException | None = None
         self._active = 0
         self._terminal: dict[ObjectKey, Hashable] = {}
+        self._links: dict[ObjectKey, list[SpanContext]] = {}
         self._repeats = RepeatedErrors()
         self._conditions = ConditionReporter(for_kind) if for_kind is not None else None
         self._gate: KeyGate | None = None
@@ -505,6 +512,8 @@ class Controller:
                     add=self._add,
                     spawn=self._spawn_mapping,
                     log=self._log,
+                    controller=self._name,
+                    link=self._remember_event,
                 )
                 self._registrations.append(informer.add_handler(handler))
             if self._finalizers is not None:
@@ -669,6 +678,7 @@ class Controller:
         if gate is not None and not gate.admits(key):
             # Not ours (another shard's, or being handed over): drop it, with its backoff.
             self._queue.forget(key)
+            self._links.pop(key, None)
             return
         # The stored object as this reconcile starts (the store replaces objects, never
         # changes them, so the reference is a snapshot); fingerprinted only when needed.
@@ -686,39 +696,70 @@ class Controller:
             self._series_of("active_workers").inc()
         started = time.monotonic()
         info = ReconcileInfo(self._name, key.namespace, key.name, ctx.reconcile_id, started)
-        try:
-            with reconcile_scope(info):
-                result = await self._run(ctx, key)
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise  # the controller is stopping
-            self._failed(ctx, key, priority, ReconcileError("the reconcile was cancelled"))
-        except Exception as exc:
-            subject = (self._for_kind, key) if self._for_kind is not None else None
-            reason = None if isinstance(exc, CleanupFailed) else terminal_reason(exc, subject)
-            if reason is not None:
-                await self._terminal_failure(ctx, key, fingerprint(seen), exc, reason)
-            else:
-                self._failed(ctx, key, priority, exc)
-        else:
-            self._queue.forget(key)
-            await self._clear_stalled(ctx, key)
-            if result.requeue_after is not None:
-                self._queue.add_after(key, result.requeue_after, priority=priority)
-                self._count("requeue_after")
-            else:
-                self._count("success")
-            ctx.log.debug(
-                "Reconcile finished",
-                seconds=round(time.monotonic() - started, 6),
-                requeue_after=result.requeue_after,
+        tracing = active_tracing()
+        links = self._links.pop(key, ()) if self._links else ()
+        traced: contextlib.AbstractContextManager[ReconcileSpan | None] = (
+            tracing.reconcile(
+                controller=self._name,
+                namespace=key.namespace,
+                name=key.name,
+                reconcile_id=ctx.reconcile_id,
+                links=links,
             )
-        finally:
-            self._active -= 1
-            if metrics is not None:
-                self._series_of("active_workers").dec()
-                self._series_of("reconcile_time_seconds").observe(time.monotonic() - started)
+            if tracing is not None
+            else contextlib.nullcontext()
+        )
+        with traced as span:
+            try:
+                with reconcile_scope(info):
+                    result = await self._run(ctx, key)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # the controller is stopping
+                error = ReconcileError("the reconcile was cancelled")
+                if span is not None:
+                    span.failed(error)
+                self._failed(ctx, key, priority, error)
+            except Exception as exc:
+                if span is not None:
+                    span.failed(exc)
+                subject = (self._for_kind, key) if self._for_kind is not None else None
+                reason = None if isinstance(exc, CleanupFailed) else terminal_reason(exc, subject)
+                if reason is not None:
+                    await self._terminal_failure(ctx, key, fingerprint(seen), exc, reason)
+                else:
+                    self._failed(ctx, key, priority, exc)
+            else:
+                self._queue.forget(key)
+                await self._clear_stalled(ctx, key)
+                if result.requeue_after is not None:
+                    self._queue.add_after(key, result.requeue_after, priority=priority)
+                    self._count("requeue_after")
+                else:
+                    self._count("success")
+                if span is not None:
+                    span.result(
+                        "success" if result.requeue_after is None else "requeue_after",
+                        result.requeue_after,
+                    )
+                ctx.log.debug(
+                    "Reconcile finished",
+                    seconds=round(time.monotonic() - started, 6),
+                    requeue_after=result.requeue_after,
+                )
+            finally:
+                self._active -= 1
+                if metrics is not None:
+                    self._series_of("active_workers").dec()
+                    self._series_of("reconcile_time_seconds").observe(time.monotonic() - started)
+
+    def _remember_event(self, key: ObjectKey, event: SpanContext) -> None:
+        """Keep the watch event that queued ``key`` for its next reconcile span's links."""
+        linked = self._links.setdefault(key, [])
+        linked.append(event)
+        if len(linked) > MAX_LINKS:
+            del linked[0]
 
     async def _run(self, ctx: Context, key: ObjectKey) -> Result:
         if self._finalizers is not None:

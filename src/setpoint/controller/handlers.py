@@ -36,9 +36,13 @@ from setpoint.controller.predicates import (
 )
 from setpoint.controller.workqueue import Priority
 from setpoint.observability.logging import Logger
+from setpoint.observability.tracing import active as active_tracing
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import SpanContext
+
     from setpoint.client.protocols import IndexReader
+    from setpoint.observability.tracing import Tracing
 
 __all__ = [
     "EnqueueHandler",
@@ -127,7 +131,7 @@ class EnqueueHandler:
     at once. An async mapper's result is awaited in a task the controller owns.
     """
 
-    __slots__ = ("_add", "_log", "_map", "_predicates", "_source", "_spawn")
+    __slots__ = ("_add", "_controller", "_link", "_log", "_map", "_predicates", "_source", "_spawn")
 
     def __init__(
         self,
@@ -138,8 +142,12 @@ class EnqueueHandler:
         add: Callable[[ObjectKey, int], None],
         spawn: Callable[[Awaitable[Iterable[ObjectKey]], int], None],
         log: Logger,
+        controller: str = "",
+        link: Callable[[ObjectKey, SpanContext], None] | None = None,
     ) -> None:
         self._source = source
+        self._controller = controller
+        self._link = link
         self._predicates = (*source.predicates, *predicates)
         self._map = map_keys
         self._add = add
@@ -177,6 +185,8 @@ class EnqueueHandler:
                 )
                 return
         seen: set[ObjectKey] = set()
+        tracing = active_tracing() if self._link is not None else None
+        traced: SpanContext | None = None
         for obj in objects:
             try:
                 keys = self._map(obj)
@@ -194,6 +204,26 @@ class EnqueueHandler:
                 if key not in seen:
                     seen.add(key)
                     self._add(key, priority)
+                    if tracing is not None and self._link is not None:
+                        if traced is None:
+                            traced = self._trace(tracing, event)
+                        self._link(key, traced)
+
+    def _trace(self, tracing: Tracing, event: Event) -> SpanContext:
+        """Record the event as a span (tracing on only); its context links to the reconcile."""
+        obj = event.object
+        data = meta(obj)
+        return tracing.watch_event(
+            controller=self._controller,
+            event=_EVENT_NAMES.get(type(event), type(event).__name__),
+            kind=self._source.kind.kind,
+            namespace=str(data.get("namespace") or ""),
+            name=str(data.get("name") or ""),
+            resource_version=resource_version_of(obj) or "",
+        )
+
+
+_EVENT_NAMES: dict[type, str] = {AddEvent: "add", UpdateEvent: "update", DeleteEvent: "delete"}
 
 
 def check_keys(keys: Any, where: str) -> list[ObjectKey]:

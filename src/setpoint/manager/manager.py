@@ -63,6 +63,7 @@ from setpoint.manager.options import LeadershipLossPolicy, ManagerOptions
 from setpoint.manager.resourcelock import LeaseLock
 from setpoint.manager.shardmember import ShardMember
 from setpoint.manager.sharedcache import CacheLike
+from setpoint.observability import recording, tracing
 from setpoint.observability.events import BroadcastRecorder, EventBroadcaster
 from setpoint.observability.metrics import Metrics, render
 from setpoint.observability.runtime import LoopLagMonitor, install_task_dump_signal, task_dump
@@ -621,6 +622,12 @@ class Manager:
         restore_hooks = self._install_request_metrics(self.client)
         restore_signals = self._install_signal_handlers() if self.options.handle_signals else None
         restore_dump = install_task_dump_signal(loop) if self.options.task_dump_signal else None
+        traced = (
+            tracing.active() is None and tracing.configure_from_environment() is not None
+            if self.options.tracing
+            else False
+        )
+        recorder = self._start_recording()
         cancelled = False
         problems: list[tuple[str, str]] = []
         try:
@@ -646,6 +653,13 @@ class Manager:
                 restore_signals()
             if restore_dump is not None:
                 restore_dump()
+            if recorder is not None:
+                recording.set_recorder(None)
+                recorder.close()
+                log.info("recording written to %s", recorder.options.path)
+            if traced:
+                # Flush the spans of the last reconciles before the process exits.
+                await asyncio.to_thread(tracing.shutdown)
             if self._owns_client:
                 await self.client.close()
         if cancelled:
@@ -657,6 +671,22 @@ class Manager:
         if problems:
             raise ShutdownIncomplete(problems)
         log.info("manager stopped cleanly")
+
+    def _start_recording(self) -> recording.Recorder | None:
+        """Start ``options.record``'s recorder (one per process: a second one is refused)."""
+        options = self.options.record
+        if options is None:
+            return None
+        current = recording.active()
+        if current is not None:
+            raise ManagerStateError(
+                f"ManagerOptions.record: this process already records to "
+                f"{current.options.path}; one recording at a time"
+            )
+        recorder = recording.Recorder(options)
+        recording.set_recorder(recorder)
+        log.info("recording informer events and API requests to %s", options.path)
+        return recorder
 
     def _fail(self, error: BaseException) -> None:
         if self._fatal is None and self._state is _State.RUNNING:

@@ -19,6 +19,7 @@ from setpoint.manager.clusters import ClusterSetOptions
 from setpoint.manager.sharding import ShardingOptions
 from setpoint.manager.sharedcache import CacheFactory, default_new_cache
 from setpoint.observability.events import EventBroadcasterOptions
+from setpoint.observability.recording import RecordOptions
 from setpoint.server.address import parse_bind_address
 from setpoint.server.http import AiohttpServer, HttpServerFactory
 from setpoint.server.tls import ServerTLS
@@ -258,6 +259,19 @@ class ManagerOptions:
     serves to stderr, plus the code running on the loop's thread at that moment (what blocks
     a stuck loop). Installed while ``run()`` runs, from the main thread only, and only when
     no other handler owns ``SIGUSR1``."""
+
+    tracing: bool = True
+    """Turn OpenTelemetry tracing on when the standard ``OTEL_*`` variables ask for it and
+    the ``setpoint[otel]`` extra is installed
+    (``setpoint.observability.tracing.configure_from_environment``): spans per reconcile, per
+    watch event that queued one and per API request inside it. Without those variables
+    nothing is imported. ``False`` leaves tracing to the application."""
+
+    record: RecordOptions | None = None
+    """Record every informer event and every API request with its answer to a bounded,
+    redacted JSONL file while ``run()`` runs (``setpoint run --record FILE``; see
+    :mod:`setpoint.observability.recording`), for :func:`setpoint.testing.replay`.
+    ``None`` (the default): nothing is recorded and nothing costs."""
 
     debug_endpoints: bool = False
     """Serve ``/debug/tasks`` (the same task dump) on the probe server. Off by default, and

@@ -14,9 +14,12 @@ the key/value pairs travel on the record as one attribute, :data:`FIELDS_ATTR`
 (``record.setpoint_fields``, a ``dict``), and :func:`configure_logging`'s formatters render
 them. Two formats:
 
-- ``"json"``: one JSON object per line, ``{"ts", "level", "logger", "msg", <fields>...}``,
-  plus ``"error"`` and ``"stacktrace"`` when an exception is logged. Machine-readable, as
-  zap's production encoder in Go operators.
+- ``"json"``: one JSON object per line, ``{"ts", "level", "logger", "caller", "msg",
+  <fields>...}``, plus ``"trace_id"`` and ``"span_id"`` inside a traced operation (a
+  reconcile with OpenTelemetry on, :mod:`setpoint.observability.tracing`), and ``"error"``
+  and ``"stacktrace"`` when an exception is logged. ``caller`` is the file and line that
+  logged (``controller/controller.py:612``, zap's short form). Machine-readable, as zap's
+  production encoder in Go operators.
 - ``"console"``: ``2024-05-01T12:00:00.123Z INFO  setpoint.controller  Reconcile finished
   controller=tenant namespace=prod``, for humans.
 
@@ -36,6 +39,8 @@ from collections.abc import Mapping
 from typing import Any, Final, Literal, TextIO
 
 import orjson
+
+from setpoint.observability.tracing import current_ids
 
 __all__ = [
     "FIELDS_ATTR",
@@ -68,7 +73,9 @@ _LEVELS: Final[Mapping[str, int]] = {
 }
 
 # The JSON keys every line starts with; a field of the same name is renamed, not dropped.
-_RESERVED: Final = frozenset({"ts", "level", "logger", "msg", "error", "stacktrace"})
+_RESERVED: Final = frozenset(
+    {"ts", "level", "logger", "caller", "msg", "trace_id", "span_id", "error", "stacktrace"}
+)
 
 
 class Logger:
@@ -222,6 +229,14 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
+def _caller(record: logging.LogRecord) -> str:
+    """``<directory>/<file>:<line>`` of the code that logged (zap's short caller form)."""
+    path = record.pathname.replace("\\", "/")
+    parent, _, name = path.rpartition("/")
+    directory = parent.rpartition("/")[2]
+    return f"{directory}/{name}:{record.lineno}" if directory else f"{name}:{record.lineno}"
+
+
 class JsonFormatter(logging.Formatter):
     """Formats a record as one JSON object on one line (see the module docstring)."""
 
@@ -231,8 +246,12 @@ class JsonFormatter(logging.Formatter):
             "ts": _timestamp(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
+            "caller": _caller(record),
             "msg": record.getMessage(),
         }
+        ids = current_ids()
+        if ids is not None:
+            line["trace_id"], line["span_id"] = ids
         for key, value in _fields_of(record).items():
             line[f"field.{key}" if key in _RESERVED else key] = value
         if record.exc_info and record.exc_info[1] is not None:
