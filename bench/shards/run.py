@@ -377,14 +377,30 @@ def _save(name: str, result: Any) -> None:
 
 
 async def bench_one(
-    plane: ControlPlane, n: int, replicas: int, sharded: bool, timeout: float
+    plane: ControlPlane,
+    n: int,
+    replicas: int,
+    sharded: bool,
+    timeout: float,
+    *,
+    sharder_workers: int = 8,
 ) -> dict[str, Any]:
     """One row: ``replicas`` replicas converging ``n`` pre-existing Gizmos on a fresh plane."""
     client = Client(load_kubeconfig(str(plane.kubeconfig_path)))
-    result: dict[str, Any] = {"replicas": replicas, "sharded": sharded, "n": n}
+    result: dict[str, Any] = {
+        "replicas": replicas,
+        "sharded": sharded,
+        "n": n,
+        "sharder_workers": sharder_workers,
+    }
     with tempfile.TemporaryDirectory(prefix="setpoint-shards-") as tmp:
         cluster = ShardCluster(
-            Path(tmp), plane.kubeconfig_path, NAMESPACE, (15.0, 10.0, 2.0), sharding=sharded
+            Path(tmp),
+            plane.kubeconfig_path,
+            NAMESPACE,
+            (15.0, 10.0, 2.0),
+            sharding=sharded,
+            sharder_workers=sharder_workers,
         )
         tracker = Tracker(client, NAMESPACE)
         try:
@@ -446,12 +462,24 @@ def bench_main(args: argparse.Namespace) -> int:
     for replicas, sharded in configs:
         with new_plane() as plane:
             load = os.getloadavg()[0]
-            result = asyncio.run(bench_one(plane, args.n, replicas, sharded, args.timeout))
+            result = asyncio.run(
+                bench_one(
+                    plane,
+                    args.n,
+                    replicas,
+                    sharded,
+                    args.timeout,
+                    sharder_workers=args.sharder_workers,
+                )
+            )
             result["loadavg_1m_before"] = round(load, 2)
             result["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
             results.append(result)
     print(run_header())
-    print(f"- N = {args.n} Gizmos, created before the replicas start; 4 workers per replica")
+    print(
+        f"- N = {args.n} Gizmos, created before the replicas start; 4 workers per replica; "
+        f"sharder_workers {args.sharder_workers}"
+    )
     print(markdown_table(*bench_table(results)))
     _save("shards-bench", results)
     return 0 if all("error" not in r for r in results) else 1
@@ -518,6 +546,9 @@ def main() -> int:
     bench.add_argument("--n", type=int, default=6000)
     bench.add_argument("--replicas", default="1,2,3")
     bench.add_argument("--timeout", type=float, default=900.0)
+    bench.add_argument(
+        "--sharder-workers", type=int, default=8, help="ShardingOptions.sharder_workers"
+    )
     bench.add_argument(
         "--no-baseline", dest="baseline", action="store_false", help="skip the unsharded row"
     )

@@ -60,6 +60,7 @@ class ShardCluster:
     workers: int = 4
     work: float = 0.0
     sharding: bool = True
+    sharder_workers: int = 8
     replicas: dict[str, Replica] = field(default_factory=dict)
 
     def spawn(self, shard: str) -> Replica:
@@ -89,6 +90,8 @@ class ShardCluster:
                 str(self.workers),
                 "--work",
                 str(self.work),
+                "--sharder-workers",
+                str(self.sharder_workers),
                 *(() if self.sharding else ("--no-sharding",)),
             ],
             stdout=output,

@@ -107,6 +107,7 @@ async def main() -> int:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--work", type=float, default=0.0)
     parser.add_argument("--stats-every", type=float, default=0.5)
+    parser.add_argument("--sharder-workers", type=int, default=8)
     parser.add_argument(
         "--no-sharding",
         action="store_true",
@@ -141,6 +142,7 @@ async def main() -> int:
                 controllers=("gizmo",),
                 shard_id=args.shard,
                 namespace=args.namespace,
+                sharder_workers=args.sharder_workers,
                 **timings,
             ),
             metrics=Metrics.isolated(),
