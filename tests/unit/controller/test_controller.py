@@ -252,9 +252,9 @@ async def test_terminal_errors_are_recorded_and_not_retried(
     reconciler.behaviour["a"] = TerminalError("spec.size must be positive")
     controller = await harness.start(builder().for_(WIDGET))
     await eventually(
-        lambda: sample(metrics.terminal_reconcile_errors_total, "widgets") == 1, timeout=5
+        lambda: sample(metrics.terminal_reconcile_errors_total, "widgets") == 1, timeout=30
     )
-    await eventually(lambda: reconciler.count("b") == 1, timeout=5)
+    await eventually(lambda: reconciler.count("b") == 1, timeout=30)
     # Nothing is waiting or running: no retry was scheduled.
     assert len(controller.queue) == 0
     assert controller.queue.in_flight_count == 0
@@ -263,7 +263,7 @@ async def test_terminal_errors_are_recorded_and_not_retried(
     assert sample(metrics.reconcile_errors_total, "widgets") == 1
     # The next change reconciles it again.
     await put(api, widget("a", data={"fixed": "yes"}))
-    await eventually(lambda: reconciler.count("a") == 2, timeout=5)
+    await eventually(lambda: reconciler.count("a") == 2, timeout=30)
 
 
 async def test_a_reconcile_over_its_timeout_is_cancelled_and_retried(
