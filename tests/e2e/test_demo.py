@@ -44,7 +44,8 @@ def test_demo_converges_tenants_shows_quota_deletion_and_metrics_and_cleans_up(
     webhook server, creates three Tenants and waits until all are Ready with every namespace
     and child in place, writes a Tenant at v1alpha1 and reads it at v1, shows the quota
     counting a Pod, re-creates a child deleted by hand, deletes a Tenant (unregistered from
-    the SQLite directory before the Tenant goes, then its namespaces go), prints metrics,
+    the SQLite directory before the Tenant goes, then its namespaces go), prints metrics and
+    a reconcile's trace ID with the log line carrying it,
     stops the operator with SIGTERM (exit 0) and the plane, within two minutes. Its output
     is not a terminal here, so the table is appended as snapshots. Afterwards no process
     refers to its work directory, the directory is gone and nothing was written to the
@@ -135,6 +136,11 @@ def test_demo_converges_tenants_shows_quota_deletion_and_metrics_and_cleans_up(
 
     # Metrics: the endpoint and controller-runtime's names with real counts.
     assert re.search(r"metrics: http://127\.0\.0\.1:\d+/metrics", out)
+    # Traces (the dev extra installs setpoint[otel]): a reconcile's trace ID, and the JSON
+    # log line written inside that reconcile carries the same ID.
+    traced = re.search(r"a reconcile's trace_id=([0-9a-f]{32})", out)
+    assert traced, out[-3000:]
+    assert re.search(r'\{"ts".*"trace_id":"' + traced.group(1) + '"', out)
     success = re.search(
         r'controller_runtime_reconcile_total\{controller="tenant",result="success"\} (\d+)', out
     )

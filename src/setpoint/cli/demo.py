@@ -23,7 +23,9 @@ What it does, in order (about a minute once the control plane binaries are built
    quota, never run) and shows the Tenant's quota usage.
 6. Deletes a Tenant and shows its finalizer unregistering it from the directory (read from
    the SQLite file) before it goes, and then its namespaces going away.
-7. Prints where the metrics endpoint is and some of its lines.
+7. Prints where the metrics endpoint is and some of its lines; with ``setpoint[otel]``
+   installed (the operator then runs with ``OTEL_TRACES_EXPORTER=console`` and JSON logs),
+   one reconcile's trace ID and the log line that carries it.
 8. Stops the operator with SIGTERM, then the control plane, and prints the elapsed time.
    ``--keep`` leaves everything running instead, prints the KUBECONFIG and commands to
    explore, and stops it all on Ctrl-C.
@@ -508,6 +510,11 @@ def start_operator(
     env = dict(os.environ)
     env.pop("KUBECONFIG", None)  # the flag says which cluster; never a user's real one
     env["TENANTS_DIRECTORY_PATH"] = str(directory)
+    if tracing_available():
+        # Spans to the operator's stdout (its log file), log lines as JSON with trace ids:
+        # the metrics step shows one reconcile's trace ID and the log line that carries it.
+        env.update(TRACING_ENV)
+        env["SETPOINT_LOG_FORMAT"] = "json"
     env.setdefault("SETPOINT_LOG_FORMAT", "console")
     log_path = workdir / "operator.log"
     command = operator_command(kubeconfig, metrics, probes, webhook.port, webhook.cert_dir)
@@ -918,6 +925,64 @@ async def delete_tenant(client: Client, op: Operator, screen: Screen, directory:
     )
 
 
+TRACING_ENV: Final = {
+    "OTEL_TRACES_EXPORTER": "console",
+    "OTEL_SERVICE_NAME": "tenants-operator",
+    "OTEL_BSP_SCHEDULE_DELAY": "200",
+}
+"""How the demo turns tracing on for its operator (when ``setpoint[otel]`` is installed)."""
+
+
+def tracing_available() -> bool:
+    """Whether the OpenTelemetry SDK (the ``setpoint[otel]`` extra) can be imported."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("opentelemetry.sdk") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def traced_log_line(log_text: str) -> tuple[str, str] | None:
+    """The first JSON log line carrying a ``trace_id`` whose span was exported, and the id.
+
+    The console exporter writes each span as JSON with ``"trace_id": "0x<id>"`` to the
+    same log file; a line counts once its trace's span is there too.
+    """
+    import json
+
+    for line in log_text.splitlines():
+        if not line.startswith('{"ts"'):
+            continue
+        try:
+            fields = json.loads(line)
+        except ValueError:
+            continue
+        trace_id = fields.get("trace_id") if isinstance(fields, dict) else None
+        if isinstance(trace_id, str) and f'"trace_id": "0x{trace_id}"' in log_text:
+            return trace_id, line
+    return None
+
+
+async def show_trace(op: Operator, screen: Screen) -> None:
+    """Print one reconcile's trace ID and the operator's log line that carries it."""
+    if not tracing_available():
+        screen.line("traces: pip install 'setpoint[otel]' to see a reconcile's trace ID here")
+        return
+
+    async def exported() -> tuple[str, str] | None:
+        return traced_log_line(op.log_path.read_text(encoding="utf-8", errors="replace"))
+
+    trace_id, line = await poll(
+        "a reconcile's span and its log line", exported, timeout=STEP_TIMEOUT, alive=op.check_alive
+    )
+    screen.line(
+        f"traces: OTEL_TRACES_EXPORTER=console; a reconcile's trace_id={trace_id} "
+        f"(its span is in {op.log_path.name}), and the log line carrying it:"
+    )
+    screen.line(f"  {line if len(line) <= 400 else line[:397] + '...'}")
+
+
 async def show_metrics(op: Operator, screen: Screen) -> None:
     """Print where /metrics is and a few of its lines."""
     status, body = await http_get(op.metrics_url)
@@ -960,6 +1025,7 @@ async def _main(
 
         screen.section("metrics")
         await show_metrics(op, screen)
+        await show_trace(op, screen)
 
     if keep:
         await _keep_running(plane, op, screen, directory)

@@ -144,3 +144,27 @@ def test_demo_finds_the_example_in_a_clone_it_runs_from(
     monkeypatch.setattr(demo, "_repo_root", lambda: tmp_path / "site-packages")
     monkeypatch.chdir(tmp_path)
     assert demo.operator_path() == package.resolve()
+
+
+def test_the_traced_log_line_is_one_whose_span_was_exported() -> None:
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    other = "0" * 31 + "1"
+    log = "\n".join(
+        [
+            '{"ts":"t","level":"info","msg":"Controller started"}',
+            '{"ts":"t","level":"info","msg":"early","trace_id":"' + other + '","span_id":"1"}',
+            '{"ts":"t","level":"info","msg":"Created a namespace","trace_id":"'
+            + trace
+            + '","span_id":"00f067aa0ba902b7"}',
+            "{",
+            '    "name": "reconcile tenant",',
+            '    "context": {',
+            f'        "trace_id": "0x{trace}",',
+            "    }",
+            "}",
+        ]
+    )
+    found = demo.traced_log_line(log)
+    assert found is not None and found[0] == trace  # "early"'s span was never exported
+    assert '"msg":"Created a namespace"' in found[1]
+    assert demo.traced_log_line(log.replace(f"0x{trace}", "0xffff")) is None
