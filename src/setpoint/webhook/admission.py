@@ -130,9 +130,10 @@ def parse_admission_review(body: bytes) -> AdmissionRequest:
     if not isinstance(uid, str) or not uid:
         raise MalformedAdmissionReview("request.uid is missing or not a non-empty string")
     operation = request.get("operation")
-    if operation not in _OPERATIONS:
+    if not isinstance(operation, str) or operation not in _OPERATIONS:
+        shown = operation if isinstance(operation, str) else type(operation).__name__
         raise MalformedAdmissionReview(
-            f"request.operation is {operation!r}, not one of CREATE, UPDATE, DELETE, CONNECT"
+            f"request.operation is {shown!r}, not one of CREATE, UPDATE, DELETE, CONNECT"
         )
     objects: dict[str, dict[str, Any] | None] = {}
     for key in ("object", "oldObject"):

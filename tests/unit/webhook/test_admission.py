@@ -33,7 +33,7 @@ def vessel(name: str = "ark", **spec: Any) -> dict[str, Any]:
     }
 
 
-def review(operation: str = "CREATE", obj: Any = None, old: Any = None, **extra: Any) -> bytes:
+def review(operation: Any = "CREATE", obj: Any = None, old: Any = None, **extra: Any) -> bytes:
     request: dict[str, Any] = {
         "uid": "0d8e-42",
         "kind": {"group": GROUP, "version": "v1", "kind": "Vessel"},
@@ -188,6 +188,7 @@ async def test_a_defaulter_with_nothing_to_do_sends_no_patch() -> None:
         (review(uid=""), "request.uid"),
         (review(uid=7), "request.uid"),
         (review("PATCH"), "request.operation"),
+        (review([]), "request.operation is 'list'"),  # unhashable: was a 500
         (review(obj=[1]), "request.object is a JSON list"),
         (review(dryRun="yes"), "request.dryRun"),
     ],
