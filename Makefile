@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: fuzz venv demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix clean
+.PHONY: fuzz venv demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane prometheus bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ venv: $(STAMP)
 
 controlplane: $(STAMP)
 	$(PY) -m setpoint controlplane build
+
+# Prometheus from Go modules into ~/.cache/setpoint/prometheus/ (for the dashboards work of
+# issue 15; ~5 CPU minutes the first time, cached afterwards).
+prometheus: $(STAMP)
+	$(PY) scripts/build_prometheus.py
 
 demo: controlplane
 	$(PY) -m setpoint demo
