@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from importlib import metadata
 
-from setpoint.cli import controlplane, crd, demo, dev, doctor, generate, run, scaffold, snapshot
-from setpoint.client.errors import ClientError
-from setpoint.testing.controlplane import ControlPlaneError
-
-__all__ = ["build_parser", "main", "version"]
+__all__ = ["COMMANDS", "build_parser", "main", "version"]
 
 
 def version() -> str:
@@ -26,24 +23,46 @@ def version() -> str:
         return "unknown (setpoint is not installed; pip install -e . in the checkout)"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every command registered."""
+COMMANDS: dict[str, str] = {
+    "controlplane": "setpoint.cli.controlplane",
+    "crd": "setpoint.cli.crd",
+    "create": "setpoint.cli.scaffold",
+    "demo": "setpoint.cli.demo",
+    "dev": "setpoint.cli.dev",
+    "doctor": "setpoint.cli.doctor",
+    "generate": "setpoint.cli.generate",
+    "init": "setpoint.cli.scaffold",
+    "run": "setpoint.cli.run",
+    "snapshot": "setpoint.cli.snapshot",
+}
+"""Each command -> the module that registers it (its ``register(subparsers)``).
+
+A command's module is imported only when that command runs (or for the full help), so
+``setpoint --version`` or ``setpoint crd diff`` does not import the runtime, the testing
+kit or an HTTP server with it."""
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser: every command registered, or only ``command`` when it is known.
+
+    ``command`` is the first word of the command line; registering only its module keeps
+    the CLI's start-up to what that command needs. Unknown or absent: every command.
+    """
     parser = argparse.ArgumentParser(
         prog="setpoint",
         description="setpoint: write Kubernetes operators in Python.",
     )
     parser.add_argument("--version", action="version", version=f"setpoint {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    controlplane.register(sub)
-    crd.register(sub)
-    demo.register(sub)
-    dev.register(sub)
-    doctor.register(sub)
-    generate.register(sub)
-    run.register(sub)
-    scaffold.register(sub)
-    snapshot.register(sub)
+    wanted = [COMMANDS[command]] if command in COMMANDS else list(COMMANDS.values())
+    for module in dict.fromkeys(wanted):  # in order, each module once
+        importlib.import_module(module).register(sub)
     return parser
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command word of ``argv`` (its first non-option word), if any."""
+    return next((word for word in argv if not word.startswith("-")), None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -52,12 +71,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     Expected failures (no binaries, unreachable server, bad input) print one
     clear line and exit 1; they never end in a traceback.
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = _command_of(words)
+    if command is None and "--version" in words:
+        print(f"setpoint {version()}")
+        return 0
+    parser = build_parser(command)
+    args = parser.parse_args(words)
     try:
         return int(args.func(args) or 0)
-    except (ControlPlaneError, ClientError, ValueError, OSError) as exc:
-        print(f"setpoint: error: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        # Imported here: a command that raised one of these has loaded its module already.
+        from setpoint.client.errors import ClientError
+        from setpoint.testing.controlplane import ControlPlaneError
+
+        if isinstance(exc, (ControlPlaneError, ClientError, ValueError, OSError)):
+            print(f"setpoint: error: {exc}", file=sys.stderr)
+            return 1
+        raise

@@ -6,32 +6,12 @@ of writers' requests can be explored (:func:`explore`).
 Integration tests run against real Kubernetes. Import what you need::
 
     from setpoint.testing import ControlPlane, eventually
+
+Each name is loaded on first use, with only the module that defines it.
 """
 
-from setpoint.testing.context import FakeRecorder, RecordedEvent, context_for
-from setpoint.testing.controlplane import (
-    ControlPlane,
-    ControlPlaneError,
-    ControlPlaneOptions,
-    find_binaries,
-)
-from setpoint.testing.crds import install_crds
-from setpoint.testing.fake import FakeClient, FakeOptions, FakeWatch
-from setpoint.testing.faults import Call, FaultInjectingClient, FaultRule, Faults
-from setpoint.testing.interleavings import (
-    Exploration,
-    Replay,
-    ReplayError,
-    Step,
-    Violation,
-    Writer,
-    explore,
-    replay,
-)
-from setpoint.testing.operator import RunningOperator, run_operator
-from setpoint.testing.upgrade import UpgradeCheck
-from setpoint.testing.waits import WaitTimeout, eventually
-from setpoint.testing.webhook import LocalWebhook, serving_certificate
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __all__ = [
     "Call",
@@ -65,3 +45,78 @@ __all__ = [
     "run_operator",
     "serving_certificate",
 ]
+
+if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
+    from setpoint.testing.context import FakeRecorder, RecordedEvent, context_for
+    from setpoint.testing.controlplane import (
+        ControlPlane,
+        ControlPlaneError,
+        ControlPlaneOptions,
+        find_binaries,
+    )
+    from setpoint.testing.crds import install_crds
+    from setpoint.testing.fake import FakeClient, FakeOptions, FakeWatch
+    from setpoint.testing.faults import Call, FaultInjectingClient, FaultRule, Faults
+    from setpoint.testing.interleavings import (
+        Exploration,
+        Replay,
+        ReplayError,
+        Step,
+        Violation,
+        Writer,
+        explore,
+        replay,
+    )
+    from setpoint.testing.operator import RunningOperator, run_operator
+    from setpoint.testing.upgrade import UpgradeCheck
+    from setpoint.testing.waits import WaitTimeout, eventually
+    from setpoint.testing.webhook import LocalWebhook, serving_certificate
+
+# Each public name -> the module that defines it; loaded on first use (PEP 562), so that
+# importing one module of the kit (the CLI imports setpoint.testing.controlplane) does
+# not import the fake client, the cache and the controller with it.
+_EXPORTS: dict[str, str] = {
+    "Call": "setpoint.testing.faults",
+    "ControlPlane": "setpoint.testing.controlplane",
+    "ControlPlaneError": "setpoint.testing.controlplane",
+    "ControlPlaneOptions": "setpoint.testing.controlplane",
+    "Exploration": "setpoint.testing.interleavings",
+    "FakeClient": "setpoint.testing.fake",
+    "FakeOptions": "setpoint.testing.fake",
+    "FakeRecorder": "setpoint.testing.context",
+    "FakeWatch": "setpoint.testing.fake",
+    "FaultInjectingClient": "setpoint.testing.faults",
+    "FaultRule": "setpoint.testing.faults",
+    "Faults": "setpoint.testing.faults",
+    "LocalWebhook": "setpoint.testing.webhook",
+    "RecordedEvent": "setpoint.testing.context",
+    "Replay": "setpoint.testing.interleavings",
+    "ReplayError": "setpoint.testing.interleavings",
+    "RunningOperator": "setpoint.testing.operator",
+    "Step": "setpoint.testing.interleavings",
+    "UpgradeCheck": "setpoint.testing.upgrade",
+    "Violation": "setpoint.testing.interleavings",
+    "WaitTimeout": "setpoint.testing.waits",
+    "Writer": "setpoint.testing.interleavings",
+    "context_for": "setpoint.testing.context",
+    "eventually": "setpoint.testing.waits",
+    "explore": "setpoint.testing.interleavings",
+    "find_binaries": "setpoint.testing.controlplane",
+    "install_crds": "setpoint.testing.crds",
+    "replay": "setpoint.testing.interleavings",
+    "run_operator": "setpoint.testing.operator",
+    "serving_certificate": "setpoint.testing.webhook",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'setpoint.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
