@@ -483,6 +483,7 @@ class Transport:
                 accept=accept,
                 timeout=timeout,
             )
+        sent = time.monotonic()
         try:
             response = await self._traced(
                 method,
@@ -495,14 +496,28 @@ class Transport:
             )
         except ApiError as exc:
             recorder.request(
-                method, path, params=params, body=body, status=exc.code, response=dict(exc.status)
+                method,
+                path,
+                params=params,
+                body=body,
+                status=exc.code,
+                response=dict(exc.status),
+                sent=sent,
             )
             raise
         except Exception:
-            recorder.request(method, path, params=params, body=body, status=None, response=None)
+            recorder.request(
+                method, path, params=params, body=body, status=None, response=None, sent=sent
+            )
             raise
         recorder.request(
-            method, path, params=params, body=body, status=response.status, response=response.body
+            method,
+            path,
+            params=params,
+            body=body,
+            status=response.status,
+            response=response.body,
+            sent=sent,
         )
         return response
 

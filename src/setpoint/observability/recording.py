@@ -10,15 +10,16 @@ Turn it on with ``setpoint run --record FILE`` or ``ManagerOptions(record=Record
 (:class:`RecordOptions`), or in a test with :func:`recording` around the code. Each line is one
 of::
 
-    {"seq": 1, "t": 0.0021, "type": "request", "actor": "gizmo:prod/g1", "method": "PUT",
-     "path": "/apis/.../gizmos/g1/status", "params": {...}, "body": {...},
+    {"seq": 1, "t": 0.0021, "type": "request", "sent": 0.0013, "actor": "gizmo:prod/g1",
+     "method": "PUT", "path": "/apis/.../gizmos/g1/status", "params": {...}, "body": {...},
      "status": 200, "response": {...}}
     {"seq": 2, "t": 0.0107, "type": "event", "kind": "example.com/v1, Kind=Gizmo",
      "event": "update", "object": {...}}
 
 ``actor`` names who sent the request: the reconcile it ran in (``controller:namespace/name``),
 a name set with :func:`actor` (a test's foreign writer), or ``null`` (informers, leader
-election). ``t`` is seconds since the recording started.
+election). ``t`` is seconds since the recording started, when the line was written (for a
+request: when its answer arrived); a request's ``sent`` is when it went out.
 
 Guarantees:
     - Bounded: once a line would take the file past ``max_bytes``, one last line
@@ -188,11 +189,18 @@ class Recorder:
         body: Any,
         status: int | None,
         response: Any,
+        sent: float | None = None,
     ) -> None:
-        """Record one API request and its answer (``status`` ``None``: no answer arrived)."""
+        """Record one API request and its answer (``status`` ``None``: no answer arrived).
+
+        ``sent`` is the ``time.monotonic()`` at which the request went out; the line is
+        written when the answer arrives, so two requests in flight at once can be seen to
+        overlap (``sent`` of one before ``t`` of the other).
+        """
         self._write(
             {
                 "type": "request",
+                "sent": None if sent is None else round(sent - self._started, 6),
                 "actor": current_actor(),
                 "method": method,
                 "path": path,

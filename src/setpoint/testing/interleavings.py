@@ -305,6 +305,43 @@ def _parse_path(path: str) -> tuple[str, str, str, str, str] | None:
     return api, resource, namespace, name, subresource
 
 
+def _server_order(
+    wanted: list[tuple[int, dict[str, Any]]],
+) -> list[tuple[int, dict[str, Any]]]:
+    """The recorded requests in the order the server must have applied them.
+
+    Lines are written as answers arrive, and two requests in flight at once may be answered
+    in either order: a write refused with a Conflict (409) can be answered before the
+    write that beat it. A 409 came after the write it lost to, so it moves right after a
+    later successful write of another actor to the same object that overlapped it (sent
+    before the 409's answer arrived). Recordings without ``sent`` keep their order.
+    """
+    order = list(wanted)
+    index = 0
+    while index < len(order):
+        _, entry = order[index]
+        if entry.get("status") == 409 and entry.get("t") is not None:
+            target = _request_target(entry)
+            winner = next(
+                (
+                    later
+                    for later in range(index + 1, len(order))
+                    if order[later][1].get("actor") != entry.get("actor")
+                    and order[later][1].get("method") != "GET"
+                    and _request_target(order[later][1]) == target
+                    and order[later][1].get("status") in (200, 201)
+                    and (sent := order[later][1].get("sent")) is not None
+                    and sent < entry["t"]
+                ),
+                None,
+            )
+            if winner is not None:
+                order.insert(winner, order.pop(index))
+                continue  # the entry now at ``index`` is the next one to look at
+        index += 1
+    return order
+
+
 def _request_target(entry: Mapping[str, Any]) -> str | None:
     parsed = _parse_path(str(entry.get("path") or ""))
     if parsed is None:
@@ -425,6 +462,7 @@ async def replay(
             f"{actors}: name the writers after them"
         )
     fake.add(*_world_before(entries, wanted[0][0]))
+    wanted = _server_order(wanted)
     scheduler = _Scheduler(fake, sorted(names), stall_timeout)
     divergences: list[str] = []
     scheduler.start(writers)

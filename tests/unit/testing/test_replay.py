@@ -85,6 +85,50 @@ async def test_the_recorded_order_reproduces_the_lost_update(race: Path) -> None
     assert await races.entries(result.fake, NS) == ["a"]
 
 
+async def test_a_conflict_answered_before_the_write_that_beat_it_replays_after_it(
+    tmp_path: Path,
+) -> None:
+    """Both PUTs in flight; b won on the server, but a's 409 was answered (and written) first.
+
+    The lines overlap (b's PUT was sent before a's answer arrived), so replay applies b's
+    write first, as the server did: no divergence. Seen on v1.35.4 in the real-server test.
+    """
+    conflict = {"kind": "Status", "code": 409, "reason": "Conflict"}
+    put_a = _request("a", "PUT", f"{BASE}/race/status", 409, conflict)
+    put_b = _request("b", "PUT", f"{BASE}/race/status", 200, _gizmo("11", ["b"]))
+    recording = _write(
+        tmp_path / "answered-out-of-order.jsonl",
+        [
+            _request(None, "POST", BASE, 201, _gizmo("10")),
+            _request("a", "GET", f"{BASE}/race", 200, _gizmo("10")),
+            _request("b", "GET", f"{BASE}/race", 200, _gizmo("10")),
+            {**put_a, "sent": 1.0, "t": 1.5},
+            {**put_b, "sent": 1.1, "t": 1.6},
+        ],
+    )
+    result = await replay(recording, plain)
+    assert result.divergences == []
+    assert [str(s) for s in result.steps][-2:] == [
+        "b: PUT default/race/status -> 200",
+        "a: PUT default/race/status -> 409",
+    ]
+    assert await races.entries(result.fake, NS) == ["b"]
+
+    # Without the overlap (b sent after a's answer) the recorded order stands, and the
+    # replay says the fake disagrees with it.
+    apart = _write(
+        tmp_path / "apart.jsonl",
+        [
+            _request(None, "POST", BASE, 201, _gizmo("10")),
+            _request("a", "GET", f"{BASE}/race", 200, _gizmo("10")),
+            _request("b", "GET", f"{BASE}/race", 200, _gizmo("10")),
+            {**put_a, "sent": 1.0, "t": 1.5},
+            {**put_b, "sent": 1.7, "t": 1.8},
+        ],
+    )
+    assert (await replay(apart, plain)).divergences != []
+
+
 async def test_writers_that_behave_differently_are_reported(race: Path) -> None:
     def safe(fake: FakeClient) -> dict[str, Writer]:
         races.seeded_kinds(fake)
