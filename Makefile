@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: fuzz venv demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane prometheus bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix clean
+.PHONY: fuzz venv demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane prometheus test-dashboards bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,10 +20,15 @@ venv: $(STAMP)
 controlplane: $(STAMP)
 	$(PY) -m setpoint controlplane build
 
-# Prometheus from Go modules into ~/.cache/setpoint/prometheus/ (for the dashboards work of
-# issue 15; ~5 CPU minutes the first time, cached afterwards).
+# Prometheus from Go modules into ~/.cache/setpoint/prometheus/ (the dashboards test runs it;
+# ~5 CPU minutes the first time, cached afterwards).
 prometheus: $(STAMP)
 	$(PY) scripts/build_prometheus.py
+
+# The generated Grafana dashboard and alerting rules evaluated by a real Prometheus scraping
+# running managers (marker `dashboards`; ~8 s once the control plane is up; also in `make test`).
+test-dashboards: controlplane prometheus
+	$(PY) -m pytest tests/integration/observability/test_dashboards_prometheus.py -q -m dashboards
 
 demo: controlplane
 	$(PY) -m setpoint demo
@@ -67,14 +72,14 @@ unit: $(STAMP)
 	$(PY) -m pytest tests/unit examples -q -m "not integration and not e2e"
 
 # Tests against the real local control plane (marker `integration`: tests/integration).
-integration: controlplane
+integration: controlplane prometheus
 	$(PY) -m pytest tests/integration -q -m integration
 
 # Complete operators end to end (marker `e2e`: tests/e2e and the examples' cluster tests).
 e2e: controlplane
 	$(PY) -m pytest tests/e2e examples -q -m e2e
 
-test: controlplane check
+test: controlplane prometheus check
 	$(PY) -m pytest -q
 
 # The fuzz tests (hypothesis, tests/unit/*/test_*fuzz.py: kubeconfig loader, watch decoder,

@@ -1,6 +1,6 @@
-"""``setpoint generate crd|rbac|webhook``: manifests from the operator's Python types and rules.
+"""``setpoint generate crd|rbac|webhook|dashboard``: manifests and monitoring for the operator.
 
-Both commands import the given modules (names, files or directories), find
+The first three import the given modules (names, files or directories), find
 what was declared there and write kubebuilder-compatible files under
 ``--output-dir`` (default ``config``):
 
@@ -8,7 +8,10 @@ what was declared there and write kubebuilder-compatible files under
 * ``generate rbac`` -> ``config/rbac/role.yaml``;
 * ``generate webhook`` -> ``config/webhook/manifests.yaml``, the Validating- and
   MutatingWebhookConfiguration for the declared ``sp.CustomValidator`` and
-  ``sp.CustomDefaulter`` classes.
+  ``sp.CustomDefaulter`` classes;
+* ``generate dashboard`` -> ``config/grafana/setpoint-runtime.json`` (a Grafana dashboard of
+  the runtime metrics), ``config/prometheus/monitor.yaml`` (a ServiceMonitor) and
+  ``config/prometheus/alerts.yaml`` (a PrometheusRule); it imports nothing of the operator.
 
 Output is deterministic and unchanged files are not rewritten. ``--check``
 writes nothing and exits 1 when a file is out of date, for CI.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,6 +43,14 @@ from setpoint.crd import (
 )
 
 __all__ = ["register"]
+
+
+class _JSONManifest(Manifest):
+    """A generated file written as JSON (the Grafana dashboard) instead of YAML."""
+
+    def render(self) -> str:
+        """The file's text: its one document as indented JSON with sorted keys."""
+        return json.dumps(self.documents[0], indent=2, sort_keys=True) + "\n"
 
 
 def _write(manifests: Sequence[Manifest], args: argparse.Namespace) -> int:
@@ -147,25 +159,53 @@ def _cmd_rbac(args: argparse.Namespace) -> int:
     return _write([manifest], args)
 
 
+def _cmd_dashboard(args: argparse.Namespace) -> int:
+    from setpoint.observability.dashboards import (
+        DashboardOptions,
+        alerting_rules,
+        grafana_dashboard,
+        service_monitor,
+    )
+
+    try:
+        options = DashboardOptions(
+            namespace=args.namespace,
+            metrics_port=args.metrics_port,
+            metrics_scheme=args.metrics_scheme,
+            finalizer_pending_seconds=args.finalizer_pending_seconds,
+            loop_lag_seconds=args.loop_lag_seconds,
+        )
+    except ValueError as exc:
+        print(f"setpoint: error: {exc}", file=sys.stderr)
+        return 1
+    manifests = [
+        _JSONManifest("grafana/setpoint-runtime.json", (grafana_dashboard(),)),
+        Manifest("prometheus/monitor.yaml", (service_monitor(options),)),
+        Manifest("prometheus/alerts.yaml", (alerting_rules(options),)),
+    ]
+    return _write(manifests, args)
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``generate`` command with its ``crd``, ``rbac`` and ``webhook`` subcommands.
+    """Add the ``generate`` command: ``crd``, ``rbac``, ``webhook`` and ``dashboard``.
 
     Each subcommand sets ``func``; ``main`` calls ``args.func(args)`` for the exit code.
     """
     parser = subparsers.add_parser(
         "generate",
-        help="generate CRD, RBAC and webhook manifests from Python types",
+        help="generate CRD, RBAC and webhook manifests from Python types, and dashboards",
         description="Generate kubebuilder-compatible manifests from the operator's code.",
     )
     sub = parser.add_subparsers(dest="what", required=True, metavar="WHAT")
 
-    def common(command: argparse.ArgumentParser) -> None:
-        command.add_argument(
-            "targets",
-            nargs="+",
-            metavar="MODULE_OR_PATH",
-            help="importable module/package names, .py files or directories to scan",
-        )
+    def common(command: argparse.ArgumentParser, *, targets: bool = True) -> None:
+        if targets:
+            command.add_argument(
+                "targets",
+                nargs="+",
+                metavar="MODULE_OR_PATH",
+                help="importable module/package names, .py files or directories to scan",
+            )
         command.add_argument(
             "--output-dir",
             type=Path,
@@ -253,3 +293,44 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(written as caBundle)",
     )
     webhook.set_defaults(func=_cmd_webhook)
+
+    dashboard = sub.add_parser(
+        "dashboard",
+        help="write a Grafana dashboard, a ServiceMonitor and alerting rules for the "
+        "runtime metrics",
+        description="Generate config/grafana/setpoint-runtime.json, "
+        "config/prometheus/monitor.yaml (ServiceMonitor) and config/prometheus/alerts.yaml "
+        "(PrometheusRule: finalizer pending too long, reconcile errors, no leader, loop lag).",
+    )
+    common(dashboard, targets=False)
+    dashboard.add_argument(
+        "--namespace",
+        default="system",
+        help="namespace of the ServiceMonitor and PrometheusRule (default: system)",
+    )
+    dashboard.add_argument(
+        "--metrics-port",
+        default="http",
+        help="name of the metrics Service's port to scrape (default: http)",
+    )
+    dashboard.add_argument(
+        "--metrics-scheme",
+        choices=("http", "https"),
+        default="http",
+        help="scheme of the metrics endpoint (default: http)",
+    )
+    dashboard.add_argument(
+        "--finalizer-pending-seconds",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="alert when an object waits longer than this for a finalizer (default: 600)",
+    )
+    dashboard.add_argument(
+        "--loop-lag-seconds",
+        type=float,
+        default=0.1,
+        metavar="SECONDS",
+        help="alert when the event loop's p99 lag is above this (default: 0.1)",
+    )
+    dashboard.set_defaults(func=_cmd_dashboard)
