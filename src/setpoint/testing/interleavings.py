@@ -386,7 +386,11 @@ def _world_before(entries: Sequence[Mapping[str, Any]], first: int) -> list[dict
         if entry.get("type") == "event":
             seen = _objects_in(entry.get("object"))
             deleted = entry.get("event") == "delete"
-        elif entry.get("type") == "request" and entry.get("status") in (200, 201):
+        elif (
+            entry.get("type") == "request"
+            and entry.get("status") in (200, 201)
+            and not _is_discovery(str(entry.get("path") or ""))
+        ):
             seen = _objects_in(entry.get("response"))
             deleted = entry.get("method") == "DELETE" and not any(
                 (o.get("metadata") or {}).get("deletionTimestamp") for o in seen
@@ -399,6 +403,21 @@ def _world_before(entries: Sequence[Mapping[str, Any]], first: int) -> list[dict
             else:
                 world[_key(obj)] = obj
     return [_clean(obj) for obj in world.values()]
+
+
+def _is_discovery(path: str) -> bool:
+    """Whether ``path`` asks the server what it serves (its answer holds no objects).
+
+    ``/api``, ``/api/v1``, ``/apis``, ``/apis/<group>/<version>``, ``/version`` and
+    ``/openapi/...``: a client discovering a kind inside a recording (its discovery cache
+    was cold) must not seed the fake with discovery documents.
+    """
+    parts = path.split("?", 1)[0].strip("/").split("/")
+    return (
+        parts[0] in ("version", "openapi")
+        or (parts[0] == "api" and len(parts) <= 2)
+        or (parts[0] == "apis" and len(parts) <= 3)
+    )
 
 
 def _clean(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -58,7 +58,19 @@ def race(tmp_path: Path) -> Path:
         [
             _request(None, "POST", BASE, 201, _gizmo("10")),
             {"type": "event", "kind": str(GIZMO), "event": "add", "object": _gizmo("10")},
-            _request("a", "GET", "/apis", 200, {"kind": "APIGroupList"}),  # discovery: skipped
+            # Discovery inside the recording (a cold discovery cache): aggregated discovery
+            # answers with named items, which must not seed the fake (was UnknownKind).
+            _request(
+                "a",
+                "GET",
+                "/apis",
+                200,
+                {
+                    "apiVersion": "apidiscovery.k8s.io/v2",
+                    "kind": "APIGroupDiscoveryList",
+                    "items": [{"metadata": {"name": "apps"}, "versions": []}],
+                },
+            ),
             _request("a", "GET", f"{BASE}/race", 200, _gizmo("10")),
             _request("b", "GET", f"{BASE}/race", 200, _gizmo("10")),
             _request("a", "PUT", f"{BASE}/race/status", 200, _gizmo("11", ["a"])),
