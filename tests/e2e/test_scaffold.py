@@ -25,7 +25,9 @@ from setpoint.client.client import Client
 from setpoint.client.kubeconfig import load_kubeconfig
 from setpoint.testing.controlplane import find_binaries
 
-pytestmark = pytest.mark.e2e
+# Minutes of pip installs into fresh virtualenvs: it runs with the release check
+# (`make release-check`, in CI after `make test`), where the wheel is checked too.
+pytestmark = [pytest.mark.e2e, pytest.mark.release]
 
 ROOT = Path(__file__).resolve().parents[2]
 # Variables that would make the project reach back into this checkout or its plane.
