@@ -34,7 +34,7 @@ import asyncio
 import re
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -103,6 +103,27 @@ def parse_duration(text: str) -> float:
     if seconds < 0:
         raise ValueError(f"duration {text!r} must not be negative")
     return seconds
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--kubeconfig`` and ``--context``, which every doctor check takes."""
+    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default $KUBECONFIG)")
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+
+
+def add_output_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``-o/--output`` (``table`` or ``json``), which every doctor check takes."""
+    parser.add_argument(
+        "-o", "--output", choices=("table", "json"), default="table", help="output format"
+    )
+
+
+def print_report(output: str, data: Any, table: Callable[[], str]) -> None:
+    """Print a check's report: ``data`` as indented JSON, or the text ``table()`` renders."""
+    if output == "json":
+        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print(table())
 
 
 def format_duration(seconds: float) -> str:
@@ -619,11 +640,7 @@ async def _run_finalizers(args: argparse.Namespace) -> FinalizerReport:
 
 def _cmd_finalizers(args: argparse.Namespace) -> int:
     report = asyncio.run(_run_finalizers(args))
-    if args.output == "json":
-        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
-        sys.stdout.write("\n")
-    else:
-        print(render_table(report))
+    print_report(args.output, report.to_json(), lambda: render_table(report))
     return 0
 
 
@@ -799,8 +816,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "found. With one: that check in detail."
         ),
     )
-    doctor.add_argument("--kubeconfig", default=None, help="kubeconfig file (default $KUBECONFIG)")
-    doctor.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    add_connection_options(doctor)
     doctor.add_argument(
         "--older-than",
         type=parse_duration,
@@ -808,9 +824,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="DURATION",
         help="for the finalizers check: objects deleting for at least this long (default 5m)",
     )
-    doctor.add_argument(
-        "-o", "--output", choices=("table", "json"), default="table", help="output format"
-    )
+    add_output_option(doctor)
     doctor.set_defaults(func=_cmd_all)
     checks = doctor.add_subparsers(dest="check", required=False, metavar="CHECK")
     parser = checks.add_parser(
@@ -831,8 +845,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="DURATION",
         help="report objects deleting for at least this long (90, 45s, 5m, 1h30m; default 5m)",
     )
-    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default $KUBECONFIG)")
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    add_connection_options(parser)
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument(
         "-n", "--namespace", default=None, help="scan only namespaced kinds in this namespace"
@@ -850,9 +863,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="scan only this resource (plural, singular, short or kind name, optionally "
         "name.group); repeatable",
     )
-    parser.add_argument(
-        "-o", "--output", choices=("table", "json"), default="table", help="output format"
-    )
+    add_output_option(parser)
     parser.set_defaults(func=_cmd_finalizers)
     register_checks(checks)
     register_leases(checks)

@@ -25,15 +25,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import orjson
-
 from setpoint.api import kinds
 from setpoint.api.meta import meta
+from setpoint.cli.doctor import add_connection_options, add_output_option, print_report
 from setpoint.client.client import Client
 from setpoint.client.kubeconfig import load_kubeconfig
 
@@ -255,11 +253,7 @@ async def _run(args: argparse.Namespace) -> CrdReport:
 
 def _cmd_crds(args: argparse.Namespace) -> int:
     report = asyncio.run(_run(args))
-    if args.output == "json":
-        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
-        sys.stdout.write("\n")
-    else:
-        print(render_crd_table(report))
+    print_report(args.output, report.to_json(), lambda: render_crd_table(report))
     return 0
 
 
@@ -274,10 +268,7 @@ def register_crds(checks: argparse._SubParsersAction[argparse.ArgumentParser]) -
             "and stored versions the CRD no longer declares."
         ),
     )
-    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default $KUBECONFIG)")
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    add_connection_options(parser)
     parser.add_argument("--group", default=None, help="only CRDs of this API group (and subgroups)")
-    parser.add_argument(
-        "-o", "--output", choices=("table", "json"), default="table", help="output format"
-    )
+    add_output_option(parser)
     parser.set_defaults(func=_cmd_crds)

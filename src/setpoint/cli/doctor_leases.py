@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-import orjson
-
 from setpoint.api import kinds
 from setpoint.api.meta import meta
+from setpoint.cli.doctor import add_connection_options, add_output_option, print_report
 from setpoint.client.client import Client
 from setpoint.client.kubeconfig import load_kubeconfig
 from setpoint.controller.finalizers import parse_owned_finalizers
@@ -288,11 +286,7 @@ async def _run(args: argparse.Namespace) -> LeaseReport:
 
 def _cmd_leases(args: argparse.Namespace) -> int:
     report = asyncio.run(_run(args))
-    if args.output == "json":
-        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
-        sys.stdout.write("\n")
-    else:
-        print(render_lease_table(report))
+    print_report(args.output, report.to_json(), lambda: render_lease_table(report))
     return 0
 
 
@@ -307,15 +301,12 @@ def register_leases(checks: argparse._SubParsersAction[argparse.ArgumentParser])
             "the age of its last renewal against its duration, and its transitions."
         ),
     )
-    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default $KUBECONFIG)")
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    add_connection_options(parser)
     parser.add_argument("-n", "--namespace", default=None, help="only this namespace's Leases")
     parser.add_argument(
         "--include-node-leases",
         action="store_true",
         help=f"also show the kubelets' heartbeats in {NODE_LEASE_NAMESPACE}",
     )
-    parser.add_argument(
-        "-o", "--output", choices=("table", "json"), default="table", help="output format"
-    )
+    add_output_option(parser)
     parser.set_defaults(func=_cmd_leases)

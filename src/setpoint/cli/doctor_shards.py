@@ -18,18 +18,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.meta import JsonObject, labels_of, meta
-from setpoint.cli.doctor import _list_metadata, format_duration
+from setpoint.cli.doctor import (
+    _list_metadata,
+    add_connection_options,
+    add_output_option,
+    format_duration,
+    print_report,
+)
 from setpoint.client.client import Client
 from setpoint.client.errors import ClientError
 from setpoint.client.kubeconfig import load_kubeconfig
@@ -320,11 +323,7 @@ async def _run(args: argparse.Namespace) -> list[RingReport]:
 
 def _cmd_shards(args: argparse.Namespace) -> int:
     reports = asyncio.run(_run(args))
-    if args.output == "json":
-        data = [report.to_json() for report in reports]
-        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        print(render_rings(reports))
+    print_report(args.output, [r.to_json() for r in reports], lambda: render_rings(reports))
     return 0
 
 
@@ -340,13 +339,10 @@ def register_checks(checks: argparse._SubParsersAction[argparse.ArgumentParser])
             "(one metadata-only list per sharded kind)."
         ),
     )
-    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default $KUBECONFIG)")
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    add_connection_options(parser)
     parser.add_argument(
         "-n", "--namespace", default=None, help="namespace of the shard Leases (default: all)"
     )
     parser.add_argument("--ring", default=None, help="show only this ring")
-    parser.add_argument(
-        "-o", "--output", choices=("table", "json"), default="table", help="output format"
-    )
+    add_output_option(parser)
     parser.set_defaults(func=_cmd_shards)

@@ -34,7 +34,6 @@ import datetime as _dt
 import ipaddress
 import socket
 import ssl
-import sys
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from urllib.parse import quote, urlsplit
 import orjson
 
 from setpoint.api import kinds
+from setpoint.cli.doctor import add_connection_options, add_output_option, print_report
 from setpoint.client.client import Client
 from setpoint.client.errors import ApiError, ClientError
 from setpoint.tls.pem import CertificateError
@@ -764,11 +764,7 @@ async def _run(args: argparse.Namespace) -> WebhookReport:
 
 def _cmd_webhooks(args: argparse.Namespace) -> int:
     report = asyncio.run(_run(args))
-    if args.output == "json":
-        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
-        sys.stdout.write("\n")
-    else:
-        print(render_webhook_table(report))
+    print_report(args.output, report.to_json(), lambda: render_webhook_table(report))
     return 0
 
 
@@ -794,8 +790,7 @@ def register_checks(checks: argparse._SubParsersAction[argparse.ArgumentParser])
             "and show when they expire."
         ),
     )
-    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default $KUBECONFIG)")
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: current)")
+    add_connection_options(parser)
     parser.add_argument(
         "--timeout",
         type=_positive_seconds,
@@ -803,7 +798,5 @@ def register_checks(checks: argparse._SubParsersAction[argparse.ArgumentParser])
         metavar="SECONDS",
         help="how long to wait for each webhook (default 5)",
     )
-    parser.add_argument(
-        "-o", "--output", choices=("table", "json"), default="table", help="output format"
-    )
+    add_output_option(parser)
     parser.set_defaults(func=_cmd_webhooks)
