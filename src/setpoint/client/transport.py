@@ -484,6 +484,12 @@ class Transport:
                 timeout=timeout,
             )
         sent = time.monotonic()
+
+        def record(status: int | None, answer: Any) -> None:
+            recorder.request(
+                method, path, params=params, body=body, status=status, response=answer, sent=sent
+            )
+
         try:
             response = await self._traced(
                 method,
@@ -495,30 +501,12 @@ class Transport:
                 timeout=timeout,
             )
         except ApiError as exc:
-            recorder.request(
-                method,
-                path,
-                params=params,
-                body=body,
-                status=exc.code,
-                response=dict(exc.status),
-                sent=sent,
-            )
+            record(exc.code, dict(exc.status))
             raise
         except Exception:
-            recorder.request(
-                method, path, params=params, body=body, status=None, response=None, sent=sent
-            )
+            record(None, None)  # no answer: a broken connection, a timeout
             raise
-        recorder.request(
-            method,
-            path,
-            params=params,
-            body=body,
-            status=response.status,
-            response=response.body,
-            sent=sent,
-        )
+        record(response.status, response.body)
         return response
 
     async def _traced(
