@@ -7,6 +7,7 @@ machine drift from minute to minute while ratios measured side by side hold up m
 
 from __future__ import annotations
 
+import compileall
 import datetime
 import os
 import platform
@@ -80,6 +81,23 @@ def peak_rss_mib() -> float:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     raise RuntimeError("/proc/self/status has no VmHWM line; this needs Linux")
+
+
+def compile_setpoint_bytecode() -> None:
+    """Write the ``.pyc`` files of the ``setpoint`` package the benchmark's processes import.
+
+    An installed package has them (pip compiles a wheel's modules when it installs it, and
+    kopf in the venv was installed so). This repository's package is an editable install,
+    and where ``PYTHONDONTWRITEBYTECODE`` is set (it is on the benchmark machine) Python
+    never writes them: every operator process then compiles about 1 MB of source at start,
+    which doubled setpoint's import time and start-to-first-Ready against kopf's. Stale
+    files are harmless: Python checks the source's size and mtime and ignores a stale one.
+    """
+    import setpoint
+
+    package = os.path.dirname(setpoint.__file__)
+    if not compileall.compile_dir(package, quiet=1, workers=1):
+        raise RuntimeError(f"byte-compiling {package} failed; see the errors above")
 
 
 def run_header(argv: Sequence[str] | None = None) -> str:

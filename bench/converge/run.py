@@ -21,6 +21,9 @@ Measured from outside each process, the same way for all:
 - import time and RSS of ``import setpoint`` (lazy), of what the operator imports, and of
   ``import kopf``.
 
+Before anything is measured, setpoint's modules are byte-compiled (``.pyc``), as they are in
+an installed package and as kopf's are: see ``_common.compile_setpoint_bytecode``.
+
 The floor (``floor.py``) does the same writes with no cache or queue; results are reported
 as ratios to it. The table is printed; everything is written as JSON to
 ``~/.cache/setpoint/bench/converge-<date>.json``::
@@ -57,7 +60,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import proc_stats
+from _common import compile_setpoint_bytecode, proc_stats
 
 from setpoint import Client, GroupVersionKind, NotFound, kinds
 from setpoint.testing import ControlPlane, ControlPlaneOptions
@@ -759,6 +762,9 @@ def main() -> None:
         skipped["kopf"] = "kopf is not installed in this venv (pip install kopf)"
     runnable = [i for i in impls if i not in skipped]
 
+    # The operators' processes load setpoint from bytecode, as an installed package does
+    # (see compile_setpoint_bytecode): otherwise imports and start-up time Python's compiler.
+    compile_setpoint_bytecode()
     load_at_start = os.getloadavg()
     # `import kopf` is measured only where kopf is installed (the bench extra does not pin
     # it; `make bench` runs without it); otherwise the report says why it is missing.

@@ -52,6 +52,7 @@ from run import (
     RunResult,
     build_go_peer,
     command,
+    compile_setpoint_bytecode,
     create_widgets,
     delta,
     fmt,
@@ -586,6 +587,7 @@ def main() -> None:
     p.add_argument("--impls", default="setpoint,controller-runtime")
     p.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
+    compile_setpoint_bytecode()  # as run.py does: operators load bytecode, not source
     {"curves": curves, "cache": cache_only, "latency": latency}[args.mode](args)
 
 
