@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import aiohttp
 import orjson
 from multidict import CIMultiDict
 
+from setpoint.client._aiohttp import aiohttp
 from setpoint.client.config import ClientConfig
 from setpoint.client.credentials import Credentials, credentials_for
 from setpoint.client.errors import (
