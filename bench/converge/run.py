@@ -16,8 +16,8 @@ Measured from outside each process, the same way for all:
   heap a synced cache of the same objects holds (``tracemalloc``, ``widget_operator.py
   --measure-cache``);
 - start to first Ready: on the same fresh plane before the N objects exist, spawn the
-  operator, create one Widget, time until it is Ready; the idle RSS is sampled a second
-  after that;
+  operator, create one Widget, time until it is Ready, and read the CPU seconds the process
+  had used by then (start-up CPU); the idle RSS is sampled a second after that;
 - import time and RSS of ``import setpoint`` (lazy), of what the operator imports, and of
   ``import kopf``.
 
@@ -350,6 +350,9 @@ class RunResult:
     rss_converged_mib: float = 0.0
     cpu_seconds: float = 0.0
     startup_seconds: float | None = None
+    startup_cpu_seconds: float | None = None
+    """CPU seconds (user + system) the process had used when the probe Widget became Ready:
+    the start-up's cost without the waiting a loaded machine adds to the wall time."""
     idle_rss_mib: float | None = None
     bytes_per_object_rss: float | None = None
     cache_bytes_per_object: float | None = None
@@ -384,8 +387,11 @@ async def warm_up(client: Client) -> None:
 
 async def startup_probe(
     impl: str, argv: Sequence[str], plane: ControlPlane, client: Client, log: Path
-) -> tuple[float, float]:
-    """Spawn the operator with no Widgets, create one, time until Ready; (seconds, idle RSS)."""
+) -> tuple[float, float, float]:
+    """Spawn the operator with no Widgets, create one, time until Ready.
+
+    Returns (seconds from spawn to Ready, CPU seconds the process had used then, idle RSS).
+    """
     await warm_up(client)
     listed = await client.list_page(WIDGET, namespace=NAMESPACE, limit=1)
     waiter = asyncio.create_task(wait_ready(client, 1, str(listed.resource_version), timeout=120))
@@ -396,9 +402,10 @@ async def startup_probe(
         ready_at = await waiter
         if ready_at is None:
             raise RuntimeError(f"{impl}: the probe Widget was not Ready within 120 s")
+        cpu = proc_stats(proc.pid).cpu_seconds
         await asyncio.sleep(1.0)  # let start-up garbage settle before reading idle RSS
         idle = proc_stats(proc.pid).rss_mib
-        return ready_at - proc.spawned, idle
+        return ready_at - proc.spawned, cpu, idle
     finally:
         await proc.stop()
         # No kube-controller-manager (so no garbage collector): remove the child by hand.
@@ -423,7 +430,11 @@ async def one_run(
     async with Client.from_kubeconfig(str(plane.kubeconfig_path)) as client:
         await prepare(client)
         if not impl.startswith("floor") and profile is None:
-            result.startup_seconds, result.idle_rss_mib = await startup_probe(
+            (
+                result.startup_seconds,
+                result.startup_cpu_seconds,
+                result.idle_rss_mib,
+            ) = await startup_probe(
                 impl, argv, plane, client, logs / f"{impl}-{repeat}-startup.log"
             )
         await create_widgets(client, n)
@@ -659,6 +670,7 @@ def table(results: Sequence[RunResult], n: int, impls: Sequence[str]) -> str:
         "x floor",
         "peak RSS MiB",
         "start to first Ready s",
+        "start-up CPU s",
         "idle RSS MiB",
         "KiB/object (RSS)",
     ]
@@ -678,6 +690,7 @@ def table(results: Sequence[RunResult], n: int, impls: Sequence[str]) -> str:
             return f"{statistics.median(values) / base:.2f}x" if base else "n/a"
 
         startup = [r.startup_seconds for r in runs if r.startup_seconds is not None]
+        startup_cpu = [r.startup_cpu_seconds for r in runs if r.startup_cpu_seconds is not None]
         idle = [r.idle_rss_mib for r in runs if r.idle_rss_mib is not None]
         per_object = [r.bytes_per_object_rss for r in runs if r.bytes_per_object_rss is not None]
         lines.append(
@@ -693,6 +706,7 @@ def table(results: Sequence[RunResult], n: int, impls: Sequence[str]) -> str:
                     x(c, floor_cpu),
                     fmt([r.peak_rss_mib for r in runs]),
                     fmt(startup, 2),
+                    fmt(startup_cpu, 2),
                     fmt(idle),
                     fmt(per_object, 1, 1 / 1024),
                 ]
