@@ -21,7 +21,7 @@ from setpoint.manager.sharedcache import CacheFactory, default_new_cache
 from setpoint.observability.events import EventBroadcasterOptions
 from setpoint.observability.recording import RecordOptions
 from setpoint.server.address import parse_bind_address
-from setpoint.server.http import AiohttpServer, HttpServerFactory
+from setpoint.server.http import Http1Server, HttpServerFactory
 from setpoint.server.tls import ServerTLS
 from setpoint.webhook.server import WebhookServerOptions
 
@@ -239,7 +239,7 @@ class ManagerOptions:
     """Builds the manager's shared cache from its client on first use of ``Manager.cache``
     (a test seam). The default builds ``setpoint.cache.Cache(client)``."""
 
-    new_http_server: HttpServerFactory = AiohttpServer
+    new_http_server: HttpServerFactory = Http1Server
     """Builds the probe and metrics servers (a test seam). The default serves with aiohttp."""
 
     clock: Clock = field(default_factory=LoopClock)

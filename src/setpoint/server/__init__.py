@@ -2,13 +2,13 @@
 
 ::
 
-    from setpoint.server import AiohttpServer, BindAddress, HttpServerOptions, ServerTLS
+    from setpoint.server import Http1Server, BindAddress, HttpServerOptions, ServerTLS
 
-    server = AiohttpServer("webhook-server", BindAddress(None, 9443), handler,
+    server = Http1Server("webhook-server", BindAddress(None, 9443), handler,
                            options=HttpServerOptions(tls=ServerTLS.from_files(crt, key)))
 
 - :mod:`setpoint.server.http`: requests and responses as plain data, the handler type, the
-  :class:`HttpServer` runnable protocol and :class:`AiohttpServer`, with its limits.
+  :class:`HttpServer` runnable protocol and :class:`Http1Server`, with its limits.
 - :mod:`setpoint.server.tls`: :class:`ServerTLS`, a serving certificate that can be swapped
   while the server runs.
 - :mod:`setpoint.server.address`: :class:`BindAddress` and controller-runtime's ``host:port``
@@ -17,13 +17,14 @@
 The manager serves probes and metrics with it; the webhook server serves admission and
 conversion webhooks with it. Certificates themselves are made and read by
 :mod:`setpoint.tls.certs`. The layer sits beside :mod:`setpoint.client` (see
-``docs/architecture.md``): only these two packages import aiohttp.
+``docs/architecture.md``): only these two packages speak HTTP, the client with aiohttp,
+the server with its own HTTP/1.1 protocol on asyncio (decision 0012).
 """
 
 from setpoint.server.address import DISABLED, BindAddress, parse_bind_address
 from setpoint.server.http import (
     MAX_BODY_SIZE,
-    AiohttpServer,
+    Http1Server,
     HttpHandler,
     HttpRequest,
     HttpResponse,
@@ -36,8 +37,8 @@ from setpoint.server.tls import ServerTLS
 __all__ = [
     "DISABLED",
     "MAX_BODY_SIZE",
-    "AiohttpServer",
     "BindAddress",
+    "Http1Server",
     "HttpHandler",
     "HttpRequest",
     "HttpResponse",

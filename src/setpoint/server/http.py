@@ -1,10 +1,10 @@
 """A small hardened HTTP(S) server, behind a seam tests can replace.
 
 Endpoints are plain async functions from :class:`HttpRequest` to :class:`HttpResponse`,
-independent of any web framework, so tests call them directly. :class:`AiohttpServer` serves
+independent of any web framework, so tests call them directly. :class:`Http1Server` serves
 one such handler on a :class:`~setpoint.server.address.BindAddress`, over plain HTTP or, with
 :attr:`HttpServerOptions.tls`, over HTTPS. The manager's probe and metrics servers are
-``AiohttpServer`` instances in the ``SERVERS`` group; the webhook server is one in the
+``Http1Server`` instances in the ``SERVERS`` group; the webhook server is one in the
 ``WEBHOOKS`` group, serving HTTPS.
 
 Hardening, on every server (the defaults are controller-runtime's where it has one):
@@ -15,12 +15,14 @@ Hardening, on every server (the defaults are controller-runtime's where it has o
   within :attr:`HttpServerOptions.read_header_timeout` (Go's ``ReadHeaderTimeout``), and a
   kept-alive connection must send its next request within
   :attr:`HttpServerOptions.idle_timeout` (Go's ``IdleTimeout``), or it is closed: a slow or
-  silent client cannot hold descriptors (aiohttp alone keeps a half-sent request for an
-  hour);
+  silent client cannot hold descriptors;
 - a request body larger than :attr:`HttpServerOptions.max_body_size` is refused with 413
   before it is read whole, and a body that does not arrive within
   :attr:`HttpServerOptions.body_timeout` with 408;
-- aiohttp's limits on the request line and headers (8190 bytes each) stay on;
+- requests are parsed strictly: a request line and each header line of at most 8190 bytes,
+  at most 100 headers and 64 KiB of them, no folded or malformed header lines, and the
+  request-smuggling ambiguities (``Content-Length`` with ``Transfer-Encoding``, two different
+  lengths, an unknown transfer coding) refused with 400 and the connection closed;
 - an exception in a handler becomes a 500 and a log line, never a dead server or a
   traceback sent to the client;
 - responses say ``X-Content-Type-Options: nosniff`` and are never cached
@@ -30,6 +32,7 @@ Hardening, on every server (the defaults are controller-runtime's where it has o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -41,13 +44,11 @@ from setpoint.server.address import BindAddress
 from setpoint.server.tls import ServerTLS
 
 if TYPE_CHECKING:
-    from aiohttp import web
-
-    from setpoint.server._connections import ConnectionGuard
+    from setpoint.server._http1 import ConnectionGuard, ParsedHead
 
 __all__ = [
     "MAX_BODY_SIZE",
-    "AiohttpServer",
+    "Http1Server",
     "HttpHandler",
     "HttpRequest",
     "HttpResponse",
@@ -73,8 +74,8 @@ class HttpRequest:
     """Every value of each query parameter (``?exclude=a&exclude=b``); a bare ``?verbose``
     maps to ``("",)``."""
     headers: Mapping[str, str] = field(default_factory=dict)
-    """Request headers; look them up with the exact case the server delivers (aiohttp's
-    mapping is case-insensitive)."""
+    """Request headers. The server delivers a case-insensitive mapping (a repeated header's
+    values joined with ``", "``); a plain dict in a test must use the case it was built with."""
     body: bytes = b""
     """The whole request body (at most ``HttpServerOptions.max_body_size`` bytes)."""
     remote: str | None = None
@@ -129,7 +130,7 @@ class HttpServer(Runnable, Protocol):
 class HttpServerFactory(Protocol):
     """Builds a server from ``(name, bind address, handler)`` and optional ``options``.
 
-    ``ManagerOptions.new_http_server``; :class:`AiohttpServer` is the default. ``options``
+    ``ManagerOptions.new_http_server``; :class:`Http1Server` is the default. ``options``
     is passed only when the manager needs more than plain HTTP with the defaults (HTTPS
     for secure metrics).
     """
@@ -153,7 +154,7 @@ each up to etcd's 1.5 MiB object limit, plus JSON overhead; 7 MiB leaves room fo
 
 @dataclass(frozen=True, kw_only=True)
 class HttpServerOptions:
-    """Settings of an :class:`AiohttpServer`; every default is documented here."""
+    """Settings of an :class:`Http1Server`; every default is documented here."""
 
     tls: ServerTLS | None = None
     """Serve HTTPS with this certificate (which can be swapped while serving, see
@@ -186,7 +187,7 @@ class HttpServerOptions:
     """The manager's start group: ``SERVERS`` (probes, metrics: up first) or ``WEBHOOKS``."""
 
     shutdown_timeout: float = 1.0
-    """Seconds :meth:`AiohttpServer.stop` lets in-flight requests finish. Short by default:
+    """Seconds :meth:`Http1Server.stop` lets in-flight requests finish. Short by default:
     probes are answered in well under a second, and a long wait would only delay shutdown
     behind an idle keep-alive connection."""
 
@@ -207,12 +208,17 @@ class HttpServerOptions:
                 )
 
 
-class AiohttpServer:
-    """Serves one :data:`HttpHandler` with aiohttp's low-level server, over HTTP or HTTPS.
+class Http1Server:
+    """Serves one :data:`HttpHandler` over HTTP/1.1, plain or with TLS, on asyncio alone.
 
     Not leader-only: probes, metrics and webhooks answer in every replica. Handler exceptions
     become a 500 response and a log line; they never stop the server. See the module
-    docstring for the limits every request is held to.
+    docstring for the limits every request is held to; the protocol itself lives in
+    ``setpoint.server._http1`` (no web framework: decision 0012).
+
+    HTTP/2 is not offered: the API server and Prometheus speak HTTP/1.1 to webhooks and
+    metrics endpoints happily, and controller-runtime's scaffolding turns HTTP/2 off on its
+    webhook server by default (CVE-2023-44487, "Rapid Reset").
 
     Args:
         name: For logs and errors (``"metrics-server"``, ``"webhook-server"``).
@@ -234,7 +240,7 @@ class AiohttpServer:
         self._bind = address
         self._handler = handler
         self._options = options if options is not None else HttpServerOptions()
-        self._runner: web.ServerRunner | None = None
+        self._listener: asyncio.Server | None = None
         self._guard: ConnectionGuard | None = None
         self._address: tuple[str, int] | None = None
 
@@ -276,111 +282,75 @@ class AiohttpServer:
                 message names the server and the address.
 
         """
-        # aiohttp's server side loads only when a server starts: an operator whose probe and
-        # metrics servers are off never pays for it (import time and ~2 MiB of RSS).
-        from aiohttp import web
-
-        from setpoint.server._connections import ConnectionGuard, GuardedSite
+        from setpoint.server._http1 import ConnectionGuard, ConnectionSettings, new_connection
 
         options = self._options
-        server = web.Server(self._serve, access_log=None, keepalive_timeout=options.idle_timeout)
-        runner = web.ServerRunner(server, shutdown_timeout=options.shutdown_timeout)
-        await runner.setup()
         tls = options.tls
-        guard = ConnectionGuard(
-            self._name,
-            server,
-            max_connections=options.max_connections,
-            read_header_timeout=options.read_header_timeout,
+        guard = ConnectionGuard(self._name, max_connections=options.max_connections)
+        settings = ConnectionSettings(
+            guard=guard,
+            serve=self._serve,
             tls=(lambda: tls.context) if tls is not None else None,
+            max_body=options.max_body_size,
+            header_timeout=options.read_header_timeout,
+            idle_timeout=options.idle_timeout,
+            body_timeout=options.body_timeout,
         )
-        site = GuardedSite(runner, self._bind.host, self._bind.port, guard)
+        loop = asyncio.get_running_loop()
         try:
-            await site.start()
+            listener = await loop.create_server(
+                new_connection(settings),
+                self._bind.host,
+                self._bind.port,
+                reuse_address=True,
+                backlog=128,
+            )
         except OSError as exc:
-            await runner.cleanup()
             raise OSError(
                 exc.errno,
                 f"the {self._name} cannot listen on {self._bind}: {exc.strerror or exc}. "
                 "Choose another address (port 0 picks a free port, '0' disables the server)",
             ) from exc
-        self._runner = runner
+        self._listener = listener
         self._guard = guard
-        host, port = runner.addresses[0][:2]
+        host, port = listener.sockets[0].getsockname()[:2]
         self._address = (str(host), int(port))
         log.info("%s listening on %s://%s:%s", self._name, self.scheme, host, port)
 
     async def stop(self, timeout: float) -> None:
-        """Stop listening and close connections, within ``timeout`` seconds."""
-        runner = self._runner
-        self._runner = None
-        if runner is None:
+        """Stop listening, let requests in flight finish, then close every connection.
+
+        Requests in flight get the shorter of ``timeout`` and
+        :attr:`HttpServerOptions.shutdown_timeout`; idle kept-alive connections are closed
+        at once.
+        """
+        listener, guard = self._listener, self._guard
+        self._listener = None
+        if listener is None or guard is None:
             return
-        try:
-            await asyncio.wait_for(runner.cleanup(), timeout=max(timeout, 0.001))
-        except TimeoutError:
-            log.warning("%s did not close its connections within %.1fs", self._name, timeout)
-        if self._guard is not None:
-            self._guard.close_all()  # handshakes and connections aiohttp never saw
+        listener.close()
+        guard.close_idle()
+        # Answered and idle connections close themselves once their last bytes are out.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(0.001, min(timeout, self._options.shutdown_timeout))):
+                await guard.all_closed()
+        if guard.busy():
+            log.warning("%s did not finish its requests within %.1fs", self._name, timeout)
+        guard.abort_all()
 
     @property
     def open_connections(self) -> int:
         """Connections open now (0 when not serving); at most ``max_connections``."""
-        return self._guard.open if self._guard is not None else 0
+        return len(self._guard.open) if self._guard is not None else 0
 
     def failure(self) -> BaseException | None:
         """Always ``None``: the server has no background work of its own that can die."""
         return None
 
-    async def _serve(self, request: web.BaseRequest) -> web.StreamResponse:
-        if self._guard is not None:
-            self._guard.request_started(request.protocol)
-        query: dict[str, tuple[str, ...]] = {}
-        for key in request.query:
-            query.setdefault(key, tuple(request.query.getall(key)))
-        body = await self._read_body(request)
-        if isinstance(body, HttpResponse):
-            response = body
-        else:
-            try:
-                response = await self._handler(
-                    HttpRequest(
-                        request.method, request.path, query, request.headers, body, request.remote
-                    )
-                )
-            except Exception:
-                log.exception("%s failed to answer %s %s", self._name, request.method, request.path)
-                response = HttpResponse.text(500, "internal server error\n")
-        headers = dict(response.headers)
-        headers.update(
-            {
-                "Content-Type": response.content_type,
-                "X-Content-Type-Options": "nosniff",
-                "Cache-Control": "no-store",
-            }
-        )
-        from aiohttp import web  # loaded by start() already
-
-        return web.Response(status=response.status, body=response.body, headers=headers)
-
-    async def _read_body(self, request: web.BaseRequest) -> bytes | HttpResponse:
-        """The whole body, or the 408/413 response that refuses it."""
-        limit = self._options.max_body_size
-        too_large = HttpResponse.text(413, f"request body larger than {limit} bytes\n")
-        declared = request.content_length
-        if declared is not None and declared > limit:
-            return too_large
-        if not request.body_exists:
-            return b""
-        chunks: list[bytes] = []
-        size = 0
+    async def _serve(self, head: ParsedHead, body: bytes, remote: str | None) -> HttpResponse:
+        request = HttpRequest(head.method, head.path, head.query, head.headers, body, remote)
         try:
-            async with asyncio.timeout(self._options.body_timeout):
-                while chunk := await request.content.readany():
-                    size += len(chunk)
-                    if size > limit:
-                        return too_large
-                    chunks.append(chunk)
-        except TimeoutError:
-            return HttpResponse.text(408, "request body not received in time\n")
-        return b"".join(chunks)
+            return await self._handler(request)
+        except Exception:
+            log.exception("%s failed to answer %s %s", self._name, request.method, request.path)
+            return HttpResponse.text(500, "internal server error\n")

@@ -9,7 +9,7 @@ Expected flow::
 
     tls = ServerTLS.from_files("/tmp/k8s-webhook-server/serving-certs/tls.crt",
                                "/tmp/k8s-webhook-server/serving-certs/tls.key")
-    server = AiohttpServer("webhook-server", BindAddress(None, 9443), handler,
+    server = Http1Server("webhook-server", BindAddress(None, 9443), handler,
                            options=HttpServerOptions(tls=tls, group=RunnableGroup.WEBHOOKS))
     ...
     tls.update(load_key_pair(cert_file, key_file))   # when the files change

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from setpoint.api.runnable import RunnableGroup
 from setpoint.server.address import BindAddress, parse_bind_address
-from setpoint.server.http import AiohttpServer, HttpHandler, HttpRequest, HttpResponse
+from setpoint.server.http import Http1Server, HttpHandler, HttpRequest, HttpResponse
 from setpoint.server.http import HttpServerOptions as _HttpServerOptions
 from setpoint.server.tls import ServerTLS
 from setpoint.tls.pem import CertificateError, KeyPair, load_key_pair
@@ -261,8 +261,10 @@ class WebhookServer:
         self.metrics = metrics
         """Where requests are counted."""
         self._routes: dict[str, HttpHandler] = {}
+        self._by_path: dict[str, tuple[Any, Any]] = {}
+        self._counters: dict[tuple[str, int], Any] = {}
         self._conversion: ConversionWebhook | None = None
-        self._server: AiohttpServer | None = None
+        self._server: Http1Server | None = None
         self._tls: ServerTLS | None = None
         self._source: CertificateSource | None = None
         self._watch: asyncio.Task[None] | None = None
@@ -300,7 +302,7 @@ class WebhookServer:
         pair = await source.load()
         self._tls = ServerTLS(pair)
         self._source = source
-        server = AiohttpServer(
+        server = Http1Server(
             self.name,
             self._bind,
             self._dispatch,
@@ -472,15 +474,12 @@ class WebhookServer:
         return handlers
 
     async def _dispatch(self, request: HttpRequest) -> HttpResponse:
-        handler = self._routes.get(request.path)
+        path = request.path
+        handler = self._routes.get(path)
         if handler is None:
             known = ", ".join(self.paths) or "none"
-            return HttpResponse.text(
-                404, f"no webhook is served on {request.path} (served: {known})\n"
-            )
-        path = request.path
-        metrics = self.metrics
-        in_flight = metrics.webhook_requests_in_flight.labels(path)
+            return HttpResponse.text(404, f"no webhook is served on {path} (served: {known})\n")
+        in_flight, latency = self._path_metrics(path)
         in_flight.inc()
         started = time.perf_counter()
         try:
@@ -497,6 +496,25 @@ class WebhookServer:
             response = HttpResponse.text(500, "internal error in the webhook; see its log\n")
         finally:
             in_flight.dec()
-        metrics.webhook_latency_seconds.labels(path).observe(time.perf_counter() - started)
-        metrics.webhook_requests_total.labels(path, str(response.status)).inc()
+        latency.observe(time.perf_counter() - started)
+        counter = self._counters.get((path, response.status))
+        if counter is None:
+            counter = self.metrics.webhook_requests_total.labels(path, str(response.status))
+            self._counters[(path, response.status)] = counter
+        counter.inc()
         return response
+
+    def _path_metrics(self, path: str) -> tuple[Any, Any]:
+        """The in-flight gauge and latency histogram of ``path``.
+
+        Looked up once per path: ``labels()`` takes a lock and builds a key on every call.
+        """
+        found = self._by_path.get(path)
+        if found is None:
+            metrics = self.metrics
+            found = (
+                metrics.webhook_requests_in_flight.labels(path),
+                metrics.webhook_latency_seconds.labels(path),
+            )
+            self._by_path[path] = found
+        return found

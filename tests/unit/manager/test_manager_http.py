@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from setpoint.manager import DuplicateCheckError, HealthChecks, Manager, ManagerOptions
 from setpoint.observability.metrics import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT, Metrics
-from setpoint.server import AiohttpServer, BindAddress, HttpRequest, HttpResponse
+from setpoint.server import BindAddress, Http1Server, HttpRequest, HttpResponse
 from setpoint.testing import FakeClient
 from tests._support.manager_fakes import FakeCache, FakeHttpServer
 
@@ -281,12 +281,12 @@ async def test_a_busy_port_fails_start_with_the_address() -> None:
     async def handler(request: HttpRequest) -> HttpResponse:
         return HttpResponse.text(200, "ok")
 
-    first = AiohttpServer("probe-server", BindAddress("127.0.0.1", 0), handler)
+    first = Http1Server("probe-server", BindAddress("127.0.0.1", 0), handler)
     await first.start()
     try:
         assert first.address is not None
         port = first.address[1]
-        second = AiohttpServer("metrics-server", BindAddress("127.0.0.1", port), handler)
+        second = Http1Server("metrics-server", BindAddress("127.0.0.1", port), handler)
         with pytest.raises(OSError, match=rf"metrics-server cannot listen on 127.0.0.1:{port}"):
             await second.start()
         await second.stop(1.0)  # safe on a server that never started
@@ -298,7 +298,7 @@ async def test_a_handler_error_becomes_a_500(http: aiohttp.ClientSession) -> Non
     async def handler(request: HttpRequest) -> HttpResponse:
         raise RuntimeError("bug")
 
-    server = AiohttpServer("probe-server", BindAddress("127.0.0.1", 0), handler)
+    server = Http1Server("probe-server", BindAddress("127.0.0.1", 0), handler)
     await server.start()
     try:
         assert server.address is not None

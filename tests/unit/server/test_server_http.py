@@ -10,8 +10,8 @@ import pytest
 
 from setpoint.api.runnable import RunnableGroup
 from setpoint.server import (
-    AiohttpServer,
     BindAddress,
+    Http1Server,
     HttpRequest,
     HttpResponse,
     HttpServerOptions,
@@ -41,8 +41,8 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 
 async def started(
     handler: Recorder, options: HttpServerOptions | None = None
-) -> tuple[AiohttpServer, str]:
-    server = AiohttpServer("test-server", LOCAL, handler, options=options)
+) -> tuple[Http1Server, str]:
+    server = Http1Server("test-server", LOCAL, handler, options=options)
     await server.start()
     assert server.address is not None
     return server, f"http://127.0.0.1:{server.address[1]}"
@@ -113,8 +113,8 @@ async def test_a_body_that_never_arrives_gets_408() -> None:
 async def test_the_group_is_configurable_for_webhook_servers() -> None:
     """A server is in SERVERS by default and in WEBHOOKS when told, never leader-only."""
     handler = Recorder()
-    assert AiohttpServer("a", LOCAL, handler).group is RunnableGroup.SERVERS
-    webhooks = AiohttpServer(
+    assert Http1Server("a", LOCAL, handler).group is RunnableGroup.SERVERS
+    webhooks = Http1Server(
         "b", LOCAL, handler, options=HttpServerOptions(group=RunnableGroup.WEBHOOKS)
     )
     assert webhooks.group is RunnableGroup.WEBHOOKS

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from setpoint.server import (
-    AiohttpServer,
     BindAddress,
+    Http1Server,
     HttpRequest,
     HttpResponse,
     HttpServerOptions,
@@ -33,13 +33,13 @@ async def ok(request: HttpRequest) -> HttpResponse:
     return HttpResponse.text(200, f"ok {request.remote}\n")
 
 
-async def started(**options: object) -> AiohttpServer:
-    server = AiohttpServer("test-server", LOCAL, ok, options=HttpServerOptions(**options))  # type: ignore[arg-type]
+async def started(**options: object) -> Http1Server:
+    server = Http1Server("test-server", LOCAL, ok, options=HttpServerOptions(**options))  # type: ignore[arg-type]
     await server.start()
     return server
 
 
-async def connect(server: AiohttpServer) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def connect(server: Http1Server) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     assert server.address is not None
     return await asyncio.open_connection(*server.address)
 
@@ -163,7 +163,7 @@ async def test_remote_address_reaches_the_handler() -> None:
         seen.append(request)
         return HttpResponse.text(200, "ok")
 
-    server = AiohttpServer("test-server", LOCAL, record)
+    server = Http1Server("test-server", LOCAL, record)
     await server.start()
     try:
         reader, writer = await connect(server)
@@ -183,7 +183,7 @@ async def test_remote_address_reaches_the_handler() -> None:
 SERVER_SCRIPT = """
 import asyncio, json, os, resource, sys
 resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
-from setpoint.server import AiohttpServer, BindAddress, HttpResponse, HttpServerOptions
+from setpoint.server import Http1Server, BindAddress, HttpResponse, HttpServerOptions
 
 failures = 0
 most = 0
@@ -206,7 +206,7 @@ async def report(request):
 
 async def main():
     options = json.loads(sys.argv[1])
-    server = AiohttpServer(
+    server = Http1Server(
         "metrics-server", BindAddress("127.0.0.1", 0), report,
         options=HttpServerOptions(**options),
     )

@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 
 from setpoint.server import (
-    AiohttpServer,
     BindAddress,
+    Http1Server,
     HttpRequest,
     HttpResponse,
     HttpServerOptions,
@@ -41,8 +41,8 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
         yield s
 
 
-async def serve(tls: ServerTLS) -> tuple[AiohttpServer, str]:
-    server = AiohttpServer(
+async def serve(tls: ServerTLS) -> tuple[Http1Server, str]:
+    server = Http1Server(
         "webhook-server", BindAddress("127.0.0.1", 0), hello, options=HttpServerOptions(tls=tls)
     )
     await server.start()

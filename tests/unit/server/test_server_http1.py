@@ -1,0 +1,310 @@
+"""The HTTP/1.1 protocol of Http1Server: framing, strict parsing, limits (decision 0012).
+
+Raw sockets send exactly the bytes under test (an HTTP client library would refuse to send
+most of them), and read what the server answers. A hypothesis test throws arbitrary and
+mutated requests at one server: each gets an answer or a close, never a hang, and the
+server keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from setpoint.server import BindAddress, Http1Server, HttpRequest, HttpResponse, HttpServerOptions
+from setpoint.server._http1 import MAX_HEADERS, MAX_LINE, Headers, ParsedHead, RequestError
+
+LOCAL = BindAddress("127.0.0.1", 0)
+
+
+async def echo(request: HttpRequest) -> HttpResponse:
+    """Answers with what it saw: method, path, query, body length and one header."""
+    text = (
+        f"{request.method} {request.path} {sorted(request.query.items())} "
+        f"len={len(request.body)} body={request.body[:20]!r} "
+        f"x-test={request.headers.get('X-Test')}"
+    )
+    return HttpResponse.text(200, text)
+
+
+async def exchange(raw: bytes, *, options: HttpServerOptions | None = None) -> bytes:
+    """Send ``raw`` on one connection to a fresh server; everything it answers until close."""
+    server = Http1Server("test-server", LOCAL, echo, options=options)
+    await server.start()
+    try:
+        assert server.address is not None
+        reader, writer = await asyncio.open_connection(*server.address)
+        writer.write(raw)
+        writer.write_eof()  # all sent: the server answers what is complete, then closes
+        await writer.drain()
+        async with asyncio.timeout(10):
+            answer = await reader.read()
+        writer.close()
+        return answer
+    finally:
+        await server.stop(1.0)
+
+
+def statuses(answer: bytes) -> list[int]:
+    """The status codes of every response in ``answer``, in order (status lines can follow
+    a body directly: no separator comes between pipelined answers)."""
+    return [int(code) for code in re.findall(rb"HTTP/1\.1 (\d{3}) ", answer)]
+
+
+CLOSE = b"Connection: close\r\n"
+
+
+async def test_a_request_is_answered_with_the_hardening_headers() -> None:
+    """A plain GET: 200, Content-Length, nosniff, no-store, Date, and the parsed request."""
+    answer = await exchange(
+        b"GET /a%20b?x=1&x=2&y HTTP/1.1\r\nHost: h\r\nX-TEST: v\r\n" + CLOSE + b"\r\n"
+    )
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"X-Content-Type-Options: nosniff" in head
+    assert b"Cache-Control: no-store" in head
+    assert b"Date: " in head
+    assert f"Content-Length: {len(body)}".encode() in head
+    assert body.startswith(b"GET /a b [('x', ('1', '2')), ('y', ('',))] len=0")
+    assert body.endswith(b"x-test=v")
+
+
+async def test_keep_alive_and_pipelined_requests_are_answered_in_order() -> None:
+    """Three requests in one write, on one connection: three answers, in order."""
+    raw = (
+        b"POST /1 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc"
+        b"GET /2 HTTP/1.1\r\nHost: h\r\n\r\n"
+        b"POST /3 HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n" + CLOSE + b"\r\nz"
+    )
+    answer = await exchange(raw)
+    assert statuses(answer) == [200, 200, 200]
+    assert answer.index(b"POST /1") < answer.index(b"GET /2") < answer.index(b"POST /3")
+    assert b"body=b'abc'" in answer
+    assert b"body=b'z'" in answer
+
+
+async def test_a_chunked_body_is_reassembled() -> None:
+    """Transfer-Encoding: chunked, with an extension and a trailer: the handler gets the body."""
+    raw = (
+        b"POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n" + CLOSE + b"\r\n"
+        b"3;ext=1\r\nabc\r\n"
+        b"A\r\n0123456789\r\n"
+        b"0\r\nX-Trailer: t\r\n\r\n"
+    )
+    answer = await exchange(raw)
+    assert statuses(answer) == [200]
+    assert b"len=13 body=b'abc0123456789'" in answer
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        # request smuggling: both framings, two lengths, an unknown coding, a bad length
+        (b"POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nContent-Length: 0x10\r\n\r\n", 400),
+        # whitespace before the colon, a folded line, a control character
+        (b"GET / HTTP/1.1\r\nHost : h\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nX-A: 1\r\n folded\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nX-A: 1\x00\r\n\r\n", 400),
+        # the request line
+        (b"GET /\r\n\r\n", 400),
+        (b"GET  / HTTP/1.1\r\n\r\n", 400),
+        (b"G(T / HTTP/1.1\r\n\r\n", 400),
+        (b"GET / HTTP/2.0\r\n\r\n", 505),
+        (b"GET nohost HTTP/1.1\r\n\r\n", 400),
+        # a bad chunk
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n", 400),
+    ],
+)
+async def test_malformed_requests_get_an_error_and_a_close(raw: bytes, status: int) -> None:
+    """Each ambiguity or malformation: its status code, then the server closes."""
+    answer = await exchange(raw)
+    assert statuses(answer) == [status], answer
+    assert b"Connection: close" in answer
+
+
+async def test_limits_on_lines_headers_and_bodies() -> None:
+    """A long request line 414, a long header line or too many headers 431, a big body 413."""
+    long_target = b"/" + b"a" * (MAX_LINE + 10)
+    assert statuses(await exchange(b"GET " + long_target + b" HTTP/1.1\r\n\r\n")) == [414]
+    long_header = b"X-A: " + b"b" * (MAX_LINE + 10)
+    assert statuses(await exchange(b"GET / HTTP/1.1\r\n" + long_header + b"\r\n\r\n")) == [431]
+    many = b"".join(b"X-%d: 1\r\n" % i for i in range(MAX_HEADERS + 1))
+    assert statuses(await exchange(b"GET / HTTP/1.1\r\n" + many + b"\r\n")) == [431]
+    small = HttpServerOptions(max_body_size=10)
+    declared = b"POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n" + b"x" * 11
+    assert statuses(await exchange(declared, options=small)) == [413]
+    chunked = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nabcdef\r\n6\r\nabcdef\r\n"
+    assert statuses(await exchange(chunked, options=small)) == [413]
+
+
+async def test_expect_100_continue_and_head_and_http_1_0() -> None:
+    """Expect: 100-continue gets the interim answer; HEAD gets no body; HTTP/1.0 closes."""
+    server = Http1Server("test-server", LOCAL, echo)
+    await server.start()
+    try:
+        assert server.address is not None
+        reader, writer = await asyncio.open_connection(*server.address)
+        writer.write(b"POST /e HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+        async with asyncio.timeout(10):
+            assert await reader.readuntil(b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
+            writer.write(b"ok")
+            head = await reader.readuntil(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200")
+            length = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            writer.write(b"HEAD /h HTTP/1.1\r\n\r\n")
+            head = await reader.readuntil(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200") and b"Content-Length: " in head
+            writer.write(b"GET /old HTTP/1.0\r\n\r\n")
+            rest = await reader.read()  # HEAD sent no body; HTTP/1.0 then closed the connection
+        assert rest.startswith(b"HTTP/1.1 200") and rest.endswith(b"len=0 body=b'' x-test=None")
+        writer.close()
+    finally:
+        await server.stop(1.0)
+
+
+async def test_a_refused_body_is_drained_so_the_client_reads_the_refusal() -> None:
+    """A client still sending a body over the limit reads the 413 instead of a reset."""
+    server = Http1Server("test-server", LOCAL, echo, options=HttpServerOptions(max_body_size=1024))
+    await server.start()
+    try:
+        assert server.address is not None
+        reader, writer = await asyncio.open_connection(*server.address)
+        size = 4 * 1024 * 1024
+        writer.write(b"POST / HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % size)
+        writer.write(b"x" * size)
+        async with asyncio.timeout(10):
+            await writer.drain()
+            answer = await reader.read()
+        assert statuses(answer) == [413]
+        writer.close()
+    finally:
+        await server.stop(1.0)
+
+
+async def test_stop_lets_a_request_in_flight_finish() -> None:
+    """stop() closes idle connections at once and answers the request being handled."""
+    release, entered = asyncio.Event(), asyncio.Event()
+
+    async def slow(request: HttpRequest) -> HttpResponse:
+        entered.set()
+        await release.wait()
+        return HttpResponse.text(200, "late")
+
+    server = Http1Server("test-server", LOCAL, slow, options=HttpServerOptions(shutdown_timeout=5))
+    await server.start()
+    assert server.address is not None
+    idle_reader, idle_writer = await asyncio.open_connection(*server.address)
+    reader, writer = await asyncio.open_connection(*server.address)
+    writer.write(b"GET / HTTP/1.1\r\n\r\n")
+    await writer.drain()
+    async with asyncio.timeout(10):
+        await entered.wait()
+    assert server.open_connections == 2
+    stopping = asyncio.create_task(server.stop(5.0))
+    async with asyncio.timeout(10):
+        assert await idle_reader.read() == b""  # closed at once
+        release.set()
+        answer = await reader.read()
+        await stopping
+    assert statuses(answer) == [200] and answer.endswith(b"late")
+    assert b"Connection: close" in answer
+    idle_writer.close()
+    writer.close()
+
+
+def test_headers_are_case_insensitive_and_repeated_values_join() -> None:
+    """Headers: any case finds a header; a repeated one reads as its values joined."""
+    head = ParsedHead(b"GET / HTTP/1.1\r\nX-Many: a\r\nx-many: b\r\nContent-Type: t")
+    assert isinstance(head.headers, Headers)
+    assert head.headers["x-many"] == head.headers["X-MANY"] == "a, b"
+    assert "content-type" in head.headers
+    assert dict(head.headers) == {"X-Many": "a, b", "Content-Type": "t"}
+    with pytest.raises(RequestError) as caught:
+        ParsedHead(b"GET / HTTP/1.1\r\nBad Name: x")
+    assert caught.value.status == 400
+
+
+# --------------------------------------------------------------------------- fuzzing
+
+GOOD = [
+    b"GET /a?b=c HTTP/1.1\r\nHost: h\r\n\r\n",
+    b"POST /p HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
+    b"POST /p HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+]
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> bytes:
+    """A good request with bytes flipped, cut, repeated or inserted, or any bytes at all."""
+    if draw(st.booleans()):
+        return draw(st.binary(max_size=300))
+    raw = bytearray(draw(st.sampled_from(GOOD)))
+    for _ in range(draw(st.integers(1, 4))):
+        where = draw(st.integers(0, len(raw)))
+        action = draw(st.sampled_from(["flip", "cut", "insert", "repeat"]))
+        if action == "flip" and where < len(raw):
+            raw[where] = draw(st.integers(0, 255))
+        elif action == "cut":
+            del raw[where:]
+        elif action == "insert":
+            raw[where:where] = draw(st.sampled_from([b"\r\n", b" ", b":", b"\x00", b"0", b"\n"]))
+        else:
+            raw[where:where] = raw[where : where + draw(st.integers(1, 20))]
+    return bytes(raw)
+
+
+@pytest.fixture(scope="module")
+def fuzz_server() -> Iterator[tuple[Http1Server, asyncio.AbstractEventLoop]]:
+    """One server on its own loop thread, with short deadlines, for every fuzzed request."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="fuzzed-http1", daemon=True)
+    thread.start()
+    options = HttpServerOptions(read_header_timeout=0.5, body_timeout=0.5, idle_timeout=0.5)
+    server = Http1Server("fuzz-server", LOCAL, echo, options=options)
+    asyncio.run_coroutine_threadsafe(server.start(), loop).result(10)
+    yield server, loop
+    asyncio.run_coroutine_threadsafe(server.stop(1.0), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(raw=requests(), half_close=st.integers(0, 9).map(lambda n: n > 0))
+def test_fuzzed_requests_get_an_answer_or_a_close(
+    fuzz_server: tuple[Http1Server, asyncio.AbstractEventLoop], raw: bytes, half_close: bool
+) -> None:
+    """Any bytes: the server answers (valid status lines) and/or closes within its deadlines."""
+    server, _ = fuzz_server
+    assert server.address is not None
+
+    async def send() -> bytes:
+        reader, writer = await asyncio.open_connection(*server.address)  # type: ignore[misc]
+        writer.write(raw)
+        if half_close:
+            writer.write_eof()  # else the server's deadlines (0.5 s) must end it
+        await writer.drain()
+        async with asyncio.timeout(5):  # deadlines are 0.5 s: a hang fails here
+            try:
+                answer = await reader.read()
+            except ConnectionError:
+                answer = b""
+        writer.close()
+        return answer
+
+    answer = asyncio.run(send())
+    if answer:
+        assert answer.startswith(b"HTTP/1.1 "), answer[:200]
+        assert all(100 <= code <= 599 for code in statuses(answer))
+        assert 500 not in statuses(answer), answer[:300]
