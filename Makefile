@@ -83,9 +83,9 @@ test: controlplane prometheus check
 	$(PY) -m pytest -q -m "not release"
 
 # The fuzz tests (hypothesis, tests/unit/*/test_*fuzz.py: kubeconfig loader, watch decoder,
-# selector parser, structural validator, admission reviews) with far more examples than the
-# few hundred CI runs (the admission-review test keeps its fixed 100). Each may fail only
-# with the documented error types. FUZZ_EXAMPLES=20000 for a longer run; a failing example
+# selector parser, structural validator, admission reviews, the servers' HTTP/1.1 parser)
+# with far more examples than the few hundred CI runs (the admission-review test keeps its
+# fixed 100). Each may fail only with the documented error types. FUZZ_EXAMPLES=20000 for a longer run; a failing example
 # is kept in .hypothesis/ and replayed first next time.
 FUZZ_EXAMPLES ?= 5000
 fuzz: $(STAMP)

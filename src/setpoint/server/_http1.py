@@ -60,6 +60,14 @@ _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BAD_IN_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 """What a header value or the request target may not hold."""
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_TOKEN_TEXT = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_IN_TEXT = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_HEADER_LINE = re.compile(
+    r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([^\x00-\x08\x0a-\x1f\x7f]*?)[ \t]*"
+)
+"""``name: value`` (RFC 9112, 5): a token, a colon right after it, optional whitespace
+around a value without control characters (tab allowed)."""
+_DIGITS = re.compile(r"[0-9]{1,18}")
 
 
 class RequestError(Exception):
@@ -113,84 +121,90 @@ class ParsedHead:
     )
 
     def __init__(self, head: bytes) -> None:
-        lines = head.split(b"\r\n")
-        request_line = lines[0]
+        # latin-1 maps every byte to one character: checks on the text are checks on bytes.
+        lines = head.decode("latin-1").split("\r\n")
         if len(lines) - 1 > MAX_HEADERS:
             raise RequestError(431, f"more than {MAX_HEADERS} header lines")
-        parts = request_line.split(b" ")
+        parts = lines[0].split(" ")
         if len(parts) != 3:
             raise RequestError(400, "malformed request line (expected: METHOD target HTTP/1.1)")
-        method_b, target_b, version = parts
-        if not _TOKEN.fullmatch(method_b):
+        method, target, version = parts
+        if not _TOKEN_TEXT.fullmatch(method):
             raise RequestError(400, "malformed request method")
-        if version not in (b"HTTP/1.1", b"HTTP/1.0"):
-            if version.startswith(b"HTTP/"):
+        if version not in {"HTTP/1.1", "HTTP/1.0"}:
+            if version.startswith("HTTP/"):
                 raise RequestError(505, "only HTTP/1.0 and HTTP/1.1 are served")
             raise RequestError(400, "malformed request line (expected: METHOD target HTTP/1.1)")
-        if not target_b or _BAD_IN_VALUE.search(target_b) or b"\t" in target_b:
+        if not target or _BAD_IN_TEXT.search(target) or "\t" in target:
             raise RequestError(400, "malformed request target")
-        self.method = method_b.decode("ascii")
-        target = target_b.decode("latin-1")
-        if target.startswith("/"):
+        self.method = method
+        if target[0] == "/":
             raw_path, _, raw_query = target.partition("?")
         elif target.startswith(("http://", "https://")):  # absolute form (RFC 9112, 3.2.2)
             split = urlsplit(target)
             raw_path, raw_query = split.path or "/", split.query
-        elif target == "*" and self.method == "OPTIONS":
+        elif target == "*" and method == "OPTIONS":
             raw_path, raw_query = "*", ""
         else:
             raise RequestError(400, "malformed request target")
-        self.path = unquote(raw_path.partition("#")[0])
-        self.query: dict[str, tuple[str, ...]] = {}
-        if raw_query:
-            for key, values in parse_qs(raw_query, keep_blank_values=True).items():
-                self.query[key] = tuple(values)
+        raw_path = raw_path.partition("#")[0]
+        self.path = unquote(raw_path) if "%" in raw_path else raw_path
+        self.query = _query(raw_query) if raw_query else {}
         items: dict[str, tuple[str, str]] = {}
-        lengths: set[bytes] = set()
-        codings: list[bytes] = []
+        lengths: set[str] = set()
+        codings: list[str] = []
         for line in lines[1:]:
             if len(line) > MAX_LINE:
                 raise RequestError(431, f"a header line is longer than {MAX_LINE} bytes")
-            name, colon, value = line.partition(b":")
-            if not colon or not _TOKEN.fullmatch(name):
-                # Also a folded line (starts with whitespace) or whitespace before the colon.
+            match = _HEADER_LINE.fullmatch(line)
+            if match is None:
+                # A name that is not a token, no colon, whitespace before the colon, a folded
+                # line (starts with whitespace), or a control character in the value.
                 raise RequestError(400, "malformed header line")
-            value = value.strip(b" \t")
-            if _BAD_IN_VALUE.search(value):
-                raise RequestError(400, "a header value holds a control character")
-            lower = name.lower()
-            if lower == b"content-length":
-                lengths.update(v.strip() for v in value.split(b","))
-            elif lower == b"transfer-encoding":
-                codings.extend(c.strip().lower() for c in value.split(b",") if c.strip())
-            key = lower.decode("ascii")
-            text = value.decode("latin-1")
+            name, value = match.groups()
+            key = name.lower()
+            if key == "content-length":
+                lengths.update(v.strip() for v in value.split(","))
+            elif key == "transfer-encoding":
+                codings.extend(c.strip().lower() for c in value.split(",") if c.strip())
             if key in items:
-                items[key] = (items[key][0], f"{items[key][1]}, {text}")
+                items[key] = (items[key][0], f"{items[key][1]}, {value}")
             else:
-                items[key] = (name.decode("ascii"), text)
+                items[key] = (name, value)
         self.headers = Headers(items)
         self.chunked = False
         self.content_length = 0
         if codings:
             if lengths:
                 raise RequestError(400, "both Content-Length and Transfer-Encoding are set")
-            if codings != [b"chunked"] or version == b"HTTP/1.0":
+            if codings != ["chunked"] or version == "HTTP/1.0":
                 raise RequestError(400, "only the chunked transfer coding is accepted")
             self.chunked = True
         elif lengths:
             if len(lengths) != 1:
                 raise RequestError(400, "Content-Length values differ")
             (length,) = lengths
-            if not length.isdigit() or len(length) > 18:
+            if not _DIGITS.fullmatch(length):
                 raise RequestError(400, "Content-Length is not a non-negative integer")
             self.content_length = int(length)
-        connection = items.get("connection", ("", ""))[1].lower()
-        if version == b"HTTP/1.1":
+        connection = items["connection"][1].lower() if "connection" in items else ""
+        if version == "HTTP/1.1":
             self.close = "close" in connection
         else:
             self.close = "keep-alive" not in connection
-        self.expect_continue = items.get("expect", ("", ""))[1].lower() == "100-continue"
+        self.expect_continue = "expect" in items and items["expect"][1].lower() == "100-continue"
+
+
+def _query(raw: str) -> dict[str, tuple[str, ...]]:
+    """Every value of each query parameter; plain ``a=b&c`` without escapes split directly."""
+    if "%" in raw or "+" in raw or ";" in raw:
+        return {k: tuple(v) for k, v in parse_qs(raw, keep_blank_values=True).items()}
+    query: dict[str, tuple[str, ...]] = {}
+    for pair in raw.split("&"):
+        if pair:
+            key, _, value = pair.partition("=")
+            query[key] = (*query.get(key, ()), value)
+    return query
 
 
 class ConnectionGuard:
