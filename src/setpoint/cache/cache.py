@@ -18,7 +18,8 @@ before) and shared by every controller. What each watches is set per kind
 and field selectors, the transform applied before storing (stripping
 ``metadata.managedFields`` by default) and an optional periodic resync.
 
-Reads return deep copies (``copy_on_read``), so a caller may mutate what it gets. For reads
+Reads return objects the caller owns and may mutate: the store keeps objects encoded and
+every read decodes a new one (:mod:`setpoint.cache.store`). For reads
 that must see this process's own writes, use :meth:`Cache.reader` together with
 :meth:`Cache.tracking_client` (controllers do this for you; see
 :mod:`setpoint.cache.consistency`).
@@ -34,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from setpoint.api.gvk import GroupVersionKind
-from setpoint.api.jsonvalues import copy_json
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject, key_of
 from setpoint.api.runnable import RunnableGroup
@@ -134,8 +134,10 @@ class CacheOptions:
     """Seconds a read of a kind seen for the first time waits for its informer to sync."""
 
     copy_on_read: bool = True
-    """Return deep copies from reads, so callers may mutate them. ``False`` returns the
-    stored objects themselves: faster, but mutating one corrupts the cache."""
+    """No effect any more, accepted so existing options still construct: the store keeps
+    objects encoded, so every read decodes a new object the caller may mutate, which costs
+    less than the copy this option used to make (``False`` used to return the stored
+    objects themselves)."""
 
     read_after_write_timeout: float = 10.0
     """Seconds :meth:`Cache.reader` waits for the cache to catch up with this process's own
@@ -385,9 +387,10 @@ class Cache:
             await informer.wait_for_sync(self._options.sync_timeout)
         return informer
 
-    def _decode(self, typed: type[TypedObject] | None, obj: JsonObject) -> Any:
-        data = copy_json(obj) if self._options.copy_on_read or typed is not None else obj
-        return data if typed is None else decode_typed(typed, data)
+    @staticmethod
+    def _decode(typed: type[TypedObject] | None, obj: JsonObject) -> Any:
+        # ``obj`` was decoded from the store for this read: the caller's own already.
+        return obj if typed is None else decode_typed(typed, obj)
 
     # -- Reader ---------------------------------------------------------------------------------
 
@@ -522,8 +525,8 @@ class Cache:
     def peek(self, kind: GroupVersionKind, key: ObjectKey) -> JsonObject | None:
         """The stored object, or ``None`` when it is absent or ``kind`` is not watched yet.
 
-        Never creates an informer and never waits; the object is the store's own (do not
-        change it). For fast paths that fall back to the API server when the cache cannot
+        Never creates an informer and never waits; the object is decoded for the caller,
+        who may change it. For fast paths that fall back to the API server when the cache cannot
         answer, such as :func:`~setpoint.client.safe.apply_child` skipping a GET.
         """
         informer = self._informers.get(kind)

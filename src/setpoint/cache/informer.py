@@ -38,8 +38,10 @@ Guarantees
   when a handler runs.
 - Handlers are called synchronously on the event loop and must not block; one that raises
   is logged and the others still run.
-- Objects are stored after the transform (stripping ``metadata.managedFields`` by default);
-  handlers receive the stored objects, not copies: they must not mutate them.
+- Objects are stored after the transform (stripping ``metadata.managedFields`` by default),
+  encoded as JSON (see :mod:`setpoint.cache.store`). Handlers receive the decoded event
+  object, the same one for every handler of an event: they must not mutate it (the store
+  keeps its own copy, but the next handler would see the change).
 
 Read-after-write
 ----------------
@@ -54,7 +56,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -119,8 +120,8 @@ def strip_managed_fields(obj: JsonObject) -> JsonObject:
 class ResourceEventHandler(Protocol):
     """Receives an informer's notifications. Every method must return quickly (no I/O).
 
-    Objects are the informer's stored objects (JSON form, after the transform): do not
-    mutate them.
+    Objects are the event's objects as stored (JSON form, after the transform), shared by
+    every handler of the event: do not mutate them.
     """
 
     def on_add(self, obj: JsonObject, *, is_initial_list: bool) -> None:
@@ -290,52 +291,6 @@ class _Stream:
     """Lists completed so far (a list streamed through a watch completes mid-stream)."""
 
 
-_CONDITION_FIELDS = ("type", "status", "reason", "message", "lastTransitionTime")
-
-
-def _intern_strings(obj: JsonObject) -> None:
-    """Share the string values repeated across objects, to keep per-object memory low.
-
-    Interned: apiVersion, kind, namespace, label values, creationTimestamp (objects made in
-    the same second share it), owner references' apiVersion, kind and name (children of one
-    owner), and the string fields of status conditions (the same few reasons and messages
-    across a kind). A value met only once costs one slot in the interpreter's table.
-    """
-    intern = sys.intern
-    for name in ("apiVersion", "kind"):
-        value = obj.get(name)
-        if type(value) is str:
-            obj[name] = intern(value)
-    m = obj.get("metadata")
-    if type(m) is not dict:
-        return
-    for name in ("namespace", "creationTimestamp"):
-        value = m.get(name)
-        if type(value) is str:
-            m[name] = intern(value)
-    labels = m.get("labels")
-    if type(labels) is dict:
-        for key, value in labels.items():
-            if type(value) is str and len(value) <= 63:
-                labels[key] = intern(value)
-    for ref in m.get("ownerReferences") or ():
-        if type(ref) is dict:
-            for name in ("apiVersion", "kind", "name"):
-                value = ref.get(name)
-                if type(value) is str:
-                    ref[name] = intern(value)
-    status = obj.get("status")
-    if type(status) is dict:
-        conditions = status.get("conditions")
-        if type(conditions) is list:
-            for condition in conditions:
-                if type(condition) is dict:
-                    for name in _CONDITION_FIELDS:
-                        value = condition.get(name)
-                        if type(value) is str and len(value) <= 256:
-                            condition[name] = intern(value)
-
-
 class Informer:
     """Lists and watches one kind into a :class:`~setpoint.cache.store.Store`.
 
@@ -390,7 +345,7 @@ class Informer:
 
     @property
     def store(self) -> Store:
-        """The store (read it, never write it; readers should copy what they hand out)."""
+        """The store (read it, never write it; each read decodes an object the reader owns)."""
         return self._store
 
     @property
@@ -824,6 +779,7 @@ class Informer:
                         self.stats.streamed_lists += 1
                         self._listed(stream, seen, event.resource_version)
                         listing = False
+                        seen = set()  # its table would stay as large as the list
                     elif event.type == "ADDED":
                         self.stats.events += 1
                         seen.add(self._list_item(event.object, initial))
@@ -896,7 +852,6 @@ class Informer:
             except Exception:
                 # Store it untransformed rather than lose it; the transform has a bug.
                 self._log.exception("Transform failed; storing the object as received")
-        _intern_strings(obj)
         return obj
 
     async def _resync_loop(self, period: float) -> None:

@@ -73,6 +73,7 @@ from setpoint.api.validation import is_qualified_name
 from setpoint.cache.cache import Cache, decode_typed
 from setpoint.cache.errors import CacheError
 from setpoint.cache.informer import HandlerRegistration
+from setpoint.cache.store import Store
 from setpoint.client.errors import ClientError, NotFound
 from setpoint.client.preflight import AccessNeed
 from setpoint.client.protocols import ApiClient
@@ -668,10 +669,16 @@ class Controller:
         )
 
     def _cached(self, key: ObjectKey) -> JsonObject | None:
-        """The ``for_`` object as the cache holds it now (not a copy: only read it)."""
+        """The ``for_`` object as the cache holds it now (decoded for the caller)."""
         if self._for_kind is None:
             return None
         return self._cache.informer(self._for_kind).store.get(key)
+
+    def _snapshot(self, key: ObjectKey) -> bytes | JsonObject | None:
+        """The ``for_`` object's stored form now, not decoded (see :meth:`Store.snapshot`)."""
+        if self._for_kind is None:
+            return None
+        return self._cache.informer(self._for_kind).store.snapshot(key)
 
     async def _process(self, key: ObjectKey, priority: int) -> None:
         gate = self._gate
@@ -680,11 +687,11 @@ class Controller:
             self._queue.forget(key)
             self._links.pop(key, None)
             return
-        # The stored object as this reconcile starts (the store replaces objects, never
-        # changes them, so the reference is a snapshot); fingerprinted only when needed.
-        seen = self._cached(key)
+        # The stored object as this reconcile starts (its immutable encoded form, decoded
+        # only when a terminal error needs its fingerprint).
+        seen = self._snapshot(key)
         if key in self._terminal:
-            if self._terminal[key] == fingerprint(seen):
+            if self._terminal[key] == _fingerprint_of(seen):
                 # Failed terminally, and nothing that could fix it changed since.
                 self._queue.forget(key)
                 return
@@ -727,7 +734,7 @@ class Controller:
                 subject = (self._for_kind, key) if self._for_kind is not None else None
                 reason = None if isinstance(exc, CleanupFailed) else terminal_reason(exc, subject)
                 if reason is not None:
-                    await self._terminal_failure(ctx, key, fingerprint(seen), exc, reason)
+                    await self._terminal_failure(ctx, key, _fingerprint_of(seen), exc, reason)
                 else:
                     self._failed(ctx, key, priority, exc)
             else:
@@ -825,8 +832,10 @@ class Controller:
     async def _clear_stalled(self, ctx: Context, key: ObjectKey) -> None:
         """After a success, remove the condition a terminal error set (if the cache shows it)."""
         condition = self._options.terminal_condition
+        if condition is None or self._conditions is None:
+            return
         cached = self._cached(key)
-        if condition is None or cached is None or self._conditions is None:
+        if cached is None:
             return
         status = cached.get("status")
         conditions = status.get("conditions") if isinstance(status, dict) else None
@@ -904,6 +913,11 @@ class Controller:
     def __repr__(self) -> str:
         state = "stopping" if self._stopping else "running" if self._started else "new"
         return f"<Controller {self._name!r} {state} queue={self._queue!r}>"
+
+
+def _fingerprint_of(snapshot: bytes | JsonObject | None) -> Hashable:
+    """:func:`fingerprint` of a store snapshot (``None``: the object was not stored)."""
+    return fingerprint(None if snapshot is None else Store.decode(snapshot))
 
 
 async def _checked_later(keys: Awaitable[Any], where: str) -> list[ObjectKey]:

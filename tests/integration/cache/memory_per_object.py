@@ -5,7 +5,7 @@
 Starts a local control plane, creates ``count`` ConfigMaps (two labels, one small data
 key, written by two field managers so managedFields are realistic), lists them as an
 informer does, and measures with tracemalloc what the informer's store retains per object:
-decoding the JSON, the transform (default: strip managedFields), string interning and the
+decoding the JSON, the transform (default: strip managedFields), the stored JSON bytes and the
 store's own bookkeeping. Prints bytes per object with and without the default transform.
 """
 

@@ -278,13 +278,17 @@ async def test_per_kind_options_override_the_defaults(api: FakeClient) -> None:
         await cache.stop(5)
 
 
-async def test_copy_on_read_can_be_disabled(api: FakeClient) -> None:
+async def test_every_read_returns_an_object_the_caller_owns(api: FakeClient) -> None:
+    """Reads decode the store's JSON anew, copy_on_read=False included: mutating one read
+    changes neither the cache nor the next read."""
     cache = Cache(api, options=CacheOptions(copy_on_read=False))
     await cache.start()
     try:
         first = await cache.get(WIDGET, "a", namespace="default")
+        first["spec"]["color"] = "mutated"
         second = await cache.get(WIDGET, "a", namespace="default")
-        assert first is second
+        assert second is not first
+        assert second["spec"]["color"] == "red"
     finally:
         await cache.stop(5)
 

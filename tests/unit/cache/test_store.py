@@ -19,10 +19,10 @@ def obj(name: str, namespace: str = "ns", **labels: str) -> dict[str, Any]:
 def test_put_get_delete_and_namespace_index() -> None:
     store = Store()
     a, b = ObjectKey("ns", "a"), ObjectKey("other", "b")
-    assert store.put(a, obj("a")) is None
+    store.put(a, obj("a"))
     store.put(b, obj("b", "other"))
-    replaced = store.put(a, obj("a", color="red"))
-    assert replaced == obj("a")
+    store.put(a, obj("a", color="red"))
+    assert store.get(a) == obj("a", color="red")
     assert len(store) == 2
     assert a in store
     assert set(store) == {a, b}
@@ -31,6 +31,30 @@ def test_put_get_delete_and_namespace_index() -> None:
     assert store.delete(a) is None
     assert store.keys_in_namespace("ns") == set()
     assert store.get(a) is None
+
+
+def test_objects_are_kept_encoded_and_every_read_is_a_new_object() -> None:
+    """The store keeps JSON bytes: later changes to the stored dict or to a read do not
+    reach it; a value JSON cannot encode is kept as given rather than refused."""
+    store = Store()
+    a, b = ObjectKey("ns", "a"), ObjectKey("ns", "b")
+    original = obj("a", color="red")
+    store.put(a, original)
+    original["metadata"]["labels"]["color"] = "changed after put"
+    read = store.get(a)
+    assert read == obj("a", color="red")
+    assert read is not store.get(a)
+    read["metadata"]["name"] = "mutated"
+    assert store.get(a) == obj("a", color="red")
+    snapshot = store.snapshot(a)
+    assert isinstance(snapshot, bytes)
+    store.put(a, obj("a", color="blue"))
+    assert Store.decode(snapshot) == obj("a", color="red")  # a snapshot does not move
+    odd = {"metadata": {"name": "b", "namespace": "ns"}, "when": {1, 2}}
+    store.put(b, odd)
+    assert store.get(b) is odd
+    assert [k for k, _ in store.items()] == [a, b]
+    assert next(iter(store.values())) == obj("a", color="blue")
 
 
 def test_indexes_follow_changes_and_can_be_added_later() -> None:
