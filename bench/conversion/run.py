@@ -63,7 +63,7 @@ from _common import markdown_table, ratio, run_header  # noqa: E402
 from setpoint import Client, GroupVersionKind  # noqa: E402
 from setpoint.crd import WebhookClientConfig, crd_for, import_targets  # noqa: E402
 from setpoint.migrate.install import apply_crd  # noqa: E402
-from setpoint.testing import ControlPlane, ControlPlaneOptions  # noqa: E402
+from setpoint.testing import ControlPlane, ControlPlaneOptions, free_port  # noqa: E402
 from setpoint.testing.webhook import serving_certificate  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "setpoint" / "bench"
@@ -73,13 +73,6 @@ TENANTS = REPO / "examples" / "tenants" / "tenants"
 V1 = GroupVersionKind("tenants.setpoint.dev", "v1", "Tenant")
 V1ALPHA1 = GroupVersionKind("tenants.setpoint.dev", "v1alpha1", "Tenant")
 WEBHOOKS = ("setpoint", "controller-runtime")
-
-
-def free_port() -> int:
-    """A free loopback TCP port."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def build_go_peer() -> None:

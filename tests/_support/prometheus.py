@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -15,6 +14,8 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
+
+from setpoint.testing import free_port
 
 VERSION = "3.16.0"
 """The Prometheus release `make prometheus` builds (scripts/build_prometheus.py)."""
@@ -31,13 +32,6 @@ def binary() -> Path:
             pytrace=False,
         )
     return path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class Prometheus:
@@ -88,7 +82,7 @@ def running(
         ],
     }
     (tmp / "prometheus.yaml").write_text(yaml.safe_dump(config))
-    port = _free_port()
+    port = free_port()
     log = tmp / "prometheus.log"
     with log.open("wb") as out:
         process = subprocess.Popen(

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import socket
 from typing import Any
 
 import pytest
@@ -29,7 +28,7 @@ from setpoint.crd.conversion import CONVERT_PATH, WebhookClientConfig
 from setpoint.migrate import Finding, diff_crds
 from setpoint.migrate.install import StoredVersionInUse, apply_crd
 from setpoint.migrate.storage import migrate_storage
-from setpoint.testing import ControlPlane, UpgradeCheck, eventually, run_operator
+from setpoint.testing import ControlPlane, UpgradeCheck, eventually, free_port, run_operator
 from setpoint.testing.webhook import serving_certificate
 from setpoint.webhook.server import StaticCertificate, WebhookServerOptions
 
@@ -223,13 +222,6 @@ async def walk(
             await eventually(
                 lambda name=name: _gone(k8s, name), timeout=90, description=f"Tenant {name} gone"
             )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def _gone(k8s: sp.Client, name: str) -> bool:

@@ -43,7 +43,6 @@ import ctypes
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -62,6 +61,7 @@ from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.cli.run import default_leader_election_id
 from setpoint.client.errors import ClientError
+from setpoint.server.address import free_port
 from setpoint.testing.controlplane import (
     ControlPlane,
     ControlPlaneError,
@@ -153,12 +153,6 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
     # The operator must not outlive the demo, even if the demo is killed outright.
     with contextlib.suppress(Exception):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _repo_root() -> Path:
@@ -506,7 +500,7 @@ def start_operator(
     Call it from the main thread with no other threads running: the parent-death signal is
     tied to the thread that forks, and forking next to other threads is fragile.
     """
-    metrics, probes = _free_port(), _free_port()
+    metrics, probes = free_port(), free_port()
     env = dict(os.environ)
     env.pop("KUBECONFIG", None)  # the flag says which cluster; never a user's real one
     env["TENANTS_DIRECTORY_PATH"] = str(directory)
@@ -553,7 +547,7 @@ class DemoWebhook:
 
         cert_dir = workdir / "webhook-certs"
         ca, _ = serving_certificate(cert_dir)
-        return cls(_free_port(), cert_dir, ca.cert_pem)
+        return cls(free_port(), cert_dir, ca.cert_pem)
 
     @property
     def url(self) -> str:

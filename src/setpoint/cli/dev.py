@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,16 +28,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from setpoint.server.address import free_port
+
 __all__ = ["DevPlan", "register", "run_command"]
 
 _CRD_KIND = ("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
 _FIELD_MANAGER = "setpoint-dev"
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class DevPlan:
@@ -66,7 +61,7 @@ class DevPlan:
         )
         self.webhooks = bool(admission) or converting
         """Whether the operator serves webhooks (conversion or admission)."""
-        self.port = webhook_port or _free_port()
+        self.port = webhook_port or free_port()
         """The loopback port of the webhook server."""
         self.cert_dir = workdir / "webhook-certs"
         """``tls.crt`` and ``tls.key`` for ``setpoint run --webhook-cert-dir``."""
@@ -135,9 +130,9 @@ def _run_operator(args: argparse.Namespace, plan: DevPlan, kubeconfig: str) -> i
         "--kubeconfig",
         kubeconfig,
         "--metrics-bind-address",
-        f"127.0.0.1:{args.metrics_port or _free_port()}",
+        f"127.0.0.1:{args.metrics_port or free_port()}",
         "--health-probe-bind-address",
-        f"127.0.0.1:{args.probe_port or _free_port()}",
+        f"127.0.0.1:{args.probe_port or free_port()}",
     ]
     if plan.webhooks:
         command += [

@@ -21,7 +21,7 @@ conversion webhooks with it. Certificates themselves are made and read by
 the server with its own HTTP/1.1 protocol on asyncio (decision 0012).
 """
 
-from setpoint.server.address import DISABLED, BindAddress, parse_bind_address
+from setpoint.server.address import DISABLED, BindAddress, free_port, parse_bind_address
 from setpoint.server.http import (
     MAX_BODY_SIZE,
     Http1Server,
@@ -46,5 +46,6 @@ __all__ = [
     "HttpServerFactory",
     "HttpServerOptions",
     "ServerTLS",
+    "free_port",
     "parse_bind_address",
 ]

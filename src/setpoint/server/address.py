@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["DISABLED", "BindAddress", "parse_bind_address"]
+__all__ = ["DISABLED", "BindAddress", "free_port", "parse_bind_address"]
 
 DISABLED: Final = "0"
 """The bind address that turns a server off (controller-runtime's convention)."""
@@ -64,3 +65,16 @@ def parse_bind_address(value: str, *, option: str) -> BindAddress | None:
                 f"{option}={value!r}: {host!r} in brackets is not an IPv6 address"
             ) from None
     return BindAddress(host or None, int(port_text))
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing listens on now (bound to port 0, then released).
+
+    For a process about to be told where to listen (a control plane, a webhook, a test
+    server). Another process may take the port between this call and its use; a server
+    that binds itself should ask for port 0 and read the port back instead.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])

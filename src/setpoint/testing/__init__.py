@@ -40,6 +40,7 @@ __all__ = [
     "eventually",
     "explore",
     "find_binaries",
+    "free_port",
     "install_crds",
     "replay",
     "run_operator",
@@ -47,6 +48,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
+    from setpoint.server.address import free_port
     from setpoint.testing.context import FakeRecorder, RecordedEvent, context_for
     from setpoint.testing.controlplane import (
         ControlPlane,
@@ -76,6 +78,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
 # importing one module of the kit (the CLI imports setpoint.testing.controlplane) does
 # not import the fake client, the cache and the controller with it.
 _EXPORTS: dict[str, str] = {
+    "free_port": "setpoint.server.address",
     "Call": "setpoint.testing.faults",
     "ControlPlane": "setpoint.testing.controlplane",
     "ControlPlaneError": "setpoint.testing.controlplane",

@@ -45,7 +45,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -62,6 +61,7 @@ from typing import Any, Self
 import yaml
 
 from setpoint.api.errors import SetpointError
+from setpoint.server.address import free_port
 from setpoint.testing._files import write_private
 from setpoint.tls.certs import CertificateAuthority, signing_key_pair
 from setpoint.tls.pem import KeyPair
@@ -291,12 +291,6 @@ class ControlPlaneOptions:
     def __post_init__(self) -> None:
         if self.start_timeout <= 0 or self.stop_timeout <= 0:
             raise ValueError("ControlPlaneOptions: start_timeout and stop_timeout must be > 0")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 _PR_SET_PDEATHSIG = 1
@@ -667,7 +661,7 @@ class ControlPlane:
     def _start_etcd(self) -> None:
         assert self.binaries is not None
         d = self.directory
-        client_port, peer_port = _free_port(), _free_port()
+        client_port, peer_port = free_port(), free_port()
         self._etcd_url = f"https://127.0.0.1:{client_port}"
         peer = f"https://127.0.0.1:{peer_port}"
         etcd = self._spawn(
@@ -736,7 +730,7 @@ class ControlPlane:
         return [str(self.binaries.kube_apiserver), *(f"--{k}={v}" for k, v in args.items())]
 
     def _start_apiserver(self) -> None:
-        self.api_port = _free_port()
+        self.api_port = free_port()
         api = self._spawn("kube-apiserver", self._apiserver_argv())
         self._apiserver = api
         self._wait_healthy(api, self._api_ready)
@@ -747,7 +741,7 @@ class ControlPlane:
         kubeconfig = d / "controller-manager.kubeconfig"
         pair = self._require_ca().client_cert("system:kube-controller-manager")
         self._write_kubeconfig(kubeconfig, "system:kube-controller-manager", pair)
-        self._kcm_port = _free_port()
+        self._kcm_port = free_port()
         kcm = self._spawn(
             "kube-controller-manager",
             [

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import socket
 import subprocess
 import sys
 import uuid
@@ -19,6 +18,7 @@ import pytest
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.client import Client, NotFound
+from setpoint.testing import free_port
 from setpoint.testing.controlplane import find_binaries
 from setpoint.testing.waits import eventually
 from setpoint.tls.certs import CertificateAuthority
@@ -32,13 +32,6 @@ async def run(*argv: str) -> subprocess.CompletedProcess[str]:
     return await asyncio.to_thread(
         subprocess.run, argv, capture_output=True, text=True, timeout=120, check=False
     )
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
