@@ -4,7 +4,7 @@ Objects are kept encoded, as compact JSON bytes (after the informer's transform)
 :class:`~setpoint.api.keys.ObjectKey`, and decoded on every read: a decoded object is a tree
 of small dicts that takes about three times the memory of its JSON (a cached Widget
 without managedFields: 1,414 bytes as dicts, 499 as bytes), and a reader needs a copy it may
-change anyway, which decoding gives for less than a deep copy costs (decision 0012). An
+change anyway, which decoding gives for less than a deep copy costs (decision 0013). An
 object that cannot be encoded as JSON (a transform put a ``datetime`` in it) is kept as
 given. Indexes are computed from the object when it is stored. Indexes map an index *value*
 (a string an index function computes from an object) to the keys of the objects that
