@@ -23,7 +23,7 @@ in one place and with no web framework underneath:
 Why not aiohttp's server: its per-request machinery (request objects, multidicts, stream
 readers, response objects) cost about 0.35 ms of CPU per request on the webhook's hot path,
 more than the conversion itself; this module answers the same requests in a fraction of that
-(decision 0013, bench/conversion).
+(decision 0012, bench/conversion).
 """
 
 from __future__ import annotations

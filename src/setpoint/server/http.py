@@ -214,7 +214,7 @@ class Http1Server:
     Not leader-only: probes, metrics and webhooks answer in every replica. Handler exceptions
     become a 500 response and a log line; they never stop the server. See the module
     docstring for the limits every request is held to; the protocol itself lives in
-    ``setpoint.server._http1`` (no web framework: decision 0013).
+    ``setpoint.server._http1`` (no web framework: decision 0012).
 
     HTTP/2 is not offered: the API server and Prometheus speak HTTP/1.1 to webhooks and
     metrics endpoints happily, and controller-runtime's scaffolding turns HTTP/2 off on its

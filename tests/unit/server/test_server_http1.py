@@ -1,4 +1,4 @@
-"""The HTTP/1.1 protocol of Http1Server: framing, strict parsing, limits (decision 0013).
+"""The HTTP/1.1 protocol of Http1Server: framing, strict parsing, limits (decision 0012).
 
 Raw sockets send exactly the bytes under test (an HTTP client library would refuse to send
 most of them), and read what the server answers. test_server_http1_fuzz.py throws

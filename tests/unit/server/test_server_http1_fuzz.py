@@ -1,4 +1,4 @@
-"""Fuzzed requests against a live Http1Server (decision 0013).
+"""Fuzzed requests against a live Http1Server (decision 0012).
 
 Mutated good requests (bytes flipped, cut, repeated, inserted) and random bytes, with or
 without the client half-closing: each gets valid status lines and/or a close within the
