@@ -146,7 +146,8 @@ bench-storage: controlplane
 	$(PY) bench/migrate/storage.py --n 2000
 
 # Conversion through the webhook, setpoint beside controller-runtime (its Go peer is built
-# into ~/.cache/setpoint/bench/): direct reviews and a list of 2,000 objects through
+# and its Go review driver are built into ~/.cache/setpoint/bench/): direct reviews posted
+# by the Go driver, as kube-apiserver posts them, and a list of 2,000 objects through
 # kube-apiserver, 5-15 minutes depending on the machine's load. Not run by CI.
 bench-conversion: controlplane
 	$(PY) bench/conversion/run.py --objects 2000

@@ -9,9 +9,12 @@ machine's drift hits both alike:
 
 - **direct**: ConversionReviews of 1 and of 100 objects (v1 Tenants as the API server sends
   them, managedFields included, to v1alpha1) posted one after another over one keep-alive
-  HTTPS connection; p50 and p99 latency per review, objects converted per second, and the
-  webhook process's CPU time per review (read from ``/proc``: steadier than wall time on a
-  shared machine);
+  HTTPS connection by a Go HTTP/1.1 client, as kube-apiserver posts them
+  (``bench/peers/controller-runtime/review-driver``; ``--driver python`` posts them from an
+  aiohttp session in this process instead, whose own pauses then land in both webhooks'
+  tails); p50 and p99 latency per review, objects converted per second, and the webhook
+  process's CPU time per review (read from ``/proc``: steadier than wall time on a shared
+  machine);
 - **end to end**: on the local control plane, N Tenants stored at v1 are listed at v1alpha1
   through the API server, the CRD's clientConfig pointing at one webhook, then at the
   other; the median list time, the webhook's CPU time per list, and the same list at v1 (no
@@ -69,6 +72,7 @@ from setpoint.testing.webhook import serving_certificate  # noqa: E402
 CACHE = Path.home() / ".cache" / "setpoint" / "bench"
 GO_PEER = REPO / "bench" / "peers" / "controller-runtime"
 GO_BINARY = CACHE / "conversion-webhook-controller-runtime"
+GO_DRIVER = CACHE / "review-driver"
 TENANTS = REPO / "examples" / "tenants" / "tenants"
 V1 = GroupVersionKind("tenants.setpoint.dev", "v1", "Tenant")
 V1ALPHA1 = GroupVersionKind("tenants.setpoint.dev", "v1alpha1", "Tenant")
@@ -76,14 +80,13 @@ WEBHOOKS = ("setpoint", "controller-runtime")
 
 
 def build_go_peer() -> None:
-    """Build the controller-runtime webhook into the cache (never into the repository)."""
+    """Build the controller-runtime webhook and the Go review driver into the cache (never
+    into the repository)."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        ["go", "build", "-o", str(GO_BINARY), "./conversion-webhook"],
-        cwd=GO_PEER,
-        check=True,
-        timeout=1800,
-    )
+    for binary, package in ((GO_BINARY, "./conversion-webhook"), (GO_DRIVER, "./review-driver")):
+        subprocess.run(
+            ["go", "build", "-o", str(binary), package], cwd=GO_PEER, check=True, timeout=1800
+        )
 
 
 @dataclass
@@ -239,30 +242,75 @@ async def post_reviews(
     return latencies
 
 
+def go_reviews(url: str, ca_file: Path, body_file: Path, count: int, warmup: int) -> list[float]:
+    """Post the review in ``body_file`` with the Go driver; each timed latency in seconds."""
+    argv = [str(GO_DRIVER), "-url", url, "-ca", str(ca_file), "-body", str(body_file)]
+    argv += ["-n", str(count), "-warmup", str(warmup)]
+    done = subprocess.run(argv, capture_output=True, check=False, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"the review driver failed: {done.stderr.decode()[-500:]}")
+    return [ns / 1e9 for ns in orjson.loads(done.stdout)]
+
+
 async def direct(
-    hooks: dict[str, Webhook], ca_pem: bytes, sizes: dict[int, int], blocks: int
+    hooks: dict[str, Webhook],
+    ca_pem: bytes,
+    sizes: dict[int, int],
+    blocks: int,
+    *,
+    driver: str = "go",
+    workdir: Path | None = None,
 ) -> list[Direct]:
-    """Reviews of each size, ``sizes[size]`` per webhook, in ``blocks`` alternating blocks."""
+    """Reviews of each size, ``sizes[size]`` per webhook, in ``blocks`` alternating blocks.
+
+    ``driver="go"``: each block is posted by the Go review driver (a Go HTTP/1.1 client,
+    as kube-apiserver is; its warm-up requests are untimed but their CPU is counted, so CPU
+    per review divides by every request sent). ``driver="python"``: by an aiohttp session
+    in this process, one connection for the whole run.
+    """
     ctx = ssl.create_default_context(cadata=ca_pem.decode())
     results = []
+    if driver == "go":
+        assert workdir is not None
+        ca_file = workdir / "driver-ca.pem"
+        ca_file.write_bytes(ca_pem)
     for size, total in sizes.items():
         body = review(size, "bench-uid")
         latencies: dict[str, list[float]] = {name: [] for name in hooks}
         cpu: dict[str, float] = dict.fromkeys(hooks, 0.0)
-        connector = aiohttp.TCPConnector(ssl=ctx, limit=1)
-        async with aiohttp.ClientSession(connector=connector) as session:
-            for hook in hooks.values():  # warm up: connection, caches, JIT-less paths
-                await post_reviews(session, hook.url, body, 50)
+        sent: dict[str, int] = dict.fromkeys(hooks, 0)
+        per_block = total // blocks
+        if driver == "go":
+            body_file = workdir / f"review-{size}.json"  # type: ignore[operator]
+            body_file.write_bytes(body)
+            warmup = max(10, per_block // 10)
             for block in range(blocks):
                 order = list(hooks.values())
                 if block % 2:
                     order.reverse()
                 for hook in order:
                     before = cpu_seconds(hook.proc)
-                    latencies[hook.name] += await post_reviews(
-                        session, hook.url, body, total // blocks
+                    latencies[hook.name] += await asyncio.to_thread(
+                        go_reviews, hook.url, ca_file, body_file, per_block, warmup
                     )
                     cpu[hook.name] += cpu_seconds(hook.proc) - before
+                    sent[hook.name] += per_block + warmup
+        else:
+            connector = aiohttp.TCPConnector(ssl=ctx, limit=1)
+            async with aiohttp.ClientSession(connector=connector) as session:
+                for hook in hooks.values():  # warm up: connection, caches, JIT-less paths
+                    await post_reviews(session, hook.url, body, 50)
+                for block in range(blocks):
+                    order = list(hooks.values())
+                    if block % 2:
+                        order.reverse()
+                    for hook in order:
+                        before = cpu_seconds(hook.proc)
+                        latencies[hook.name] += await post_reviews(
+                            session, hook.url, body, per_block
+                        )
+                        cpu[hook.name] += cpu_seconds(hook.proc) - before
+                        sent[hook.name] += per_block
         for name, values in latencies.items():
             values.sort()
             p99 = values[min(len(values) - 1, int(len(values) * 0.99))]
@@ -274,7 +322,7 @@ async def direct(
                     statistics.median(values) * 1e3,
                     p99 * 1e3,
                     size * len(values) / sum(values),
-                    cpu[name] / len(values) * 1e3,
+                    cpu[name] / sent[name] * 1e3,
                 )
             )
     return results
@@ -402,6 +450,8 @@ def report(
     e2e: list[EndToEnd],
     same: str,
     loads: Sequence[Sequence[float]],
+    *,
+    driver: str = "go",
 ) -> str:
     """The Markdown section for docs/benchmarks.md; ``loads`` are the load averages seen."""
     by = {(d.webhook, d.objects): d for d in direct_results}
@@ -473,7 +523,7 @@ def report(
             f"- Both webhooks convert to the same v1alpha1 specs: {same}",
             "",
             "Direct ConversionReviews (v1 -> v1alpha1, one keep-alive HTTPS connection, "
-            "sequential):",
+            f"sequential, posted by {'the Go review driver' if driver == 'go' else 'aiohttp'}):",
             "",
             direct_table,
             "",
@@ -499,7 +549,9 @@ async def main_async(args: argparse.Namespace) -> str:
             same = await same_answers(hooks, ca.cert_pem)
             print(f"same answers: {same}", file=sys.stderr)
             sizes = {1: args.one_object_reviews, 100: args.hundred_object_reviews}
-            direct_results = await direct(hooks, ca.cert_pem, sizes, args.blocks)
+            direct_results = await direct(
+                hooks, ca.cert_pem, sizes, args.blocks, driver=args.driver, workdir=workdir
+            )
             for d in direct_results:
                 print(d, file=sys.stderr)
             loads.append(os.getloadavg())
@@ -527,7 +579,7 @@ async def main_async(args: argparse.Namespace) -> str:
             for e in e2e:
                 print(e, file=sys.stderr)
     loads.append(os.getloadavg())
-    text = report(sys.argv, direct_results, e2e, same, loads)
+    text = report(sys.argv, direct_results, e2e, same, loads, driver=args.driver)
     CACHE.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
     (CACHE / f"conversion-{stamp}.json").write_text(
@@ -537,6 +589,7 @@ async def main_async(args: argparse.Namespace) -> str:
                 "end_to_end": [asdict(e) for e in e2e],
                 "same_answers": same,
                 "load": loads,
+                "driver": args.driver,
             },
             indent=2,
         )
@@ -553,7 +606,14 @@ def main() -> None:
     parser.add_argument("--one-object-reviews", type=int, default=4000)
     parser.add_argument("--hundred-object-reviews", type=int, default=400)
     parser.add_argument("--blocks", type=int, default=4, help="alternating blocks (direct)")
-    parser.add_argument("--skip-build", action="store_true", help="use the cached Go binary")
+    parser.add_argument("--skip-build", action="store_true", help="use the cached Go binaries")
+    parser.add_argument(
+        "--driver",
+        choices=("go", "python"),
+        default="go",
+        help="who posts the direct reviews: the Go review driver (as kube-apiserver, the "
+        "default) or an aiohttp session in this process",
+    )
     args = parser.parse_args()
     if not args.skip_build:
         build_go_peer()
