@@ -145,8 +145,8 @@ min-deps: $(STAMP)
 bench-storage: controlplane
 	$(PY) bench/migrate/storage.py --n 2000
 
-# Conversion through the webhook, setpoint beside controller-runtime (its Go peer is built
-# and its Go review driver are built into ~/.cache/setpoint/bench/): direct reviews posted
+# Conversion through the webhook, setpoint beside controller-runtime (its Go peer
+# and the Go review driver are built into ~/.cache/setpoint/bench/): direct reviews posted
 # by the Go driver, as kube-apiserver posts them, and a list of 2,000 objects through
 # kube-apiserver, 5-15 minutes depending on the machine's load. Not run by CI.
 bench-conversion: controlplane
