@@ -164,6 +164,10 @@ def _list_item_type(annotation: Any) -> type | None:
 
 def _holder_list(target: Any, *, create: bool) -> tuple[MutableSequence[Any], type | None]:
     """The conditions list of ``target`` and the class new items must have (None: dicts)."""
+    if type(target) is dict:  # a status dict (the common case), without the ABC checks
+        items = target.get("conditions")
+        if type(items) is list:
+            return items, None
     if isinstance(target, MutableSequence):
         for item in target:
             return target, (None if isinstance(item, Mapping) else type(item))
@@ -195,13 +199,13 @@ def _holder_list(target: Any, *, create: bool) -> tuple[MutableSequence[Any], ty
 
 
 def _read(item: Any, name: str) -> Any:
-    if isinstance(item, Mapping):
+    if type(item) is dict or isinstance(item, Mapping):
         return item.get(_JSON_NAMES[name])
     return getattr(item, name, None)
 
 
 def _write(item: Any, name: str, value: Any) -> None:
-    if isinstance(item, MutableMapping):
+    if type(item) is dict or isinstance(item, MutableMapping):
         key = _JSON_NAMES[name]
         if value is None:
             item.pop(key, None)
@@ -224,6 +228,17 @@ def _index(items: MutableSequence[Any], condition_type: str) -> int:
 
 
 # --------------------------------------------------------------------------- public functions
+
+
+_VALID: set[tuple[str, str, str, str, int | None]] = set()
+"""Conditions :func:`validate_condition` passed: a reconcile sets the same few each time."""
+_VALID_MAX = 4096
+_VALID_MESSAGE_MAX = 512  # longer messages are checked every time rather than kept
+
+
+def _whole_seconds(now: datetime | None) -> datetime:
+    """``now`` (default: the current time) truncated to whole seconds, as the server keeps it."""
+    return (now or datetime.now(UTC)).replace(microsecond=0)
 
 
 def set_condition(
@@ -253,15 +268,20 @@ def set_condition(
 
     """
     status_text: str = ("True" if status else "False") if isinstance(status, bool) else status
-    problems = validate_condition(type, status_text, reason, message, observed_generation)
-    if problems:
-        raise ConditionError(f"condition {type!r} is invalid: " + "; ".join(problems))
-    when = (now or datetime.now(UTC)).replace(microsecond=0)
-    if when.tzinfo is None:
+    if (type, status_text, reason, message, observed_generation) not in _VALID:
+        problems = validate_condition(type, status_text, reason, message, observed_generation)
+        if problems:
+            raise ConditionError(f"condition {type!r} is invalid: " + "; ".join(problems))
+        if len(message) <= _VALID_MESSAGE_MAX:
+            if len(_VALID) >= _VALID_MAX:
+                _VALID.clear()
+            _VALID.add((type, status_text, reason, message, observed_generation))
+    if now is not None and now.tzinfo is None:
         raise ConditionError("now= must be timezone-aware (for example datetime.now(UTC))")
     items, item_type = _holder_list(target, create=True)
     i = _index(items, type)
     if i < 0:
+        when = _whole_seconds(now)
         values: dict[str, Any] = {
             "type": type,
             "status": status_text,
@@ -284,7 +304,7 @@ def set_condition(
     changed = False
     if _read(item, "status") != status_text:
         _write(item, "status", status_text)
-        _write(item, "last_transition_time", when)
+        _write(item, "last_transition_time", _whole_seconds(now))
         changed = True
     for name, value in (
         ("reason", reason),

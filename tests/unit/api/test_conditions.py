@@ -148,6 +148,22 @@ def test_valid_conditions_pass(type_: str, reason: str) -> None:
 def test_naive_now_is_refused() -> None:
     with pytest.raises(ConditionError, match="timezone"):
         set_condition({}, "Ready", True, "Ok", now=datetime(2024, 1, 1))
+    status: dict[str, Any] = {}
+    set_condition(status, "Ready", True, "Ok")
+    with pytest.raises(ConditionError, match="timezone"):  # also when nothing would change
+        set_condition(status, "Ready", True, "Ok", now=datetime(2024, 1, 1))
+
+
+def test_remembered_valid_conditions_do_not_let_an_invalid_one_through() -> None:
+    """set_condition skips re-validating a condition it validated before, never a bad one."""
+    status: dict[str, Any] = {}
+    for _ in range(2):
+        assert set_condition(status, "Ready", True, "Fine", "ok") in (True, False)
+        with pytest.raises(ConditionError, match="reason"):
+            set_condition(status, "Ready", True, "not fine", "ok")
+        with pytest.raises(ConditionError, match="observedGeneration"):
+            set_condition(status, "Ready", True, "Fine", "ok", observed_generation=-1)
+    assert status["conditions"][0]["reason"] == "Fine"
 
 
 def test_find_remove_and_truth() -> None:
