@@ -41,6 +41,8 @@ class MutationScopeError(SetpointError, ValueError):
 
 def changed_top_level(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """Top-level fields (``metadata`` split per key) that differ between two JSON objects."""
+    if json_equal(before, after):  # the usual answer of a reconcile with nothing to do
+        return []
     changed: list[str] = []
     for key in sorted(set(before) | set(after)):
         if json_equal(before.get(key), after.get(key)):

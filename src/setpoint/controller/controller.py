@@ -62,6 +62,8 @@ from collections.abc import Awaitable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+import orjson
+
 from setpoint.api.conditions import validate_condition
 from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind
@@ -333,6 +335,10 @@ class Controller:
         self._links: dict[ObjectKey, list[SpanContext]] = {}
         self._repeats = RepeatedErrors()
         self._conditions = ConditionReporter(for_kind) if for_kind is not None else None
+        # The terminal condition's type as JSON: absent from a stored object's bytes, the
+        # object cannot carry the condition, and a success need not decode it to check.
+        terminal = self._options.terminal_condition
+        self._condition_json = orjson.dumps(terminal) if terminal is not None else b""
         self._gate: KeyGate | None = None
 
     # -- Runnable ------------------------------------------------------------------------------
@@ -834,9 +840,10 @@ class Controller:
         condition = self._options.terminal_condition
         if condition is None or self._conditions is None:
             return
-        cached = self._cached(key)
-        if cached is None:
-            return
+        stored = self._snapshot(key)
+        if stored is None or (type(stored) is bytes and self._condition_json not in stored):
+            return  # the condition's type appears nowhere in the object: nothing to clear
+        cached = Store.decode(stored)
         status = cached.get("status")
         conditions = status.get("conditions") if isinstance(status, dict) else None
         if not isinstance(conditions, list) or not any(
