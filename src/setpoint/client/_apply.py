@@ -223,7 +223,7 @@ def _cached_copy(client: SafeClient, kind: Any, key: ObjectKey, typed: bool) -> 
     stored = cached_client.cache.peek(gvk_for(kind), key)
     if not isinstance(stored, dict):
         return None
-    return _decode(kind, deep_copy(stored), typed)
+    return _decode(kind, stored, typed)  # peek decodes a new object for each call
 
 
 def _check_identity(what: str, key: Any, after: JsonObject) -> None:
@@ -613,8 +613,7 @@ def _unchanged_in_cache(
         return None
     if not _covers(cached, data):
         return None
-    copied: JsonObject = deep_copy(cached)
-    return copied
+    return cached  # peek decoded it for this call: the caller's own
 
 
 def _covers(current: Any, desired: Any) -> bool:

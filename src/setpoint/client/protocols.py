@@ -271,7 +271,8 @@ class CacheView(Protocol):
     def peek(self, kind: GroupVersionKind, key: ObjectKey) -> JsonObject | None:
         """The stored object, or ``None`` when absent or not known (not watched, not synced).
 
-        Never waits and never asks the server; the object must not be changed.
+        Never waits and never asks the server. The object is the caller's own (decoded for
+        this call), so it may be changed or handed on.
         """
         ...
 
