@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: fuzz venv bytecode demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane prometheus test-dashboards bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix clean
+.PHONY: fuzz venv bytecode bench-deps demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane prometheus test-dashboards bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,14 @@ venv: $(STAMP)
 # reads the .pyc files; a stale one (older than its source) is ignored.
 bytecode: $(STAMP)
 	$(PY) -m compileall -q src examples
+
+# The benchmarks' own extra (matplotlib for the plots, the client-deps candidates).
+BENCH_STAMP := $(VENV)/.bench-stamp
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench-deps: $(BENCH_STAMP)
 
 controlplane: $(STAMP)
 	$(PY) -m setpoint controlplane build
@@ -124,14 +132,14 @@ bench-converge: controlplane
 # for setpoint and controller-runtime, plotted to docs/benchmarks-scale.png; then cache-only
 # syncs of 10,000 and 50,000 Widgets (setpoint streaming, setpoint paginated,
 # controller-runtime) with the API server's memory. 30-60 minutes. Not run by CI.
-bench-scale: controlplane
+bench-scale: controlplane bench-deps
 	$(PY) bench/converge/scale.py curves --ns 500,2000,10000
 	$(PY) bench/converge/scale.py cache --n 10000
 	$(PY) bench/converge/scale.py cache --n 50000
 
 # Create->Ready latency at a steady 50 Widgets per second for a minute, setpoint beside
 # controller-runtime, plotted to docs/benchmarks-latency.png. About 10 minutes.
-bench-latency: controlplane
+bench-latency: controlplane bench-deps
 	$(PY) bench/converge/scale.py latency --rate 50 --seconds 60
 
 # The wheel as a user gets it: build sdist and wheel, twine check, install into a fresh

@@ -157,9 +157,10 @@ def curves(args: argparse.Namespace) -> None:
     report = curves_table(results, impls, ns)
     record["report"] = report
     print(report)
+    print(f"\nJSON: {write_json('curves', record)}")  # kept even if plotting fails
     png = DOCS / "benchmarks-scale.png"
     plot_curves(results, impls, ns, png)
-    print(f"\nJSON: {write_json('curves', record)}\nPlot: {png}")
+    print(f"Plot: {png}")
 
 
 def _per(rows: list[dict[str, Any]], key: str, scale: float = 1.0) -> list[float]:
@@ -535,9 +536,10 @@ def latency(args: argparse.Namespace) -> None:
     report = "\n".join(lines)
     record["report"] = report
     print(report)
+    print(f"\nJSON: {write_json('latency', record)}")  # kept even if plotting fails
     png = DOCS / "benchmarks-latency.png"
     plot_latency(runs, impls, png, args)
-    print(f"\nJSON: {write_json('latency', record)}\nPlot: {png}")
+    print(f"Plot: {png}")
 
 
 def plot_latency(runs: list[dict[str, Any]], impls: list[str], png: Path, args: Any) -> None:
