@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import contextlib
 import datetime
+import functools
 import json
 import logging
 import os
@@ -252,6 +253,20 @@ def go_reviews(url: str, ca_file: Path, body_file: Path, count: int, warmup: int
     return [ns / 1e9 for ns in orjson.loads(done.stdout)]
 
 
+async def go_block(
+    hook: Webhook, *, ca_file: Path, body_file: Path, count: int, warmup: int
+) -> list[float]:
+    """One block of reviews to ``hook`` posted by the Go driver (in a thread)."""
+    return await asyncio.to_thread(go_reviews, hook.url, ca_file, body_file, count, warmup)
+
+
+async def python_block(
+    hook: Webhook, *, session: aiohttp.ClientSession, body: bytes, count: int
+) -> list[float]:
+    """One block of reviews to ``hook`` posted by the aiohttp ``session``."""
+    return await post_reviews(session, hook.url, body, count)
+
+
 async def direct(
     hooks: dict[str, Webhook],
     ca_pem: bytes,
@@ -280,37 +295,34 @@ async def direct(
         cpu: dict[str, float] = dict.fromkeys(hooks, 0.0)
         sent: dict[str, int] = dict.fromkeys(hooks, 0)
         per_block = total // blocks
-        if driver == "go":
-            body_file = workdir / f"review-{size}.json"  # type: ignore[operator]
-            body_file.write_bytes(body)
-            warmup = max(10, per_block // 10)
+        async with contextlib.AsyncExitStack() as stack:
+            if driver == "go":
+                body_file = workdir / f"review-{size}.json"  # type: ignore[operator]
+                body_file.write_bytes(body)
+                warmup = max(10, per_block // 10)
+
+                post = functools.partial(
+                    go_block, ca_file=ca_file, body_file=body_file, count=per_block, warmup=warmup
+                )
+                extra = warmup  # the driver's warm-up requests are sent in every block
+            else:
+                session = await stack.enter_async_context(
+                    aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx, limit=1))
+                )
+                for hook in hooks.values():  # warm up: connection, caches, JIT-less paths
+                    await post_reviews(session, hook.url, body, 50)
+
+                post = functools.partial(python_block, session=session, body=body, count=per_block)
+                extra = 0
             for block in range(blocks):
                 order = list(hooks.values())
                 if block % 2:
                     order.reverse()
                 for hook in order:
                     before = cpu_seconds(hook.proc)
-                    latencies[hook.name] += await asyncio.to_thread(
-                        go_reviews, hook.url, ca_file, body_file, per_block, warmup
-                    )
+                    latencies[hook.name] += await post(hook)
                     cpu[hook.name] += cpu_seconds(hook.proc) - before
-                    sent[hook.name] += per_block + warmup
-        else:
-            connector = aiohttp.TCPConnector(ssl=ctx, limit=1)
-            async with aiohttp.ClientSession(connector=connector) as session:
-                for hook in hooks.values():  # warm up: connection, caches, JIT-less paths
-                    await post_reviews(session, hook.url, body, 50)
-                for block in range(blocks):
-                    order = list(hooks.values())
-                    if block % 2:
-                        order.reverse()
-                    for hook in order:
-                        before = cpu_seconds(hook.proc)
-                        latencies[hook.name] += await post_reviews(
-                            session, hook.url, body, per_block
-                        )
-                        cpu[hook.name] += cpu_seconds(hook.proc) - before
-                        sent[hook.name] += per_block
+                    sent[hook.name] += per_block + extra
         for name, values in latencies.items():
             values.sort()
             p99 = values[min(len(values) - 1, int(len(values) * 0.99))]

@@ -37,6 +37,7 @@ import socket
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -279,37 +280,25 @@ Serve = Callable[["ParsedHead", bytes, "str | None"], Awaitable["HttpResponse"]]
 """What a connection calls for each complete request: the head, the body, the peer address."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ConnectionSettings:
     """What every connection of one server needs, gathered once."""
 
-    __slots__ = (
-        "body_timeout",
-        "guard",
-        "header_timeout",
-        "idle_timeout",
-        "max_body",
-        "serve",
-        "tls",
-    )
-
-    def __init__(
-        self,
-        *,
-        guard: ConnectionGuard,
-        serve: Serve,
-        tls: Callable[[], ssl.SSLContext] | None,
-        max_body: int,
-        header_timeout: float,
-        idle_timeout: float,
-        body_timeout: float,
-    ) -> None:
-        self.guard = guard
-        self.serve = serve
-        self.tls = tls
-        self.max_body = max_body
-        self.header_timeout = header_timeout
-        self.idle_timeout = idle_timeout
-        self.body_timeout = body_timeout
+    guard: ConnectionGuard
+    """Counts the server's connections."""
+    serve: Serve
+    """Answers each complete request."""
+    tls: Callable[[], ssl.SSLContext] | None
+    """The current TLS context (called per connection, so a new certificate applies to new
+    connections), or ``None`` for plain HTTP."""
+    max_body: int
+    """Largest request body accepted, in bytes."""
+    header_timeout: float
+    """Seconds for the TLS handshake and the first request's headers."""
+    idle_timeout: float
+    """Seconds a kept-alive connection may wait for its next request's headers."""
+    body_timeout: float
+    """Seconds a request's body may take after its headers."""
 
 
 _HEAD, _BODY, _CHUNKED, _HANDLING, _DRAINING, _CLOSED = range(6)
