@@ -10,8 +10,9 @@ Integration tests run against real Kubernetes. Import what you need::
 Each name is loaded on first use, with only the module that defines it.
 """
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from setpoint._lazy import lazy_attribute
 
 __all__ = [
     "Call",
@@ -112,13 +113,11 @@ _EXPORTS: dict[str, str] = {
 }
 
 
+_load = lazy_attribute("setpoint.testing", globals(), _EXPORTS)
+
+
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'setpoint.testing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
+    return _load(name)
 
 
 def __dir__() -> list[str]:

@@ -18,8 +18,9 @@ The layer stands on :mod:`setpoint.server` (HTTP and TLS), :mod:`setpoint.client
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from setpoint._lazy import lazy_attribute
 
 if TYPE_CHECKING:
     from setpoint.webhook.admission import (
@@ -62,13 +63,11 @@ _EXPORTS: dict[str, str] = {
 }
 
 
+_load = lazy_attribute("setpoint.webhook", globals(), _EXPORTS)
+
+
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'setpoint.webhook' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
+    return _load(name)
 
 
 def __dir__() -> list[str]:
