@@ -67,7 +67,7 @@ def test_the_cert_manager_layout_mounts_the_secret_and_asks_for_injection(
     for kind in ("CustomResourceDefinition", "ValidatingWebhookConfiguration"):
         assert objects[kind]["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == source
     container = manager_container(objects)
-    assert "--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs" in container["args"]
+    assert "--webhook-cert-dir=/etc/webhook/certs" in container["args"]
     assert not any(a.startswith("--webhook-cert-secret") for a in container["args"])
     volumes = objects["Deployment"]["spec"]["template"]["spec"]["volumes"]
     assert {

@@ -7,10 +7,9 @@ reload (re-reading a mounted Secret when it changes) are built on this one call.
 
 Expected flow::
 
-    tls = ServerTLS.from_files("/tmp/k8s-webhook-server/serving-certs/tls.crt",
-                               "/tmp/k8s-webhook-server/serving-certs/tls.key")
+    tls = ServerTLS.from_files("certs/tls.crt", "certs/tls.key")
     server = Http1Server("webhook-server", BindAddress(None, 9443), handler,
-                           options=HttpServerOptions(tls=tls, group=RunnableGroup.WEBHOOKS))
+                         options=HttpServerOptions(tls=tls, group=RunnableGroup.WEBHOOKS))
     ...
     tls.update(load_key_pair(cert_file, key_file))   # when the files change
 

@@ -19,7 +19,7 @@ The serving certificate comes from a :class:`CertificateSource`, loaded at start
 watched while serving, for sources that change, such as
 :class:`~setpoint.webhook.certificates.SelfManagedCertificates`):
 :class:`CertificateDirectory` (``tls.crt``/``tls.key`` in controller-runtime's
-``/tmp/k8s-webhook-server/serving-certs``, where cert-manager's Secret is usually mounted) by
+``$TMPDIR/k8s-webhook-server/serving-certs``, or wherever cert-manager's Secret is mounted) by
 default, watched for changes and reloaded, or :class:`StaticCertificate` for a pair made
 in-process (tests, local runs). The running server's certificate is swapped with
 ``server.tls.update(...)`` (:class:`~setpoint.server.tls.ServerTLS`): rotation and hot reload
