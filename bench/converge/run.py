@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import compileall
 import contextlib
 import datetime
 import importlib.metadata
@@ -144,6 +145,18 @@ def command(impl: str, workers: int, profile: Path | None = None) -> list[str]:
         "setpoint-no-trust-env": [PYTHON, ours, "--workers", w, "--no-trust-env"],
         "setpoint-lean-no-trust-env": [*lean, "--no-trust-env"],
     }.get(impl)
+    if impl.startswith("setpoint@"):
+        # Another source tree's operator with that tree's venv (an editable install of its
+        # own src), for before/after runs on one plane: ``--impls setpoint,setpoint@../base``.
+        tree = Path(impl.partition("@")[2]).resolve()
+        argv = [
+            str(tree / ".venv" / "bin" / "python"),
+            str(tree / "bench" / "converge" / "widget_operator.py"),
+            "--workers",
+            w,
+            "--style",
+            "safe",
+        ]
     if impl == "setpoint-otel":
         # `env` execs the operator: the measured pid is the operator's own.
         argv = [
@@ -741,7 +754,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per implementation")
     parser.add_argument("--workers", type=int, default=8, help="concurrent reconciles, all")
     parser.add_argument(
-        "--impls", default=",".join(IMPLEMENTATIONS), help="comma-separated, in run order"
+        "--impls",
+        default=",".join(IMPLEMENTATIONS),
+        help="comma-separated, in run order; setpoint@TREE runs another source tree's "
+        "operator with that tree's .venv (before/after comparisons on one plane)",
     )
     parser.add_argument(
         "--profile",
@@ -757,7 +773,12 @@ def main() -> None:
     )
     args = parser.parse_args()
     impls = [i for i in args.impls.split(",") if i]
-    unknown = sorted(set(impls) - set(IMPLEMENTATIONS) - set(EXPERIMENTS))
+    unknown = sorted(
+        set(impls)
+        - set(IMPLEMENTATIONS)
+        - set(EXPERIMENTS)
+        - {i for i in impls if i.startswith("setpoint@")}
+    )
     if unknown:
         parser.error(
             f"unknown implementations {unknown}; choose from {IMPLEMENTATIONS + EXPERIMENTS}"
@@ -779,6 +800,11 @@ def main() -> None:
     # The operators' processes load setpoint from bytecode, as an installed package does
     # (see compile_setpoint_bytecode): otherwise imports and start-up time Python's compiler.
     compile_setpoint_bytecode()
+    for impl in impls:
+        if impl.startswith("setpoint@"):
+            tree = Path(impl.partition("@")[2]).resolve()
+            if not compileall.compile_dir(tree / "src" / "setpoint", quiet=1, workers=1):
+                parser.error(f"byte-compiling {tree / 'src' / 'setpoint'} failed")
     load_at_start = os.getloadavg()
     # `import kopf` is measured only where kopf is installed (the bench extra does not pin
     # it; `make bench` runs without it); otherwise the report says why it is missing.

@@ -49,7 +49,7 @@ from setpoint.cache.errors import (
 )
 from setpoint.cache.informer import Informer, InformerOptions, Transform, strip_managed_fields
 from setpoint.cache.selectors import FieldSelector, LabelSelector
-from setpoint.cache.store import IndexFunc
+from setpoint.cache.store import IndexFunc, mark_read
 from setpoint.client.client import Selector
 from setpoint.client.errors import NotFound
 from setpoint.client.objects import ObjectList
@@ -414,6 +414,7 @@ class Cache:
         gvk, typed = resolve_kind(kind)
         informer = await self._ready_informer(kind)
         key = _object_key(informer, gvk, name, namespace)
+        mark_read()
         obj = informer.store.get(key)
         if obj is None:
             raise _not_found(informer, gvk, key)
@@ -462,6 +463,7 @@ class Cache:
         field_selector = FieldSelector.parse(fields)
         informer = await self._ready_informer(kind)
         store = informer.store
+        mark_read()
         if namespace:
             if informer.namespaced is False:
                 raise ValueError(
@@ -501,6 +503,7 @@ class Cache:
         gvk, typed = resolve_kind(kind)
         informer = await self._ready_informer(kind)
         store = informer.store
+        mark_read()
         try:
             keys = store.keys_by_index(index, value)
         except KeyError:
@@ -534,6 +537,7 @@ class Cache:
             return None
         if key.namespace and not informer.covers_namespace(key.namespace):
             return None
+        mark_read()
         return informer.store.get(key)
 
     def known_absent(self, kind: GroupVersionKind, obj: JsonObject) -> bool:

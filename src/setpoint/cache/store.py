@@ -18,6 +18,8 @@ awaits. Every read decodes a new object, so readers own what they get.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -31,11 +33,15 @@ from setpoint.cache.selectors import field_value
 
 __all__ = [
     "IndexFunc",
+    "ReadMark",
     "Store",
     "by_controller",
     "by_field",
     "by_label",
     "by_owner_uid",
+    "changes_applied",
+    "mark_read",
+    "marking_reads",
     "parse_resource_version",
 ]
 
@@ -45,6 +51,71 @@ IndexFunc = Callable[[JsonObject], "Iterable[str] | str | None"]
 """Computes an object's values for one index: a string, several, or ``None`` for none.
 
 It receives the stored JSON form (after the transform) and must not mutate it."""
+
+
+class _Count:
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+_CHANGES = _Count()
+"""How many store changes (puts and deletes, in every store of the process) were applied."""
+
+
+def changes_applied() -> int:
+    """The number of changes applied to any store of this process so far.
+
+    Every :meth:`Store.put` and every :meth:`Store.delete` that removed something counts one.
+    The count only grows, and the stores belong to one event loop, so a reader that sees the
+    count at ``n`` sees every change numbered ``n`` or lower in every store. A controller
+    stamps each key an event queues with the count (the event's change was applied just
+    before its handlers ran), and compares it with :class:`ReadMark` (see there).
+    """
+    return _CHANGES.value
+
+
+class ReadMark:
+    """When a block of code first read a cache: the :func:`changes_applied` count then.
+
+    Set up with :func:`marking_reads`; the cache's read methods call :func:`mark_read`.
+    A controller marks each reconcile's reads: a change applied no later than the first
+    read is reflected in everything the reconcile read, so a key queued again by such a
+    change while the reconcile ran needs no second reconcile (decision 0015).
+    """
+
+    __slots__ = ("first",)
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+        """The count at the first read, or ``None`` while nothing was read."""
+
+
+_READS: contextvars.ContextVar[ReadMark | None] = contextvars.ContextVar(
+    "setpoint_cache_reads", default=None
+)
+
+
+@contextlib.contextmanager
+def marking_reads() -> Iterator[ReadMark]:
+    """Record in a new :class:`ReadMark` when the block (and tasks it starts) first reads."""
+    mark = ReadMark()
+    token = _READS.set(mark)
+    try:
+        yield mark
+    finally:
+        _READS.reset(token)
+
+
+def mark_read() -> None:
+    """Note a cache read in the current :class:`ReadMark`, if any (first read only).
+
+    Call it right before reading a store, with no ``await`` between the two.
+    """
+    mark = _READS.get()
+    if mark is not None and mark.first is None:
+        mark.first = _CHANGES.value
 
 
 def parse_resource_version(rv: str) -> int | None:
@@ -133,6 +204,7 @@ class Store:
             encoded: bytes | JsonObject = bytes(memoryview(orjson.dumps(obj)))
         except TypeError:
             encoded = obj  # not plain JSON (a transform's doing): kept as given
+        _CHANGES.value += 1
         old = self._items.get(key)
         self._items[key] = encoded
         if old is None:
@@ -145,6 +217,7 @@ class Store:
         stored = self._items.pop(key, None)
         if stored is None:
             return None
+        _CHANGES.value += 1
         keys = self._by_namespace.get(key.namespace)
         if keys is not None:
             keys.discard(key)

@@ -75,7 +75,7 @@ from setpoint.api.validation import is_qualified_name
 from setpoint.cache.cache import Cache, decode_typed
 from setpoint.cache.errors import CacheError
 from setpoint.cache.informer import HandlerRegistration
-from setpoint.cache.store import Store
+from setpoint.cache.store import Store, changes_applied, marking_reads
 from setpoint.client.errors import ClientError, NotFound
 from setpoint.client.preflight import AccessNeed
 from setpoint.client.protocols import ApiClient
@@ -616,7 +616,9 @@ class Controller:
         return mapped
 
     def _add(self, key: ObjectKey, priority: int) -> None:
-        self._queue.add(key, priority=priority)
+        # Called by the sources' handlers while the informer delivers the event, right after
+        # the event's change reached the store: the count of applied changes stamps it.
+        self._queue.add(key, priority=priority, stamp=changes_applied())
 
     def _spawn_mapping(self, keys: Awaitable[Iterable[ObjectKey]], priority: int) -> None:
         if self._stopping:
@@ -652,10 +654,11 @@ class Controller:
                 key, priority = await self._queue.get_with_priority()
             except ShutDown:
                 return
+            seen: int | None = None
             try:
-                await self._process(key, priority)
+                seen = await self._process(key, priority)
             finally:
-                self._queue.done(key)
+                self._queue.done(key, seen=seen)
 
     def _context(self, key: ObjectKey) -> Context:
         reconcile_id = _reconcile_id()
@@ -686,13 +689,20 @@ class Controller:
             return None
         return self._cache.informer(self._for_kind).store.snapshot(key)
 
-    async def _process(self, key: ObjectKey, priority: int) -> None:
+    async def _process(self, key: ObjectKey, priority: int) -> int | None:
+        """Reconcile ``key`` once; return what it saw (see below) if it succeeded.
+
+        The return value is the cache's count of applied changes at the reconcile's first
+        cache read (``None`` if it failed or read nothing from the cache): events that queued
+        the key again while it ran, and whose changes were applied by then, were seen, so
+        the queue drops them rather than reconciling again for nothing (decision 0015).
+        """
         gate = self._gate
         if gate is not None and not gate.admits(key):
             # Not ours (another shard's, or being handed over): drop it, with its backoff.
             self._queue.forget(key)
             self._links.pop(key, None)
-            return
+            return None
         # The stored object as this reconcile starts (its immutable encoded form, decoded
         # only when a terminal error needs its fingerprint).
         seen = self._snapshot(key)
@@ -700,7 +710,7 @@ class Controller:
             if self._terminal[key] == _fingerprint_of(seen):
                 # Failed terminally, and nothing that could fix it changed since.
                 self._queue.forget(key)
-                return
+                return None
             del self._terminal[key]
         ctx = self._context(key)
         metrics = self._metrics
@@ -722,9 +732,10 @@ class Controller:
             if tracing is not None
             else contextlib.nullcontext()
         )
+        read: int | None = None
         with traced as span:
             try:
-                with reconcile_scope(info):
+                with reconcile_scope(info), marking_reads() as reads:
                     result = await self._run(ctx, key)
             except asyncio.CancelledError:
                 task = asyncio.current_task()
@@ -744,6 +755,7 @@ class Controller:
                 else:
                     self._failed(ctx, key, priority, exc)
             else:
+                read = reads.first
                 self._queue.forget(key)
                 await self._clear_stalled(ctx, key)
                 if result.requeue_after is not None:
@@ -766,6 +778,7 @@ class Controller:
                 if metrics is not None:
                     self._series_of("active_workers").dec()
                     self._series_of("reconcile_time_seconds").observe(time.monotonic() - started)
+        return read
 
     def _remember_event(self, key: ObjectKey, event: SpanContext) -> None:
         """Keep the watch event that queued ``key`` for its next reconcile span's links."""

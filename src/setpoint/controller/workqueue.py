@@ -27,6 +27,11 @@ Guarantees
 - **Exclusivity.** A key is never handed to two workers at once. A key added while a worker
   holds it is marked *dirty* and becomes waiting again when :meth:`~WorkQueue.done` is called,
   so a change that arrives during a reconcile is never lost.
+- **Seen changes.** An add may carry a *stamp*: a number that grows with every change the
+  caller knows of (a controller uses the cache's count of applied changes). ``done(key,
+  seen=n)`` says the processing that ends had already seen every change up to ``n``; a dirty
+  mark whose adds all carried stamps ``<= n`` is then dropped instead of queued again, since
+  it asks for nothing that processing did not see. An add without a stamp is never dropped.
 - **Priorities.** Ready keys come out highest priority first, first-in first-out within one
   priority (in the order they became ready, so a delayed key queues behind keys that were
   ready before its deadline). Adding a waiting key again with a higher priority moves it up;
@@ -179,12 +184,15 @@ class _Entry(Generic[K]):
         "priority",
         "ready_since",
         "requested",
+        "stamp",
         "state",
     )
 
-    def __init__(self, key: K, priority: int, requested: float | None) -> None:
+    def __init__(self, key: K, priority: int, requested: float | None, stamp: int | None) -> None:
         self.key = key
         self.priority = priority
+        # The highest stamp of the adds merged into it; None once any add had no stamp.
+        self.stamp = stamp
         # Earliest start anyone asked for; None means "as soon as possible".
         self.requested = requested
         self.state = _IDLE
@@ -316,15 +324,17 @@ class WorkQueue(Generic[K]):
     # ----------------------------------------------------------------------------------------
     # Adding
 
-    def add(self, key: K, *, priority: int = Priority.NORMAL) -> None:
+    def add(self, key: K, *, priority: int = Priority.NORMAL, stamp: int | None = None) -> None:
         """Make ``key`` ready now (or when its own processing ends, if it is in flight).
 
         A key already waiting is not added twice: it keeps its place, takes the higher of the
-        two priorities, and loses any delay. Ignored after :meth:`shutdown`.
+        two priorities, and loses any delay. ``stamp`` numbers the change behind the add
+        (see "Seen changes" in the module docstring); without one, the add is always served.
+        Ignored after :meth:`shutdown`.
         """
         if self._shutting_down:
             return
-        self._request(key, priority, None, self._clock.now())
+        self._request(key, priority, None, self._clock.now(), stamp)
 
     def add_after(self, key: K, delay: float, *, priority: int = Priority.NORMAL) -> None:
         """Make ``key`` ready in ``delay`` seconds (at once if ``delay <= 0``).
@@ -337,7 +347,7 @@ class WorkQueue(Generic[K]):
             return
         self._metrics.retried()
         now = self._clock.now()
-        self._request(key, priority, now + delay if delay > 0 else None, now)
+        self._request(key, priority, now + delay if delay > 0 else None, now, None)
 
     def add_rate_limited(self, key: K, *, priority: int = Priority.NORMAL) -> None:
         """Retry ``key`` after the delay the rate limiter gives (and count the retry there).
@@ -393,8 +403,12 @@ class WorkQueue(Generic[K]):
                     self._wake_one()
                 raise
 
-    def done(self, key: K) -> None:
+    def done(self, key: K, *, seen: int | None = None) -> None:
         """Mark ``key``'s processing finished; if it was added meanwhile, it waits again.
+
+        ``seen``: the processing had seen every change stamped up to this number, so a
+        dirty mark made only of adds stamped ``<= seen`` is dropped rather than queued
+        (see "Seen changes" in the module docstring). ``None`` (the default) drops nothing.
 
         Raises:
             NotProcessingError: ``key`` is not in flight (``done`` called twice, or for a key
@@ -412,8 +426,11 @@ class WorkQueue(Generic[K]):
         self._metrics.observe_work_duration(now - started)
         entry = self._entries.get(key)
         if entry is not None:  # dirty: it changed while being processed
-            entry.state = _IDLE
-            self._schedule(entry, now)
+            if seen is not None and entry.stamp is not None and entry.stamp <= seen:
+                del self._entries[key]  # nothing the processing did not see
+            else:
+                entry.state = _IDLE
+                self._schedule(entry, now)
         if self._shutting_down and not self._processing:
             self._resolve_drainers(True)
 
@@ -491,11 +508,13 @@ class WorkQueue(Generic[K]):
         self._seq += 1
         return self._seq
 
-    def _request(self, key: K, priority: int, when: float | None, now: float) -> None:
-        """Merge one request (a priority and an earliest start) into ``key``'s entry."""
+    def _request(
+        self, key: K, priority: int, when: float | None, now: float, stamp: int | None
+    ) -> None:
+        """Merge one request (a priority, an earliest start, a stamp) into ``key``'s entry."""
         entry = self._entries.get(key)
         if entry is None:
-            entry = _Entry(key, priority, when)
+            entry = _Entry(key, priority, when, stamp)
             self._entries[key] = entry
             if key in self._processing:
                 entry.state = _DIRTY
@@ -503,6 +522,10 @@ class WorkQueue(Generic[K]):
             else:
                 self._schedule(entry, now)
             return
+        if stamp is None or entry.stamp is None:
+            entry.stamp = None
+        elif stamp > entry.stamp:
+            entry.stamp = stamp
         if entry.state == _READY:
             # Already as early as it gets; only the priority can change.
             if priority > entry.priority:

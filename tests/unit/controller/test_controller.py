@@ -20,6 +20,7 @@ from setpoint.api.keys import ObjectKey
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.runnable import Runnable, RunnableGroup
 from setpoint.cache import Cache, ConsistentReader, TrackingClient
+from setpoint.client.patch import MergePatch
 from setpoint.controller import (
     Builder,
     Context,
@@ -160,9 +161,9 @@ async def test_initial_list_keys_queue_at_low_priority(
     queued: list[tuple[ObjectKey, int]] = []
     original = controller.queue.add
 
-    def add(key: ObjectKey, *, priority: int = 0) -> None:
+    def add(key: ObjectKey, *, priority: int = 0, stamp: int | None = None) -> None:
         queued.append((key, priority))
-        original(key, priority=priority)
+        original(key, priority=priority, stamp=stamp)
 
     controller.queue.add = add  # type: ignore[method-assign]  # spy on the queue
     await controller.start()
@@ -174,6 +175,74 @@ async def test_initial_list_keys_queue_at_low_priority(
         assert (ObjectKey("default", "live"), Priority.NORMAL) in queued
     finally:
         await controller.stop(5)
+
+
+async def test_each_write_of_a_reconcile_is_seen_by_a_later_reconcile(
+    harness: Harness, api: FakeClient
+) -> None:
+    """A reconcile that advances a step per call is called again for each of its own writes."""
+    steps: list[int] = []
+
+    async def reconcile(ctx: Context, request: Request) -> None:
+        if request.name != "a":
+            return
+        obj = await ctx.reader.get(WIDGET, "a", namespace="default")
+        step = int((obj["metadata"].get("annotations") or {}).get("step", "0"))
+        steps.append(step)
+        if step < 3:
+            change = {"metadata": {"annotations": {"step": str(step + 1)}}}
+            await ctx.client.patch(WIDGET, "a", MergePatch(change), namespace="default")
+
+    await harness.start(builder().for_(WIDGET), reconcile)
+    await eventually(lambda: 3 in steps, timeout=5, description="all three steps")
+    assert steps == [0, 1, 2, 3]
+
+
+async def test_a_change_read_by_the_running_reconcile_does_not_queue_it_again(
+    harness: Harness, api: FakeClient
+) -> None:
+    """An event applied before the in-flight reconcile's first read needs no second one."""
+    release = asyncio.Event()
+    seen: list[str] = []
+
+    async def reconcile(ctx: Context, request: Request) -> None:
+        if request.name != "a":
+            return
+        if not seen:
+            await release.wait()  # the change below arrives now, before the first read
+        obj = await ctx.reader.get(WIDGET, "a", namespace="default")
+        seen.append(str((obj["metadata"].get("labels") or {}).get("v", "")))
+
+    controller = await harness.start(builder().for_(WIDGET), reconcile)
+    await eventually(lambda: controller.holds(ObjectKey("default", "a")), timeout=5)
+    await put(api, widget("a", metadata={"labels": {"v": "2"}}))
+    await eventually(lambda: len(controller.queue) == 1, timeout=5, description="dirty")
+    release.set()
+    await controller.wait_idle(timeout=5, settle=0.3)
+    assert seen == ["2"]
+
+
+async def test_a_change_after_the_first_read_queues_the_key_again(
+    harness: Harness, api: FakeClient
+) -> None:
+    """An event applied after the in-flight reconcile's first read gets its own reconcile."""
+    release = asyncio.Event()
+    seen: list[str] = []
+
+    async def reconcile(ctx: Context, request: Request) -> None:
+        if request.name != "a":
+            return
+        obj = await ctx.reader.get(WIDGET, "a", namespace="default")
+        seen.append(str((obj["metadata"].get("labels") or {}).get("v", "")))
+        if len(seen) == 1:
+            await release.wait()  # the change below arrives after this read
+
+    controller = await harness.start(builder().for_(WIDGET), reconcile)
+    await eventually(lambda: seen == [""], timeout=5)
+    await put(api, widget("a", metadata={"labels": {"v": "2"}}))
+    await eventually(lambda: len(controller.queue) == 1, timeout=5, description="dirty")
+    release.set()
+    await eventually(lambda: seen == ["", "2"], timeout=5, description="second reconcile")
 
 
 async def test_context_carries_request_id_logger_clients_and_recorder(

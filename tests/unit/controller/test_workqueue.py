@@ -120,6 +120,57 @@ async def test_many_adds_during_processing_collapse_into_one_more_processing() -
     assert len(queue) == 0
 
 
+async def test_dirty_mark_of_changes_the_processing_had_seen_is_dropped() -> None:
+    """Adds stamped no later than what the processing saw do not queue the key again."""
+    queue, _ = make_queue()
+    queue.add("k", stamp=1)
+    await take(queue)
+    queue.add("k", stamp=4)  # a change applied before the reconcile's first read (at 5)
+    queue.add("k", stamp=5)
+    queue.done("k", seen=5)
+    assert (len(queue), queue.ready_count) == (0, 0)
+
+
+async def test_dirty_mark_with_a_change_after_what_was_seen_queues_the_key() -> None:
+    """One add stamped after the processing's first read is enough to queue it again."""
+    queue, _ = make_queue()
+    queue.add("k")
+    await take(queue)
+    queue.add("k", stamp=3)
+    queue.add("k", stamp=7)  # applied after the first read (at 5): not seen
+    queue.done("k", seen=5)
+    assert await drain(queue) == ["k"]
+
+
+@pytest.mark.parametrize("late", ["add", "add_after", "add_rate_limited"])
+async def test_dirty_mark_with_an_unstamped_add_is_never_dropped(late: str) -> None:
+    """An add without a stamp (enqueue, requeue, retry) always gets its processing."""
+    queue, clock = make_queue()
+    queue.add("k")
+    await take(queue)
+    queue.add("k", stamp=2)
+    if late == "add":
+        queue.add("k")
+    elif late == "add_after":
+        queue.add_after("k", 1.0)
+    else:
+        queue.add_rate_limited("k")
+    queue.done("k", seen=10)
+    assert len(queue) == 1
+    clock.advance(1.0)
+    assert await drain(queue) == ["k"]
+
+
+async def test_done_without_seen_keeps_every_dirty_mark() -> None:
+    """Without ``seen`` (a failed reconcile, or one that read nothing) the key runs again."""
+    queue, _ = make_queue()
+    queue.add("k")
+    await take(queue)
+    queue.add("k", stamp=1)
+    queue.done("k")
+    assert await drain(queue) == ["k"]
+
+
 async def test_other_keys_flow_while_one_key_is_in_flight() -> None:
     queue, _ = make_queue()
     queue.add("slow")
