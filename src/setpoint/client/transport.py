@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 import orjson
 from multidict import CIMultiDict
 
-from setpoint.client._aiohttp import aiohttp
+from setpoint.client._aiohttp import aiohttp, read_buffer_on_demand
 from setpoint.client.config import ClientConfig
 from setpoint.client.credentials import Credentials, credentials_for
 from setpoint.client.errors import (
@@ -308,7 +308,9 @@ class Transport:
     def _ssl_context(self) -> ssl.SSLContext | bool:
         if self._ssl is None:
             self._ssl = (
-                self.config.ssl_context() if self.config.server.startswith("https://") else False
+                read_buffer_on_demand(self.config.ssl_context())
+                if self.config.server.startswith("https://")
+                else False
             )
         return self._ssl
 
@@ -326,7 +328,7 @@ class Transport:
         if self._session is None or self._session.closed:
             self._client_cert = cert
             if cert is not None:
-                self._ssl = self.config.ssl_context(client_cert=cert)
+                self._ssl = read_buffer_on_demand(self.config.ssl_context(client_cert=cert))
             connector = aiohttp.TCPConnector(
                 limit=self.options.pool_size,
                 ssl=self._ssl_context(),
