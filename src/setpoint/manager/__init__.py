@@ -17,35 +17,93 @@ probe and metrics endpoints. The HTTP server they are served by, and its request
 response types, are :mod:`setpoint.server`'s.
 """
 
-from setpoint.manager.builder import ManagedBuilder
-from setpoint.manager.clusters import ClusterBuilder, ClusterSet, ClusterSetOptions, MemberStatus
-from setpoint.manager.errors import (
-    CacheSyncTimeout,
-    DuplicateCheckError,
-    LeaderElectionLost,
-    ManagerError,
-    ManagerStateError,
-    RunnableFailed,
-    ShardLeaseLost,
-    ShutdownIncomplete,
-)
-from setpoint.manager.healthz import Check, HealthChecks
-from setpoint.manager.leaderelection import LeaderElector, default_identity
-from setpoint.manager.manager import Manager
-from setpoint.manager.options import (
-    LeaderElectionOptions,
-    LeadershipLossPolicy,
-    ManagerOptions,
-)
-from setpoint.manager.resourcelock import (
-    LeaderElectionRecord,
-    LeaseClient,
-    LeaseLock,
-    LockNotInitialized,
-    ResourceLock,
-)
-from setpoint.manager.sharding import HashRing, ShardingOptions, ShardKey
-from setpoint.manager.sharedcache import CacheFactory, CacheLike, default_new_cache
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from setpoint._lazy import lazy_attribute
+
+if TYPE_CHECKING:
+    from setpoint.manager.builder import ManagedBuilder
+    from setpoint.manager.clusters import ClusterBuilder, ClusterSet, MemberStatus
+    from setpoint.manager.errors import (
+        CacheSyncTimeout,
+        DuplicateCheckError,
+        LeaderElectionLost,
+        ManagerError,
+        ManagerStateError,
+        RunnableFailed,
+        ShardLeaseLost,
+        ShutdownIncomplete,
+    )
+    from setpoint.manager.healthz import Check, HealthChecks
+    from setpoint.manager.leaderelection import LeaderElector, default_identity
+    from setpoint.manager.manager import Manager
+    from setpoint.manager.options import (
+        ClusterSetOptions,
+        LeaderElectionOptions,
+        LeadershipLossPolicy,
+        ManagerOptions,
+    )
+    from setpoint.manager.resourcelock import (
+        LeaderElectionRecord,
+        LeaseClient,
+        LeaseLock,
+        LockNotInitialized,
+        ResourceLock,
+    )
+    from setpoint.manager.sharding import HashRing, ShardingOptions, ShardKey
+    from setpoint.manager.sharedcache import CacheFactory, CacheLike, default_new_cache
+
+# Names load on first use (PEP 562): an operator that builds a Manager must not pay for
+# leader election, sharding, member clusters or the metrics server's authentication until
+# its options ask for them (the manager imports those modules where it uses them).
+_EXPORTS: dict[str, str] = {
+    "CacheFactory": "setpoint.manager.sharedcache",
+    "CacheLike": "setpoint.manager.sharedcache",
+    "CacheSyncTimeout": "setpoint.manager.errors",
+    "Check": "setpoint.manager.healthz",
+    "ClusterBuilder": "setpoint.manager.clusters",
+    "ClusterSet": "setpoint.manager.clusters",
+    "ClusterSetOptions": "setpoint.manager.options",
+    "DuplicateCheckError": "setpoint.manager.errors",
+    "HashRing": "setpoint.manager.sharding",
+    "HealthChecks": "setpoint.manager.healthz",
+    "LeaderElectionLost": "setpoint.manager.errors",
+    "LeaderElectionOptions": "setpoint.manager.options",
+    "LeaderElectionRecord": "setpoint.manager.resourcelock",
+    "LeaderElector": "setpoint.manager.leaderelection",
+    "LeadershipLossPolicy": "setpoint.manager.options",
+    "LeaseClient": "setpoint.manager.resourcelock",
+    "LeaseLock": "setpoint.manager.resourcelock",
+    "LockNotInitialized": "setpoint.manager.resourcelock",
+    "ManagedBuilder": "setpoint.manager.builder",
+    "Manager": "setpoint.manager.manager",
+    "ManagerError": "setpoint.manager.errors",
+    "ManagerOptions": "setpoint.manager.options",
+    "ManagerStateError": "setpoint.manager.errors",
+    "MemberStatus": "setpoint.manager.clusters",
+    "ResourceLock": "setpoint.manager.resourcelock",
+    "RunnableFailed": "setpoint.manager.errors",
+    "ShardKey": "setpoint.manager.sharding",
+    "ShardLeaseLost": "setpoint.manager.errors",
+    "ShardingOptions": "setpoint.manager.sharding",
+    "ShutdownIncomplete": "setpoint.manager.errors",
+    "default_identity": "setpoint.manager.leaderelection",
+    "default_new_cache": "setpoint.manager.sharedcache",
+}
+
+
+_load = lazy_attribute("setpoint.manager", globals(), _EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    return _load(name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "CacheFactory",

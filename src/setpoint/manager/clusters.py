@@ -82,10 +82,10 @@ from setpoint.controller.controller import (
     as_reconcile_function,
 )
 from setpoint.controller.reconcile import ClusterRequest, Context, ReconcilerLike, Result
+from setpoint.manager.options import ClusterSetOptions
 from setpoint.observability.events import EventBroadcaster, EventBroadcasterOptions
 
 if TYPE_CHECKING:
-    from setpoint.client.client import ClientOptions
     from setpoint.client.protocols import ApiClient
     from setpoint.observability.metrics import Metrics
 
@@ -121,44 +121,6 @@ class ClusterReconciler(Protocol):
 
 ClusterReconcilerLike = ClusterReconciler | ClusterReconcileFunc
 """What a multi-cluster controller accepts."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ClusterSetOptions:
-    """How a :class:`ClusterSet` runs its members. Every default is documented here."""
-
-    sync_timeout: float = 60.0
-    """Seconds a member's caches may take to sync before the member is torn down and tried
-    again (with backoff)."""
-
-    probe_period: float = 5.0
-    """Seconds between reachability probes (``GET /version``) of a running member."""
-
-    probe_timeout: float = 3.0
-    """Seconds one probe may take before the member counts as unreachable."""
-
-    backoff_max: float = 30.0
-    """Longest wait, in seconds, between attempts to start a member (from 1 s, doubling)."""
-
-    needs_leader_election: bool = True
-    """Run the members' controllers only in the leader (the home cluster's lease)."""
-
-    client_options: ClientOptions | None = None
-    """Options of the members' clients (timeouts, QPS). ``None``: the client defaults."""
-
-    new_client: Callable[[ClientConfig], ApiClient] | None = None
-    """Builds a member's client from its config (a test seam). ``None``: ``Client(config)``."""
-
-    def __post_init__(self) -> None:
-        for name in ("sync_timeout", "probe_period", "probe_timeout", "backoff_max"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or value <= 0:
-                raise ValueError(f"ClusterSetOptions.{name} must be a positive number of seconds")
-        if self.probe_timeout >= self.probe_period:
-            raise ValueError(
-                f"ClusterSetOptions.probe_timeout ({self.probe_timeout:g} s) must be shorter "
-                f"than probe_period ({self.probe_period:g} s)"
-            )
 
 
 @dataclass

@@ -47,7 +47,6 @@ from setpoint.api.runnable import Runnable, RunnableGroup
 from setpoint.controller.controller import Controller
 from setpoint.controller.finalizers import ADVERTISES_FINALIZERS_LABEL, OWNED_FINALIZERS_ANNOTATION
 from setpoint.manager.builder import ManagedBuilder
-from setpoint.manager.clusters import ClusterSet
 from setpoint.manager.errors import (
     CacheSyncTimeout,
     LeaderElectionLost,
@@ -57,11 +56,7 @@ from setpoint.manager.errors import (
     ShutdownIncomplete,
 )
 from setpoint.manager.healthz import Check, HealthChecks
-from setpoint.manager.leaderelection import LeaderElector, default_identity
-from setpoint.manager.metricsauth import ApiServerAuth, ReviewClient
 from setpoint.manager.options import LeadershipLossPolicy, ManagerOptions
-from setpoint.manager.resourcelock import LeaseLock
-from setpoint.manager.shardmember import ShardMember
 from setpoint.manager.sharedcache import CacheLike
 from setpoint.observability import recording, tracing
 from setpoint.observability.events import BroadcastRecorder, EventBroadcaster
@@ -70,13 +65,17 @@ from setpoint.observability.runtime import LoopLagMonitor, install_task_dump_sig
 from setpoint.server.address import parse_bind_address
 from setpoint.server.http import HttpRequest, HttpResponse, HttpServer, HttpServerOptions
 from setpoint.server.tls import ServerTLS
-from setpoint.webhook.server import WebhookServer
 
 if TYPE_CHECKING:
     from setpoint.cache import Cache
     from setpoint.client.client import Client
     from setpoint.client.protocols import ApiClient
     from setpoint.client.transport import RequestHook
+    from setpoint.manager.clusters import ClusterSet
+    from setpoint.manager.leaderelection import LeaderElector
+    from setpoint.manager.metricsauth import ReviewClient
+    from setpoint.manager.shardmember import ShardMember
+    from setpoint.webhook.server import WebhookServer
 
 __all__ = ["Manager"]
 
@@ -153,6 +152,8 @@ class Manager:
         le = opts.leader_election
         self._identity: str | None = None
         if le is not None:
+            from setpoint.manager.leaderelection import default_identity
+
             self._identity = le.identity or default_identity()
             if le.lock is not None:
                 if le.identity is not None and le.identity != le.lock.identity:
@@ -192,6 +193,8 @@ class Manager:
         self._shard_lost_task: asyncio.Task[None] | None = None
         if opts.sharding is not None:
             assert self._lease_namespace is not None  # sharding requires leader election
+            from setpoint.manager.shardmember import ShardMember
+
             self._shards = ShardMember(
                 client,
                 opts.sharding,
@@ -223,6 +226,8 @@ class Manager:
         )
         if metrics_at is not None:
             if opts.metrics_secure:
+                from setpoint.manager.metricsauth import ApiServerAuth
+
                 auth = ApiServerAuth(cast("ReviewClient", client))
                 self._metrics_server = opts.new_http_server(
                     "metrics-server",
@@ -363,6 +368,8 @@ class Manager:
             manager.webhook_server.add_conversion(Tenant, TenantV1Alpha1)
         """
         if self._webhook_server is None:
+            from setpoint.webhook.server import WebhookServer
+
             server = WebhookServer(self.options.webhook_server, metrics=self.metrics)
             self.add(server)
             self._readyz.add("webhook-server", server.ready)
@@ -380,6 +387,8 @@ class Manager:
             manager.clusters.controller("gizmo").for_(Gizmo).build(reconcile)
         """
         if self._clusters is None:
+            from setpoint.manager.clusters import ClusterSet
+
             clusters = ClusterSet(
                 self.client,
                 options=self.options.clusters,
@@ -791,6 +800,8 @@ class Manager:
                     self._election_client = Client(client.config, client.options)
                     self._install_request_metrics(self._election_client)
                     lease_client = self._election_client
+                from setpoint.manager.resourcelock import LeaseLock
+
                 lock = LeaseLock(
                     lease_client,
                     namespace=self._lease_namespace,
@@ -800,6 +811,8 @@ class Manager:
                     labels={ADVERTISES_FINALIZERS_LABEL: "true"},
                     annotations=self.lease_annotations,
                 )
+            from setpoint.manager.leaderelection import LeaderElector
+
             self._elector = LeaderElector(lock, le, clock=self.options.clock, metrics=self.metrics)
             self._elector.start(self._on_elected, self._on_lost)
         except asyncio.CancelledError:

@@ -15,21 +15,26 @@ from typing import TYPE_CHECKING, Final
 
 from setpoint.api.clock import Clock, LoopClock
 from setpoint.api.validation import is_dns1123_label, is_dns1123_subdomain
-from setpoint.manager.clusters import ClusterSetOptions
-from setpoint.manager.sharding import ShardingOptions
 from setpoint.manager.sharedcache import CacheFactory, default_new_cache
 from setpoint.observability.events import EventBroadcasterOptions
 from setpoint.observability.recording import RecordOptions
 from setpoint.server.address import parse_bind_address
 from setpoint.server.http import Http1Server, HttpServerFactory
 from setpoint.server.tls import ServerTLS
-from setpoint.webhook.server import WebhookServerOptions
+from setpoint.webhook.options import WebhookServerOptions
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from setpoint.client.client import ClientOptions
+    from setpoint.client.config import ClientConfig
+    from setpoint.client.protocols import ApiClient
     from setpoint.manager.resourcelock import ResourceLock
+    from setpoint.manager.sharding import ShardingOptions
     from setpoint.observability.metrics import Metrics
 
 __all__ = [
+    "ClusterSetOptions",
     "LeaderElectionOptions",
     "LeadershipLossPolicy",
     "ManagerOptions",
@@ -160,6 +165,49 @@ class LeaderElectionOptions:
                 f"({self.renew_deadline:g} s): a single lease request that hangs for "
                 "request_timeout would otherwise outlast the renew deadline. Lower "
                 "request_timeout (or leave it None for half the renew deadline)"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterSetOptions:
+    """How a :class:`~setpoint.manager.clusters.ClusterSet` runs its members.
+
+    Every default is documented here. It is defined with the manager's other options (and
+    re-exported by :mod:`setpoint.manager.clusters`) because every :class:`ManagerOptions`
+    holds one: building a manager must not import the multi-cluster machinery.
+    """
+
+    sync_timeout: float = 60.0
+    """Seconds a member's caches may take to sync before the member is torn down and tried
+    again (with backoff)."""
+
+    probe_period: float = 5.0
+    """Seconds between reachability probes (``GET /version``) of a running member."""
+
+    probe_timeout: float = 3.0
+    """Seconds one probe may take before the member counts as unreachable."""
+
+    backoff_max: float = 30.0
+    """Longest wait, in seconds, between attempts to start a member (from 1 s, doubling)."""
+
+    needs_leader_election: bool = True
+    """Run the members' controllers only in the leader (the home cluster's lease)."""
+
+    client_options: ClientOptions | None = None
+    """Options of the members' clients (timeouts, QPS). ``None``: the client defaults."""
+
+    new_client: Callable[[ClientConfig], ApiClient] | None = None
+    """Builds a member's client from its config (a test seam). ``None``: ``Client(config)``."""
+
+    def __post_init__(self) -> None:
+        for name in ("sync_timeout", "probe_period", "probe_timeout", "backoff_max"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or value <= 0:
+                raise ValueError(f"ClusterSetOptions.{name} must be a positive number of seconds")
+        if self.probe_timeout >= self.probe_period:
+            raise ValueError(
+                f"ClusterSetOptions.probe_timeout ({self.probe_timeout:g} s) must be shorter "
+                f"than probe_period ({self.probe_period:g} s)"
             )
 
 

@@ -34,18 +34,18 @@ if TYPE_CHECKING:
         ConversionWebhook,
         MalformedReview,
     )
+    from setpoint.webhook.options import WebhookServerOptions
     from setpoint.webhook.server import (
         DEFAULT_CERT_DIR,
         CertificateDirectory,
         CertificateSource,
         StaticCertificate,
         WebhookServer,
-        WebhookServerOptions,
     )
 
-# Names load on first use (PEP 562): the manager imports ``setpoint.webhook.server`` for its
-# options, and an operator without webhooks must not pay for the admission and conversion
-# modules (they load pydantic, through setpoint.api.resource).
+# Names load on first use (PEP 562): the manager imports ``setpoint.webhook.options`` for its
+# options, and an operator without webhooks must not pay for the server, the admission and
+# the conversion modules (the last two load pydantic, through setpoint.api.resource).
 _EXPORTS: dict[str, str] = {
     "ADMISSION_REVIEW_API_VERSION": "setpoint.webhook.admission",
     "AdmissionWebhook": "setpoint.webhook.admission",
@@ -59,7 +59,7 @@ _EXPORTS: dict[str, str] = {
     "CertificateSource": "setpoint.webhook.server",
     "StaticCertificate": "setpoint.webhook.server",
     "WebhookServer": "setpoint.webhook.server",
-    "WebhookServerOptions": "setpoint.webhook.server",
+    "WebhookServerOptions": "setpoint.webhook.options",
 }
 
 

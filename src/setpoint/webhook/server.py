@@ -45,6 +45,7 @@ from setpoint.server.http import Http1Server, HttpHandler, HttpRequest, HttpResp
 from setpoint.server.http import HttpServerOptions as _HttpServerOptions
 from setpoint.server.tls import ServerTLS
 from setpoint.tls.pem import CertificateError, KeyPair, load_key_pair
+from setpoint.webhook.options import WebhookServerOptions
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -69,8 +70,6 @@ log = logging.getLogger("setpoint.webhook")
 DEFAULT_CERT_DIR: Final = str(Path(tempfile.gettempdir()) / "k8s-webhook-server" / "serving-certs")
 """controller-runtime's default certificate directory,
 ``$TMPDIR/k8s-webhook-server/serving-certs``."""
-
-_MiB: Final = 1024 * 1024
 
 
 @runtime_checkable
@@ -180,44 +179,6 @@ class CertificateDirectory:
                 continue
             last = current
             log.info("webhook server certificate reloaded from %s", self.path)
-
-
-@dataclass(frozen=True, kw_only=True)
-class WebhookServerOptions:
-    """Settings of the :class:`WebhookServer`; every default is documented here."""
-
-    bind_address: str = ":9443"
-    """Where to listen, ``host:port`` (``:9443``: every interface, controller-runtime's
-    default port; ``127.0.0.1:0`` picks a free loopback port)."""
-
-    certificate: CertificateSource | None = None
-    """Where the serving certificate comes from. ``None``: ``CertificateDirectory()``, the
-    ``tls.crt``/``tls.key`` pair in :data:`DEFAULT_CERT_DIR`."""
-
-    max_body_size: int = 64 * _MiB
-    """Largest request accepted, in bytes (larger gets 413). A ConversionReview for a list
-    carries every object of the list, so this is well above an admission request's size."""
-
-    inline_objects: int = 16
-    """Reviews with at most this many objects are converted on the event loop; larger ones in
-    a worker thread, so a list of thousands never stalls the loop (probes, other requests)."""
-
-    def __post_init__(self) -> None:
-        address = parse_bind_address(self.bind_address, option="WebhookServerOptions.bind_address")
-        if address is None:
-            raise ValueError(
-                "WebhookServerOptions.bind_address='0' would disable the webhook server; the "
-                "API server must reach it, so give host:port (':9443' by default)"
-            )
-        if self.max_body_size < _MiB:
-            raise ValueError(
-                f"WebhookServerOptions.max_body_size={self.max_body_size} is below 1 MiB; one "
-                "object alone may be 1.5 MiB"
-            )
-        if self.inline_objects < 0:
-            raise ValueError(
-                f"WebhookServerOptions.inline_objects={self.inline_objects} must be >= 0"
-            )
 
 
 class WebhookServer:
