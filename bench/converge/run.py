@@ -370,6 +370,8 @@ class RunResult:
     bytes_per_object_rss: float | None = None
     cache_bytes_per_object: float | None = None
     exit_code: int | None = None
+    reconciles: int | None = None
+    """Reconciler calls, as a setpoint operator prints them when it stops (others: ``None``)."""
     load_average: tuple[float, float, float] | None = None
     """The machine's 1/5/15-minute load average when the run started."""
 
@@ -489,6 +491,7 @@ async def one_run(
         finally:
             sampler.cancel()
             result.exit_code = await proc.stop()
+            result.reconciles = reconciles_in(proc.log)
         if impl == "setpoint" and profile is None:  # one variant is enough: same cache
             result.cache_bytes_per_object = await measure_cache(plane)
     return result
@@ -729,6 +732,22 @@ def table(results: Sequence[RunResult], n: int, impls: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def reconciles_in(log: Path) -> int | None:
+    """The count a setpoint operator prints as it stops (``reconciles N``), if it did."""
+    found = re.findall(rb"^reconciles (\d+)$", log.read_bytes(), re.MULTILINE)
+    return int(found[-1]) if found else None
+
+
+def reconcile_counts(results: Sequence[RunResult], n: int, impls: Sequence[str]) -> str:
+    """Median reconciler calls per object, for the implementations that report them."""
+    parts = []
+    for impl in impls:
+        counts = [r.reconciles / n for r in results if r.impl == impl and r.ok and r.reconciles]
+        if counts:
+            parts.append(f"{impl} {fmt(counts, 2)}")
+    return "Reconciles per object (median [range]): " + ", ".join(parts) if parts else ""
+
+
 def request_breakdown(results: Sequence[RunResult], n: int, impls: Sequence[str]) -> str:
     """Median requests per object by verb, resource and code, per implementation."""
     lines = []
@@ -903,6 +922,8 @@ def main() -> None:
             "",
             "Requests per object (median), by verb, resource and code:",
             request_breakdown(results, args.n, runnable),
+            "",
+            reconcile_counts(results, args.n, runnable),
             "",
             "setpoint cache, traced Python heap per cached object (Widgets + ConfigMaps): "
             + fmt(
