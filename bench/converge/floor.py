@@ -98,6 +98,10 @@ def main() -> None:
         "--no-trust-env", action="store_true", help="an experiment: see _experiments.py"
     )
     args = parser.parse_args()
+    if not (getattr(args, "measure_cache", False) or getattr(args, "sync_only", False)):
+        from _sampler import start_if_asked  # a wall-clock profile, if asked: see _sampler.py
+
+        start_if_asked("floor")
     if args.no_trust_env:
         from _experiments import ignore_environment
 

@@ -196,6 +196,10 @@ def main() -> None:
     parser.add_argument("--no-trust-env", action="store_true", help="an experiment; see above")
     parser.add_argument("--cprofile", metavar="PATH", help="write main-thread CPU stats here")
     args = parser.parse_args()
+    if not (getattr(args, "measure_cache", False) or getattr(args, "sync_only", False)):
+        from _sampler import start_if_asked  # a wall-clock profile, if asked: see _sampler.py
+
+        start_if_asked("widget_operator")
     if args.no_trust_env:
         from _experiments import ignore_environment
 
