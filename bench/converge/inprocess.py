@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from setpoint import Manager, ManagerOptions, kinds
+from setpoint import Manager, ManagerOptions
 from setpoint.api.keys import ObjectKey
 from setpoint.api.kinds import ResourceInfo
 from setpoint.client.patch import MergePatch
@@ -46,7 +46,12 @@ from setpoint.testing import FakeClient
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from widget_operator import WIDGET, reconcile_lean, reconcile_safe  # noqa: E402
+from widget_operator import (  # noqa: E402
+    WIDGET,
+    add_controller,
+    reconcile_lean,
+    reconcile_safe,
+)
 
 NAMESPACE = "bench"
 
@@ -84,14 +89,7 @@ async def one_round(n: int, style: str, workers: int) -> dict[str, float]:
         await inner(ctx, request)
 
     manager = Manager(fake, ManagerOptions(metrics_bind_address="0", health_probe_bind_address="0"))
-    controller = (
-        manager.controller("widget")
-        .for_(WIDGET)
-        .owns(kinds.ConfigMap)
-        .max_concurrent_reconciles(workers)
-        .needs_leader_election(False)
-        .build(reconciler)
-    )
+    controller = add_controller(manager, reconciler, workers)
     result: dict[str, float] = {}
     task = asyncio.create_task(manager.run())
     try:

@@ -54,7 +54,7 @@ from setpoint import (  # noqa: E402
     set_controller_reference,
     update_status,
 )
-from setpoint.controller import Context, Request  # noqa: E402
+from setpoint.controller import Context, Controller, Request  # noqa: E402
 
 WIDGET = GroupVersionKind("bench.setpoint.dev", "v1", "Widget")
 FIELD_MANAGER = "widget-operator"
@@ -115,6 +115,18 @@ async def reconcile_lean(ctx: Context, request: Request) -> None:
     await update_status(ctx.client, widget, mark_ready)
 
 
+def add_controller(manager: Manager, reconciler: Any, workers: int) -> Controller:
+    """The benchmark's controller: Widgets, their child ConfigMaps, ``workers`` at once."""
+    return (
+        manager.controller("widget")
+        .for_(WIDGET)
+        .owns(kinds.ConfigMap)
+        .max_concurrent_reconciles(workers)
+        .needs_leader_election(False)
+        .build(reconciler)
+    )
+
+
 async def run_operator(workers: int, style: str) -> None:
     """Run the manager with one controller until SIGTERM."""
     configure_logging(level="info")
@@ -129,14 +141,7 @@ async def run_operator(workers: int, style: str) -> None:
         calls += 1
         await inner(ctx, request)
 
-    (
-        manager.controller("widget")
-        .for_(WIDGET)
-        .owns(kinds.ConfigMap)
-        .max_concurrent_reconciles(workers)
-        .needs_leader_election(False)
-        .build(reconciler)
-    )
+    add_controller(manager, reconciler, workers)
     print(f"started {STARTED:.6f}", flush=True)
     try:
         await manager.run()
