@@ -1,9 +1,9 @@
 """One home for the lazy re-exports of setpoint's facade packages (PEP 562).
 
-``setpoint``, ``setpoint.testing`` and ``setpoint.webhook`` list their public names with the
-module each comes from and load that module only when a name is first used, so that
-``import setpoint`` (or a CLI command) does not pay for what it never touches. This module
-imports nothing but :mod:`importlib`, so using it costs the facades nothing.
+``setpoint``, ``setpoint.manager``, ``setpoint.testing`` and ``setpoint.webhook`` list their
+public names with the module each comes from and load that module only when a name is first
+used, so that ``import setpoint`` (or a CLI command) does not pay for what it never touches.
+This module imports nothing but :mod:`importlib`, so using it costs the facades nothing.
 """
 
 from __future__ import annotations
@@ -38,3 +38,20 @@ def lazy_attribute(
         return value
 
     return load
+
+
+def lazy_module(
+    package: str, namespace: MutableMapping[str, Any], exports: Mapping[str, Target]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A facade's module ``__getattr__`` (see :func:`lazy_attribute`) and ``__dir__``.
+
+    ``__dir__`` lists the package's ``__all__`` (read when called, so ``__all__`` may be
+    defined after this call). A facade ends with::
+
+        __getattr__, __dir__ = lazy_module("setpoint.manager", globals(), _EXPORTS)
+    """
+
+    def names() -> list[str]:
+        return sorted(namespace.get("__all__", ()))
+
+    return lazy_attribute(package, namespace, exports), names

@@ -19,9 +19,9 @@ response types, are :mod:`setpoint.server`'s.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from setpoint._lazy import lazy_attribute
+from setpoint._lazy import lazy_module
 
 if TYPE_CHECKING:
     from setpoint.manager.builder import ManagedBuilder
@@ -94,15 +94,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-_load = lazy_attribute("setpoint.manager", globals(), _EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    return _load(name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_module("setpoint.manager", globals(), _EXPORTS)
 
 
 __all__ = [

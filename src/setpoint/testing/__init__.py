@@ -10,9 +10,9 @@ Integration tests run against real Kubernetes. Import what you need::
 Each name is loaded on first use, with only the module that defines it.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from setpoint._lazy import lazy_attribute
+from setpoint._lazy import lazy_module
 
 __all__ = [
     "Call",
@@ -113,12 +113,4 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-_load = lazy_attribute("setpoint.testing", globals(), _EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    return _load(name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_module("setpoint.testing", globals(), _EXPORTS)

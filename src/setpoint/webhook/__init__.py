@@ -18,9 +18,9 @@ The layer stands on :mod:`setpoint.server` (HTTP and TLS), :mod:`setpoint.client
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from setpoint._lazy import lazy_attribute
+from setpoint._lazy import lazy_module
 
 if TYPE_CHECKING:
     from setpoint.webhook.admission import (
@@ -63,15 +63,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-_load = lazy_attribute("setpoint.webhook", globals(), _EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    return _load(name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_module("setpoint.webhook", globals(), _EXPORTS)
 
 
 __all__ = [
