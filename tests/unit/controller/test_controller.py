@@ -198,8 +198,13 @@ async def test_each_write_of_a_reconcile_is_seen_by_a_later_reconcile(
     assert steps == [0, 1, 2, 3]
 
 
-async def test_a_change_read_by_the_running_reconcile_does_not_queue_it_again(
-    harness: Harness, api: FakeClient
+@pytest.mark.parametrize(
+    ("change_before_first_read", "expected"),
+    [(True, ["2"]), (False, ["", "2"])],
+    ids=["before-first-read-not-queued-again", "after-first-read-queued-again"],
+)
+async def test_a_change_during_a_reconcile_queues_it_again_only_if_not_read(
+    harness: Harness, api: FakeClient, change_before_first_read: bool, expected: list[str]
 ) -> None:
     """An event applied before the in-flight reconcile's first read needs no second one."""
     release = asyncio.Event()
@@ -208,41 +213,24 @@ async def test_a_change_read_by_the_running_reconcile_does_not_queue_it_again(
     async def reconcile(ctx: Context, request: Request) -> None:
         if request.name != "a":
             return
-        if not seen:
-            await release.wait()  # the change below arrives now, before the first read
+        if change_before_first_read and not seen:
+            await release.wait()  # the change arrives now, before the first read
         obj = await ctx.reader.get(WIDGET, "a", namespace="default")
         seen.append(str((obj["metadata"].get("labels") or {}).get("v", "")))
+        if not change_before_first_read and len(seen) == 1:
+            await release.wait()  # the change arrives after this read
 
     controller = await harness.start(builder().for_(WIDGET), reconcile)
-    await eventually(lambda: controller.holds(ObjectKey("default", "a")), timeout=5)
+    key = ObjectKey("default", "a")
+    await eventually(
+        lambda: controller.holds(key) and (change_before_first_read or seen == [""]), timeout=5
+    )
     await put(api, widget("a", metadata={"labels": {"v": "2"}}))
     await eventually(lambda: len(controller.queue) == 1, timeout=5, description="dirty")
     release.set()
+    await eventually(lambda: seen == expected, timeout=5, description=f"reads {expected}")
     await controller.wait_idle(timeout=5, settle=0.3)
-    assert seen == ["2"]
-
-
-async def test_a_change_after_the_first_read_queues_the_key_again(
-    harness: Harness, api: FakeClient
-) -> None:
-    """An event applied after the in-flight reconcile's first read gets its own reconcile."""
-    release = asyncio.Event()
-    seen: list[str] = []
-
-    async def reconcile(ctx: Context, request: Request) -> None:
-        if request.name != "a":
-            return
-        obj = await ctx.reader.get(WIDGET, "a", namespace="default")
-        seen.append(str((obj["metadata"].get("labels") or {}).get("v", "")))
-        if len(seen) == 1:
-            await release.wait()  # the change below arrives after this read
-
-    controller = await harness.start(builder().for_(WIDGET), reconcile)
-    await eventually(lambda: seen == [""], timeout=5)
-    await put(api, widget("a", metadata={"labels": {"v": "2"}}))
-    await eventually(lambda: len(controller.queue) == 1, timeout=5, description="dirty")
-    release.set()
-    await eventually(lambda: seen == ["", "2"], timeout=5, description="second reconcile")
+    assert seen == expected
 
 
 async def test_context_carries_request_id_logger_clients_and_recorder(
