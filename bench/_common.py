@@ -83,7 +83,7 @@ def peak_rss_mib() -> float:
     raise RuntimeError("/proc/self/status has no VmHWM line; this needs Linux")
 
 
-def compile_setpoint_bytecode() -> None:
+def compile_setpoint_bytecode(package: str | os.PathLike[str] | None = None) -> None:
     """Write the ``.pyc`` files of the ``setpoint`` package the benchmark's processes import.
 
     An installed package has them (pip compiles a wheel's modules when it installs it, and
@@ -92,10 +92,14 @@ def compile_setpoint_bytecode() -> None:
     never writes them: every operator process then compiles about 1 MB of source at start,
     which doubled setpoint's import time and start-to-first-Ready against kopf's. Stale
     files are harmless: Python checks the source's size and mtime and ignores a stale one.
-    """
-    import setpoint
 
-    package = os.path.dirname(setpoint.__file__)
+    ``package`` is the directory of another tree's ``setpoint`` package; by default, the
+    one this process imports.
+    """
+    if package is None:
+        import setpoint
+
+        package = os.path.dirname(setpoint.__file__)
     if not compileall.compile_dir(package, quiet=1, workers=1):
         raise RuntimeError(f"byte-compiling {package} failed; see the errors above")
 

@@ -32,10 +32,12 @@ import json
 import logging
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from run import NAMESPACE, is_ready, widget
+from widget_operator import WIDGET, add_controller, reconcile_lean, reconcile_safe
 
 from setpoint import Manager, ManagerOptions
 from setpoint.api.keys import ObjectKey
@@ -44,32 +46,11 @@ from setpoint.client.patch import MergePatch
 from setpoint.testing import FakeClient
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from widget_operator import (  # noqa: E402
-    WIDGET,
-    add_controller,
-    reconcile_lean,
-    reconcile_safe,
-)
-
-NAMESPACE = "bench"
 
 
-def widget(i: int) -> dict[str, Any]:
-    """Widget number ``i``."""
-    return {
-        "apiVersion": WIDGET.api_version,
-        "kind": WIDGET.kind,
-        "metadata": {"name": f"widget-{i:05d}", "namespace": NAMESPACE},
-        "spec": {"size": i},
-    }
-
-
-def is_ready(obj: dict[str, Any]) -> bool:
-    """Whether ``obj`` has Ready=True."""
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+def name(i: int) -> str:
+    """The name of Widget number ``i``, as ``run.py`` names them."""
+    return f"widget-{i:05d}"
 
 
 async def one_round(n: int, style: str, workers: int) -> dict[str, float]:
@@ -79,7 +60,7 @@ async def one_round(n: int, style: str, workers: int) -> dict[str, float]:
         objects=[{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}],
     )
     for i in range(n):
-        await fake.create(widget(i))
+        await fake.create(widget(name(i), i))
     calls = 0
     inner = reconcile_safe if style == "safe" else reconcile_lean
 
@@ -105,7 +86,7 @@ async def one_round(n: int, style: str, workers: int) -> dict[str, float]:
         calls = 0
         started = time.thread_time()
         for i in range(n):
-            controller.enqueue(ObjectKey(NAMESPACE, f"widget-{i:05d}"))
+            controller.enqueue(ObjectKey(NAMESPACE, name(i)))
         await controller.wait_idle(timeout=120, settle=0.3)
         result["noop_us"] = (time.thread_time() - started) / max(1, calls) * 1e6
         result["noop_reconciles"] = calls
@@ -114,7 +95,7 @@ async def one_round(n: int, style: str, workers: int) -> dict[str, float]:
         started = time.thread_time()
         for i in range(n):
             label = {"metadata": {"labels": {"touched": "yes"}}}
-            await fake.patch(WIDGET, f"widget-{i:05d}", MergePatch(label), namespace=NAMESPACE)
+            await fake.patch(WIDGET, name(i), MergePatch(label), namespace=NAMESPACE)
         await controller.wait_idle(timeout=120, settle=0.3)
         result["event_us"] = (time.thread_time() - started) / n * 1e6
         result["event_reconciles"] = calls

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import compileall
 import contextlib
 import datetime
 import importlib.metadata
@@ -124,6 +123,16 @@ def otel_sink() -> str:
     return _sink_url
 
 
+def other_tree(impl: str) -> Path | None:
+    """The source tree of a ``setpoint@TREE`` implementation (else ``None``).
+
+    It runs that tree's operator with that tree's venv (an editable install of its own
+    src), for before/after runs on one plane: ``--impls setpoint,setpoint@../base``.
+    """
+    prefix = "setpoint@"
+    return Path(impl.removeprefix(prefix)).resolve() if impl.startswith(prefix) else None
+
+
 def command(impl: str, workers: int, profile: Path | None = None) -> list[str]:
     """The argv that runs ``impl`` with ``workers`` concurrent reconciles.
 
@@ -145,10 +154,8 @@ def command(impl: str, workers: int, profile: Path | None = None) -> list[str]:
         "setpoint-no-trust-env": [PYTHON, ours, "--workers", w, "--no-trust-env"],
         "setpoint-lean-no-trust-env": [*lean, "--no-trust-env"],
     }.get(impl)
-    if impl.startswith("setpoint@"):
-        # Another source tree's operator with that tree's venv (an editable install of its
-        # own src), for before/after runs on one plane: ``--impls setpoint,setpoint@../base``.
-        tree = Path(impl.partition("@")[2]).resolve()
+    tree = other_tree(impl)
+    if tree is not None:
         argv = [
             str(tree / ".venv" / "bin" / "python"),
             str(tree / "bench" / "converge" / "widget_operator.py"),
@@ -796,7 +803,7 @@ def main() -> None:
         set(impls)
         - set(IMPLEMENTATIONS)
         - set(EXPERIMENTS)
-        - {i for i in impls if i.startswith("setpoint@")}
+        - {i for i in impls if other_tree(i) is not None}
     )
     if unknown:
         parser.error(
@@ -819,11 +826,8 @@ def main() -> None:
     # The operators' processes load setpoint from bytecode, as an installed package does
     # (see compile_setpoint_bytecode): otherwise imports and start-up time Python's compiler.
     compile_setpoint_bytecode()
-    for impl in impls:
-        if impl.startswith("setpoint@"):
-            tree = Path(impl.partition("@")[2]).resolve()
-            if not compileall.compile_dir(tree / "src" / "setpoint", quiet=1, workers=1):
-                parser.error(f"byte-compiling {tree / 'src' / 'setpoint'} failed")
+    for tree in filter(None, map(other_tree, impls)):
+        compile_setpoint_bytecode(tree / "src" / "setpoint")
     load_at_start = os.getloadavg()
     # `import kopf` is measured only where kopf is installed (the bench extra does not pin
     # it; `make bench` runs without it); otherwise the report says why it is missing.
