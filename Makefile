@@ -99,7 +99,8 @@ test: controlplane prometheus check bytecode
 	$(PY) -m pytest -q -m "not release"
 
 # The fuzz tests (hypothesis, tests/unit/*/test_*fuzz.py: kubeconfig loader, watch decoder,
-# selector parser, structural validator, admission reviews, the servers' HTTP/1.1 parser)
+# selector parser, structural validator, admission reviews, the servers' HTTP/1.1 parser, the
+# client's HTTP/1.1 answer parser)
 # with far more examples than the few hundred CI runs (the admission-review test keeps its
 # fixed 100). Each may fail only with the documented error types. FUZZ_EXAMPLES=20000 for a longer run; a failing example
 # is kept in .hypothesis/ and replayed first next time.

@@ -1,6 +1,6 @@
 """Install every dependency at the lowest version its range allows, and run the unit tests.
 
-A range such as ``aiohttp>=3.10,<4`` is a promise that 3.10.0 works. Day to day, pip
+A range such as ``orjson>=3.10,<4`` is a promise that 3.10.0 works. Day to day, pip
 resolves the newest versions, so nothing checks the lower end. This script does:
 
 1. Reads ``pyproject.toml``: the runtime ``dependencies``, the ``testing`` extra, and the
@@ -36,7 +36,7 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parents[1]
 # Dev-extra packages the unit tests import or configure (pytest.ini's ``timeout``);
 # the rest of the dev extra is tooling (linters, type checker, docs, build).
-UNIT_TEST_DEV = ("pytest-timeout", "hypothesis")
+UNIT_TEST_DEV = ("pytest-timeout", "hypothesis", "aiohttp")
 
 
 def lower_bound(requirement: Requirement) -> str:

@@ -401,7 +401,7 @@ async def http_get(url: str) -> tuple[int, str]:
     """GET ``url`` (the operator's local probe or metrics endpoint) with a timeout.
 
     Returns the status and the body, for error statuses too. The standard library in a
-    thread is enough for a few local requests, and keeps aiohttp inside the client and the
+    thread is enough for a few local requests, and keeps HTTP inside the client and the
     server packages (see docs/architecture.md).
     """
 

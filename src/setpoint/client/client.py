@@ -21,7 +21,6 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, overload
-from urllib.parse import quote
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import ResourceInfo
@@ -35,7 +34,7 @@ from setpoint.client.errors import ConnectionFailed, Expired, MalformedResponse
 from setpoint.client.kubeconfig import load_config, load_kubeconfig
 from setpoint.client.objects import Applied, EventType, ObjectList, WatchEvent
 from setpoint.client.patch import ApplyPatch, Patch
-from setpoint.client.transport import RequestHook, Transport, TransportOptions
+from setpoint.client.transport import RequestHook, Transport, TransportOptions, quote_segment
 
 __all__ = [
     "Client",
@@ -225,7 +224,7 @@ class Client:
         base = f"/apis/{gvk.group}/{gvk.version}" if gvk.group else f"/api/{gvk.version}"
         if info.namespaced:
             if namespace:
-                base += f"/namespaces/{quote(namespace, safe='')}"
+                base += f"/namespaces/{quote_segment(namespace)}"
             elif require_namespace:
                 raise ValueError(
                     f"{gvk.kind} is namespaced: pass namespace= (or set metadata.namespace) "
@@ -240,7 +239,7 @@ class Client:
         if name is not None:
             if not name:
                 raise ValueError(f"{gvk.kind}: an object name must not be empty")
-            path += f"/{quote(name, safe='')}"
+            path += f"/{quote_segment(name)}"
         if subresource:
             path += f"/{subresource}"
         return info, path
@@ -950,11 +949,16 @@ class Watch:
             self._response = resp
             decoder = WatchDecoder(url, max_line=client.options.max_watch_line)
             try:
-                async for chunk in resp.content.iter_any():
-                    for raw in decoder.feed(chunk):
-                        event = self._event(raw, api_version, kind_name, url)
+                event: WatchEvent[Any] | None = None
+                async for chunk in resp.chunks():
+                    raws = decoder.feed(chunk)
+                    del chunk  # not held while the watch waits for the next one,
+                    raws.reverse()
+                    while raws:  # nor its events: each leaves the list as it is handed out
+                        event = self._event(raws.pop(), api_version, kind_name, url)
                         if event is not None:
                             yield event
+                    event = None
             except Exception as exc:
                 if self._closing:
                     return  # aclose() closed the connection under us: a clean stop
@@ -965,7 +969,7 @@ class Watch:
                         f"{self.resource_version}",
                         url=url,
                     ) from exc
-                if isinstance(exc, OSError) or type(exc).__module__.startswith("aiohttp"):
+                if isinstance(exc, OSError):  # the HTTP client's errors are OSErrors
                     raise ConnectionFailed(
                         f"watch {url} broke: {exc}. Re-watch from resourceVersion "
                         f"{self.resource_version}",

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from setpoint.api.redaction import brief
 from setpoint.client.config import ClientConfig, ConfigError, ExecConfig, _is_header_token
@@ -66,7 +66,7 @@ def credentials_for(config: ClientConfig) -> Credentials:
         return _TokenFileCredentials(config.token_file, fallback=config.token, source=config.source)
     if config.token is not None:
         return _StaticTokenCredentials(config.token)
-    return Credentials()
+    return _Anonymous()
 
 
 class Credentials:
@@ -85,6 +85,12 @@ class Credentials:
         if response.status == 401: creds.invalidate()  # and retry once
     """
 
+    may_wait: ClassVar[bool] = True
+    """Whether :meth:`headers` or :meth:`client_certificate` may wait for something slow
+    (an exec plugin, or a subclass nobody told the transport about): the transport then
+    bounds them by the request's deadline. Setpoint's own kinds that answer from memory or
+    a local file, without suspending, say ``False`` and spare every request that timer."""
+
     async def headers(self) -> dict[str, str]:
         """Headers to add to a request: ``{"Authorization": "Bearer ..."}`` or ``{}``."""
         return {}
@@ -102,8 +108,16 @@ class Credentials:
         return None
 
 
+class _Anonymous(Credentials):
+    """No credentials: anonymous, or a client certificate already in the TLS context."""
+
+    may_wait: ClassVar[bool] = False
+
+
 class _StaticTokenCredentials(Credentials):
     """A bearer token that never changes."""
+
+    may_wait: ClassVar[bool] = False
 
     def __init__(self, token: str) -> None:
         self._headers = {"Authorization": f"Bearer {token}"}
@@ -120,6 +134,8 @@ class _TokenFileCredentials(Credentials):
     ``stat`` and the read are a few microseconds on a local tmpfs, which is why
     they run inline instead of in a thread.
     """
+
+    may_wait: ClassVar[bool] = False
 
     def __init__(self, path: str, *, fallback: str | None, source: str) -> None:
         self._path = path

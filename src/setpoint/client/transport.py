@@ -1,21 +1,23 @@
 """HTTP transport to the API server: pooling, TLS, auth, timeouts, retries, metrics.
 
 Everything that crosses the network goes through :class:`Transport`. It owns
-one ``aiohttp`` session (a connection pool), turns responses into decoded JSON
-or typed errors, and retries only what is safe to retry:
+one connection pool (:class:`~setpoint.client._http.HttpPool`, setpoint's own HTTP/1.1
+client), turns responses into decoded JSON or typed errors, and retries only what is
+safe to retry:
 
 - a response that carries ``Retry-After`` with 429 or a 5xx code: the server
   did not process the request and said when to come back (client-go's rule);
 - a connection that could not be opened, for any verb: nothing was sent;
-- a request whose body could not be written (a pooled keep-alive connection the
-  server had closed), for any verb: the server never read it whole;
+- a pooled keep-alive connection the server had closed is never written to: the pool
+  drops it and takes (or opens) another, for any verb;
 - a connection that broke mid-request otherwise, for reads only (GET): a write may
   have been applied, and resending a create or a patch is the caller's decision.
 
 Every request has a timeout. Retries back off exponentially with jitter and
 never outlast the request's overall deadline.
 
-See ``docs/decisions/0001-http-and-json.md`` for why aiohttp and orjson.
+See ``docs/decisions/0001-http-and-json.md`` for why orjson, and
+``docs/decisions/0016-own-http1-client.md`` for why setpoint speaks HTTP/1.1 itself.
 """
 
 from __future__ import annotations
@@ -27,18 +29,23 @@ import ipaddress
 import logging
 import os
 import random
-import ssl
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, Final
+from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
-from multidict import CIMultiDict
 
-from setpoint.client._aiohttp import aiohttp, read_buffer_on_demand
+from setpoint.client._http import (
+    CertificateError,
+    ConnectError,
+    ConnectionBroken,
+    HttpPool,
+    ProxyLoginRefused,
+    StreamResponse,
+)
+from setpoint.client._tlsbuffer import read_buffer_on_demand
 from setpoint.client.config import ClientConfig
 from setpoint.client.credentials import Credentials, credentials_for
 from setpoint.client.errors import (
@@ -62,22 +69,6 @@ HTTP status as a string, or ``"<error>"`` when no response arrived. This is the
 USER_AGENT = "setpoint/0.1"
 
 log = logging.getLogger("setpoint.client")
-
-
-def _body_unsent(exc: BaseException) -> bool:
-    """Whether ``exc`` says the request body could not be written to the connection.
-
-    aiohttp raises this (``ClientOSError`` "Can not write request body ...") when the
-    connection was closed or reset by the server before the whole body went out: a pooled
-    keep-alive connection the server had just closed, or a server that hung up mid-body.
-    A server answers an HTTP/1.1 request only after reading its whole ``Content-Length``
-    body, so such a write was never applied and is safe to send again on a new
-    connection, whatever its verb (Go's ``net/http`` retries the "nothing written" case
-    for the same reason). Any other broken connection may have applied the write.
-    """
-    return isinstance(exc, aiohttp.ClientOSError) and (exc.strerror or "").startswith(
-        "Can not write request body"
-    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,11 +152,10 @@ def _proxy_from_environment(server: str) -> str | None:
     (the kubeconfig's ``proxy-url`` wins over it); see :func:`_bypasses_proxy`.
     """
     parts = urlsplit(server)
-    proxies = urllib.request.getproxies_environment()
-    proxy = proxies.get(parts.scheme)
+    proxy = _environment_proxy(parts.scheme)
     if not proxy:
         return None
-    no_proxy = os.environ.get("NO_PROXY") or os.environ.get("no_proxy") or ""
+    no_proxy = _first_set("NO_PROXY", "no_proxy")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
@@ -173,6 +163,64 @@ def _proxy_from_environment(server: str) -> str | None:
     if _bypasses_proxy(parts.hostname or "", port, no_proxy):
         return None
     return proxy
+
+
+# What urllib's quote() never changes, and what _target's quote() also leaves alone.
+_ALWAYS_SAFE: Final = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-~"
+)
+_PATH_SAFE_EXTRA: Final = "/:@!$&'()*+,;=%?"
+_PATH_SAFE: Final = _ALWAYS_SAFE | frozenset(_PATH_SAFE_EXTRA)
+_QUERIES: dict[tuple[tuple[str, str], ...], str] = {}
+
+
+def quote_segment(text: str) -> str:
+    """``text`` percent-encoded as one path segment (a ``/`` in it too).
+
+    A Kubernetes name needs no quoting, and then ``text`` is returned without calling
+    ``urllib.parse.quote`` (a few microseconds per request, three times per request).
+    """
+    return text if _ALWAYS_SAFE.issuperset(text) else quote(text, safe="")
+
+
+def _query(params: Mapping[str, str]) -> str:
+    """``params`` as a query string; the few distinct ones an operator sends are kept."""
+    try:
+        key = tuple(params.items())
+        query = _QUERIES.get(key)
+    except TypeError:  # a value that cannot be a key (not a str, as typed): no caching
+        return urlencode(params)
+    if query is None:
+        query = urlencode(params)
+        if len(_QUERIES) >= 256:  # label selectors and continue tokens vary: stay bounded
+            _QUERIES.clear()
+        _QUERIES[key] = query
+    return query
+
+
+def _first_set(*names: str) -> str:
+    """The first of the environment variables ``names`` that is set and not empty, or ``""``."""
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return ""
+
+
+def _environment_proxy(scheme: str) -> str:
+    """The proxy the environment names for ``scheme`` (``""`` for none), as Go reads it.
+
+    Go's ``httpproxy.FromEnvironment`` (client-go's default): the upper-case name wins over
+    the lower-case one (Python's ``urllib`` prefers lower case), and no proxy is used for
+    ``http://`` under CGI (``REQUEST_METHOD`` set), where a request's ``Proxy`` header
+    arrives as ``HTTP_PROXY`` (Go refuses such a request). Read by hand rather than through
+    ``urllib.request``, whose import costs ~10 ms of every start.
+    """
+    if scheme == "https":
+        return _first_set("HTTPS_PROXY", "https_proxy")
+    if scheme == "http" and not os.environ.get("REQUEST_METHOD"):
+        return _first_set("HTTP_PROXY", "http_proxy")
+    return ""
 
 
 def _bypasses_proxy(host: str, port: int, no_proxy: str) -> bool:
@@ -284,11 +332,11 @@ class Transport:
         self.on_request = on_request
         """The metrics hook; may be replaced at any time (the manager installs its own)."""
         self._credentials: Credentials = credentials_for(config)
-        self._session: aiohttp.ClientSession | None = None
-        self._ssl: ssl.SSLContext | bool | None = None
+        self._pool: HttpPool | None = None
         self._client_cert: tuple[bytes, bytes] | None = None
         self._host = urlsplit(config.server).netloc
         parts = urlsplit(config.server)
+        self._base_path = parts.path.rstrip("/")
         try:
             port = parts.port
         except ValueError:
@@ -305,55 +353,47 @@ class Transport:
         """The API server base URL."""
         return self.config.server
 
-    def _ssl_context(self) -> ssl.SSLContext | bool:
-        if self._ssl is None:
-            self._ssl = (
-                read_buffer_on_demand(self.config.ssl_context())
-                if self.config.server.startswith("https://")
-                else False
-            )
-        return self._ssl
-
-    async def _ensure_session(self) -> aiohttp.ClientSession:
+    async def _ensure_pool(self) -> HttpPool:
         if self._closed:
             raise ConnectionFailed(
                 f"the client for {self.server} is closed; create a new one", url=self.server
             )
         cert = await self._credentials.client_certificate()
-        if cert != self._client_cert and self._session is not None:
-            # An exec plugin rotated its client certificate: new connections
-            # must present the new one, so the pool is rebuilt.
-            await self._session.close()
-            self._session = None
-        if self._session is None or self._session.closed:
+        if cert != self._client_cert and self._pool is not None:
+            # An exec plugin rotated its client certificate: new connections must present
+            # the new one. Requests in flight finish on the old connections.
+            self._pool.retire()
+            self._pool = None
+        if self._pool is None:
             self._client_cert = cert
-            if cert is not None:
-                self._ssl = read_buffer_on_demand(self.config.ssl_context(client_cert=cert))
-            connector = aiohttp.TCPConnector(
-                limit=self.options.pool_size,
-                ssl=self._ssl_context(),
-                enable_cleanup_closed=True,
+            context = (
+                read_buffer_on_demand(self.config.ssl_context(client_cert=cert))
+                if self.config.server.startswith("https://")
+                else None
             )
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                headers={"User-Agent": USER_AGENT},
-                # Our own JSON codec; never let aiohttp guess.
-                json_serialize=lambda o: orjson.dumps(o).decode(),
-                auto_decompress=True,
-                # trust_env makes aiohttp look up ~/.netrc and the proxy variables in a
-                # worker thread on *every* request (about 0.4 ms of CPU each, half of a
-                # plain client's CPU in the runtime benchmark); the proxy is resolved once
-                # in __init__ instead, and the API server never uses netrc credentials.
-                trust_env=False,
-            )
-        return self._session
+            try:
+                self._pool = HttpPool(
+                    self.config.server,
+                    ssl_context=context,
+                    server_hostname=self.config.tls_server_name,
+                    proxy=self._proxy,
+                    limit=self.options.pool_size,
+                    connect_timeout=self.options.connect_timeout,
+                )
+            except ValueError as exc:  # a proxy URL of an unsupported kind
+                raise ConnectionFailed(
+                    f"cannot reach the API server at {self.server}: {exc} (set the "
+                    "kubeconfig's proxy-url, or HTTPS_PROXY, to one of those, or unset it)",
+                    url=self.server,
+                ) from None
+        return self._pool
 
     async def close(self) -> None:
         """Close the connection pool. Further requests raise :class:`ConnectionFailed`."""
         self._closed = True
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
 
     def _record(self, method: str, code: str) -> None:
         hook = self.on_request
@@ -361,9 +401,7 @@ class Transport:
             with contextlib.suppress(Exception):  # metrics never break a request
                 hook(method, self._host, code)
 
-    def _untrusted(
-        self, exc: aiohttp.ClientConnectorCertificateError, request: str
-    ) -> TLSVerificationFailed:
+    def _untrusted(self, exc: CertificateError, request: str) -> TLSVerificationFailed:
         """The error for a server certificate that failed verification."""
         cause = exc.certificate_error
         reason = getattr(cause, "verify_message", None) or getattr(cause, "reason", None)
@@ -397,17 +435,20 @@ class Transport:
         return random.uniform(ceiling / 2, ceiling)
 
     async def _headers(
-        self, extra: Mapping[str, str] | None, traced: Mapping[str, str] | None = None
-    ) -> CIMultiDict[str]:
-        headers: CIMultiDict[str] = CIMultiDict(await self._credentials.headers())
+        self, accept: str, traced: Mapping[str, str] | None = None
+    ) -> list[tuple[str, str]]:
+        headers = [
+            ("User-Agent", USER_AGENT),
+            ("Accept", accept),
+            ("Accept-Encoding", "gzip"),
+        ]
+        headers.extend((await self._credentials.headers()).items())
         if self.config.impersonate_user:
-            headers["Impersonate-User"] = self.config.impersonate_user
+            headers.append(("Impersonate-User", self.config.impersonate_user))
             for group in self.config.impersonate_groups:
-                headers.add("Impersonate-Group", group)  # one header per group
-        if extra:
-            headers.update(extra)
+                headers.append(("Impersonate-Group", group))  # one header per group
         if traced:
-            headers.update(traced)
+            headers.extend(traced.items())
         return headers
 
     async def _prepare(
@@ -419,17 +460,19 @@ class Transport:
         limit: float,
         *,
         traced: Mapping[str, str] | None = None,
-    ) -> tuple[aiohttp.ClientSession, CIMultiDict[str]]:
-        """The session and the headers of one attempt, within the request's ``remaining`` time.
+    ) -> tuple[HttpPool, list[tuple[str, str]]]:
+        """The pool and the headers of one attempt, within the request's ``remaining`` time.
 
         Getting them may run an exec credential plugin; when the deadline passes first, the
         plugin run is cancelled (which kills it) and the request fails with
         :class:`RequestTimeout`.
         """
+        if not self._credentials.may_wait:  # nothing to bound: no timer on the hot path
+            return await self._ensure_pool(), await self._headers(accept, traced)
         try:
             async with asyncio.timeout(remaining):
-                session = await self._ensure_session()
-                headers = await self._headers({"Accept": accept}, traced)
+                pool = await self._ensure_pool()
+                headers = await self._headers(accept, traced)
         except TimeoutError:
             raise RequestTimeout(
                 f"{method} {url} did not complete within {limit:.1f}s: the credentials were "
@@ -438,16 +481,16 @@ class Transport:
                 url=url,
                 timeout=limit,
             ) from None
-        return session, headers
+        return pool, headers
 
-    def _request_kwargs(self) -> dict[str, Any]:
-        # Per-request settings that an SSLContext cannot carry.
-        kwargs: dict[str, Any] = {}
-        if self.config.tls_server_name:
-            kwargs["server_hostname"] = self.config.tls_server_name
-        if self._proxy:
-            kwargs["proxy"] = self._proxy
-        return kwargs
+    def _target(self, path: str, params: Mapping[str, str] | None) -> str:
+        """The request target: the server URL's own path, ``path`` and the query."""
+        if not _PATH_SAFE.issuperset(path):  # a path of Kubernetes names needs no quoting
+            path = quote(path, safe=_PATH_SAFE_EXTRA)
+        target = self._base_path + path
+        if params:
+            target = f"{target}{'&' if '?' in target else '?'}{_query(params)}"
+        return target
 
     async def request(
         self,
@@ -572,6 +615,9 @@ class Transport:
         deadline = time.monotonic() + limit
         url = f"{self.server}{path}"
         data = None if body is None else (body if isinstance(body, bytes) else orjson.dumps(body))
+        if data is None and method in ("POST", "PUT", "PATCH"):
+            data = b""  # sent with Content-Length: 0, as every HTTP client does
+        target = self._target(path, params)
         attempt = 0
         reauthenticated = False
         while True:
@@ -581,11 +627,11 @@ class Transport:
                     f"{method} {url} did not complete within {limit:.1f}s", url=url, timeout=limit
                 )
             # Credentials count against the deadline: an exec plugin may take seconds.
-            session, headers = await self._prepare(
+            pool, headers = await self._prepare(
                 method, url, accept, remaining, limit, traced=traced
             )
             if data is not None:
-                headers["Content-Type"] = content_type
+                headers.append(("Content-Type", content_type))
             if self._limiter is not None:
                 await self._limiter.acquire()
             remaining = deadline - time.monotonic()
@@ -594,20 +640,9 @@ class Transport:
                     f"{method} {url} did not complete within {limit:.1f}s", url=url, timeout=limit
                 )
             try:
-                async with session.request(
-                    method,
-                    url,
-                    params=params,
-                    data=data,
-                    headers=headers,
-                    timeout=aiohttp.ClientTimeout(
-                        total=remaining, connect=min(self.options.connect_timeout, remaining)
-                    ),
-                    **self._request_kwargs(),
-                ) as resp:
-                    payload = await resp.read()
-                    status = resp.status
-                    resp_headers = resp.headers
+                raw = await pool.request(method, target, headers, data, deadline=deadline)
+                status = raw.status
+                resp_headers = raw.headers
             except TimeoutError as exc:
                 self._record(method, "<error>")
                 if time.monotonic() >= deadline:
@@ -625,12 +660,19 @@ class Transport:
                         f"after {attempt + 1} attempts ({method} {url})",
                         url=url,
                     ) from exc
-            except aiohttp.ClientConnectorCertificateError as exc:
+            except CertificateError as exc:
                 # Verification fails the same way every time: no retry, and the advice is
                 # about the CA, not about whether the server runs.
                 self._record(method, "<error>")
                 raise self._untrusted(exc, f"{method} {url}") from exc
-            except aiohttp.ClientConnectorError as exc:
+            except ProxyLoginRefused as exc:
+                # The proxy will refuse the same login again: no retry.
+                self._record(method, "<error>")
+                raise ConnectionFailed(
+                    f"cannot reach the API server at {self.server}: {exc} ({method} {url})",
+                    url=url,
+                ) from exc
+            except ConnectError as exc:
                 # The connection was never established, so nothing was sent:
                 # safe to retry for every verb.
                 self._record(method, "<error>")
@@ -641,13 +683,11 @@ class Transport:
                         "and that the kubeconfig's server URL is right",
                         url=url,
                     ) from exc
-            except aiohttp.ClientError as exc:
-                # The connection broke after the request may have been sent; a write is
-                # retried only when its body provably never reached the server whole.
+            except ConnectionBroken as exc:
+                # The connection broke after the request was written: a write may have
+                # been applied, so only reads are sent again.
                 self._record(method, "<error>")
-                if (method != "GET" and not _body_unsent(exc)) or (
-                    attempt >= self.options.max_retries
-                ):
+                if method != "GET" or attempt >= self.options.max_retries:
                     raise ConnectionFailed(
                         f"connection to the API server at {self.server} failed during "
                         f"{method} {url}: {exc}"
@@ -661,11 +701,11 @@ class Transport:
                     # the server's advice is worth a log line, once per request.
                     log.warning("API server warning for %s %s: %s", method, url, warning)
                 if 200 <= status < 300:
-                    return Response(status, resp_headers, _decode(payload, resp.content_type or ""))
+                    return Response(status, resp_headers, _decode(raw.body, raw.content_type))
                 retry_after = _retry_after(resp_headers)
                 error: ApiError = error_from_response(
                     status,
-                    _decode(payload, resp.content_type or ""),
+                    _decode(raw.body, raw.content_type),
                     method=method,
                     url=url,
                     retry_after=retry_after,
@@ -696,8 +736,8 @@ class Transport:
         *,
         params: Mapping[str, str] | None = None,
         read_timeout: float,
-    ) -> AsyncIterator[aiohttp.ClientResponse]:
-        """Open a streaming response (watch). The caller reads ``resp.content``.
+    ) -> AsyncIterator[StreamResponse]:
+        """Open a streaming response (watch). The caller reads ``resp.chunks()``.
 
         ``read_timeout`` bounds the silence between chunks, so a connection that
         dies without a FIN does not hang the watcher forever. Connection and
@@ -705,25 +745,18 @@ class Transport:
         re-establishes the stream itself, from its last resourceVersion.
         """
         url = f"{self.server}{path}"
-        session = await self._ensure_session()
-        headers = await self._headers({"Accept": "application/json"})
+        pool = await self._ensure_pool()
+        headers = await self._headers("application/json")
         if self._limiter is not None:
             await self._limiter.acquire()
         try:
-            resp = await session.request(
-                method,
-                url,
-                params=params,
-                headers=headers,
-                timeout=aiohttp.ClientTimeout(
-                    total=None, connect=self.options.connect_timeout, sock_read=read_timeout
-                ),
-                **self._request_kwargs(),
+            resp = await pool.stream(
+                method, self._target(path, params), headers, read_timeout=read_timeout
             )
-        except aiohttp.ClientConnectorCertificateError as exc:
+        except CertificateError as exc:
             self._record(method, "<error>")
             raise self._untrusted(exc, f"{method} {url}") from exc
-        except aiohttp.ClientConnectorError as exc:
+        except ConnectError as exc:
             self._record(method, "<error>")
             raise ConnectionFailed(
                 f"cannot reach the API server at {self.server}: {exc.os_error or exc} "
@@ -733,11 +766,11 @@ class Transport:
         except TimeoutError as exc:
             self._record(method, "<error>")
             raise RequestTimeout(
-                f"{method} {url}: no connection within {self.options.connect_timeout:.1f}s",
+                f"{method} {url}: no answer within {read_timeout:.1f}s",
                 url=url,
-                timeout=self.options.connect_timeout,
+                timeout=read_timeout,
             ) from exc
-        except aiohttp.ClientError as exc:
+        except ConnectionBroken as exc:
             self._record(method, "<error>")
             raise ConnectionFailed(
                 f"connection to the API server at {self.server} failed during {method} {url}: "
@@ -752,11 +785,11 @@ class Transport:
                     self._credentials.invalidate()
                 raise error_from_response(
                     resp.status,
-                    _decode(payload, resp.content_type or ""),
+                    _decode(payload, resp.content_type),
                     method=method,
                     url=url,
                     retry_after=_retry_after(resp.headers),
                 )
             yield resp
         finally:
-            resp.release()
+            resp.close()

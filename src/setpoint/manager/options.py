@@ -288,7 +288,8 @@ class ManagerOptions:
     (a test seam). The default builds ``setpoint.cache.Cache(client)``."""
 
     new_http_server: HttpServerFactory = Http1Server
-    """Builds the probe and metrics servers (a test seam). The default serves with aiohttp."""
+    """Builds the probe and metrics servers (a test seam). The default is setpoint's own
+    HTTP/1.1 server (:class:`~setpoint.server.http.Http1Server`)."""
 
     clock: Clock = field(default_factory=LoopClock)
     """Where leader election reads time and sets timers (a test seam)."""

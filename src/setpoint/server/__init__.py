@@ -17,8 +17,8 @@
 The manager serves probes and metrics with it; the webhook server serves admission and
 conversion webhooks with it. Certificates themselves are made and read by
 :mod:`setpoint.tls.certs`. The layer sits beside :mod:`setpoint.client` (see
-``docs/architecture.md``): only these two packages speak HTTP, the client with aiohttp,
-the server with its own HTTP/1.1 protocol on asyncio (decision 0012).
+``docs/architecture.md``): only these two packages speak HTTP, each with its own HTTP/1.1
+protocol on asyncio (decisions 0012 and 0016).
 """
 
 from setpoint.server.address import DISABLED, BindAddress, free_port, parse_bind_address

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from setpoint.client._aiohttp import read_buffer_on_demand
+from setpoint.client._tlsbuffer import read_buffer_on_demand
 from setpoint.client.config import ClientConfig
 from setpoint.client.transport import Transport
 from setpoint.tls.certs import CertificateAuthority

@@ -7,11 +7,11 @@ closed port, and an expired token.
 
 import asyncio
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import aiohttp
 import pytest
 import pytest_asyncio
 from aiohttp import web
@@ -28,6 +28,9 @@ from setpoint.client.errors import (
     TooManyRequests,
 )
 from setpoint.client.transport import Transport
+from setpoint.testing.waits import eventually
+from tests._support.proxies import Proxy
+from tests._support.raw_http import Raw, read_request
 
 Handler = Callable[[web.Request], web.StreamResponse]
 
@@ -138,51 +141,118 @@ async def test_write_is_retried_on_503_with_retry_after(server: Scripted) -> Non
     assert [m for m, _, _ in server.requests] == ["POST", "POST"]
 
 
-def _break_first_request(t: Transport, error: Exception) -> None:
-    """Make the first request of ``t``'s session raise ``error`` (as aiohttp would)."""
-    original = t._ensure_session
-    broken = [error]
+_OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}'
 
-    async def ensure() -> Any:
-        session = await original()
-        real = session.request
 
-        def request(*args: Any, **kwargs: Any) -> Any:
-            if broken:
-                raise broken.pop()
-            return real(*args, **kwargs)
+class _AnswerOnceServer(threading.Thread):
+    """A server thread answering one request per connection, then hanging up.
 
-        session.request = request  # type: ignore[method-assign]
-        return session
+    It runs outside the event loop, so its close reaches the socket even while the loop is
+    busy (as a restarted API server's does).
+    """
 
-    t._ensure_session = ensure  # type: ignore[method-assign]
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.seen: list[bytes] = []
+        self.accepted = 0
+        self.closed = threading.Event()
+
+    def run(self) -> None:
+        with self.listener:
+            while True:
+                try:
+                    conn, _ = self.listener.accept()
+                except OSError:
+                    return
+                self.accepted += 1
+                with conn:
+                    data = b""
+                    while b"\r\n\r\n" not in data:
+                        data += conn.recv(65536)
+                    head, _, body = data.partition(b"\r\n\r\n")
+                    length = next(
+                        (
+                            int(line.split(b":")[1])
+                            for line in head.split(b"\r\n")
+                            if line.lower().startswith(b"content-length:")
+                        ),
+                        0,
+                    )
+                    while len(body) < length:
+                        body += conn.recv(65536)
+                    self.seen.append(head)
+                    conn.sendall(_OK)
+                self.closed.set()
+
+    def stop(self) -> None:
+        self.listener.close()
 
 
 @pytest.mark.parametrize("method", ["POST", "PATCH", "PUT", "DELETE"])
-async def test_a_write_whose_body_never_left_is_sent_again(server: Scripted, method: str) -> None:
-    """A body aiohttp could not write (a pooled connection the server had closed) is resent.
+@pytest.mark.parametrize("loop_saw_close", [True, False])
+async def test_a_pooled_connection_the_server_closed_is_not_written_to(
+    method: str, loop_saw_close: bool
+) -> None:
+    """A kept-alive connection the server closed while idle is dropped, not written to.
 
-    The server answers only after reading the whole body, so it never saw the first try.
+    The server answers one request per connection (without ``Connection: close``) and hangs
+    up; the next request, a write of any verb, goes out once on a new connection: whether
+    the event loop has already read the close (``loop_saw_close``) or is still busy and the
+    socket alone knows it.
     """
-    server.responses = [lambda r: web.json_response({"ok": True}, status=200)]
+    server = _AnswerOnceServer()
+    server.start()
     t = transport(server.url)
-    _break_first_request(
-        t, aiohttp.ClientOSError(None, f"Can not write request body for {server.url}/x")
-    )
-    resp = await t.request(method, "/x", body={"a": 1})
-    await t.close()
+    try:
+        assert (await t.request("GET", "/first")).body == {"ok": True}
+        pool = t._pool
+        assert pool is not None
+        if loop_saw_close:
+            assert await asyncio.to_thread(server.closed.wait, 5)
+            await eventually(
+                lambda: not any(c.usable for c in pool._idle), timeout=5, interval=0.01
+            )
+        else:
+            # Wait without running the loop: the close reaches the socket, not asyncio.
+            assert server.closed.wait(5)
+            time.sleep(0.05)  # noqa: ASYNC251 (the FIN's way through the kernel)
+            assert all(c.usable for c in pool._idle), "the loop has not read the close yet"
+        resp = await t.request(method, "/x", body={"a": 1})
+    finally:
+        await t.close()
+        server.stop()
     assert resp.status == 200
-    assert [m for m, _, _ in server.requests] == [method]
+    assert [r.split(b" ")[0].decode() for r in server.seen] == ["GET", method]
+    assert server.accepted == 2
 
 
-async def test_a_write_broken_after_its_body_left_is_not_sent_again(server: Scripted) -> None:
-    """A connection reset while the answer was awaited may follow an applied write: raised."""
-    t = transport(server.url)
-    _break_first_request(t, aiohttp.ClientOSError(104, "Connection reset by peer"))
-    with pytest.raises(ConnectionFailed, match="not retried: the write may have applied"):
-        await t.request("PATCH", "/x", body={"a": 1})
-    await t.close()
-    assert server.requests == []
+@pytest.mark.parametrize(("method", "sent"), [("PATCH", 1), ("GET", 2)])
+async def test_a_connection_broken_after_the_request_left(method: str, sent: int) -> None:
+    """A connection lost after the request was written: a write is not sent again, a read is."""
+    seen: list[bytes] = []
+
+    async def drop_first(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await read_request(reader))
+        if len(seen) > 1:
+            writer.write(_OK)
+            await writer.drain()
+        # else: hang up without an answer, after reading the whole request
+
+    raw = await Raw(drop_first).start()
+    server, url = raw, raw.url
+    t = transport(url)
+    try:
+        if method == "GET":
+            assert (await t.request(method, "/x")).body == {"ok": True}
+        else:
+            with pytest.raises(ConnectionFailed, match="not retried: the write may have applied"):
+                await t.request(method, "/x", body={"a": 1})
+    finally:
+        await t.close()
+        server.close()
+    assert len(seen) == sent
 
 
 async def test_typed_errors_carry_causes(server: Scripted) -> None:
@@ -319,9 +389,32 @@ def test_proxy_comes_from_the_environment_once(monkeypatch: pytest.MonkeyPatch) 
     explicit = Transport(
         ClientConfig(server="https://api.example:6443", proxy_url="http://mine:8080")
     )
-    assert explicit._request_kwargs()["proxy"] == "http://mine:8080"
+    assert explicit._proxy == "http://mine:8080"
     monkeypatch.delenv("HTTPS_PROXY")
     assert _proxy_from_environment("https://api.example:6443") is None
+
+
+def test_proxy_variables_are_read_as_go_reads_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upper case wins over lower case, empty counts as unset, no http proxy under CGI (Go)."""
+    from setpoint.client.transport import _proxy_from_environment
+
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("REQUEST_METHOD", raising=False)
+    monkeypatch.setenv("https_proxy", "http://lower:1")
+    assert _proxy_from_environment("https://api.example") == "http://lower:1"
+    monkeypatch.setenv("HTTPS_PROXY", "http://upper:1")
+    assert _proxy_from_environment("https://api.example") == "http://upper:1"
+    monkeypatch.setenv("HTTPS_PROXY", "")
+    assert _proxy_from_environment("https://api.example") == "http://lower:1"
+    assert _proxy_from_environment("http://api.example") is None  # https_proxy is not for http
+    monkeypatch.setenv("http_proxy", "http://plain:1")
+    assert _proxy_from_environment("http://api.example") == "http://plain:1"
+    monkeypatch.setenv("REQUEST_METHOD", "GET")
+    assert _proxy_from_environment("http://api.example") is None
+    assert _proxy_from_environment("https://api.example") == "http://lower:1"
+    monkeypatch.setenv("no_proxy", "api.example")
+    assert _proxy_from_environment("https://api.example") is None
 
 
 @pytest.mark.parametrize(
@@ -375,3 +468,39 @@ def test_large_bodies_decode_with_gc_paused_and_restored() -> None:
         assert not gc.isenabled(), "a caller's disabled GC must stay disabled"
     finally:
         gc.enable()
+
+
+async def test_a_proxy_that_refuses_the_login_is_not_asked_again() -> None:
+    """A 407 from the proxy fails the request at once, naming the fix, without retries."""
+    proxy = await Proxy("connect").start()
+    t = Transport(
+        ClientConfig(server="https://127.0.0.1:1", token="t0k", proxy_url=proxy.url("wrong")),
+        TransportOptions(backoff_base=0.01, backoff_cap=0.05),
+    )
+    with pytest.raises(ConnectionFailed, match="user and password") as info:
+        await t.request("GET", "/api")
+    await t.close()
+    proxy.close()
+    assert proxy.logins == ["u:wrong"]
+    assert "wrong" not in str(info.value)
+
+
+def test_targets_quote_what_needs_quoting_and_keep_names_as_they_are() -> None:
+    """The fast path for plain names gives what urllib's quote gives, and odd names are quoted."""
+    from urllib.parse import quote, urlencode
+
+    from setpoint.client.transport import _query, quote_segment
+
+    for name in ("web-1", "a.b_c~d", "x y", "a/b", "ü", "50%", "q?x", ""):
+        assert quote_segment(name) == quote(name, safe="")
+    transport = Transport(ClientConfig(server="https://api.example:6443/prefix"))
+    assert transport._target("/api/v1/namespaces/ns/pods/p-1", None) == (
+        "/prefix/api/v1/namespaces/ns/pods/p-1"
+    )
+    assert transport._target("/api/v1/pods/a b", {"labelSelector": "app in (a,b)"}) == (
+        "/prefix/api/v1/pods/a%20b?" + urlencode({"labelSelector": "app in (a,b)"})
+    )
+    params = {"fieldManager": "ctl", "force": "true"}
+    assert _query(params) == urlencode(params)
+    assert _query(params) == "fieldManager=ctl&force=true"  # answered from the kept strings
+    assert _query({"watch": "1", "limit": 5}) == "watch=1&limit=5"  # type: ignore[dict-item]

@@ -1,0 +1,1271 @@
+"""HTTP/1.1 for the client, on asyncio: :class:`HttpPool` (one per API server).
+
+The client speaks HTTP/1.1 itself, as setpoint's servers do (decisions 0012 and 0016): one
+:class:`_Connection` protocol per TCP (or TLS) connection, a pool of kept-alive connections
+per server, requests written in one ``write`` and answers parsed in ``data_received``. It
+replaces aiohttp's client, whose per-request machinery (request and response objects, stream
+readers, multidicts, timers, a task per connection) cost more CPU than the rest of the
+request, and whose import was a third of an operator's start-up and 12 MiB of its memory.
+
+What the pool does, all of it here:
+
+- keep-alive: an answered connection goes back to the pool (last in, first out) unless the
+  server said ``Connection: close``, the body ran to the end of the stream, or the
+  connection has been idle for :data:`IDLE_TIMEOUT` (shorter than the API server's 90 s,
+  so the client, not the server, ends idle connections); a connection the server closed
+  while it was idle is dropped before anything is written to it;
+- at most ``limit`` connections at once (HTTP/1.1 carries one request at a time per
+  connection); later requests wait for one to be released, in order;
+- TLS with the context it is given (the API server's CA, client certificates), with
+  ``server_hostname`` when the certificate names another host than the URL;
+- proxies: ``http://`` and ``https://`` proxies (``CONNECT`` for an ``https`` server,
+  the absolute URL for an ``http`` one, ``Proxy-Authorization`` from the proxy URL's user
+  and password) and ``socks5://`` proxies (RFC 1928, the host name resolved by the proxy,
+  RFC 1929 user and password);
+- answers framed by ``Content-Length``, ``Transfer-Encoding: chunked`` or the end of the
+  stream, ``gzip`` and ``deflate`` bodies decompressed, interim ``1xx`` answers skipped;
+- streaming answers (watches) read chunk by chunk, with the connection paused while more
+  than :data:`STREAM_HIGH_WATER` bytes wait for the reader.
+
+Answers are parsed strictly where framing is at stake: a status line other than
+``HTTP/1.x NNN``, a header line without a colon or with whitespace before it, a folded
+line, ``Content-Length`` with ``Transfer-Encoding``, two different lengths, a transfer
+coding other than ``chunked``, or a malformed chunk raise :class:`ProtocolError` and close
+the connection; an answer's head may not exceed :data:`MAX_HEAD` bytes.
+
+Errors say how far the request got, which is what decides whether it may be sent again
+(the transport's rule, :mod:`setpoint.client.transport`): :class:`ConnectError` (and its
+:class:`CertificateError`) mean nothing was sent; :class:`ConnectionBroken` means the
+request may have reached the server. A timeout is :class:`TimeoutError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import collections
+import contextlib
+import ipaddress
+import select
+import ssl
+import struct
+import time
+import zlib
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Final, cast
+from urllib.parse import unquote, urlsplit
+
+__all__ = [
+    "CertificateError",
+    "ConnectError",
+    "ConnectionBroken",
+    "HttpError",
+    "HttpPool",
+    "ProtocolError",
+    "ProxyLoginRefused",
+    "RawResponse",
+    "ResponseHeaders",
+    "StreamResponse",
+]
+
+MAX_HEAD: Final = 64 * 1024
+"""Most bytes of an answer's status line and headers."""
+IDLE_TIMEOUT: Final = 60.0
+"""Seconds a pooled connection may stay idle before the pool closes it (kube-apiserver closes
+them after 90 s; ending them first keeps a request from racing the server's close)."""
+DEADLINE_TICK: Final = 0.05
+"""Seconds between two checks of the deadlines of requests in flight (while there are any):
+a request's deadline is kept to within this."""
+STREAM_HIGH_WATER: Final = 4 * 1024 * 1024
+"""Bytes a streaming answer may buffer for its reader before the connection pauses."""
+_CHUNK_LINE_MAX: Final = 4096
+"""Longest chunk-size line (with extensions) accepted in a chunked body."""
+
+
+class HttpError(OSError):
+    """A request that got no complete HTTP answer. Subclasses say how far it got."""
+
+
+class ConnectError(HttpError):
+    """No connection could be opened (or no tunnel through the proxy): nothing was sent.
+
+    ``os_error`` is the operating system's error, when there was one.
+    """
+
+    def __init__(self, message: str, os_error: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.os_error = os_error
+
+    def __str__(self) -> str:
+        return self.args[0] if self.args else "connection failed"
+
+
+class CertificateError(ConnectError):
+    """The server's TLS certificate failed verification; ``certificate_error`` says why."""
+
+    def __init__(self, message: str, certificate_error: ssl.SSLCertVerificationError) -> None:
+        super().__init__(message, certificate_error)
+        self.certificate_error = certificate_error
+
+
+class ProxyLoginRefused(ConnectError):
+    """The proxy refused the user and password of its URL: sending again cannot help."""
+
+
+class ConnectionBroken(HttpError):
+    """The connection failed after the request was (or may have been) written."""
+
+    def __str__(self) -> str:
+        return self.args[0] if self.args else "connection broken"
+
+
+class ProtocolError(ConnectionBroken):
+    """The server's answer broke HTTP/1.1's framing; the connection was closed."""
+
+
+class ResponseHeaders(Mapping[str, str]):
+    """An answer's headers, looked up without regard to case.
+
+    A header sent several times maps to its values joined by ``", "``; :meth:`getall`
+    returns them one by one (``Warning`` values hold commas of their own).
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: dict[str, list[str]]) -> None:
+        self._values = values  # lower-case name -> values in the order sent
+
+    def __getitem__(self, key: str) -> str:
+        return ", ".join(self._values[key.lower()])
+
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        """The header's value, or ``default`` when the answer did not send it."""
+        values = self._values.get(key.lower())
+        return default if values is None else ", ".join(values)
+
+    def getall(self, key: str, default: Sequence[str] = ()) -> Sequence[str]:
+        """Every value of the header, in the order sent (``default`` when there is none)."""
+        return self._values.get(key.lower(), default)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key.lower() in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"ResponseHeaders({dict(self.items())!r})"
+
+
+class RawResponse:
+    """A whole answer: status, headers and the (decompressed) body bytes."""
+
+    __slots__ = ("body", "headers", "status")
+
+    def __init__(self, status: int, headers: ResponseHeaders, body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    @property
+    def content_type(self) -> str:
+        """The media type of the body, without parameters (``""`` when not sent)."""
+        return _content_type(self.headers)
+
+
+def _content_type(headers: ResponseHeaders) -> str:
+    value = headers.get("content-type") or ""
+    return value.partition(";")[0].strip().lower()
+
+
+class StreamResponse:
+    """An answer whose body is read as it arrives (a watch). Close it when done."""
+
+    def __init__(
+        self,
+        status: int,
+        headers: ResponseHeaders,
+        *,
+        exchange: _Exchange,
+        connection: _Connection,
+        pool: HttpPool,
+        read_timeout: float | None,
+    ) -> None:
+        self.status = status
+        self.headers = headers
+        self._exchange = exchange
+        self._connection = connection
+        self._pool = pool
+        self._read_timeout = read_timeout
+        self._closed = False
+        self._timer: asyncio.TimerHandle | None = None
+        if read_timeout is not None:
+            self._timer = asyncio.get_running_loop().call_later(read_timeout, self._check_silence)
+
+    @property
+    def content_type(self) -> str:
+        """The media type of the body, without parameters (``""`` when not sent)."""
+        return _content_type(self.headers)
+
+    def _check_silence(self) -> None:
+        """Fail the stream if nothing arrived for ``read_timeout`` seconds.
+
+        Checked lazily: one timer per ``read_timeout`` of silence at most, instead of one
+        armed and cancelled per chunk (a watch's steady-state cost).
+        """
+        self._timer = None
+        exchange = self._exchange
+        if self._closed or exchange.finished or self._read_timeout is None:
+            return
+        silent = time.monotonic() - exchange.last_arrival
+        if silent < self._read_timeout or exchange.pending:
+            # Bytes came since (or wait for a slow reader, which is not the server's silence).
+            wait = (
+                self._read_timeout - silent if silent < self._read_timeout else self._read_timeout
+            )
+            self._timer = asyncio.get_running_loop().call_later(wait, self._check_silence)
+            return
+        exchange.fail(TimeoutError(f"nothing arrived for {self._read_timeout:.0f}s"))
+        self._connection.abort()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body's bytes as they arrive, until it ends.
+
+        Raises:
+            TimeoutError: nothing arrived for ``read_timeout`` seconds.
+            ConnectionBroken: the connection broke or the framing was wrong; nothing more
+                comes (a closed response ends quietly instead).
+
+        """
+        exchange = self._exchange
+        while True:
+            data = exchange.take()
+            if data:
+                yield data
+                # Not kept while waiting for more: the reader is done with it, and a watch
+                # that went quiet after a burst must not hold the burst's last piece.
+                data = b""
+                continue
+            if exchange.finished:
+                if exchange.error is not None and not self._closed:
+                    raise exchange.error
+                self._release()
+                return
+            await exchange.wait()
+
+    async def read(self) -> bytes:
+        """The whole (remaining) body."""
+        return b"".join([chunk async for chunk in self.chunks()])
+
+    def close(self) -> None:
+        """Stop reading: the connection is closed (it cannot carry another request)."""
+        if not self._closed:
+            self._closed = True
+            if not self._exchange.finished:
+                self._connection.abort()
+            self._release()
+
+    def _release(self) -> None:
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._pool.release(self._connection)
+
+
+# -- one exchange: the answer to one request, as the connection parses it ---------------
+
+
+class _Exchange:
+    """The answer to one request on one connection: its head and body, as they arrive.
+
+    A whole (non-streaming) exchange resolves ``done`` with a :class:`RawResponse`; a
+    streaming one resolves ``head`` once the headers are in and then hands out body bytes
+    through :meth:`take`/:meth:`wait`.
+    """
+
+    __slots__ = (
+        "_buffered",
+        "_parts",
+        "_waiter",
+        "connection",
+        "done",
+        "error",
+        "finished",
+        "head",
+        "head_only",
+        "headers",
+        "last_arrival",
+        "status",
+        "streaming",
+    )
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, *, streaming: bool, head_only: bool
+    ) -> None:
+        self.streaming = streaming
+        self.head_only = head_only
+        self.done: asyncio.Future[RawResponse] = loop.create_future()
+        self.head: asyncio.Future[None] | None = loop.create_future() if streaming else None
+        self.status = 0
+        self.headers: ResponseHeaders | None = None
+        self.finished = False
+        self.error: BaseException | None = None
+        self.connection: _Connection | None = None
+        self._parts: collections.deque[bytes] = collections.deque()
+        self._buffered = 0
+        self._waiter: asyncio.Future[None] | None = None
+        self.last_arrival = time.monotonic()
+
+    @property
+    def pending(self) -> bool:
+        """Whether body bytes wait for the reader."""
+        return bool(self._parts)
+
+    def started(self, status: int, headers: ResponseHeaders) -> None:
+        self.status = status
+        self.headers = headers
+        if self.head is not None and not self.head.done():
+            self.head.set_result(None)
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            return
+        self._parts.append(data)
+        if self.streaming:
+            self.last_arrival = time.monotonic()
+            self._buffered += len(data)
+            self._wake()
+            if self._buffered > STREAM_HIGH_WATER and self.connection is not None:
+                self.connection.pause()
+
+    def finish(self) -> None:
+        self.finished = True
+        if self.streaming:
+            self._wake()
+            return
+        if not self.done.done():
+            assert self.headers is not None
+            self.done.set_result(RawResponse(self.status, self.headers, b"".join(self._parts)))
+
+    def fail(self, exc: BaseException) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self.error = exc
+        for future in (self.head, self.done):
+            if future is not None and not future.done():
+                future.set_exception(exc)
+                future.exception()  # retrieved: a caller that went away must not log it
+        self._wake()
+
+    def take(self) -> bytes:
+        """The oldest piece of body that arrived (as read, at most one socket read), or b"".
+
+        Pieces are handed out one by one, not joined: a burst (a watch's initial events)
+        is never copied into one large bytes object.
+        """
+        parts = self._parts
+        if not parts:
+            return b""
+        data = parts.popleft()
+        self._buffered -= len(data)
+        if self._buffered <= STREAM_HIGH_WATER // 2 and self.connection is not None:
+            self.connection.resume()
+        return data
+
+    def wait(self) -> asyncio.Future[None]:
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        return waiter
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+_HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _TRAILER, _TO_EOF, _IDLE = range(8)
+
+
+class _Connection(asyncio.Protocol):
+    """One connection to the server: writes requests, parses their answers in order."""
+
+    def __init__(self, pool: HttpPool) -> None:
+        self._pool = pool
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.idle_since = time.monotonic()
+        self._buffer = bytearray()
+        self._state = _IDLE
+        self._remaining = 0
+        self._exchange: _Exchange | None = None
+        self._keep_alive = True
+        self._decoder: zlib._Decompress | None = None
+        self._gzip = False
+        self._paused = False
+        self._lost: asyncio.Future[None] | None = None
+
+    # -- asyncio.Protocol --------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A cast, not an isinstance check: uvloop's transports implement asyncio.Transport
+        # without subclassing it. asyncio and uvloop set TCP_NODELAY on TCP sockets themselves.
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self._state == _IDLE:
+            # Nothing was asked: a server talking out of turn (or closing with a 408).
+            self.abort()
+            return
+        buffer = self._buffer
+        buffer += data
+        try:
+            self._parse()
+        except ProtocolError as exc:
+            self._failed(exc)
+
+    def eof_received(self) -> bool | None:
+        self._ended(None)
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self._ended(exc)
+        if self._lost is not None and not self._lost.done():
+            self._lost.set_result(None)
+
+    def _ended(self, exc: Exception | None) -> None:
+        """The stream ended (``exc`` None: cleanly): ends a to-the-end body, fails the rest."""
+        if self._exchange is not None and self._state == _TO_EOF and exc is None:
+            try:
+                self._end_body()
+            except ProtocolError as error:
+                self._closed(error)
+                return
+        self._closed(
+            ConnectionBroken(f"the connection to the server was lost: {exc}")
+            if exc is not None
+            else ConnectionBroken("the server closed the connection before answering")
+        )
+
+    # -- requests ----------------------------------------------------------------------
+
+    @property
+    def usable(self) -> bool:
+        """Whether another request may be written to this connection now."""
+        transport = self.transport
+        return (
+            not self.closed
+            and transport is not None
+            and not transport.is_closing()
+            and self._state == _IDLE
+        )
+
+    def still_open(self) -> bool:
+        """Whether an idle connection is still open, asking the socket itself.
+
+        The server may have closed it while the event loop was busy (a restarted API
+        server), before asyncio read the end of the stream: the socket is then readable.
+        An idle HTTP/1.1 connection has nothing to read, so a readable one is closed or
+        holds bytes nobody asked for; either way it must not carry a request.
+        """
+        if not self.usable:
+            return False
+        assert self.transport is not None
+        sock = self.transport.get_extra_info("socket")
+        if sock is None:
+            return True
+        poller = select.poll()  # not select.select: it cannot watch descriptors past 1023
+        try:
+            poller.register(sock.fileno(), select.POLLIN)
+            readable = poller.poll(0)
+        except (OSError, ValueError):
+            return False
+        return not readable
+
+    def send(self, data: bytes, exchange: _Exchange) -> None:
+        """Write one whole request; its answer goes to ``exchange``."""
+        assert self.transport is not None and self._state == _IDLE
+        exchange.connection = self
+        self._exchange = exchange
+        self._state = _HEAD
+        self._keep_alive = True
+        self._decoder = None
+        self.transport.write(data)
+
+    def pause(self) -> None:
+        if not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+
+    def resume(self) -> None:
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+
+    def abort(self) -> None:
+        """Close the connection at once (an abandoned or broken request)."""
+        self.closed = True
+        transport = self.transport
+        if transport is not None:
+            transport.abort()
+        self._closed(ConnectionBroken("the request was abandoned"))
+
+    async def aclose(self) -> None:
+        """Close the connection and wait (briefly) until the transport is gone."""
+        transport = self.transport
+        self.closed = True
+        if transport is None:
+            return
+        self._lost = asyncio.get_running_loop().create_future()
+        transport.close()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(1.0):
+                await self._lost
+        if self.transport is not None:
+            self.transport.abort()
+
+    # -- parsing -----------------------------------------------------------------------
+
+    def _parse(self) -> None:
+        buffer = self._buffer
+        while buffer:
+            state = self._state
+            if state == _HEAD:
+                end = buffer.find(b"\r\n\r\n")
+                if end < 0:
+                    if len(buffer) > MAX_HEAD:
+                        raise ProtocolError(f"the answer's headers exceed {MAX_HEAD} bytes")
+                    return
+                if end > MAX_HEAD:
+                    raise ProtocolError(f"the answer's headers exceed {MAX_HEAD} bytes")
+                head = bytes(buffer[:end])
+                del buffer[: end + 4]
+                self._head(head)
+            elif state == _LENGTH:
+                take = min(self._remaining, len(buffer))
+                self._body(bytes(buffer[:take]))
+                del buffer[:take]
+                self._remaining -= take
+                if not self._remaining:
+                    self._end_body()
+            elif state == _TO_EOF:
+                self._body(bytes(buffer))
+                buffer.clear()
+            elif state == _CHUNK_SIZE:
+                end = buffer.find(b"\r\n")
+                if end < 0:
+                    if len(buffer) > _CHUNK_LINE_MAX:
+                        raise ProtocolError("a chunk-size line is too long")
+                    return
+                line = bytes(buffer[:end]).partition(b";")[0].strip(b" \t")
+                del buffer[: end + 2]
+                if not line or len(line) > 16 or line.strip(b"0123456789abcdefABCDEF"):
+                    raise ProtocolError("a malformed chunk size in a chunked answer")
+                size = int(line, 16)
+                if size:
+                    self._remaining = size
+                    self._state = _CHUNK_DATA
+                else:
+                    self._state = _TRAILER
+            elif state == _CHUNK_DATA:
+                take = min(self._remaining, len(buffer))
+                self._body(bytes(buffer[:take]))
+                del buffer[:take]
+                self._remaining -= take
+                if not self._remaining:
+                    self._state = _CHUNK_END
+            elif state == _CHUNK_END:
+                if len(buffer) < 2:
+                    return
+                if buffer[:2] != b"\r\n":
+                    raise ProtocolError("a chunk of a chunked answer does not end with CRLF")
+                del buffer[:2]
+                self._state = _CHUNK_SIZE
+            elif state == _TRAILER:
+                end = buffer.find(b"\r\n")
+                if end < 0:
+                    if len(buffer) > MAX_HEAD:
+                        raise ProtocolError("the trailers of a chunked answer are too long")
+                    return
+                del buffer[: end + 2]
+                if end == 0:
+                    self._end_body()
+            else:  # _IDLE: bytes after a complete answer
+                raise ProtocolError("the server sent more than the answer it was asked for")
+
+    def _head(self, head: bytes) -> None:
+        status, headers = _parse_head(head)
+        if 100 <= status < 200:
+            if status == 101:
+                raise ProtocolError("the server switched protocols, which was not asked for")
+            return  # interim answer (100 Continue, 103 Early Hints): the real one follows
+        exchange = self._exchange
+        assert exchange is not None
+        values = headers._values
+        connection = values.get("connection")
+        if connection is not None and any("close" in v.lower() for v in connection):
+            self._keep_alive = False
+        encoding = values.get("content-encoding")
+        if encoding is not None:
+            coding = encoding[-1].strip().lower()
+            self._gzip = coding in ("gzip", "x-gzip")
+            if self._gzip:
+                self._decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            elif coding == "deflate":
+                self._decoder = zlib.decompressobj()
+            elif coding not in ("", "identity"):
+                raise ProtocolError(f"the answer's content coding {coding!r} is not supported")
+        exchange.started(status, headers)
+        if exchange.head_only or status in (204, 304):
+            self._end_body()
+            return
+        transfer = values.get("transfer-encoding")
+        length = values.get("content-length")
+        if transfer is not None:
+            if length is not None:
+                raise ProtocolError("the answer has both Content-Length and Transfer-Encoding")
+            codings = [c.strip().lower() for v in transfer for c in v.split(",")]
+            if codings != ["chunked"]:
+                raise ProtocolError(f"the answer's transfer coding {transfer!r} is not supported")
+            self._state = _CHUNK_SIZE
+        elif length is not None:
+            lengths = {v.strip() for value in length for v in value.split(",")}
+            if len(lengths) != 1:
+                raise ProtocolError("the answer has two different Content-Length values")
+            (text,) = lengths
+            if not text.isdigit() or not text.isascii() or len(text) > 18:
+                raise ProtocolError("the answer has a malformed Content-Length")
+            self._remaining = int(text)
+            self._state = _LENGTH
+            if not self._remaining:
+                self._end_body()
+        else:
+            self._keep_alive = False
+            self._state = _TO_EOF
+
+    def _body(self, data: bytes) -> None:
+        decoder = self._decoder
+        if decoder is not None:
+            try:
+                out = decoder.decompress(data)
+                # A gzip body may be several members one after another: kube-apiserver
+                # compresses each watch event as its own member. Each one needs a fresh
+                # decompressor; what followed the end of one is the start of the next.
+                while self._gzip and decoder.eof and decoder.unused_data:
+                    rest = decoder.unused_data
+                    decoder = self._decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    out += decoder.decompress(rest)
+            except zlib.error as exc:
+                raise ProtocolError(f"the answer's compressed body is corrupt: {exc}") from None
+            data = out
+        assert self._exchange is not None
+        self._exchange.feed(data)
+
+    def _end_body(self) -> None:
+        exchange = self._exchange
+        assert exchange is not None
+        if self._decoder is not None:
+            try:
+                tail = self._decoder.flush()
+            except zlib.error as exc:
+                raise ProtocolError(f"the answer's compressed body is corrupt: {exc}") from None
+            self._decoder = None
+            exchange.feed(tail)
+        self._exchange = None
+        self._state = _IDLE
+        if not self._keep_alive:
+            self.closed = True
+            if self.transport is not None:
+                self.transport.close()
+        elif self._buffer:
+            # Bytes beyond the answer: the connection's framing cannot be trusted any more.
+            self.closed = True
+            if self.transport is not None:
+                self.transport.abort()
+        exchange.finish()
+
+    def _failed(self, exc: BaseException) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+        self._closed(exc)
+
+    def _closed(self, exc: BaseException) -> None:
+        self.closed = True
+        exchange, self._exchange = self._exchange, None
+        self._state = _IDLE
+        if exchange is not None:
+            exchange.fail(exc)
+
+
+def _parse_head(head: bytes) -> tuple[int, ResponseHeaders]:
+    """The status code and headers of an answer's head (without the blank line)."""
+    lines = head.decode("latin-1").split("\r\n")
+    status_line = lines[0]
+    version, _, rest = status_line.partition(" ")
+    code = rest[:3]
+    if (
+        version not in ("HTTP/1.1", "HTTP/1.0")
+        or len(code) != 3
+        or not (code.isascii() and code.isdigit())
+        or (len(rest) > 3 and rest[3] != " ")
+    ):
+        raise ProtocolError(f"a malformed status line {status_line[:80]!r}")
+    values: dict[str, list[str]] = {}
+    for line in lines[1:]:
+        name, colon, value = line.partition(":")
+        if not colon or not name or name[-1] in " \t" or name[0] in " \t":
+            raise ProtocolError(f"a malformed header line {line[:80]!r}")
+        key = name.lower()
+        found = values.get(key)
+        if found is None:
+            values[key] = [value.strip(" \t")]
+        else:
+            found.append(value.strip(" \t"))
+    if version == "HTTP/1.0":
+        connection = values.get("connection")
+        if connection is None or not any("keep-alive" in v.lower() for v in connection):
+            values.setdefault("connection", []).append("close")
+    return int(code), ResponseHeaders(values)
+
+
+# -- the pool --------------------------------------------------------------------------
+
+
+class _Proxy:
+    """A proxy URL, taken apart once."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https", "socks5", "socks5h"):
+            raise ValueError(
+                f"proxy {url.rpartition('@')[2]!r}: only http://, https:// and socks5:// proxies "
+                "are supported"
+            )
+        self.scheme = scheme
+        self.host = parts.hostname or ""
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        self.port = port or {"http": 80, "https": 443}.get(scheme, 1080)
+        self.username = unquote(parts.username) if parts.username is not None else None
+        self.password = unquote(parts.password) if parts.password is not None else None
+        self.authorization: str | None = None
+        if self.username is not None:
+            pair = f"{self.username}:{self.password or ''}".encode()
+            self.authorization = "Basic " + base64.b64encode(pair).decode("ascii")
+
+
+class HttpPool:
+    """Kept-alive HTTP/1.1 connections to one server (see the module docstring).
+
+    Create and use it inside one event loop. ``target`` of a request is its path and query,
+    already encoded.
+
+    Args:
+        server: The server's base URL (``https://host:port``); its path is ignored.
+        ssl_context: The TLS context for an ``https`` server (ignored for ``http``).
+        server_hostname: The name to verify the certificate against, when not the URL's.
+        proxy: A proxy URL, or ``None`` for a direct connection.
+        limit: The most connections open at once.
+        connect_timeout: Seconds to open a connection (TCP, proxy tunnel and TLS).
+
+    """
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        ssl_context: ssl.SSLContext | None,
+        server_hostname: str | None = None,
+        proxy: str | None = None,
+        limit: int = 100,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        parts = urlsplit(server)
+        self._tls = parts.scheme == "https"
+        self._host = parts.hostname or ""
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        self._port = port or (443 if self._tls else 80)
+        self._host_header = parts.netloc.rpartition("@")[2]
+        self._origin = f"{parts.scheme}://{self._host_header}"
+        self._ssl = ssl_context if self._tls else None
+        self._server_hostname = server_hostname or self._host
+        self._proxy = _Proxy(proxy) if proxy else None
+        self._absolute_form = (
+            self._proxy is not None and not self._tls and self._proxy.scheme.startswith("http")
+        )
+        self._proxy_authorization = (
+            f"Proxy-Authorization: {self._proxy.authorization}\r\n"
+            if self._absolute_form and self._proxy is not None and self._proxy.authorization
+            else ""
+        )
+        """The header line an HTTP proxy reads on each request it forwards (else empty)."""
+        self._limit = limit
+        self._connect_timeout = connect_timeout
+        self._idle: list[_Connection] = []
+        self._open = 0
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._all: set[_Connection] = set()
+        self._closed = False
+        self._deadlines: dict[_Exchange, float] = {}
+        self._ticker: asyncio.TimerHandle | None = None
+
+    def head_for(
+        self, method: str, target: str, headers: Sequence[tuple[str, str]], body: bytes | None
+    ) -> bytes:
+        """The bytes of a request's line and headers (and its body, when it has one)."""
+        if self._absolute_form:  # a plain http server behind an HTTP proxy: the whole URL
+            target = self._origin + target
+        lines = [f"{method} {target} HTTP/1.1\r\nHost: {self._host_header}\r\n"]
+        for name, value in headers:
+            if "\n" in value or "\r" in value:
+                raise ValueError(f"the {name} header of {method} {target} holds a line break")
+            lines.append(f"{name}: {value}\r\n")
+        if self._proxy_authorization:
+            lines.append(self._proxy_authorization)
+        if body is not None:
+            lines.append(f"Content-Length: {len(body)}\r\n\r\n")
+            return "".join(lines).encode("latin-1") + body
+        lines.append("\r\n")
+        return "".join(lines).encode("latin-1")
+
+    async def request(
+        self,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes | None = None,
+        *,
+        deadline: float | None = None,
+    ) -> RawResponse:
+        """Send one request and return its whole answer.
+
+        ``deadline`` (on ``time.monotonic``'s clock) bounds everything: waiting for a
+        connection, opening it, and the answer (checked every :data:`DEADLINE_TICK` seconds
+        by one timer for all requests, not one timer per request). A cancelled request
+        closes its connection too.
+
+        Raises:
+            ConnectError: no connection could be opened; nothing was sent.
+            ConnectionBroken: the connection failed after the request was written.
+            TimeoutError: the deadline passed, or opening the connection took longer than
+                ``connect_timeout``.
+
+        """
+        data = self.head_for(method, target, headers, body)
+        idle = self._take_idle() if not self._waiters else None
+        if idle is not None:
+            connection = idle
+        elif deadline is None:
+            connection = await self._acquire()
+        else:
+            async with asyncio.timeout(deadline - time.monotonic()):
+                connection = await self._acquire()
+        loop = asyncio.get_running_loop()
+        exchange = _Exchange(loop, streaming=False, head_only=method == "HEAD")
+        if deadline is not None:
+            self._bound(exchange, deadline)
+        try:
+            connection.send(data, exchange)
+            response = await exchange.done
+        except BaseException:
+            connection.abort()
+            self.release(connection)
+            raise
+        finally:
+            if deadline is not None:
+                self._deadlines.pop(exchange, None)
+        self.release(connection)
+        return response
+
+    def _bound(self, exchange: _Exchange, deadline: float) -> None:
+        """Fail ``exchange`` with TimeoutError (closing its connection) once ``deadline`` passes."""
+        self._deadlines[exchange] = deadline
+        if self._ticker is None:
+            self._ticker = asyncio.get_running_loop().call_later(DEADLINE_TICK, self._tick)
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        late = [exchange for exchange, deadline in self._deadlines.items() if deadline <= now]
+        for exchange in late:
+            del self._deadlines[exchange]
+            connection = exchange.connection
+            exchange.fail(TimeoutError("no complete answer before the request's deadline"))
+            if connection is not None:
+                connection.abort()
+        self._ticker = (
+            asyncio.get_running_loop().call_later(DEADLINE_TICK, self._tick)
+            if self._deadlines
+            else None
+        )
+
+    async def stream(
+        self,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        *,
+        read_timeout: float | None,
+    ) -> StreamResponse:
+        """Send one request and return its answer once the headers are in.
+
+        Read the body from :meth:`StreamResponse.chunks` and close the answer when done.
+        Raises what :meth:`request` raises.
+        """
+        data = self.head_for(method, target, headers, None)
+        connection = await self._acquire()
+        loop = asyncio.get_running_loop()
+        exchange = _Exchange(loop, streaming=True, head_only=False)
+        try:
+            connection.send(data, exchange)
+            assert exchange.head is not None
+            async with asyncio.timeout(read_timeout):
+                await exchange.head
+        except BaseException:
+            connection.abort()
+            self.release(connection)
+            raise
+        assert exchange.headers is not None
+        return StreamResponse(
+            exchange.status,
+            exchange.headers,
+            exchange=exchange,
+            connection=connection,
+            pool=self,
+            read_timeout=read_timeout,
+        )
+
+    # -- connections -------------------------------------------------------------------
+
+    def _take_idle(self) -> _Connection | None:
+        """A pooled connection still open, or None (dropping the ones that are not)."""
+        if self._closed:
+            return None
+        idle = self._idle
+        now = time.monotonic()
+        while idle:
+            connection = idle.pop()
+            if now - connection.idle_since < IDLE_TIMEOUT and connection.still_open():
+                return connection
+            self._forget(connection)
+        return None
+
+    async def _acquire(self) -> _Connection:
+        if self._closed:
+            raise ConnectError("the connection pool is closed")
+        connection = self._take_idle()
+        if connection is not None:
+            return connection
+        while self._open >= self._limit:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except BaseException:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # pass on the slot this waiter was given
+                raise
+            if self._closed:
+                raise ConnectError("the connection pool is closed")
+            connection = self._take_idle()
+            if connection is not None:
+                return connection
+        self._open += 1
+        try:
+            connection = await self._connect()
+        except BaseException:
+            self._open -= 1
+            self._wake_one()
+            raise
+        self._all.add(connection)
+        return connection
+
+    def release(self, connection: _Connection) -> None:
+        """Give a connection back after its request: pooled when it can carry another."""
+        if connection not in self._all:
+            return
+        if connection.usable and not self._closed:
+            connection.idle_since = time.monotonic()
+            self._idle.append(connection)
+        else:
+            self._forget(connection)
+        self._wake_one()
+
+    def _forget(self, connection: _Connection) -> None:
+        if connection in self._all:
+            self._all.discard(connection)
+            self._open -= 1
+        if not connection.closed or connection.transport is not None:
+            connection.abort()
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def retire(self) -> None:
+        """Take no new requests; close idle connections now and busy ones when released.
+
+        For a pool replaced by another (a rotated client certificate): requests in flight
+        finish on their connections, requests still waiting for one fail with ConnectError.
+        """
+        self._stop_taking()
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            self._forget(connection)
+
+    def _stop_taking(self) -> None:
+        """Refuse new requests; wake the waiting ones, which then fail with ConnectError."""
+        self._closed = True
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+
+    async def close(self) -> None:
+        """Close every connection; requests still waiting for one fail with ConnectError."""
+        self._stop_taking()
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+        connections = list(self._all)
+        self._idle.clear()
+        self._all.clear()
+        self._open = 0
+        for connection in connections:
+            if connection._exchange is not None:
+                connection.abort()
+        await asyncio.gather(*(c.aclose() for c in connections), return_exceptions=True)
+
+    async def _connect(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        connection = _Connection(self)
+        proxy = self._proxy
+        where = f"{self._host}:{self._port}"
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                if proxy is None:
+                    await loop.create_connection(
+                        lambda: connection,
+                        self._host,
+                        self._port,
+                        ssl=self._ssl,
+                        server_hostname=self._server_hostname if self._ssl else None,
+                    )
+                    return connection
+                where = f"the proxy {proxy.host}:{proxy.port}"
+                proxy_ssl = ssl.create_default_context() if proxy.scheme == "https" else None
+                handshake = _Handshake()
+                transport, _ = await loop.create_connection(
+                    lambda: handshake,
+                    proxy.host,
+                    proxy.port,
+                    ssl=proxy_ssl,
+                    server_hostname=proxy.host if proxy_ssl else None,
+                )
+                try:
+                    if proxy.scheme.startswith("socks5"):
+                        await _socks5(handshake, proxy, self._host, self._port)
+                    elif self._tls:
+                        await _connect_tunnel(handshake, proxy, self._host_for_connect())
+                    else:  # an http server through an HTTP proxy: requests in absolute form
+                        handshake.hand_over(connection)
+                        return connection
+                    if self._ssl is not None:
+                        where = f"{self._host}:{self._port} (through the proxy)"
+                        tls = await loop.start_tls(
+                            transport,
+                            connection,
+                            self._ssl,
+                            server_hostname=self._server_hostname,
+                        )
+                        if tls is None:
+                            raise ConnectError(f"TLS could not start with {where}")
+                        connection.connection_made(tls)
+                    else:
+                        handshake.hand_over(connection)
+                except BaseException:
+                    transport.abort()
+                    raise
+                return connection
+        except ssl.SSLCertVerificationError as exc:
+            raise CertificateError(
+                f"the certificate of {where} failed verification: {exc}", exc
+            ) from exc
+        except TimeoutError:
+            raise
+        except ConnectError:
+            raise
+        except (OSError, ssl.SSLError) as exc:
+            raise ConnectError(f"cannot connect to {where}: {exc}", exc) from exc
+
+    def _host_for_connect(self) -> str:
+        host = self._host
+        with contextlib.suppress(ValueError):
+            if ipaddress.ip_address(host).version == 6:
+                host = f"[{host}]"
+        return f"{host}:{self._port}"
+
+
+# -- proxy handshakes --------------------------------------------------------------------
+
+
+class _Handshake(asyncio.Protocol):
+    """Reads a proxy's replies before the connection is handed to HTTP (or TLS)."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self._buffer = bytearray()
+        self._waiter: asyncio.Future[None] | None = None
+        self._error: BaseException | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's do not subclass it
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        self._wake()
+
+    def eof_received(self) -> bool | None:
+        self._error = ConnectError("the proxy closed the connection during its handshake")
+        self._wake()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._error = ConnectError(f"the proxy closed the connection during its handshake: {exc}")
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def write(self, data: bytes) -> None:
+        assert self.transport is not None
+        self.transport.write(data)
+
+    async def read_exactly(self, size: int) -> bytes:
+        while len(self._buffer) < size:
+            await self._more()
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return data
+
+    async def read_head(self) -> bytes:
+        while True:
+            end = self._buffer.find(b"\r\n\r\n")
+            if end >= 0:
+                head = bytes(self._buffer[:end])
+                del self._buffer[: end + 4]
+                return head
+            if len(self._buffer) > MAX_HEAD:
+                raise ConnectError("the proxy's answer to CONNECT is too long")
+            await self._more()
+
+    async def _more(self) -> None:
+        if self._error is not None:
+            raise self._error
+        self._waiter = asyncio.get_running_loop().create_future()
+        await self._waiter
+        if self._error is not None and not self._buffer:
+            raise self._error
+
+    def hand_over(self, protocol: _Connection) -> None:
+        """Give the connection to ``protocol`` (no TLS on top): it sees it as new."""
+        assert self.transport is not None
+        if self._buffer:
+            raise ConnectError("the proxy sent bytes nobody asked for after its handshake")
+        self.transport.set_protocol(protocol)
+        protocol.connection_made(self.transport)
+
+
+async def _connect_tunnel(handshake: _Handshake, proxy: _Proxy, authority: str) -> None:
+    lines = [f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n"]
+    if proxy.authorization is not None:
+        lines.append(f"Proxy-Authorization: {proxy.authorization}\r\n")
+    lines.append("\r\n")
+    handshake.write("".join(lines).encode("latin-1"))
+    head = await handshake.read_head()
+    try:
+        status, _ = _parse_head(head)
+    except ProtocolError as exc:
+        raise ConnectError(f"the proxy answered CONNECT with {exc}") from None
+    if status == 407:
+        raise ProxyLoginRefused(
+            f"the proxy refused to open a tunnel to {authority}: 407 (check the proxy URL's "
+            "user and password)"
+        )
+    if status != 200:
+        raise ConnectError(f"the proxy refused to open a tunnel to {authority}: {status}")
+
+
+_SOCKS_ERRORS: Final = {
+    1: "general failure",
+    2: "connection not allowed by ruleset",
+    3: "network unreachable",
+    4: "host unreachable",
+    5: "connection refused",
+    6: "TTL expired",
+    7: "command not supported",
+    8: "address type not supported",
+}
+
+
+async def _socks5(handshake: _Handshake, proxy: _Proxy, host: str, port: int) -> None:
+    """RFC 1928 CONNECT to ``host:port`` (RFC 1929 user and password when the URL has them)."""
+    methods = b"\x00\x02" if proxy.username is not None else b"\x00"
+    handshake.write(b"\x05" + bytes([len(methods)]) + methods)
+    version, method = await handshake.read_exactly(2)
+    if version != 5:
+        raise ConnectError("the proxy does not speak SOCKS5")
+    if method == 2:
+        user = (proxy.username or "").encode()
+        password = (proxy.password or "").encode()
+        if len(user) > 255 or len(password) > 255:
+            raise ConnectError("the SOCKS5 user name and password are limited to 255 bytes")
+        handshake.write(b"\x01" + bytes([len(user)]) + user + bytes([len(password)]) + password)
+        _, status = await handshake.read_exactly(2)
+        if status != 0:
+            raise ProxyLoginRefused(
+                "the SOCKS5 proxy refused the user name and password (check the proxy URL's "
+                "user and password)"
+            )
+    elif method != 0:
+        raise ProxyLoginRefused(
+            "the SOCKS5 proxy accepts none of the offered authentication methods (does it "
+            "want a user and password in the proxy URL?)"
+        )
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        name = host.encode("idna")
+        target = b"\x03" + bytes([len(name)]) + name
+    else:
+        target = (b"\x01" if address.version == 4 else b"\x04") + address.packed
+    handshake.write(b"\x05\x01\x00" + target + struct.pack("!H", port))
+    version, reply, _, kind = await handshake.read_exactly(4)
+    if reply != 0:
+        reason = _SOCKS_ERRORS.get(reply, f"error {reply}")
+        raise ConnectError(f"the SOCKS5 proxy could not connect to {host}:{port}: {reason}")
+    if kind == 1:
+        await handshake.read_exactly(4 + 2)
+    elif kind == 4:
+        await handshake.read_exactly(16 + 2)
+    elif kind == 3:
+        (size,) = await handshake.read_exactly(1)
+        await handshake.read_exactly(size + 2)
+    else:
+        raise ConnectError("the SOCKS5 proxy answered with an unknown address type")
