@@ -31,7 +31,7 @@ def exclusive_lock(path: Path) -> Iterator[None]:
 
 def failures(operator: Operator) -> float:
     counter = operator.metrics.finalizer_cleanup_failures_total.labels("tenant", FINALIZER)
-    return float(counter._value.get())
+    return float(counter.get())
 
 
 async def test_deletion_waits_for_the_directory_and_reports_why(

@@ -16,9 +16,12 @@ The work queue does not depend on prometheus_client. It talks to the small
 :class:`WorkQueueMetricsProvider` protocol; :class:`Metrics` implements it, and
 :data:`NO_WORKQUEUE_METRICS` is the do-nothing implementation queues use by default.
 
-Import cost: ``prometheus_client`` takes tens of milliseconds to import (it pulls in
-``http.server`` and friends), so this module imports it only when a :class:`Metrics` is built
-or :func:`render` is called. Importing ``setpoint.observability.metrics`` itself is cheap.
+Import cost: ``prometheus_client`` takes ~30 ms to import (its package pulls in its HTTP
+exposition: ``http.server``, ``wsgiref``, ``email``), so the metrics of :class:`Metrics` are
+setpoint's own (:mod:`setpoint.observability._families`, with prometheus_client's recording
+API) and prometheus_client is imported only when a registry is needed: at the first scrape,
+or when :func:`default_registry`, :attr:`Metrics.registry` or :func:`render` is called.
+Building the manager's metrics and counting reconciles imports nothing.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Final, Protocol, cast
 
+from setpoint.observability._families import Counter, FamilyCollector, Gauge, Histogram
+
 if TYPE_CHECKING:
-    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+    from prometheus_client import CollectorRegistry
     from prometheus_client.metrics_core import Metric
     from prometheus_client.registry import Collector
 
@@ -168,11 +173,29 @@ NO_WORKQUEUE_METRICS: Final = NoWorkQueueMetrics()
 """The shared do-nothing work queue metrics."""
 
 
+class _Depth:
+    """The ready keys of one ``workqueue_depth`` series, read by its gauge when scraped."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def __call__(self) -> float:
+        return float(self.value)
+
+
 class _QueueMetrics:
-    """One queue's label children, bound once so the hot path does no label lookups."""
+    """One queue's label children, bound once so the hot path does no label lookups.
+
+    ``workqueue_depth`` is counted in plain integers that its gauges read when scraped
+    (``set_function``), not by ``Gauge.inc``: the depth changes twice per processed key, and
+    a locked increment costs more than the rest of the queue's bookkeeping for it.
+    """
 
     __slots__ = (
         "_adds",
+        "_depth_by_label",
         "_depth_children",
         "_depth_vec",
         "_labels",
@@ -186,7 +209,8 @@ class _QueueMetrics:
     def __init__(self, metrics: Metrics, name: str) -> None:
         self._labels = (name, name)  # name and controller carry the same value
         self._depth_vec = metrics.workqueue_depth
-        self._depth_children: dict[int, Gauge] = {}
+        self._depth_children: dict[int, _Depth] = {}
+        self._depth_by_label: dict[str, _Depth] = {}
         self._adds = metrics.workqueue_adds_total.labels(name, name)
         self._retries = metrics.workqueue_retries_total.labels(name, name)
         self._queue_duration = metrics.workqueue_queue_duration_seconds.labels(name, name)
@@ -194,25 +218,29 @@ class _QueueMetrics:
         self._unfinished = metrics.workqueue_unfinished_work_seconds.labels(name, name)
         self._longest = metrics.workqueue_longest_running_processor_seconds.labels(name, name)
 
-    def _depth_child(self, priority: int) -> Gauge:
-        child = self._depth_children.get(priority)
-        if child is None:
-            # Unlike controller-runtime (which switches *all* later updates to the placeholder,
-            # leaving earlier series stuck at their last value), a priority keeps the label it
-            # got first, so every series' increments and decrements stay balanced.
-            if len(self._depth_children) < PRIORITY_LABEL_LIMIT:
-                label = str(int(priority))
-            else:
-                label = PRIORITY_OVERFLOW_LABEL
-            child = self._depth_vec.labels(*self._labels, label)
-            self._depth_children[priority] = child
-        return child
+    def _depth_child(self, priority: int) -> _Depth:
+        # Unlike controller-runtime (which switches *all* later updates to the placeholder,
+        # leaving earlier series stuck at their last value), a priority keeps the label it
+        # got first, so every series' increments and decrements stay balanced.
+        if len(self._depth_children) < PRIORITY_LABEL_LIMIT:
+            label = str(int(priority))
+        else:
+            label = PRIORITY_OVERFLOW_LABEL
+        depth = self._depth_by_label.get(label)
+        if depth is None:
+            depth = self._depth_by_label[label] = _Depth()
+            self._depth_vec.labels(*self._labels, label).set_function(depth)
+        self._depth_children[priority] = depth
+        return depth
 
     def added(self) -> None:
         self._adds.inc()
 
     def depth_changed(self, priority: int, delta: int) -> None:
-        self._depth_child(priority).inc(delta)
+        depth = self._depth_children.get(priority)
+        if depth is None:
+            depth = self._depth_child(priority)
+        depth.value += delta
 
     def observe_queue_duration(self, seconds: float) -> None:
         self._queue_duration.observe(seconds)
@@ -235,25 +263,48 @@ class _QueueMetrics:
 # --------------------------------------------------------------------------------------------
 # The registry and the metric definitions
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 _default_registry: CollectorRegistry | None = None
 _default_metrics: Metrics | None = None
+_waiting_for_default: Metrics | None = None
+"""A ``Metrics()`` built before the default registry existed: registered when it is made."""
 
 
 def default_registry() -> CollectorRegistry:
     """Return setpoint's process-wide registry (created on first use), served by the manager.
 
     It is separate from prometheus_client's global ``REGISTRY``; register your own operator
-    metrics here (``Counter(..., registry=default_registry())``) to have them served too.
+    metrics here (``prometheus_client.Counter(..., registry=default_registry())``) to have
+    them served too. Creating it imports prometheus_client and registers the
+    :class:`Metrics` built for it (``Metrics.default()``), if there is one already.
     """
-    global _default_registry  # noqa: PLW0603 - lazily created to keep import cheap
+    global _default_registry, _waiting_for_default  # noqa: PLW0603 - created on first use
     with _lock:
         if _default_registry is None:
             # Deferred import: see the module docstring.
             from prometheus_client import CollectorRegistry  # noqa: PLC0415, RUF100
 
             _default_registry = CollectorRegistry()
+            waiting, _waiting_for_default = _waiting_for_default, None
+            if waiting is not None:
+                waiting._register(_default_registry)
         return _default_registry
+
+
+def _bind_to_default(metrics: Metrics) -> None:
+    """Register ``metrics`` on the default registry now, or when it is created."""
+    global _waiting_for_default  # noqa: PLW0603 - see default_registry
+    with _lock:
+        if _default_registry is not None:
+            metrics._register(_default_registry)
+        elif _waiting_for_default is not None:
+            raise ValueError(
+                "Duplicated timeseries in CollectorRegistry: setpoint's default registry "
+                "already has a Metrics (use Metrics.default() to share it, or "
+                "Metrics.isolated() for a separate set)"
+            )
+        else:
+            _waiting_for_default = metrics
 
 
 def register_runtime_collectors(registry: CollectorRegistry) -> None:
@@ -279,16 +330,17 @@ class Metrics:
     Build one per registry: ``Metrics()`` uses :func:`default_registry` (prefer
     :meth:`default`, which builds it once), ``Metrics(CollectorRegistry())`` gives tests an
     isolated set. Registering two ``Metrics`` on the same registry fails with prometheus_client's
-    "Duplicated timeseries" error, because the names would clash.
+    "Duplicated timeseries" error, because the names would clash. With the default registry,
+    nothing is imported or registered until the registry is first needed (a scrape).
 
-    The attributes are plain prometheus_client metrics; call ``.labels(...)`` with the label
-    values in the documented order. :meth:`new_queue_metrics` makes it a
-    :class:`WorkQueueMetricsProvider`. With ``runtime=True`` (the default) the registry also
-    gets the process and Python collectors (:func:`register_runtime_collectors`).
+    The attributes are setpoint's own metric families
+    (:mod:`setpoint.observability._families`) with prometheus_client's recording API: call
+    ``.labels(...)`` with the label values in the documented order, then ``inc``, ``set``,
+    ``set_function`` or ``observe``. A registry collects them as prometheus_client metrics.
+    :meth:`new_queue_metrics` makes it a :class:`WorkQueueMetricsProvider`. With
+    ``runtime=True`` (the default) the registry also gets the process and Python collectors
+    (:func:`register_runtime_collectors`).
     """
-
-    registry: CollectorRegistry
-    """The registry every metric below is registered on."""
 
     reconcile_total: Counter
     """``controller_runtime_reconcile_total{controller, result}``; result is one of
@@ -375,13 +427,10 @@ class Metrics:
     every controller at once."""
 
     def __init__(self, registry: CollectorRegistry | None = None, *, runtime: bool = True) -> None:
-        # Deferred import: see the module docstring.
-        from prometheus_client import Counter, Gauge, Histogram  # noqa: PLC0415, RUF100
-
         from setpoint.observability.runtime import EVENT_LOOP_LAG_BUCKETS
 
-        reg = registry if registry is not None else default_registry()
-        self.registry = reg
+        self._registry: CollectorRegistry | None = None
+        self._runtime = runtime
         ctrl = ("controller",)
         queue = ("name", "controller")
 
@@ -390,71 +439,60 @@ class Metrics:
             "controller_runtime_reconcile_total",
             "Total number of reconciliations per controller",
             ("controller", "result"),
-            registry=reg,
         )
         self.reconcile_errors_total = Counter(
             "controller_runtime_reconcile_errors_total",
             "Total number of reconciliation errors per controller",
             ctrl,
-            registry=reg,
         )
         self.terminal_reconcile_errors_total = Counter(
             "controller_runtime_terminal_reconcile_errors_total",
             "Total number of terminal reconciliation errors per controller",
             ctrl,
-            registry=reg,
         )
         self.reconcile_panics_total = Counter(
             "controller_runtime_reconcile_panics_total",
             "Total number of reconciliation panics per controller",
             ctrl,
-            registry=reg,
         )
         self.reconcile_time_seconds = Histogram(
             "controller_runtime_reconcile_time_seconds",
             "Length of time per reconciliation per controller",
             ctrl,
             buckets=RECONCILE_TIME_BUCKETS,
-            registry=reg,
         )
         self.max_concurrent_reconciles = Gauge(
             "controller_runtime_max_concurrent_reconciles",
             "Maximum number of concurrent reconciles per controller",
             ctrl,
-            registry=reg,
         )
         self.active_workers = Gauge(
             "controller_runtime_active_workers",
             "Number of currently used workers per controller",
             ctrl,
-            registry=reg,
         )
 
         self.workqueue_depth = Gauge(
             "workqueue_depth",
             "Current depth of workqueue by workqueue and priority",
             (*queue, "priority"),
-            registry=reg,
         )
         self.workqueue_adds_total = Counter(
             "workqueue_adds_total",
             "Total number of adds handled by workqueue",
             queue,
-            registry=reg,
         )
         self.workqueue_queue_duration_seconds = Histogram(
             "workqueue_queue_duration_seconds",
             "How long in seconds an item stays in workqueue before being requested",
             queue,
             buckets=WORKQUEUE_DURATION_BUCKETS,
-            registry=reg,
         )
         self.workqueue_work_duration_seconds = Histogram(
             "workqueue_work_duration_seconds",
             "How long in seconds processing an item from workqueue takes.",
             queue,
             buckets=WORKQUEUE_DURATION_BUCKETS,
-            registry=reg,
         )
         self.workqueue_unfinished_work_seconds = Gauge(
             "workqueue_unfinished_work_seconds",
@@ -462,26 +500,22 @@ class Metrics:
             "observed by work_duration. Large values indicate stuck threads. One can deduce "
             "the number of stuck threads by observing the rate at which this increases.",
             queue,
-            registry=reg,
         )
         self.workqueue_longest_running_processor_seconds = Gauge(
             "workqueue_longest_running_processor_seconds",
             "How many seconds has the longest running processor for workqueue been running.",
             queue,
-            registry=reg,
         )
         self.workqueue_retries_total = Counter(
             "workqueue_retries_total",
             "Total number of retries handled by workqueue",
             queue,
-            registry=reg,
         )
 
         self.rest_client_requests_total = Counter(
             "rest_client_requests_total",
             "Number of HTTP requests, partitioned by status code, method, and host.",
             ("code", "method", "host"),
-            registry=reg,
         )
 
         self.leader_election_master_status = Gauge(
@@ -490,34 +524,29 @@ class Metrics:
             "backup, 1 indicates master. 'name' is the string used to identify the lease. "
             "Please make sure to group by name.",
             ("name",),
-            registry=reg,
         )
         self.leader_election_slowpath_total = Counter(
             "leader_election_slowpath_total",
             "Total number of slow path exercised in renewing leader leases. 'name' is the "
             "string used to identify the lease. Please make sure to group by name.",
             ("name",),
-            registry=reg,
         )
 
         self.finalizer_pending_objects = Gauge(
             "setpoint_finalizer_pending_objects",
             "Objects marked for deletion that still carry the finalizer.",
             ("finalizer",),
-            registry=reg,
         )
         self.finalizer_oldest_pending_seconds = Gauge(
             "setpoint_finalizer_oldest_pending_seconds",
             "Seconds since the deletionTimestamp of the oldest object still carrying the "
             "finalizer (0 when there is none).",
             ("finalizer",),
-            registry=reg,
         )
         self.finalizer_cleanup_failures_total = Counter(
             "setpoint_finalizer_cleanup_failures_total",
             "Finalizer cleanups that failed and will be retried, per controller and finalizer.",
             ("controller", "finalizer"),
-            registry=reg,
         )
 
         self.shard_objects = Gauge(
@@ -525,19 +554,16 @@ class Metrics:
             "Objects of the sharded kinds labelled for each shard of a ring, as the ring's "
             'sharder counts them (shard="" for unassigned ones).',
             ("ring", "shard"),
-            registry=reg,
         )
         self.shard_ring_members = Gauge(
             "setpoint_shard_ring_members",
             "Live shards of a ring, as the ring's sharder sees them.",
             ("ring",),
-            registry=reg,
         )
         self.shard_ring_changes_total = Counter(
             "setpoint_shard_ring_changes_total",
             "Times the set of live shards of a ring changed, as the ring's sharder saw it.",
             ("ring",),
-            registry=reg,
         )
         self.shard_handover_seconds = Histogram(
             "setpoint_shard_handover_seconds",
@@ -546,50 +572,42 @@ class Metrics:
             "new shard.",
             ("ring", "reason"),
             buckets=SHARD_HANDOVER_BUCKETS,
-            registry=reg,
         )
         self.shard_drains_total = Counter(
             "setpoint_shard_drains_total",
             "Objects this replica let go of after the sharder asked (drain acknowledged).",
             ("ring",),
-            registry=reg,
         )
         self.cluster_ready = Gauge(
             "setpoint_cluster_ready",
             "1 while a member cluster of a multi-cluster manager is reachable and its "
             "caches have synced, else 0.",
             ("cluster",),
-            registry=reg,
         )
 
         self.webhook_requests_total = Counter(
             "controller_runtime_webhook_requests_total",
             "Total number of admission requests by HTTP status code.",
             ("webhook", "code"),
-            registry=reg,
         )
         self.webhook_latency_seconds = Histogram(
             "controller_runtime_webhook_latency_seconds",
             "Histogram of the latency of processing admission requests",
             ("webhook",),
             buckets=WEBHOOK_LATENCY_BUCKETS,
-            registry=reg,
         )
         self.webhook_requests_in_flight = Gauge(
             "controller_runtime_webhook_requests_in_flight",
             "Current number of admission requests being served.",
             ("webhook",),
-            registry=reg,
         )
         self.webhook_panics_total = Counter(
             "controller_runtime_webhook_panics_total",
             "Total number of webhook panics",
-            registry=reg,
         )
         self.conversion_webhook_panics_total = Counter(
             "controller_runtime_conversion_webhook_panics_total",
             "Total number of conversion webhook panics",
-            registry=reg,
         )
 
         self.event_loop_lag_seconds = Histogram(
@@ -597,19 +615,41 @@ class Metrics:
             "How late the asyncio event loop ran a timer, in seconds; a blocked loop stalls "
             "every controller.",
             buckets=EVENT_LOOP_LAG_BUCKETS,
-            registry=reg,
         )
-        if runtime:
-            register_runtime_collectors(reg)
+        self._collector = FamilyCollector(
+            [v for v in vars(self).values() if isinstance(v, (Counter, Gauge, Histogram))]
+        )
+        if registry is not None:
+            self._register(registry)
+        else:
+            _bind_to_default(self)
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        """The registry every metric above is registered on.
+
+        For ``Metrics()`` (and :meth:`default`), :func:`default_registry`, created (and
+        prometheus_client imported) on first access.
+        """
+        if self._registry is None:
+            default_registry()
+        if self._registry is None:  # another Metrics holds the default registry
+            raise RuntimeError("this Metrics is not registered on any registry")
+        return self._registry
+
+    def _register(self, registry: CollectorRegistry) -> None:
+        registry.register(cast("Collector", self._collector))
+        if self._runtime:
+            register_runtime_collectors(registry)
+        self._registry = registry
 
     @classmethod
     def default(cls) -> Metrics:
         """Return the process-wide instance on :func:`default_registry`, built on first call."""
         global _default_metrics  # noqa: PLW0603 - lazily created to keep import cheap
-        registry = default_registry()
         with _lock:
             if _default_metrics is None:
-                _default_metrics = cls(registry)
+                _default_metrics = cls()
             return _default_metrics
 
     @classmethod
@@ -668,7 +708,7 @@ class Metrics:
         """Return work queue metrics labelled ``name`` = ``controller`` = ``name``.
 
         Give each queue on a registry its own name: two queues with one name share counters,
-        and the later one's in-flight gauges replace the earlier one's.
+        and the later one's depth and in-flight gauges replace the earlier one's.
         """
         if not name:
             raise ValueError(

@@ -25,7 +25,6 @@ Import cost: the standard library only.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import logging
 import os
@@ -35,7 +34,7 @@ import threading
 import time
 import traceback
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
@@ -108,23 +107,33 @@ def current_reconcile() -> ReconcileInfo | None:
     return _CURRENT.get()
 
 
-@contextlib.contextmanager
-def reconcile_scope(info: ReconcileInfo) -> Iterator[None]:
+class reconcile_scope:  # used as a function: ``with reconcile_scope(info):``
     """Mark the current task and context as running ``info`` while the block runs.
 
     The controller wraps each reconcile in it; it costs a dictionary insert and a context
-    variable set. Tasks the reconcile creates inherit :func:`current_reconcile`.
+    variable set. Tasks the reconcile creates inherit :func:`current_reconcile`. A class
+    rather than a generator context manager: it runs on every reconcile, and a generator's
+    set-up costs more than the two steps it wraps.
     """
-    token = _CURRENT.set(info)
-    task = asyncio.current_task()
-    if task is not None:
-        _BY_TASK[task] = info
-    try:
-        yield
-    finally:
+
+    __slots__ = ("_info", "_task", "_token")
+
+    def __init__(self, info: ReconcileInfo) -> None:
+        self._info = info
+        self._task: asyncio.Task[Any] | None = None
+        self._token: contextvars.Token[ReconcileInfo | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _CURRENT.set(self._info)
+        task = self._task = asyncio.current_task()
         if task is not None:
-            _BY_TASK.pop(task, None)
-        _CURRENT.reset(token)
+            _BY_TASK[task] = self._info
+
+    def __exit__(self, *exc: object) -> None:
+        if self._task is not None:
+            _BY_TASK.pop(self._task, None)
+        if self._token is not None:
+            _CURRENT.reset(self._token)
 
 
 # -- the loop's lag ------------------------------------------------------------------------------

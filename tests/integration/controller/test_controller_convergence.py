@@ -129,10 +129,10 @@ async def test_500_objects_converge_without_stale_read_conflicts(
     total_requests = run.requests - baseline
 
     reconciles = sum(
-        run.metrics.reconcile_total.labels("gizmos", r)._value.get()
+        run.metrics.reconcile_total.labels("gizmos", r).get()
         for r in ("success", "error", "requeue_after")
     )
-    errors = run.metrics.reconcile_errors_total.labels("gizmos")._value.get()
+    errors = run.metrics.reconcile_errors_total.labels("gizmos").get()
     print(
         f"\n[convergence] {COUNT} objects: created+converged in {first_total:.1f}s "
         f"(convergence wait {first:.1f}s), {first_requests / COUNT:.2f} requests/object; "

@@ -133,8 +133,8 @@ async def test_errors_back_off_with_growing_intervals(
     assert intervals[0] >= 0.04
     for earlier, later in itertools.pairwise(intervals):
         assert later > earlier * 1.5, f"intervals did not grow: {intervals}"
-    assert metrics.reconcile_errors_total.labels("backoff")._value.get() >= 6
-    assert metrics.reconcile_panics_total.labels("backoff")._value.get() == 0
+    assert metrics.reconcile_errors_total.labels("backoff").get() >= 6
+    assert metrics.reconcile_panics_total.labels("backoff").get() == 0
     assert controller.queue.num_requeues(ObjectKey(namespace, "g-0000")) >= 6
     assert controller.failure() is None
 
@@ -165,7 +165,7 @@ async def test_terminal_errors_are_not_retried(k8s: Client, namespace: str, star
         }
     )
     terminal = metrics.terminal_reconcile_errors_total.labels("terminal")
-    await eventually(lambda: terminal._value.get() == 1, timeout=30)
+    await eventually(lambda: terminal.get() == 1, timeout=30)
     await eventually(lambda: controller.queue.in_flight_count == 0, timeout=10)
     assert len(controller.queue) == 0
     assert controller.queue.num_requeues(ObjectKey(namespace, "bad")) == 0
@@ -178,5 +178,5 @@ async def test_terminal_errors_are_not_retried(k8s: Client, namespace: str, star
     assert set(attempts) == {"bad"}
     # The outcome is counted when the reconcile returns, a moment after it was entered.
     succeeded = metrics.reconcile_total.labels("terminal", "success")
-    await eventually(lambda: succeeded._value.get() >= 1, timeout=30)
-    assert terminal._value.get() == 1, f"attempts: {attempts}"
+    await eventually(lambda: succeeded.get() >= 1, timeout=30)
+    assert terminal.get() == 1, f"attempts: {attempts}"

@@ -83,7 +83,7 @@ async def test_a_controller_built_from_the_manager_uses_its_parts(
         assert event["reportingController"] == "cm-watch"
         assert event["note"] == "reconciled watched"
         success = metrics.reconcile_total.labels("cm-watch", "success")
-        assert success._value.get() >= 1
+        assert success.get() >= 1
     finally:
         manager.stop()
         await asyncio.wait_for(task, 60)

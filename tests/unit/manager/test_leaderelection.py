@@ -93,7 +93,7 @@ async def test_first_candidate_creates_the_lease_and_leads(
     metrics = Metrics(CollectorRegistry())
     a = candidate(store, "a", clock, electors, metrics=metrics)
     gauge = metrics.leader_election_master_status.labels("test-lease")
-    assert gauge._value.get() == 0
+    assert gauge.get() == 0
     a.start()
     await settle()
     assert a.elected_at == 100.0 and a.elector.is_leader
@@ -101,7 +101,7 @@ async def test_first_candidate_creates_the_lease_and_leads(
     assert store.record.holder_identity == "a"
     assert store.record.lease_duration_seconds == 4
     assert store.record.leader_transitions == 0
-    assert gauge._value.get() == 1
+    assert gauge.get() == 1
     assert a.lock.events == ["a became leader"]
     # It renews every retry period, keeping acquireTime and bumping renewTime.
     await advance(clock, 3.5, step=0.01)
@@ -191,7 +191,7 @@ async def test_a_leader_that_cannot_renew_loses_exactly_at_the_renew_deadline(
     # Deadline: renew_deadline after the last successful renewal was *sent* (101).
     assert a.lost_at == pytest.approx(104.0, abs=0.011)
     assert not a.elector.is_leader and a.elector.lost
-    assert metrics.leader_election_master_status.labels("test-lease")._value.get() == 0
+    assert metrics.leader_election_master_status.labels("test-lease").get() == 0
     assert a.lock.events == ["a became leader", "a stopped leading"]
     assert a.elector.check() == "leadership of Lease test/lock was lost"
 
@@ -305,7 +305,7 @@ async def test_slow_path_renewals_are_counted(
     store.version += 1  # someone touched the object (e.g. a label): fast path conflicts
     await advance(clock, 1.0)
     assert a.elector.is_leader
-    assert metrics.leader_election_slowpath_total.labels("test-lease")._value.get() == 1
+    assert metrics.leader_election_slowpath_total.labels("test-lease").get() == 1
 
 
 async def test_a_standby_that_cannot_reach_the_lease_is_reported_unhealthy(

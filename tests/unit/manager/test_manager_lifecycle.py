@@ -318,7 +318,7 @@ async def test_request_metrics_hook_is_installed_while_running(
     await eventually(contains(log, "start:ctrl"), timeout=5, description="started")
     client.transport.on_request("GET", "api:6443", "200")
     counter = metrics.rest_client_requests_total.labels("200", "GET", "api:6443")
-    assert counter._value.get() == 1
+    assert counter.get() == 1
     assert seen == [("GET", "api:6443", "200")]  # the previous hook still runs
     manager.stop()
     await run.result()
@@ -370,7 +370,7 @@ async def test_leader_only_runnables_run_only_while_leading_and_stop_at_once_on_
     await eventually(contains(log, "start:ctrl"), timeout=5, description="elected and started")
     assert log == ["start:standby-work", "start:ctrl"]
     assert manager.is_leader and manager.identity == "me"
-    assert metrics.leader_election_master_status.labels("ops-lock")._value.get() == 1
+    assert metrics.leader_election_master_status.labels("ops-lock").get() == 1
     assert await manager.readyz.run("leader-election") is None
 
     store.fail_with = ConnectionError("apiserver gone")
@@ -383,7 +383,7 @@ async def test_leader_only_runnables_run_only_while_leading_and_stop_at_once_on_
     with pytest.raises(LeaderElectionLost, match="lost leadership of Lease test/lock"):
         await run.result()
     assert log[-1] == "stop:standby-work"
-    assert metrics.leader_election_master_status.labels("ops-lock")._value.get() == 0
+    assert metrics.leader_election_master_status.labels("ops-lock").get() == 0
 
 
 async def test_losing_the_lease_can_end_run_without_an_error(
@@ -428,7 +428,7 @@ async def test_a_standby_never_starts_leader_only_work_but_is_ready(
         store.version += 1
         await advance(clock, 1.0)
     assert not manager.is_leader and "start:ctrl" not in log
-    assert metrics.leader_election_master_status.labels("ops-lock")._value.get() == 0
+    assert metrics.leader_election_master_status.labels("ops-lock").get() == 0
     # The holder stops renewing: this standby takes over after the lease expires.
     await advance(clock, 5.0)
     await eventually(contains(log, "start:ctrl"), timeout=5, description="took over")

@@ -233,14 +233,24 @@ def test_render_negotiates_the_format(accept: str | None, openmetrics: bool) -> 
     assert 'controller_runtime_reconcile_errors_total{controller="c"} 1.0' in text
 
 
-def test_importing_metrics_and_workqueue_does_not_import_prometheus_client() -> None:
+def test_prometheus_client_is_imported_only_when_a_registry_is_needed() -> None:
+    """Building the metrics and recording into them import nothing; the first scrape does."""
     code = (
         "import sys\n"
         "import setpoint.observability.metrics, setpoint.controller.workqueue\n"
         "assert 'prometheus_client' not in sys.modules, 'imported eagerly'\n"
-        "from setpoint.observability.metrics import Metrics\n"
-        "Metrics()\n"
+        "from setpoint.observability.metrics import Metrics, render\n"
+        "m = Metrics.default()\n"
+        "m.init_controller('c', max_concurrent_reconciles=2)\n"
+        "m.reconcile_total.labels('c', 'success').inc()\n"
+        "m.reconcile_time_seconds.labels('c').observe(0.2)\n"
+        "m.event_loop_lag_seconds.observe(0.001)\n"
+        "assert 'prometheus_client' not in sys.modules, 'imported by recording'\n"
+        "body, _ = render(m.registry, None)\n"
         "assert 'prometheus_client' in sys.modules\n"
+        'assert b\'controller_runtime_reconcile_total{controller="c",result="success"} 1.0\''
+        " in body, body\n"
+        "assert b'process_cpu_seconds_total' in body, body\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
