@@ -40,6 +40,8 @@ nitpick_ignore_regex = [
     (r"py:.*", r"(typing|typing_extensions|collections|collections\.abc|asyncio|enum)\..*"),
     (r"py:.*", r"(pathlib|datetime|types|logging|ssl|socket|subprocess|contextlib)\..*"),
     (r"py:.*", r"(dataclasses|abc|re|io|os|json|threading|concurrent\.futures)\..*"),
+    # typing_extensions.TypeIs, imported for type checkers only (its import is slow).
+    (r"py:class", r"TypeIs"),
 ]
 
 autodoc_member_order = "bysource"

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from setpoint.api.redaction import brief
+from setpoint.client import _plainyaml
 from setpoint.client.config import (
     _EXEC_API_VERSIONS,
     EXEC_API_V1,
@@ -439,10 +440,33 @@ def _yaml_loader() -> Any:
 
 
 def _parse(text: str, source: _Source) -> _File:
+    doc = _plainyaml.load(text)  # most kubeconfigs: no PyYAML import (~30 ms) needed
+    if doc is _plainyaml.DECLINED:
+        doc = _load_yaml(text, source)
+    if doc is None:  # an empty file is an empty config, as for kubectl
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ConfigError(
+            f"the top level must be a mapping with clusters, contexts and users, got {_kind(doc)}",
+            file=source.label,
+        )
+    _check_document(doc, source.label)
+    root = _Node(source, "", doc)
+    return _File(
+        label=source.label,
+        current_context=root.text("current-context"),
+        clusters=_named(root, "clusters", "cluster"),
+        contexts=_named(root, "contexts", "context"),
+        users=_named(root, "users", "user"),
+    )
+
+
+def _load_yaml(text: str, source: _Source) -> Any:
+    """``text`` read by PyYAML (what the fast path declined), or a ConfigError saying where."""
     import yaml
 
     try:
-        doc = yaml.load(text, Loader=_yaml_loader())  # a SafeLoader subclass
+        return yaml.load(text, Loader=_yaml_loader())  # a SafeLoader subclass
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -460,22 +484,6 @@ def _parse(text: str, source: _Source) -> _File:
             "such as !!int or !!float with a value it cannot take?)",
             file=source.label,
         ) from None
-    if doc is None:  # an empty file is an empty config, as for kubectl
-        doc = {}
-    if not isinstance(doc, dict):
-        raise ConfigError(
-            f"the top level must be a mapping with clusters, contexts and users, got {_kind(doc)}",
-            file=source.label,
-        )
-    _check_document(doc, source.label)
-    root = _Node(source, "", doc)
-    return _File(
-        label=source.label,
-        current_context=root.text("current-context"),
-        clusters=_named(root, "clusters", "cluster"),
-        contexts=_named(root, "contexts", "context"),
-        users=_named(root, "users", "user"),
-    )
 
 
 def _check_document(doc: dict[str, Any], label: str) -> None:

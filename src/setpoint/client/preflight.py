@@ -16,9 +16,9 @@ Expected flow
    anonymous user, which may not create the review (403).
 3. One ``SelfSubjectAccessReview`` per needed verb, kind and namespace (``list`` and
    ``watch`` for a cache), all at once. A ``False`` answer is a missing RBAC rule.
-   Steps 2 and 3 (with the discovery that step 3 needs) are asked at the same time, to save
-   a round trip; their answers are judged in the order above, so a failure of step 2 is
-   the one reported, as if step 3 had waited for it.
+   All three steps (with the discovery that step 3 needs) are asked at the same time, to
+   save two round trips at every start; their answers are judged in the order above, so
+   the failure of the earliest step is the one reported, as if the later ones had waited.
 
 Guarantees
 ----------
@@ -160,31 +160,13 @@ class _Check:
         )
 
     async def run(self, needs: list[AccessNeed]) -> str:
-        try:
-            await self.client.server_version()
-        except TLSVerificationFailed as exc:
-            raise self.failed(
-                PreflightProblem.UNTRUSTED_CERTIFICATE, f"{self.source}: {exc}"
-            ) from exc
-        except (ConnectionFailed, RequestTimeout) as exc:
-            os_error = getattr(exc.__cause__, "os_error", None)
-            if isinstance(exc, RequestTimeout):
-                reason = f"no answer within {exc.timeout:g}s"
-            else:
-                reason = str(os_error or exc.__cause__ or exc)
-            raise self.failed(
-                PreflightProblem.UNREACHABLE,
-                f"cannot connect to the API server {self.server} named by {self.source} "
-                f"({reason}): check that the API server is running and reachable from here, "
-                "and that the server URL (or the context) names the cluster you mean",
-            ) from exc
-        except Unauthorized as exc:
-            raise self.unauthorized() from exc
-        # Who the user is and what it may do, asked at once (one round trip less at every
-        # start); a failure of the first wins, as when the two were asked in that order.
-        who, access = await asyncio.gather(
-            self.who_am_i(), self.access(needs), return_exceptions=True
+        # All steps at once (two round trips less at every start); a failure of an earlier
+        # step wins, as when they were asked in that order.
+        reached, who, access = await asyncio.gather(
+            self.reach(), self.who_am_i(), self.access(needs), return_exceptions=True
         )
+        if isinstance(reached, BaseException):
+            raise reached
         if isinstance(who, BaseException):
             raise who
         if isinstance(access, BaseException):
@@ -215,6 +197,29 @@ class _Check:
                 "markers) to this user or service account, or connect as one that has it",
             )
         return user
+
+    async def reach(self) -> None:
+        """Step 1: ``GET /version``, its failures named (unreachable, untrusted, 401)."""
+        try:
+            await self.client.server_version()
+        except TLSVerificationFailed as exc:
+            raise self.failed(
+                PreflightProblem.UNTRUSTED_CERTIFICATE, f"{self.source}: {exc}"
+            ) from exc
+        except (ConnectionFailed, RequestTimeout) as exc:
+            os_error = getattr(exc.__cause__, "os_error", None)
+            if isinstance(exc, RequestTimeout):
+                reason = f"no answer within {exc.timeout:g}s"
+            else:
+                reason = str(os_error or exc.__cause__ or exc)
+            raise self.failed(
+                PreflightProblem.UNREACHABLE,
+                f"cannot connect to the API server {self.server} named by {self.source} "
+                f"({reason}): check that the API server is running and reachable from here, "
+                "and that the server URL (or the context) names the cluster you mean",
+            ) from exc
+        except Unauthorized as exc:
+            raise self.unauthorized() from exc
 
     async def access(
         self, needs: list[AccessNeed]
