@@ -57,7 +57,11 @@ def namespace_of(obj: Mapping[str, Any]) -> str:
 
 def key_of(obj: Mapping[str, Any]) -> ObjectKey:
     """The object's :class:`ObjectKey` (namespace and name)."""
-    return ObjectKey(namespace_of(obj), name_of(obj))
+    # namespace_of and name_of in one body: the runtime takes keys of every event and write.
+    m = obj.get("metadata")
+    if type(m) is not dict:
+        m = m if isinstance(m, Mapping) else _EMPTY
+    return ObjectKey(str(m.get("namespace") or ""), str(m.get("name") or ""))
 
 
 def uid_of(obj: Mapping[str, Any]) -> str:

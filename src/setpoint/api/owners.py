@@ -372,6 +372,11 @@ def set_controller_reference(
         dependent_info=dependent_info,
     )
     ref = owner_reference(owner, controller=True, block_owner_deletion=block_owner_deletion)
+    if type(dependent) is dict and not meta(dependent).get("ownerReferences"):
+        # No references yet (a child as its controller describes it, on every apply_child):
+        # nothing to compare or replace.
+        dependent.setdefault("metadata", {})["ownerReferences"] = [ref]
+        return True
     existing = controller_of(dependent)
     if existing is not None and not _same_object(existing, ref):
         raise AlreadyOwned(

@@ -45,6 +45,7 @@ from setpoint.cache.errors import (
     CacheNotStarted,
     CacheSyncTimeout,
     NotCached,
+    ReadAfterWriteTimeout,
     UndecodableObject,
 )
 from setpoint.cache.informer import Informer, InformerOptions, Transform, strip_managed_fields
@@ -211,6 +212,9 @@ class Cache:
         self._options = options if options is not None else CacheOptions()
         self._informers: dict[GroupVersionKind, Informer] = {}
         self._narrowed: dict[GroupVersionKind, builtins.list[str]] = {}
+        # Informers that have synced, by the kind a read named (an informer syncs once and
+        # is never replaced): a read's lookup is then one dict access.
+        self._ready: dict[KindLike, Informer] = {}
         self._started = False
         self._stopped = False
 
@@ -377,6 +381,12 @@ class Cache:
         self.informer(kind).add_index(name, fn)
 
     async def _ready_informer(self, kind: KindLike) -> Informer:
+        try:
+            ready = self._ready.get(kind)
+        except TypeError:  # not hashable, so not a kind: resolve_kind below says so
+            ready = None
+        if ready is not None and self._started and not self._stopped:
+            return ready
         if not self.started:
             raise CacheNotStarted(
                 f"read of {resolve_kind(kind)[0].kind} before the cache was started; start it "
@@ -385,6 +395,7 @@ class Cache:
         informer = self.informer(kind)
         if not informer.synced:
             await informer.wait_for_sync(self._options.sync_timeout)
+        self._ready[kind] = informer
         return informer
 
     @staticmethod
@@ -555,6 +566,26 @@ class Cache:
             return False
         key = key_of(obj)
         return key not in informer.store and key not in informer.expectations
+
+    async def wait_for_own_write(
+        self, kind: GroupVersionKind, key: ObjectKey, timeout: float
+    ) -> bool:
+        """Wait (at most ``timeout`` seconds) until the store holds this process's write of ``key``.
+
+        True when a write of ours was on its way and the informer of ``kind`` has now seen
+        it; False at once when nothing is on its way or the informer is missing or not
+        synced, and False when the event did not arrive in time. Never creates an informer
+        and never asks the server. :func:`~setpoint.client.safe.apply_child` waits here
+        rather than GET a child whose own last write is still on its way.
+        """
+        informer = self._informers.get(kind)
+        if informer is None or not informer.synced or key not in informer.expectations:
+            return False
+        try:
+            await informer.expectations.wait_caught_up(key, timeout)
+        except ReadAfterWriteTimeout:
+            return False
+        return True
 
     def expect_deleted(
         self, kind: GroupVersionKind, key: ObjectKey, *, uid: str = "", resource_version: str = ""

@@ -875,11 +875,17 @@ class Informer:
             else:
                 handler.on_delete(args[0], final_state_unknown=args[1])
         except Exception:
-            self._log.exception(
-                "Event handler failed; other handlers still run",
-                handler=repr(handler),
-                event=method,
-            )
+            self._failed(registration, method)
+
+    def _failed(self, registration: HandlerRegistration, method: str) -> None:
+        self._log.exception(
+            "Event handler failed; other handlers still run",
+            handler=repr(registration.handler),
+            event=method,
+        )
+
+    # The three dispatchers call the handlers directly rather than through _call: they run
+    # for every event, once per handler.
 
     def _dispatch_add(self, obj: JsonObject, initial: bool) -> None:
         recorder = active_recorder()
@@ -887,7 +893,10 @@ class Informer:
             recorder.event(str(self._kind), "add", obj)
         for registration in tuple(self._handlers):
             if not registration.removed:
-                self._call(registration, "on_add", obj, initial)
+                try:
+                    registration.handler.on_add(obj, is_initial_list=initial)
+                except Exception:
+                    self._failed(registration, "on_add")
 
     def _dispatch_update(self, old: JsonObject, new: JsonObject) -> None:
         recorder = active_recorder()
@@ -895,7 +904,10 @@ class Informer:
             recorder.event(str(self._kind), "update", new)
         for registration in tuple(self._handlers):
             if not registration.removed:
-                self._call(registration, "on_update", old, new)
+                try:
+                    registration.handler.on_update(old, new)
+                except Exception:
+                    self._failed(registration, "on_update")
 
     def _dispatch_delete(self, obj: JsonObject, *, final_state_unknown: bool) -> None:
         recorder = active_recorder()
@@ -903,7 +915,10 @@ class Informer:
             recorder.event(str(self._kind), "delete", obj)
         for registration in tuple(self._handlers):
             if not registration.removed:
-                self._call(registration, "on_delete", obj, final_state_unknown)
+                try:
+                    registration.handler.on_delete(obj, final_state_unknown=final_state_unknown)
+                except Exception:
+                    self._failed(registration, "on_delete")
 
     def _advance(self, stream: _Stream, rv: str) -> None:
         if not rv:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from enum import Enum
 from typing import Any
@@ -291,7 +292,9 @@ async def apply_child(
            :class:`~setpoint.client.protocols.CachedClient` (``ctx.client`` in a
            controller is) and its cache holds the child with that very
            annotation and every desired value, return ``UNCHANGED`` at once:
-           no request at all.
+           no request at all. If the cache does not reflect this process's own last
+           write of the child yet (its event is still on its way), wait for it, at most
+           1 s, and look again.
         3. If the cache knows the child does not exist (its informer of the kind has
            synced, and holds neither the child nor a write of it by this process still
            on its way), apply at once, with no GET: the server answers ``201 Created``
@@ -437,7 +440,14 @@ async def _apply(
         marker_key, fingerprint = applied_marker(field_manager, data)
         data.setdefault("metadata", {}).setdefault("annotations", {})[marker_key] = fingerprint
         if cached_client is not None:
-            cached = _unchanged_in_cache(cached_client, kind, key, (marker_key, fingerprint), data)
+            stamp = (marker_key, fingerprint)
+            cached = _unchanged_in_cache(cached_client, kind, key, stamp, data)
+            if cached is None and await cached_client.cache.wait_for_own_write(
+                gvk_for(kind), key, _OWN_WRITE_WAIT
+            ):
+                # Our own last write of the child was still on its way (the owner's event
+                # overtook the child's): what the cache holds now answers without a GET.
+                cached = _unchanged_in_cache(cached_client, kind, key, stamp, data)
             if cached is not None:
                 return WriteResult(OperationResult.UNCHANGED, _decode(kind, cached, typed))
     if (
@@ -573,6 +583,11 @@ def _cached_client(client: SafeClient) -> CachedClient | None:
     return client if known else None  # type: ignore[return-value]
 
 
+_OWN_WRITE_WAIT = 1.0
+"""Seconds :func:`apply_child` waits for the cache to see this process's own last write of a
+child before it asks the server instead (a GET). The event usually arrives within
+milliseconds; a lagging watch costs a reconcile this long, then the GET."""
+
 APPLIED_ANNOTATION_PREFIX = "setpoint.dev/applied-"
 """Keys of the annotation :func:`apply_child` stamps: this prefix, then a hash of the field
 manager. Tell GitOps diff tools to ignore annotations starting with it."""
@@ -585,9 +600,15 @@ def applied_marker(field_manager: str, data: JsonObject) -> tuple[str, str]:
     (managers may not be valid annotation names, and two managers applying one object must
     not fight over one key); the value is a hash of the applied configuration.
     """
-    manager = hashlib.sha256(field_manager.encode()).hexdigest()[:10]
     digest = hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()[:20]
-    return f"{APPLIED_ANNOTATION_PREFIX}{manager}", digest
+    return _marker_key(field_manager), digest
+
+
+@functools.lru_cache(maxsize=64)
+def _marker_key(field_manager: str) -> str:
+    # A process has a handful of field managers, and this runs on every apply_child.
+    manager = hashlib.sha256(field_manager.encode()).hexdigest()[:10]
+    return f"{APPLIED_ANNOTATION_PREFIX}{manager}"
 
 
 def _unchanged_in_cache(
@@ -622,13 +643,19 @@ def _covers(current: Any, desired: Any) -> bool:
     Maps may hold more (server defaults, other managers' fields); lists must match item
     by item, each item covered, since their merge keys are not known here.
     """
-    # Plain loops, not all(<generator>): this runs on every reconcile of every child.
+    # Plain loops, not all(<generator>), and scalars compared in place rather than by a
+    # call each: this runs on every reconcile of every child.
     kind = type(desired)
     if kind is dict:
         if type(current) is not dict:
             return False
-        for k, v in desired.items():  # noqa: SIM110
-            if k not in current or not _covers(current[k], v):
+        for k, v in desired.items():
+            c = current.get(k, _MISSING)
+            t = type(v)
+            if t is dict or t is list:
+                if not _covers(c, v):
+                    return False
+            elif type(c) is not t or c != v:
                 return False
         return True
     if kind is list:
@@ -639,6 +666,10 @@ def _covers(current: Any, desired: Any) -> bool:
                 return False
         return True
     return type(current) is kind and current == desired
+
+
+_MISSING = object()
+"""A key absent from the current object (of no JSON type, so it covers nothing)."""
 
 
 def _same_owner(a: JsonObject, b: JsonObject) -> bool:

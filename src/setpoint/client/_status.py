@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from setpoint.api.errors import SetpointError
@@ -137,7 +138,7 @@ async def update_status(
     kind, key, current = resolve(target)
     what = f"status write of {describe_target(kind, key)}"
     await require_status_subresource(client, kind, what)
-    delays = retry.delays()
+    delays: Iterator[float] | None = None  # made on the first Conflict only
     while True:
         if current is None:
             current = await client.get(kind, key.name, namespace=key.namespace or None)
@@ -145,6 +146,8 @@ async def update_status(
         before = as_json(current)
         working = await call_mutate(mutate, deep_copy(current))
         after = as_json(working)
+        if json_equal(before, after):  # the usual answer of a reconcile with nothing to do
+            return WriteResult(OperationResult.UNCHANGED, current)
         outside = [f for f in changed_top_level(before, after) if f != "status"]
         if outside:
             raise MutationScopeError(
@@ -161,6 +164,7 @@ async def update_status(
         except ApiError as error:
             if not is_lost_race(error):
                 raise
+            delays = retry.delays() if delays is None else delays
             await backoff(delays, error, what, retry.attempts)
             current = None
             continue

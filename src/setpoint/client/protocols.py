@@ -286,6 +286,18 @@ class CacheView(Protocol):
         """
         ...
 
+    async def wait_for_own_write(
+        self, kind: GroupVersionKind, key: ObjectKey, timeout: float
+    ) -> bool:
+        """Wait (at most ``timeout`` seconds) for this process's pending write of ``key``.
+
+        True when such a write was on its way and the cache now reflects it, so
+        :meth:`peek` and :meth:`known_absent` answer with it. False at once when nothing
+        is on its way or the cache cannot tell (not watched, not synced), and False when
+        the write's event did not arrive in time. Never asks the server.
+        """
+        ...
+
 
 @runtime_checkable
 class CachedClient(Protocol):

@@ -156,36 +156,46 @@ class EnqueueHandler:
 
     def on_add(self, obj: JsonObject, *, is_initial_list: bool) -> None:
         """Enqueue for an added object (low priority when from the initial list)."""
-        self._handle(
-            AddEvent(obj, is_initial_list),
-            (obj,),
-            Priority.LOW if is_initial_list else Priority.NORMAL,
-        )
+        tracing = active_tracing() if self._link is not None else None
+        event = AddEvent(obj, is_initial_list) if self._predicates or tracing else None
+        self._handle(event, (obj,), Priority.LOW if is_initial_list else Priority.NORMAL, tracing)
 
     def on_update(self, old: JsonObject, new: JsonObject) -> None:
         """Enqueue for an update (low priority when it is a resync: same resourceVersion)."""
         resync = resource_version_of(old) == resource_version_of(new)
         objects = (new,) if self._source.role == "for" else (old, new)
-        self._handle(UpdateEvent(old, new), objects, Priority.LOW if resync else Priority.NORMAL)
+        tracing = active_tracing() if self._link is not None else None
+        event = UpdateEvent(old, new) if self._predicates or tracing else None
+        self._handle(event, objects, Priority.LOW if resync else Priority.NORMAL, tracing)
 
     def on_delete(self, obj: JsonObject, *, final_state_unknown: bool) -> None:
         """Enqueue for a deleted object."""
-        self._handle(DeleteEvent(obj, final_state_unknown), (obj,), Priority.NORMAL)
-
-    def _handle(self, event: Event, objects: tuple[JsonObject, ...], priority: int) -> None:
-        for predicate in self._predicates:
-            try:
-                if not predicate(event):
-                    return
-            except Exception:
-                self._log.exception(
-                    "Predicate failed; the event is dropped",
-                    predicate=repr(predicate),
-                    object=str(key_of(event.object)),
-                )
-                return
-        seen: set[ObjectKey] = set()
         tracing = active_tracing() if self._link is not None else None
+        event = DeleteEvent(obj, final_state_unknown) if self._predicates or tracing else None
+        self._handle(event, (obj,), Priority.NORMAL, tracing)
+
+    def _handle(
+        self,
+        event: Event | None,
+        objects: tuple[JsonObject, ...],
+        priority: int,
+        tracing: Tracing | None,
+    ) -> None:
+        # ``event`` is built only when predicates or tracing need it (None otherwise): this
+        # runs for every event of every watched object.
+        if event is not None:
+            for predicate in self._predicates:
+                try:
+                    if not predicate(event):
+                        return
+                except Exception:
+                    self._log.exception(
+                        "Predicate failed; the event is dropped",
+                        predicate=repr(predicate),
+                        object=str(key_of(event.object)),
+                    )
+                    return
+        seen: set[ObjectKey] | None = None  # not needed for one object mapped to one key
         traced: SpanContext | None = None
         for obj in objects:
             try:
@@ -197,17 +207,23 @@ class EnqueueHandler:
                     kind=self._source.kind.kind,
                 )
                 continue
-            if inspect.isawaitable(keys):
-                self._spawn(keys, priority)
-                continue
+            if type(keys) is not tuple:
+                if inspect.isawaitable(keys):
+                    self._spawn(keys, priority)
+                    continue
+                seen = set() if seen is None else seen
+            elif seen is None and (len(objects) > 1 or len(keys) > 1):
+                seen = set()
             for key in keys:
-                if key not in seen:
+                if seen is not None:
+                    if key in seen:
+                        continue
                     seen.add(key)
-                    self._add(key, priority)
-                    if tracing is not None and self._link is not None:
-                        if traced is None:
-                            traced = self._trace(tracing, event)
-                        self._link(key, traced)
+                self._add(key, priority)
+                if tracing is not None and self._link is not None and event is not None:
+                    if traced is None:
+                        traced = self._trace(tracing, event)
+                    self._link(key, traced)
 
     def _trace(self, tracing: Tracing, event: Event) -> SpanContext:
         """Record the event as a span (tracing on only); its context links to the reconcile."""

@@ -111,7 +111,10 @@ class Logger:
 
     def bind(self, **kv: Any) -> Logger:
         """Return a logger that adds ``kv`` to every record (over the pairs bound so far)."""
-        return Logger(self._logger, {**self._bound, **kv})
+        bound = Logger.__new__(Logger)  # the merged dict is new already: no second copy
+        bound._logger = self._logger
+        bound._bound = {**self._bound, **kv}
+        return bound
 
     def is_enabled_for(self, level: int) -> bool:
         """Whether a record at ``level`` (a stdlib level number) would be emitted."""

@@ -27,10 +27,12 @@ from setpoint.cache import (
 )
 from setpoint.cache.consistency import ExpectedWrite
 from setpoint.client import Client
+from setpoint.client import _apply as apply_module
 from setpoint.client.config import ClientConfig
 from setpoint.client.errors import NotFound
 from setpoint.client.patch import MergePatch
 from setpoint.client.protocols import Reader, StatusWriter, Writer
+from setpoint.client.safe import OperationResult, apply_child
 from setpoint.client.transport import Response
 from setpoint.testing import FakeClient, eventually
 from tests._support.stored import stored as stored_in
@@ -120,6 +122,42 @@ async def test_the_cache_knows_a_child_is_absent_only_when_nothing_is_on_its_way
     api.release_watch_events()
     await eventually(lambda: "b" in [k.name for k in cache.informer(WIDGET).store], timeout=5)
     assert not cache.known_absent(WIDGET, widget("b"))
+
+
+async def test_apply_child_waits_for_its_own_write_instead_of_a_get(
+    cache: Cache, api: FakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner's event can overtake the child's: the next apply_child waits, then answers.
+
+    The child's create is on the server and its watch event is held back. A second
+    apply_child of the same desired child neither GETs nor applies: it waits for the event
+    and answers UNCHANGED from the cache. When the event does not come within the wait, it
+    falls back to the GET (and the managedFields comparison), as before.
+    """
+    tracking = cache.tracking_client()
+    api.hold_watch_events()
+    first, _ = await apply_child(tracking, widget("c", data={"v": 1}), field_manager="me")
+    assert first is OperationResult.CREATED
+    api.faults.calls.clear()
+    second = asyncio.create_task(
+        apply_child(tracking, widget("c", data={"v": 1}), field_manager="me")
+    )
+    await let_tasks_run()
+    assert not second.done()  # waiting for the event, not asking the server
+    api.release_watch_events()
+    result, _ = await asyncio.wait_for(second, 5)
+    assert result is OperationResult.UNCHANGED
+    assert api.faults.calls == []
+
+    monkeypatch.setattr(apply_module, "_OWN_WRITE_WAIT", 0.05)
+    api.hold_watch_events()
+    updated, _ = await apply_child(tracking, widget("c", data={"v": 2}), field_manager="me")
+    assert updated is OperationResult.UPDATED
+    api.faults.calls.clear()
+    late, _ = await apply_child(tracking, widget("c", data={"v": 2}), field_manager="me")
+    assert late is OperationResult.UNCHANGED  # the server's object already matches
+    assert [c.verb for c in api.faults.calls][:1] == ["get"]  # asked the server after the wait
+    api.release_watch_events()
 
 
 async def test_nothing_to_wait_for_reads_at_once(cache: Cache) -> None:

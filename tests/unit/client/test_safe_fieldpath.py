@@ -5,6 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
+from setpoint.client._apply import _covers
 from setpoint.client._fieldpath import apply_is_noop, json_patch_diff, managed_fields_of
 
 # managedFields exactly as kube-apiserver recorded them for an applied Deployment
@@ -203,3 +206,25 @@ def test_guarded_diff_tests_every_value_it_changes() -> None:
     assert json_patch_diff({"v": 1}, {"v": True}, guard_values=False) == [
         {"op": "replace", "path": "/v", "value": True}
     ]
+
+
+@pytest.mark.parametrize(
+    ("current", "desired", "covered"),
+    [
+        ({"a": 1, "extra": "x"}, {"a": 1}, True),  # the live object may hold more
+        ({"a": {"b": [1, {"c": "d", "e": 0}]}}, {"a": {"b": [1, {"c": "d"}]}}, True),
+        ({"a": 1}, {"a": True}, False),  # JSON types apart: true is not 1
+        ({"a": True}, {"a": 1}, False),
+        ({"a": 1.0}, {"a": 1}, False),
+        ({}, {"a": None}, False),  # absent is not null
+        ({"a": None}, {"a": None}, True),
+        ({"a": [1, 2]}, {"a": [1]}, False),  # lists match item by item
+        ({"a": "1"}, {"a": {"b": 1}}, False),
+        ({"a": {"b": 1}}, {"a": {}}, True),
+    ],
+)
+def test_apply_child_cache_check_needs_every_desired_value_with_its_json_type(
+    current: dict[str, Any], desired: dict[str, Any], covered: bool
+) -> None:
+    """apply_child's no-op check from the cache: every desired value present, equal, same type."""
+    assert _covers(current, desired) is covered

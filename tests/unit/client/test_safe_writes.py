@@ -446,6 +446,11 @@ class CachedFake:
         key = key_of(obj)
         return self.blind or self.peek(kind, key) is None
 
+    async def wait_for_own_write(
+        self, kind: GroupVersionKind, key: ObjectKey, timeout: float
+    ) -> bool:
+        return False  # the fake's store is the cache: nothing is ever on its way
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.fake, name)
 

@@ -70,7 +70,7 @@ class Calls:
 
 
 def sample(metric: Any, *labels: str) -> float:
-    return float(metric.labels(*labels)._value.get())
+    return float(metric.labels(*labels).get())
 
 
 @pytest.fixture
@@ -344,6 +344,41 @@ async def test_a_reconcile_over_its_timeout_is_cancelled_and_retried(
     assert cancelled == [True]
     assert sample(metrics.reconcile_errors_total, "widgets") == 1
     assert sample(metrics.reconcile_panics_total, "widgets") == 0
+
+
+async def test_a_reconcile_timeout_runs_from_its_own_start_after_earlier_ones_ended(
+    harness: Harness, reconciler: Calls, metrics: Metrics
+) -> None:
+    """A reconcile started after earlier ones ended is cancelled at its own deadline, not theirs.
+
+    The controller keeps one timer for all running reconciles, armed for the oldest: here
+    it is armed for the first reconciles' deadline, finds them gone and must wait again.
+    """
+    loop = asyncio.get_running_loop()
+    spans: list[tuple[float, float]] = []
+
+    async def hang_second_time(ctx: Context, request: Request) -> None:
+        if reconciler.count("a") != 2:
+            return
+        started = loop.time()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            spans.append((started, loop.time()))
+            raise
+
+    reconciler.behaviour["a"] = hang_second_time
+    options = builder().options.__class__(rate_limits=FAST_RETRIES, reconcile_timeout=0.3)
+    controller = await harness.start(Builder("widgets").for_(WIDGET).with_options(options))
+    await eventually(lambda: reconciler.count("a") == 1, timeout=5, description="first")
+    await asyncio.sleep(0.15)  # half the timeout: the timer is armed for the first deadline
+    controller.enqueue(ObjectKey("default", "a"))
+    await eventually(lambda: reconciler.count("a") == 3, timeout=5, description="retried")
+    assert len(spans) == 1
+    started, cancelled = spans[0]
+    assert cancelled - started >= 0.3 - 0.01  # its own deadline (loop clock granularity)
+    assert sample(metrics.reconcile_errors_total, "widgets") == 1
+    assert sample(metrics.reconcile_total, "widgets", "error") == 1
 
 
 async def test_no_key_is_ever_reconciled_twice_at_once(
