@@ -44,35 +44,33 @@ def test_kubectl_reaches_the_plane(kubeconfig_path: Path) -> None:
     assert selected_kubernetes_version() in version
 
 
-async def test_two_planes_do_not_collide(control_plane: ControlPlane) -> None:
-    """A second plane on the same machine gets its own ports, directory and data.
+async def test_two_planes_do_not_collide_and_a_stop_leaves_no_processes(
+    control_plane: ControlPlane, k8s: Client
+) -> None:
+    """A second plane gets its own ports, directory and data; stopping it leaves nothing.
 
-    An object created in one is not visible in the other, and stopping the
-    second leaves the first running.
+    An object created in one is not visible in the other. Stopping the second ends every
+    component process and removes its directory, and leaves the first running. (One test,
+    so the second plane is started once for both.)
     """
     with ControlPlane(ControlPlaneOptions(controller_manager=False)) as second:
         assert second.server != control_plane.server
         assert second.directory != control_plane.directory
+        pids = [p.proc.pid for p in second._processes if p.proc is not None]
+        directory = second.directory
+        assert len(pids) == 2
         async with Client(load_kubeconfig(str(second.kubeconfig_path))) as other:
             await other.create(
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "only-in-second"}}
             )
             names = {n["metadata"]["name"] for n in await other.list(kinds.Namespace)}
             assert "only-in-second" in names
-    assert control_plane.running
-
-
-def test_stop_leaves_no_processes() -> None:
-    """Stopping a plane ends every component process and removes its directory."""
-    plane = ControlPlane(ControlPlaneOptions(controller_manager=False))
-    plane.start()
-    pids = [p.proc.pid for p in plane._processes if p.proc is not None]
-    directory = plane.directory
-    assert len(pids) == 2
-    plane.stop()
+        first = {n["metadata"]["name"] for n in await k8s.list(kinds.Namespace)}
+        assert "only-in-second" not in first
     for pid in pids:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert not directory.exists()
+    assert control_plane.running
 
 
 def test_components_die_with_a_killed_parent(tmp_path: Path) -> None:

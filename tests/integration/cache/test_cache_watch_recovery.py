@@ -1,8 +1,8 @@
 """Informers recover from lost watches and expired resourceVersions on a real API server.
 
-These tests run their own control plane (the API server is restarted and etcd compacted)
-and reach it through a proxy they can cut, so objects change while the informer is
-disconnected, deterministically.
+These tests run on the spare control plane (tests/integration/conftest.py: the API server
+is restarted and etcd compacted) and reach it through a proxy they can cut, so objects
+change while the informer is disconnected, deterministically.
 """
 
 from __future__ import annotations
@@ -19,23 +19,13 @@ from setpoint.api import kinds
 from setpoint.api.meta import JsonObject
 from setpoint.cache import Cache, CacheOptions, FuncHandler, Informer
 from setpoint.client import Client, load_kubeconfig
-from setpoint.testing import ControlPlane, ControlPlaneOptions, eventually
+from setpoint.testing import ControlPlane, eventually
 from tests._support.outage_proxy import OutageProxy, proxied_client
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def plane() -> AsyncIterator[ControlPlane]:
-    control_plane = ControlPlane(ControlPlaneOptions(controller_manager=False))
-    await asyncio.to_thread(control_plane.start)
-    try:
-        yield control_plane
-    finally:
-        await asyncio.to_thread(control_plane.stop)
-
-
 @pytest_asyncio.fixture(loop_scope="session")
-async def direct(plane: ControlPlane) -> AsyncIterator[Client]:
-    client = Client(load_kubeconfig(str(plane.kubeconfig_path)))
+async def direct(spare_plane: ControlPlane) -> AsyncIterator[Client]:
+    client = Client(load_kubeconfig(str(spare_plane.kubeconfig_path)))
     try:
         yield client
     finally:
@@ -43,8 +33,8 @@ async def direct(plane: ControlPlane) -> AsyncIterator[Client]:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def proxy(plane: ControlPlane) -> AsyncIterator[OutageProxy]:
-    p = OutageProxy("127.0.0.1", plane.api_port)
+async def proxy(spare_plane: ControlPlane) -> AsyncIterator[OutageProxy]:
+    p = OutageProxy("127.0.0.1", spare_plane.api_port)
     await p.start()
     try:
         yield p
@@ -116,7 +106,7 @@ async def start_cache(kubeconfig: Path, proxy: OutageProxy, namespace: str) -> t
 
 
 async def test_dropped_watch_resumes_from_the_last_resource_version(
-    plane: ControlPlane, direct: Client, proxy: OutageProxy
+    spare_plane: ControlPlane, direct: Client, proxy: OutageProxy
 ) -> None:
     """After a dropped connection the informer re-watches from its last resourceVersion.
 
@@ -128,7 +118,7 @@ async def test_dropped_watch_resumes_from_the_last_resource_version(
     ns = await fresh_namespace(direct, "rewatch")
     for i in range(3):
         await configmap(direct, ns, f"cm-{i}", "0")
-    cache, client = await start_cache(plane.kubeconfig_path, proxy, ns)
+    cache, client = await start_cache(spare_plane.kubeconfig_path, proxy, ns)
     try:
         informer = cache.informer(kinds.ConfigMap)
         events = Events()
@@ -160,7 +150,7 @@ async def test_dropped_watch_resumes_from_the_last_resource_version(
 
 
 async def test_gone_after_compaction_and_restart_relists_without_losing_state(
-    plane: ControlPlane, direct: Client, proxy: OutageProxy
+    spare_plane: ControlPlane, direct: Client, proxy: OutageProxy
 ) -> None:
     """After etcd compaction and an API server restart, the informer relists and reconciles.
 
@@ -173,7 +163,7 @@ async def test_gone_after_compaction_and_restart_relists_without_losing_state(
     ns = await fresh_namespace(direct, "relist")
     for i in range(6):
         await configmap(direct, ns, f"cm-{i}", "0")
-    cache, client = await start_cache(plane.kubeconfig_path, proxy, ns)
+    cache, client = await start_cache(spare_plane.kubeconfig_path, proxy, ns)
     try:
         informer = cache.informer(kinds.ConfigMap)
         events = Events()
@@ -186,8 +176,8 @@ async def test_gone_after_compaction_and_restart_relists_without_losing_state(
         await set_value(direct, ns, "cm-0", "changed-while-down")
         await direct.delete(kinds.ConfigMap, "cm-1", namespace=ns)
         await configmap(direct, ns, "created-while-down", "0")
-        plane.compact_etcd()
-        await asyncio.to_thread(plane.restart_apiserver)
+        spare_plane.compact_etcd()
+        await asyncio.to_thread(spare_plane.restart_apiserver)
         await set_value(direct, ns, "cm-2", "changed-after-restart")
         await direct.delete(kinds.ConfigMap, "cm-3", namespace=ns)
         await configmap(direct, ns, "created-after-restart", "0")

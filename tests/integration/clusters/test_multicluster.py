@@ -102,9 +102,11 @@ async def test_one_manager_two_planes_one_stopped_a_third_joined(
     objects converging, while east is reported not ready. A third plane, "north", joined at
     runtime by creating its Secret, is picked up and converges too.
     """
-    east = Plane()
-    planes.append(east)
-    east_client = await east.start()
+    east, north = Plane(), Plane()
+    planes.extend((east, north))
+    # North's plane starts now, beside east's (a plane start is most of this test's time);
+    # it joins the manager only later, when its Secret is created.
+    east_client, north_client = await asyncio.gather(east.start(), north.start())
     await east_client.create(gizmo("e1", FLEET_NS))
     await k8s.create(gizmo("h1", namespace))
     await k8s.create(east.kubeconfig_secret("east-kubeconfig", namespace, "east"))
@@ -169,9 +171,6 @@ async def test_one_manager_two_planes_one_stopped_a_third_joined(
         assert metrics.value("setpoint_cluster_ready", cluster="home") == 1
         assert not run.done(), "a stopped member must not stop the manager"
 
-        north = Plane()
-        planes.append(north)
-        north_client = await north.start()
         await north_client.create(gizmo("n1", FLEET_NS))
         await k8s.create(north.kubeconfig_secret("north-kubeconfig", namespace, "north"))
         await eventually(

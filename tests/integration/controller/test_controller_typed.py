@@ -92,13 +92,15 @@ async def test_a_typed_controller_reads_and_writes_typed_objects(
             }
         )
 
-        async def status_written() -> bool:
+        async def status_written_and_read_back() -> bool:
+            # The server holds the status as soon as replace_status returns, but the
+            # reconcile records its read-back one await later: wait for both.
             got = await k8s.get(Gizmo, "typed", namespace=namespace)
-            return got.status is not None and got.status.size == 5
+            return got.status is not None and got.status.size == 5 and bool(read_back)
 
-        await eventually(status_written, timeout=60)
+        await eventually(status_written_and_read_back, timeout=60)
         assert set(seen_types) == {Gizmo}
-        assert read_back and all(written == again for written, again in read_back)
+        assert all(written == again for written, again in read_back)
         assert "typed" in mapped
         listed = await cache.list(Gizmo, namespace=namespace)
         assert [g.metadata.name for g in listed] == ["typed"]

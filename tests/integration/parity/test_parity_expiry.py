@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +12,7 @@ import pytest
 from setpoint.api import kinds
 from setpoint.client import Client, load_kubeconfig
 from setpoint.client.errors import Expired
-from setpoint.testing import ControlPlane, ControlPlaneOptions
+from setpoint.testing import ControlPlane
 from setpoint.testing.fake import FakeClient
 from setpoint.testing.waits import eventually
 
@@ -25,20 +25,13 @@ class Expiring:
     forget: Callable[[], None]
 
 
-@pytest.fixture(scope="module")
-def own_plane() -> Iterator[ControlPlane]:
-    """A private control plane: this test restarts its API server, the shared one stays up."""
-    with ControlPlane(ControlPlaneOptions(controller_manager=False)) as plane:
-        yield plane
-
-
 @pytest.fixture(params=["fake", "real"])
 def expiring(request: pytest.FixtureRequest) -> Expiring:
-    """The fake (``compact()``), or a private server (etcd compaction + API server restart)."""
+    """The fake (``compact()``), or the spare plane (etcd compaction + API server restart)."""
     if request.param == "fake":
         fake = FakeClient()
         return Expiring(lambda: fake, fake.compact)
-    plane: ControlPlane = request.getfixturevalue("own_plane")
+    plane: ControlPlane = request.getfixturevalue("spare_plane")
 
     def forget() -> None:
         plane.compact_etcd()
@@ -51,9 +44,9 @@ async def test_compacted_versions_are_gone(expiring: Expiring) -> None:
     """After compaction, a watch or an Exact list from an older version is 410 Expired.
 
     That is the signal for an informer to relist and for a pager to start
-    over; the current state is still readable. (The real backend is a private
+    over; the current state is still readable. (The real backend is the spare
     control plane: making versions expire needs an etcd compaction and an API
-    server restart, which the shared one must not suffer.)
+    server restart, which the session's plane must not suffer.)
     """
     client = expiring.make_client()
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "expiry"}}

@@ -1,8 +1,8 @@
 """Certificate rotation while the API server converts continuously: not one failed conversion.
 
 The webhook server's certificate comes from :class:`SelfManagedCertificates` with validities
-of seconds instead of years, so that within half a minute the serving certificate is renewed
-several times and the CA once (the new CA joins the caBundle, takes over after the handover,
+of seconds instead of years, so that within a quarter of a minute the serving certificate is
+renewed several times and the CA once (the new CA joins the caBundle, takes over after the handover,
 and the old one leaves the bundle when it expires). Meanwhile a reader lists and gets Beacons
 at ``v1beta1``, which the API server can only answer by calling the webhook.
 """
@@ -43,9 +43,12 @@ async def test_rotation_under_continuous_conversion_fails_no_conversion(
             secret_name="beacon-webhook-cert",
             secret_namespace=namespace,
             crds=(crd_name,),
-            ca_validity=30 * SECOND,
-            cert_validity=10 * SECOND,
-            renew_before=6 * SECOND,
+            # Serving certificates every 2 s (5 s valid, renewed 3 s early); the CA renewed at
+            # 9 s, taking over at 11 s (the handover keeps the 2 s the API server needs to see
+            # the new caBundle), the old CA out of the bundle when it expires at 12 s.
+            ca_validity=12 * SECOND,
+            cert_validity=5 * SECOND,
+            renew_before=3 * SECOND,
             ca_handover=2 * SECOND,
             resync_interval=60 * SECOND,
         ),

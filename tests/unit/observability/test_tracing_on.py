@@ -16,7 +16,7 @@ from setpoint.api import kinds
 from setpoint.controller import Context, Request, Result
 from setpoint.manager import Manager
 from setpoint.observability import tracing
-from setpoint.testing import FakeClient, run_operator
+from setpoint.testing import FakeClient, eventually, run_operator
 
 
 @pytest.fixture
@@ -107,7 +107,16 @@ async def test_events_queued_while_a_key_waits_are_all_linked_up_to_the_cap(
             obj = await fake.get(kinds.ConfigMap, "hot", namespace="default")
             obj["data"] = {"n": str(i)}
             await fake.update(obj)
-        await asyncio.sleep(0.2)  # let the informer deliver them
+        # Each event's span ends where its key is queued and linked (the same synchronous
+        # step): once all 1 + updates exist, every update is waiting behind the first reconcile.
+        await eventually(
+            lambda: (
+                sum(1 for s in spans.get_finished_spans() if s.kind is SpanKind.PRODUCER)
+                == 1 + updates
+            ),
+            timeout=30,
+            description="every update delivered by the informer",
+        )
         release.set()
         await op.wait_idle(settle=0.3)
 

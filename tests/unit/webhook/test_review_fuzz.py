@@ -86,15 +86,18 @@ def served() -> Iterator[Served]:
     asyncio.run_coroutine_threadsafe(server.start(), loop).result(30)
     assert server.address is not None
     context = ssl.create_default_context(cadata=ca.cert_pem.decode())
+    served = Served(
+        server.address[1],
+        context,
+        ("/convert", validator.spec.path, defaulter.spec.path),
+        server,
+        metrics,
+    )
     try:
-        yield Served(
-            server.address[1],
-            context,
-            ("/convert", validator.spec.path, defaulter.spec.path),
-            server,
-            metrics,
-        )
+        yield served
     finally:
+        if served.connection is not None:
+            served.connection.close()  # else the server's stop waits for this client
         asyncio.run_coroutine_threadsafe(server.stop(5.0), loop).result(30)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
