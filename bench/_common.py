@@ -11,6 +11,7 @@ import compileall
 import datetime
 import os
 import platform
+import re
 import shlex
 import statistics
 import sys
@@ -146,3 +147,44 @@ def proc_stats(pid: int) -> ProcStats:
     except (FileNotFoundError, ProcessLookupError, IndexError):
         pass
     return stats
+
+
+def pids_with_argument(fragment: str) -> dict[int, str]:
+    """Running processes whose command line contains ``fragment``: pid -> program name.
+
+    The benchmarks find a local control plane's etcd and kube-apiserver this way (their
+    command lines name the plane's directory), without reaching into ``ControlPlane``.
+    """
+    found: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:  # gone, or not ours to read
+            continue
+        if any(fragment.encode() in arg for arg in argv[1:]):
+            found[int(entry)] = os.path.basename(argv[0].decode(errors="replace"))
+    return found
+
+
+def cpu_seconds_of(pids: dict[int, str]) -> dict[str, float]:
+    """User+system CPU seconds each program in ``pids`` has used so far, summed by name."""
+    totals: dict[str, float] = {}
+    for pid, program in pids.items():
+        totals[program] = totals.get(program, 0.0) + proc_stats(pid).cpu_seconds
+    return totals
+
+
+VALGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
+"""The prefix that runs a command under valgrind counting instructions only (no cache model):
+counts repeat within 0.1% whatever the machine's load."""
+
+
+def instruction_count(valgrind_output: str) -> int:
+    """The ``I refs`` total valgrind printed (its stderr, or a log holding it)."""
+    found = re.search(r"I\s+refs:\s+([\d,]+)", valgrind_output)
+    if found is None:
+        raise RuntimeError(f"valgrind printed no instruction count: {valgrind_output[-500:]}")
+    return int(found.group(1).replace(",", ""))

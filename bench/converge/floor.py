@@ -5,9 +5,16 @@ tasks, for each Widget create its child ConfigMap (with a controller owner refer
 write the Ready condition through the status subresource. Two writes per object is the
 least any operator can do, so ``run.py`` reports every implementation as a ratio to this.
 
+With ``--watch`` (``run.py``'s ``floor-watch``) it also watches what an operator's informers
+would: Widgets from the list's resourceVersion and ConfigMaps, each event decoded and
+dropped, until every child's ADDED and every Widget's Ready status has come back. That is
+the least a program that watches its objects can do, so the difference between an
+operator and ``floor-watch`` is the runtime's own work (cache, queue, reconciles), and the
+difference between ``floor-watch`` and ``floor`` the cost of the events themselves.
+
 Run by ``bench/converge/run.py`` as its own process (``KUBECONFIG`` points at the plane)::
 
-    .venv/bin/python bench/converge/floor.py --workers 8 --namespace bench
+    .venv/bin/python bench/converge/floor.py --workers 8 --namespace bench [--watch]
 """
 
 from __future__ import annotations
@@ -19,9 +26,10 @@ STARTED = time.time()  # before the imports: process start as the script sees it
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import datetime  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
-from setpoint import Client, GroupVersionKind  # noqa: E402
+from setpoint import Client, GroupVersionKind, kinds  # noqa: E402
 
 WIDGET = GroupVersionKind("bench.setpoint.dev", "v1", "Widget")
 
@@ -69,10 +77,64 @@ def with_ready(widget: dict[str, Any], now: str) -> dict[str, Any]:
     return widget
 
 
-async def run(workers: int, namespace: str) -> None:
+async def drain(
+    client: Client,
+    kind: Any,
+    *,
+    namespace: str,
+    resource_version: str,
+    done: Callable[[Any], bool],
+    expected: int,
+) -> None:
+    """Watch ``kind`` from ``resource_version`` until ``expected`` events satisfy ``done``."""
+    seen = 0
+    rv = resource_version
+    while seen < expected:
+        async with client.watch(kind, namespace=namespace, resource_version=rv) as watch:
+            async for event in watch:
+                rv = event.resource_version or rv
+                if event.type != "BOOKMARK" and done(event):
+                    seen += 1
+                    if seen >= expected:
+                        return
+
+
+def is_ready_event(event: Any) -> bool:
+    """A Widget event whose object has the Ready condition set to True."""
+    conditions = (event.object.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+async def run(workers: int, namespace: str, watch: bool) -> None:
     """List once, then create each child and write each status with ``workers`` tasks."""
     async with Client.from_environment() as client:
-        widgets = list(await client.list(WIDGET, namespace=namespace))
+        listed = await client.list(WIDGET, namespace=namespace)
+        widgets = list(listed)
+        watchers: list[asyncio.Task[None]] = []
+        if watch:
+            children = await client.list_page(kinds.ConfigMap, namespace=namespace, limit=1)
+            watchers = [
+                asyncio.create_task(
+                    drain(
+                        client,
+                        WIDGET,
+                        namespace=namespace,
+                        resource_version=str(listed.resource_version),
+                        done=is_ready_event,
+                        expected=len(widgets),
+                    )
+                ),
+                asyncio.create_task(
+                    drain(
+                        client,
+                        kinds.ConfigMap,
+                        namespace=namespace,
+                        resource_version=str(children.resource_version),
+                        done=lambda event: event.type == "ADDED",
+                        expected=len(widgets),
+                    )
+                ),
+            ]
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         for widget in widgets:
@@ -87,6 +149,7 @@ async def run(workers: int, namespace: str) -> None:
                 await client.update(with_ready(widget, now), subresource="status")
 
         await asyncio.gather(*(worker() for _ in range(workers)))
+        await asyncio.gather(*watchers)
     print(f"done {len(widgets)}", flush=True)
 
 
@@ -94,20 +157,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=8, help="concurrent tasks")
     parser.add_argument("--namespace", default="bench")
-    parser.add_argument(
-        "--no-trust-env", action="store_true", help="an experiment: see _experiments.py"
-    )
+    parser.add_argument("--watch", action="store_true", help="also watch Widgets and children")
+    parser.add_argument("--uvloop", action="store_true", help="run on uvloop's event loop")
     args = parser.parse_args()
-    if not (getattr(args, "measure_cache", False) or getattr(args, "sync_only", False)):
-        from _sampler import start_if_asked  # a wall-clock profile, if asked: see _sampler.py
+    from _sampler import start_if_asked  # a wall-clock profile, if asked: see _sampler.py
 
-        start_if_asked("floor")
-    if args.no_trust_env:
-        from _experiments import ignore_environment
-
-        ignore_environment()
+    start_if_asked("floor")
     print(f"started {STARTED:.6f}", flush=True)
-    asyncio.run(run(args.workers, args.namespace))
+    if args.uvloop:
+        import uvloop  # a benchmark experiment: run.py's floor-uvloop
+
+        uvloop.run(run(args.workers, args.namespace, args.watch))
+    else:
+        asyncio.run(run(args.workers, args.namespace, args.watch))
 
 
 if __name__ == "__main__":

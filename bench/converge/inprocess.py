@@ -21,6 +21,17 @@ runtime's absolute cost. Rounds alternate the trees; medians and ranges are prin
 
 With ``--trees``, each round runs every tree's copy of this script with that tree's
 ``.venv`` (the trees must have this script).
+
+``--instructions`` counts instructions instead of reading the CPU clock: each round runs
+every tree's round under valgrind (``cachegrind``, no cache simulation) at ``N/4`` and at
+``N`` Widgets, and reports the difference per Widget, so start-up and imports cancel out.
+On a shared machine the CPU clock of a round swings by 10-30%; instruction counts repeat
+within 0.1%. A round takes minutes (valgrind, which must be installed, runs Python about 40
+times slower): use ``--n 400``. What it cannot show is time spent waiting for memory or in
+the kernel::
+
+    .venv/bin/python bench/converge/inprocess.py --n 400 --rounds 1 --instructions \
+        --trees base=../main,new=.
 """
 
 from __future__ import annotations
@@ -30,13 +41,14 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import statistics
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-from run import NAMESPACE, is_ready, widget
+from run import NAMESPACE, VALGRIND, instruction_count, is_ready, widget
 from widget_operator import WIDGET, add_controller, reconcile_lean, reconcile_safe
 
 from setpoint import Manager, ManagerOptions
@@ -106,12 +118,24 @@ async def one_round(n: int, style: str, workers: int) -> dict[str, float]:
     return result
 
 
+def instructions(python: Path, script: Path, n: int, style: str, workers: int) -> int:
+    """Instructions one ``--json`` round of ``n`` Widgets executes, counted by valgrind."""
+    argv = [
+        *VALGRIND,
+        *(str(python), str(script), "--json"),
+        *("--n", str(n), "--style", style, "--workers", str(workers)),
+    ]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}  # the same dict layouts in every run
+    done = subprocess.run(argv, check=True, capture_output=True, text=True, env=env)
+    return instruction_count(done.stderr)
+
+
 def summarize(rounds: list[dict[str, float]]) -> dict[str, str]:
     """``median [min-max]`` of every measure."""
     out = {}
     for key in rounds[0]:
         values = [r[key] for r in rounds]
-        out[key] = f"{statistics.median(values):.3g} [{min(values):.3g}-{max(values):.3g}]"
+        out[key] = f"{statistics.median(values):.4g} [{min(values):.4g}-{max(values):.4g}]"
     return out
 
 
@@ -123,6 +147,9 @@ def main() -> None:
     parser.add_argument("--style", choices=("safe", "lean"), default="safe")
     parser.add_argument("--trees", default="", help="LABEL=PATH,...: compare source trees")
     parser.add_argument("--json", action="store_true", help="one round, JSON out (internal)")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions per Widget (valgrind)"
+    )
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     if args.json:
@@ -134,6 +161,18 @@ def main() -> None:
     for index in range(args.rounds):
         for label, path in trees if index % 2 == 0 else list(reversed(trees)):
             root = Path(path).resolve()
+            if args.instructions:
+                python = root / ".venv" / "bin" / "python"
+                script = root / "bench" / "converge" / "inprocess.py"
+                small = max(1, args.n // 4)
+                counts = [
+                    instructions(python, script, size, args.style, args.workers)
+                    for size in (small, args.n)
+                ]
+                per_widget = (counts[1] - counts[0]) / (args.n - small)
+                results[label].append({"instructions_per_widget": per_widget})
+                print(f"[{index}] {label}: {results[label][-1]}", flush=True)
+                continue
             argv = [
                 str(root / ".venv" / "bin" / "python"),
                 str(root / "bench" / "converge" / "inprocess.py"),

@@ -60,7 +60,14 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import compile_setpoint_bytecode, proc_stats
+from _common import (  # noqa: F401 - VALGRIND, instruction_count: for startup.py, inprocess.py
+    VALGRIND,
+    compile_setpoint_bytecode,
+    cpu_seconds_of,
+    instruction_count,
+    pids_with_argument,
+    proc_stats,
+)
 
 from setpoint import Client, GroupVersionKind, NotFound, kinds
 from setpoint.testing import ControlPlane, ControlPlaneOptions
@@ -79,16 +86,20 @@ SETTLE = 3.0
 """Seconds to keep the operator running after convergence before the "after" scrape, so the
 follow-up reconciles its own writes trigger are counted too."""
 
-IMPLEMENTATIONS = ("floor", "setpoint", "setpoint-lean", "kopf", "controller-runtime")
-EXPERIMENTS = (
-    "floor-no-trust-env",
-    "setpoint-no-trust-env",
-    "setpoint-lean-no-trust-env",
-    "setpoint-otel",
+IMPLEMENTATIONS = (
+    "floor",
+    "floor-watch",
+    "setpoint",
+    "setpoint-lean",
+    "kopf",
+    "controller-runtime",
 )
-"""Variants run only when named in ``--impls`` (see ``_experiments.py``). ``setpoint-otel`` is
+EXPERIMENTS = ("setpoint-otel", "setpoint-uvloop", "floor-uvloop")
+"""Variants run only when named in ``--impls``. ``setpoint-otel`` is
 ``setpoint`` with OpenTelemetry tracing on (the ``setpoint[otel]`` extra), exporting OTLP over
-HTTP to a sink in this driver process (:func:`otel_sink`): the tracing overhead."""
+HTTP to a sink in this driver process (:func:`otel_sink`): the tracing overhead.
+``setpoint-uvloop`` and ``floor-uvloop`` run ``setpoint`` and ``floor`` on uvloop's event
+loop instead of asyncio's (``pip install uvloop``): what the event loop itself costs."""
 
 
 class _Sink(BaseHTTPRequestHandler):
@@ -124,13 +135,16 @@ def otel_sink() -> str:
 
 
 def other_tree(impl: str) -> Path | None:
-    """The source tree of a ``setpoint@TREE`` implementation (else ``None``).
+    """The source tree of a ``setpoint@TREE`` or ``floor@TREE`` implementation (else ``None``).
 
-    It runs that tree's operator with that tree's venv (an editable install of its own
-    src), for before/after runs on one plane: ``--impls setpoint,setpoint@../base``.
+    It runs that tree's operator (or floor script) with that tree's venv (an editable
+    install of its own src), for before/after runs on one plane:
+    ``--impls floor,floor@../base,setpoint,setpoint@../base``.
     """
-    prefix = "setpoint@"
-    return Path(impl.removeprefix(prefix)).resolve() if impl.startswith(prefix) else None
+    for prefix in ("setpoint@", "floor@"):
+        if impl.startswith(prefix):
+            return Path(impl.removeprefix(prefix)).resolve()
+    return None
 
 
 def command(impl: str, workers: int, profile: Path | None = None) -> list[str]:
@@ -144,18 +158,29 @@ def command(impl: str, workers: int, profile: Path | None = None) -> list[str]:
     ours = str(HERE / "widget_operator.py")
     kopf = str(REPO / "bench" / "peers" / "kopf" / "kopf_operator.py")
     lean = [PYTHON, ours, "--workers", w, "--style", "lean"]
+    safe = [PYTHON, ours, "--workers", w, "--style", "safe"]
+    floor = [PYTHON, str(HERE / "floor.py"), "--workers", w, "--namespace", NAMESPACE]
     argv = {
-        "floor": [PYTHON, str(HERE / "floor.py"), "--workers", w, "--namespace", NAMESPACE],
-        "setpoint": [PYTHON, ours, "--workers", w, "--style", "safe"],
+        "floor": floor,
+        "floor-watch": [*floor, "--watch"],
+        "floor-uvloop": [*floor, "--uvloop"],
+        "setpoint": safe,
         "setpoint-lean": lean,
+        "setpoint-uvloop": [*safe, "--uvloop"],
         "kopf": [PYTHON, kopf, "--workers", w],
         "controller-runtime": [str(GO_BINARY), "--workers", w],
-        "floor-no-trust-env": [PYTHON, str(HERE / "floor.py"), "--workers", w, "--no-trust-env"],
-        "setpoint-no-trust-env": [PYTHON, ours, "--workers", w, "--no-trust-env"],
-        "setpoint-lean-no-trust-env": [*lean, "--no-trust-env"],
     }.get(impl)
     tree = other_tree(impl)
-    if tree is not None:
+    if tree is not None and impl.startswith("floor@"):
+        argv = [
+            str(tree / ".venv" / "bin" / "python"),
+            str(tree / "bench" / "converge" / "floor.py"),
+            "--workers",
+            w,
+            "--namespace",
+            NAMESPACE,
+        ]
+    elif tree is not None:
         argv = [
             str(tree / ".venv" / "bin" / "python"),
             str(tree / "bench" / "converge" / "widget_operator.py"),
@@ -381,6 +406,9 @@ class RunResult:
     """Reconciler calls, as a setpoint operator prints them when it stops (others: ``None``)."""
     load_average: tuple[float, float, float] | None = None
     """The machine's 1/5/15-minute load average when the run started."""
+    server_cpu_seconds: dict[str, float] = field(default_factory=dict)
+    """CPU seconds kube-apiserver and etcd used from the spawn to convergence, by program:
+    the server's share of the work each implementation causes (watches, apply, writes)."""
 
 
 async def warm_up(client: Client) -> None:
@@ -466,6 +494,8 @@ async def one_run(
         )
         await asyncio.sleep(0.5)  # the watch is open before the "before" scrape
         before = await scrape(client)
+        servers = pids_with_argument(str(plane.directory))
+        server_before = cpu_seconds_of(servers)
         proc = Process(argv, plane.kubeconfig_path, logs / f"{impl}-{repeat}.log")
         sampler = asyncio.create_task(proc.sample())
         try:
@@ -475,6 +505,10 @@ async def one_run(
                 return result
             result.converge_seconds = done_at - proc.spawned
             stats = proc_stats(proc.pid)
+            result.server_cpu_seconds = {
+                program: seconds - server_before.get(program, 0.0)
+                for program, seconds in cpu_seconds_of(servers).items()
+            }
             await asyncio.sleep(SETTLE)
             after = await scrape(client)
             later = proc_stats(proc.pid)
@@ -676,6 +710,11 @@ def fmt(values: Sequence[float], digits: int = 1, scale: float = 1.0) -> str:
     return f"{s['median']:.{digits}f} [{s['low']:.{digits}f}-{s['high']:.{digits}f}]"
 
 
+def server_cpu(result: RunResult) -> float:
+    """CPU seconds kube-apiserver and etcd spent while ``result``'s implementation converged."""
+    return sum(result.server_cpu_seconds.values())
+
+
 def table(results: Sequence[RunResult], n: int, impls: Sequence[str]) -> str:
     """The Markdown table: absolute numbers and ratios to the floor (medians)."""
     by = {i: [r for r in results if r.impl == i and r.ok] for i in impls}
@@ -683,6 +722,7 @@ def table(results: Sequence[RunResult], n: int, impls: Sequence[str]) -> str:
     floor_time = statistics.median([r.converge_seconds for r in floor]) if floor else 0.0
     floor_req = statistics.median([r.requests_counted / n for r in floor]) if floor else 0.0
     floor_cpu = statistics.median([r.cpu_seconds for r in floor]) if floor else 0.0
+    floor_server = statistics.median([server_cpu(r) for r in floor]) if floor else 0.0
     headers = [
         "implementation",
         "converge s",
@@ -690,6 +730,8 @@ def table(results: Sequence[RunResult], n: int, impls: Sequence[str]) -> str:
         "requests/object",
         "x floor",
         "CPU s",
+        "x floor",
+        "server CPU s",
         "x floor",
         "peak RSS MiB",
         "start to first Ready s",
@@ -708,6 +750,7 @@ def table(results: Sequence[RunResult], n: int, impls: Sequence[str]) -> str:
         t = [r.converge_seconds for r in runs]
         q = [r.requests_counted / n for r in runs]
         c = [r.cpu_seconds for r in runs]
+        srv = [server_cpu(r) for r in runs]
 
         def x(values: list[float], base: float) -> str:
             return f"{statistics.median(values) / base:.2f}x" if base else "n/a"
@@ -727,6 +770,8 @@ def table(results: Sequence[RunResult], n: int, impls: Sequence[str]) -> str:
                     x(q, floor_req),
                     fmt(c),
                     x(c, floor_cpu),
+                    fmt(srv),
+                    x(srv, floor_server),
                     fmt([r.peak_rss_mib for r in runs]),
                     fmt(startup, 2),
                     fmt(startup_cpu, 2),
@@ -782,8 +827,8 @@ def main() -> None:
     parser.add_argument(
         "--impls",
         default=",".join(IMPLEMENTATIONS),
-        help="comma-separated, in run order; setpoint@TREE runs another source tree's "
-        "operator with that tree's .venv (before/after comparisons on one plane)",
+        help="comma-separated, in run order; setpoint@TREE (floor@TREE) runs another source "
+        "tree's operator (floor) with that tree's .venv (before/after comparisons on one plane)",
     )
     parser.add_argument(
         "--profile",

@@ -20,6 +20,15 @@ process had used then, and its RSS a second later; the table gives median [min-m
 
     .venv/bin/python bench/converge/startup.py --repeat 5 --impls setpoint,kopf,controller-runtime
     .venv/bin/python bench/converge/startup.py --repeat 5 --impls setpoint --trees before=PATH
+
+``--instructions`` runs each probe under valgrind (``cachegrind``, no cache simulation) and
+reports the instructions the process executed from its spawn to its exit after the SIGTERM
+that follows its first Ready, instead of times: counts repeat within 0.1% whatever the load,
+so small start-up changes show (valgrind runs Python about 40 times slower; use
+``--repeat 2``)::
+
+    .venv/bin/python bench/converge/startup.py --repeat 2 --instructions --impls setpoint \\
+        --trees before=PATH
 """
 
 from __future__ import annotations
@@ -37,9 +46,11 @@ from run import (
     CACHE,
     HERE,
     PYTHON,
+    VALGRIND,
     build_go_peer,
     command,
     compile_setpoint_bytecode,
+    instruction_count,
     prepare,
     startup_probe,
     versions,
@@ -55,7 +66,10 @@ def _summary(values: list[float], digits: int) -> str:
 
 
 async def _probe_all(
-    plane: ControlPlane, candidates: dict[str, tuple[list[str], str | None]], repeat: int
+    plane: ControlPlane,
+    candidates: dict[str, tuple[list[str], str | None]],
+    repeat: int,
+    instructions: bool = False,
 ) -> dict[str, list[dict[str, float]]]:
     results: dict[str, list[dict[str, float]]] = {label: [] for label in candidates}
     logs = CACHE / f"startup-{datetime.datetime.now(datetime.UTC):%Y-%m-%d-%H%M}-logs"
@@ -66,17 +80,25 @@ async def _probe_all(
             order = labels[round_ % len(labels) :] + labels[: round_ % len(labels)]
             for label in order:
                 argv, pythonpath = candidates[label]
+                if instructions:
+                    argv = [*VALGRIND, *argv]
+                    os.environ["PYTHONHASHSEED"] = "0"  # the same dict layouts in every run
                 if pythonpath is None:
                     os.environ.pop("PYTHONPATH", None)
                 else:
                     os.environ["PYTHONPATH"] = pythonpath  # the spawned process's, not ours
                 load = os.getloadavg()[0]
+                log = logs / f"{label}-{round_}.log"
                 try:
-                    seconds, cpu, idle = await startup_probe(
-                        label, argv, plane, client, logs / f"{label}-{round_}.log"
-                    )
+                    seconds, cpu, idle = await startup_probe(label, argv, plane, client, log)
                 finally:
                     os.environ.pop("PYTHONPATH", None)
+                    os.environ.pop("PYTHONHASHSEED", None)
+                if instructions:
+                    count = instruction_count(log.read_text(errors="replace"))
+                    results[label].append({"instructions": count, "load": load})
+                    print(f"[{round_}] {label}: {count / 1e6:.1f} M instructions", file=sys.stderr)
+                    continue
                 results[label].append(
                     {"seconds": seconds, "cpu_seconds": cpu, "idle_rss_mib": idle, "load": load}
                 )
@@ -96,6 +118,11 @@ def main() -> None:
     parser.add_argument(
         "--trees", default="", help="comma-separated LABEL=PATH: setpoint src dirs to compare"
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions from spawn to exit (valgrind) instead of timing",
+    )
     args = parser.parse_args()
     compile_setpoint_bytecode()
     candidates: dict[str, tuple[list[str], str | None]] = {}
@@ -112,17 +139,25 @@ def main() -> None:
     started = datetime.datetime.now(datetime.UTC)
     load_at_start = os.getloadavg()
     with ControlPlane(ControlPlaneOptions(controller_manager=False)) as plane:
-        results = asyncio.run(_probe_all(plane, candidates, args.repeat))
-    print("| candidate | start to first Ready s | start-up CPU s | idle RSS MiB | load (1 min) |")
-    print("| :--- | ---: | ---: | ---: | ---: |")
-    for label, rows in results.items():
-        loads = [r["load"] for r in rows]
+        results = asyncio.run(_probe_all(plane, candidates, args.repeat, args.instructions))
+    if args.instructions:
+        print("| candidate | instructions, spawn to exit after the first Ready (M) |")
+        print("| :--- | ---: |")
+        for label, rows in results.items():
+            print(f"| {label} | {_summary([r['instructions'] / 1e6 for r in rows], 1)} |")
+    else:
         print(
-            f"| {label} | {_summary([r['seconds'] for r in rows], 2)} | "
-            f"{_summary([r['cpu_seconds'] for r in rows], 2)} | "
-            f"{_summary([r['idle_rss_mib'] for r in rows], 1)} | "
-            f"{min(loads):.1f}-{max(loads):.1f} |"
+            "| candidate | start to first Ready s | start-up CPU s | idle RSS MiB | load (1 min) |"
         )
+        print("| :--- | ---: | ---: | ---: | ---: |")
+        for label, rows in results.items():
+            loads = [r["load"] for r in rows]
+            print(
+                f"| {label} | {_summary([r['seconds'] for r in rows], 2)} | "
+                f"{_summary([r['cpu_seconds'] for r in rows], 2)} | "
+                f"{_summary([r['idle_rss_mib'] for r in rows], 1)} | "
+                f"{min(loads):.1f}-{max(loads):.1f} |"
+            )
     out = CACHE / f"startup-{started:%Y-%m-%d-%H%M}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(

@@ -13,9 +13,6 @@ Two reconcilers, both written only with setpoint's public API:
   the cache, create it if missing, then ``update_status``). It isolates the runtime's cost
   (cache, queue, workers) from the cost of the safe-write helpers' extra requests.
 
-``--no-trust-env`` is an experiment, not a setting an operator would use: see
-``_experiments.ignore_environment``.
-
 ``--cprofile PATH`` runs the operator under cProfile with the main thread's CPU time as the
 clock (``time.thread_time``), so waiting for the network, for the GIL or for a CPU on a busy
 machine is not counted: what remains is the CPU the event loop's thread spent, per function.
@@ -198,17 +195,13 @@ def main() -> None:
     parser.add_argument("--measure-cache", action="store_true")
     parser.add_argument("--sync-only", action="store_true", help="sync a Widget cache, hold it")
     parser.add_argument("--paginated", action="store_true", help="--sync-only with list pages")
-    parser.add_argument("--no-trust-env", action="store_true", help="an experiment; see above")
     parser.add_argument("--cprofile", metavar="PATH", help="write main-thread CPU stats here")
+    parser.add_argument("--uvloop", action="store_true", help="run on uvloop's event loop")
     args = parser.parse_args()
     if not (getattr(args, "measure_cache", False) or getattr(args, "sync_only", False)):
         from _sampler import start_if_asked  # a wall-clock profile, if asked: see _sampler.py
 
         start_if_asked("widget_operator")
-    if args.no_trust_env:
-        from _experiments import ignore_environment
-
-        ignore_environment()
     if args.measure_cache:
         asyncio.run(measure_cache())
     elif args.sync_only:
@@ -223,6 +216,10 @@ def main() -> None:
         finally:
             profiler.disable()
             profiler.dump_stats(args.cprofile)
+    elif args.uvloop:
+        import uvloop  # a benchmark experiment: run.py's setpoint-uvloop
+
+        uvloop.run(run_operator(args.workers, args.style))
     else:
         asyncio.run(run_operator(args.workers, args.style))
     sys.exit(0)
