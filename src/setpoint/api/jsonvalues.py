@@ -68,20 +68,29 @@ def json_equal(a: Any, b: Any) -> bool:
     """
     if a is b and (a is None or type(a) is str):
         return True
-    ta, tb = type(a), type(b)
-    if (ta is dict or ta is list) and ta is tb:
-        if a != b:
-            return False
-        try:
-            if orjson.dumps(a, option=_SORTED) == orjson.dumps(b, option=_SORTED):
-                return True
-        except TypeError:
-            pass
-        return _json_equal(a, b)
+    ta = type(a)
+    if ta is type(b):
+        if ta is dict or ta is list:
+            if a != b:
+                return False
+            try:
+                if orjson.dumps(a, option=_SORTED) == orjson.dumps(b, option=_SORTED):
+                    return True
+            except TypeError:
+                pass
+            return _json_equal(a, b)
+        if ta in _SCALARS:  # one JSON scalar type on both sides: Python's == is JSON's
+            return bool(a == b)
     return _json_equal(a, b)
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+"""Types whose values compare by ``==`` exactly as JSON compares them, against their own type."""
+
+
 def _json_equal(a: Any, b: Any) -> bool:
+    if type(a) is dict and type(b) is dict:  # the common case, without the ABC checks below
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
