@@ -13,7 +13,7 @@ Expected Flow:
 Guarantees:
     - When :func:`load` returns a value, it is the value PyYAML's safe loader (with
       timestamps read as strings, as the kubeconfig loader does) returns for the same text;
-      ``tests/unit/client/test_plainyaml.py`` compares the two on generated documents.
+      ``tests/unit/client/test_plainyaml_fuzz.py`` compares the two on generated documents.
     - A plain scalar becomes a string only when no YAML 1.1 implicit type can match it: any
       plain scalar that could be a number, a boolean, a null, a date, a merge key or a value
       key, other than the few read here (``true``/``false``/``null`` and decimal integers),
