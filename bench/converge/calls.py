@@ -89,19 +89,12 @@ def _label(frame: FrameType, event: str, arg: Any) -> str:
 
 async def count(n: int, top: int) -> dict[str, Any]:
     """Converge ``n`` Widgets on the fake and count the runtime's calls while it does."""
-    from inprocess import NAMESPACE, name, widget
-    from widget_operator import WIDGET, add_controller, reconcile_safe
+    from inprocess import fake_with_widgets
+    from widget_operator import add_controller, reconcile_safe
 
     from setpoint import Manager, ManagerOptions
-    from setpoint.api.kinds import ResourceInfo
-    from setpoint.testing import FakeClient
 
-    fake = FakeClient(
-        resources=[ResourceInfo(WIDGET, "widgets", True, frozenset({"status"}))],
-        objects=[{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}],
-    )
-    for i in range(n):
-        await fake.create(widget(name(i), i))
+    fake = await fake_with_widgets(n)
     reconciles = 0
 
     async def reconciler(ctx: Any, request: Any) -> None:

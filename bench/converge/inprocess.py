@@ -65,14 +65,20 @@ def name(i: int) -> str:
     return f"widget-{i:05d}"
 
 
-async def one_round(n: int, style: str, workers: int) -> dict[str, float]:
-    """Converge, no-op and event phases once; CPU seconds of each, and reconciles."""
+async def fake_with_widgets(n: int) -> FakeClient:
+    """A FakeClient serving Widgets (with a status subresource) that holds ``n`` of them."""
     fake = FakeClient(
         resources=[ResourceInfo(WIDGET, "widgets", True, frozenset({"status"}))],
         objects=[{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}],
     )
     for i in range(n):
         await fake.create(widget(name(i), i))
+    return fake
+
+
+async def one_round(n: int, style: str, workers: int) -> dict[str, float]:
+    """Converge, no-op and event phases once; CPU seconds of each, and reconciles."""
+    fake = await fake_with_widgets(n)
     calls = 0
     inner = reconcile_safe if style == "safe" else reconcile_lean
 
