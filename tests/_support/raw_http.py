@@ -76,3 +76,9 @@ def answering(*answers: bytes, then_close: bool = False) -> Script:
             await reader.read()  # until the client closes
 
     return script
+
+
+async def never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A script that reads one request and never answers, until the client closes."""
+    await read_request(reader)
+    await reader.read()

@@ -546,11 +546,7 @@ class _Connection(asyncio.Protocol):
                 del buffer[: end + 4]
                 self._head(head)
             elif state == _LENGTH:
-                take = min(self._remaining, len(buffer))
-                self._body(bytes(buffer[:take]))
-                del buffer[:take]
-                self._remaining -= take
-                if not self._remaining:
+                if self._take_owed(buffer):
                     self._end_body()
             elif state == _TO_EOF:
                 self._body(bytes(buffer))
@@ -572,11 +568,7 @@ class _Connection(asyncio.Protocol):
                 else:
                     self._state = _TRAILER
             elif state == _CHUNK_DATA:
-                take = min(self._remaining, len(buffer))
-                self._body(bytes(buffer[:take]))
-                del buffer[:take]
-                self._remaining -= take
-                if not self._remaining:
+                if self._take_owed(buffer):
                     self._state = _CHUNK_END
             elif state == _CHUNK_END:
                 if len(buffer) < 2:
@@ -646,6 +638,17 @@ class _Connection(asyncio.Protocol):
         else:
             self._keep_alive = False
             self._state = _TO_EOF
+
+    def _take_owed(self, buffer: bytearray) -> bool:
+        """Pass on what ``buffer`` holds of the body bytes still owed; whether none are left.
+
+        The owed bytes are the rest of a Content-Length body or of one chunk.
+        """
+        take = min(self._remaining, len(buffer))
+        self._body(bytes(buffer[:take]))
+        del buffer[:take]
+        self._remaining -= take
+        return not self._remaining
 
     def _body(self, data: bytes) -> None:
         decoder = self._decoder

@@ -35,7 +35,7 @@ from setpoint.server import (
 from setpoint.testing.waits import eventually
 from setpoint.tls.certs import CertificateAuthority
 from tests._support.proxies import Proxy
-from tests._support.raw_http import Raw, answering, read_request
+from tests._support.raw_http import Raw, answering, never_answers, read_request
 
 
 def ok(body: bytes = b'{"ok":true}', *extra: bytes) -> bytes:
@@ -192,11 +192,7 @@ async def test_the_limit_bounds_open_connections(pools: list[HttpPool]) -> None:
 async def test_a_cancelled_request_gives_its_slot_back(pools: list[HttpPool]) -> None:
     """A request abandoned mid-answer closes its connection and frees its place in the pool."""
 
-    async def never(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        await reader.read()
-
-    server = await Raw(never).start()
+    server = await Raw(never_answers).start()
     pool = pool_for(pools, server.url, limit=1)
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.2):
@@ -212,11 +208,7 @@ async def test_a_cancelled_request_gives_its_slot_back(pools: list[HttpPool]) ->
 async def test_a_deadline_ends_a_request_without_an_answer(pools: list[HttpPool]) -> None:
     """A request past its deadline fails with TimeoutError and its connection is closed."""
 
-    async def never(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        await reader.read()
-
-    server = await Raw(never).start()
+    server = await Raw(never_answers).start()
     pool = pool_for(pools, server.url)
     started = time.monotonic()
     with pytest.raises(TimeoutError):
