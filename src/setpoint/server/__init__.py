@@ -23,7 +23,9 @@ protocol on asyncio (decisions 0012 and 0016).
 
 from setpoint.server.address import DISABLED, BindAddress, free_port, parse_bind_address
 from setpoint.server.http import (
+    BODY_BUDGET,
     MAX_BODY_SIZE,
+    SMALL_BODY_SIZE,
     Http1Server,
     HttpHandler,
     HttpRequest,
@@ -35,8 +37,10 @@ from setpoint.server.http import (
 from setpoint.server.tls import ServerTLS
 
 __all__ = [
+    "BODY_BUDGET",
     "DISABLED",
     "MAX_BODY_SIZE",
+    "SMALL_BODY_SIZE",
     "BindAddress",
     "Http1Server",
     "HttpHandler",

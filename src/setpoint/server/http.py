@@ -37,6 +37,7 @@ import ipaddress
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from setpoint.api.runnable import Runnable, RunnableGroup
@@ -47,7 +48,9 @@ if TYPE_CHECKING:
     from setpoint.server._http1 import ConnectionGuard, ParsedHead
 
 __all__ = [
+    "BODY_BUDGET",
     "MAX_BODY_SIZE",
+    "SMALL_BODY_SIZE",
     "Http1Server",
     "HttpHandler",
     "HttpRequest",
@@ -151,6 +154,18 @@ MAX_BODY_SIZE = 7 * 1024 * 1024
 """The default request body limit: an AdmissionReview carries an object and its old version,
 each up to etcd's 1.5 MiB object limit, plus JSON overhead; 7 MiB leaves room for both."""
 
+BODY_BUDGET = 128 * 1024 * 1024
+"""The default :attr:`HttpServerOptions.body_budget`: a quarter of the memory limit that
+``setpoint init`` scaffolds for the manager's Pod (512 MiB). It holds one ConversionReview at
+the webhook's default cap (64 MiB) beside about twenty AdmissionReviews at the API server's
+3 MiB request limit, while clients that hold bodies open (slowly, or many at once) can never
+take more than this from the operator's caches and controllers (issue 27, finding 1)."""
+
+SMALL_BODY_SIZE = 4 * 1024
+"""The body limit of servers whose endpoints are all GETs (the manager's probe and metrics
+servers): kubelet probes and Prometheus scrapes send no body, so anything larger than a few
+KiB is not one of them."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class HttpServerOptions:
@@ -161,7 +176,22 @@ class HttpServerOptions:
     :class:`~setpoint.server.tls.ServerTLS`). ``None``: plain HTTP (probes, metrics)."""
 
     max_body_size: int = MAX_BODY_SIZE
-    """Largest request body accepted, in bytes; a larger one gets 413 without being read."""
+    """Largest request body accepted, in bytes, on a path without its own entry in
+    :attr:`body_limits`; a larger one gets 413 without being read."""
+
+    body_limits: Mapping[str, int] = field(default_factory=dict)
+    """Exact request path (as :attr:`HttpRequest.path` reads it, e.g. ``"/convert"``) ->
+    largest body accepted on that path, in bytes; other paths fall back to
+    :attr:`max_body_size`. A larger body gets 413 without being read. The webhook server
+    sizes one per webhook path from what the API server can send there."""
+
+    body_budget: int = BODY_BUDGET
+    """Bytes of request bodies this server holds at once, across all its connections: a
+    request whose body would take the server past it gets 503 (with ``Retry-After``) at
+    once, before its body is read, and its connection is closed. A declared body counts from
+    its headers, a chunked one chunk by chunk, until its answer is written. 128 MiB by
+    default (:data:`BODY_BUDGET`); it must be at least every body limit, or a request at its
+    limit could never be served."""
 
     body_timeout: float = 30.0
     """Seconds a request body may take to arrive before the request gets 408."""
@@ -195,6 +225,25 @@ class HttpServerOptions:
         if self.max_body_size < 0:
             raise ValueError(
                 f"HttpServerOptions.max_body_size={self.max_body_size} must be >= 0 bytes"
+            )
+        for path, limit in self.body_limits.items():
+            if not isinstance(path, str) or not path.startswith("/"):
+                raise ValueError(
+                    f"HttpServerOptions.body_limits[{path!r}]: the key must be a request path "
+                    "starting with '/' (matched exactly against HttpRequest.path)"
+                )
+            if not isinstance(limit, int) or limit < 0:
+                raise ValueError(
+                    f"HttpServerOptions.body_limits[{path!r}]={limit!r} must be >= 0 bytes"
+                )
+        # A copy the caller cannot change under a running server.
+        object.__setattr__(self, "body_limits", MappingProxyType(dict(self.body_limits)))
+        largest = max([self.max_body_size, *self.body_limits.values()])
+        if self.body_budget < largest:
+            raise ValueError(
+                f"HttpServerOptions.body_budget={self.body_budget} is below the largest body "
+                f"limit ({largest} bytes, max_body_size or body_limits): a request at that "
+                "limit could never be served; raise body_budget or lower the limit"
             )
         if self.max_connections < 1:
             raise ValueError(

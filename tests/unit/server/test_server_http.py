@@ -130,3 +130,21 @@ def test_bad_options_are_rejected_with_the_field_named() -> None:
         HttpServerOptions(body_timeout=0)
     with pytest.raises(ValueError, match=r"shutdown_timeout=-2\.0 must be a positive"):
         HttpServerOptions(shutdown_timeout=-2.0)
+    with pytest.raises(
+        ValueError, match=r"\['convert'\]: the key must be a request path"
+    ):
+        HttpServerOptions(body_limits={"convert": 10})
+    with pytest.raises(ValueError, match=r"body_limits\['/a'\]=-1 must be >= 0 bytes"):
+        HttpServerOptions(body_limits={"/a": -1})
+    with pytest.raises(ValueError, match=r"body_budget=100 is below the largest body limit \(200"):
+        HttpServerOptions(max_body_size=10, body_limits={"/big": 200}, body_budget=100)
+
+
+def test_body_limits_are_copied_and_read_only() -> None:
+    """The options keep their own read-only copy of body_limits."""
+    limits = {"/convert": 10}
+    options = HttpServerOptions(body_limits=limits)
+    limits["/convert"] = 20
+    assert options.body_limits == {"/convert": 10}
+    with pytest.raises(TypeError):
+        options.body_limits["/convert"] = 30  # type: ignore[index]
