@@ -277,7 +277,8 @@ def test_init_create_test_and_run_a_new_operator(steps: Steps) -> None:
     kubectl = find_binaries().kubectl
     assert kubectl is not None
     built = steps.run("kubectl kustomize config/default", [kubectl, "kustomize", "config/default"])
-    kinds = {d["kind"] for d in yaml.safe_load_all(built.stdout) if d}
+    documents = [d for d in yaml.safe_load_all(built.stdout) if d]
+    kinds = {d["kind"] for d in documents}
     assert {
         "CustomResourceDefinition",
         "Deployment",
@@ -285,7 +286,14 @@ def test_init_create_test_and_run_a_new_operator(steps: Steps) -> None:
         "Certificate",
         "MutatingWebhookConfiguration",
         "ValidatingWebhookConfiguration",
+        "NetworkPolicy",
     } <= kinds
+    # Secure metrics (issue 27 finding 6): HTTPS on 8443 behind the API server's reviews.
+    (deployment,) = [d for d in documents if d["kind"] == "Deployment"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert {"--metrics-secure", "--metrics-bind-address=:8443"} <= set(args), args
+    policies = {d["metadata"]["name"] for d in documents if d["kind"] == "NetworkPolicy"}
+    assert policies == {"shop-op-allow-metrics-traffic", "shop-op-allow-webhook-traffic"}
 
     began = time.monotonic()
     log = project / "run.log"

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -15,8 +17,10 @@ from setpoint.cli.scaffold.commands import create_api, create_webhook, init, set
 from setpoint.cli.scaffold.files import ScaffoldConflict
 from setpoint.cli.scaffold.names import ScaffoldNameError, snake_case
 from setpoint.cli.scaffold.project import Project, ProjectFileError, digest
+from setpoint.testing.controlplane import ControlPlaneError, find_binaries
 
 RUFF = Path(sys.executable).with_name("ruff")
+SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
 @pytest.fixture
@@ -249,3 +253,248 @@ def test_generated_python_passes_ruff(project: Path) -> None:
             check=False,
         )
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+def load(project: Path, path: str) -> Any:
+    """The one YAML document of ``path`` in ``project``."""
+    return yaml.safe_load((project / path).read_text())
+
+
+def manager_pod(project: Path) -> dict[str, Any]:
+    """The pod template of the manager's Deployment in config/manager/manager.yaml."""
+    documents = yaml.safe_load_all((project / "config/manager/manager.yaml").read_text())
+    (deployment,) = [d for d in documents if d["kind"] == "Deployment"]
+    template: dict[str, Any] = deployment["spec"]["template"]
+    return template
+
+
+def test_init_serves_metrics_over_https_only_to_authorized_scrapers(project: Path) -> None:
+    """Issue 27 finding 6: /metrics is HTTPS behind TokenReview and SubjectAccessReview.
+
+    The manager runs with ``--metrics-secure`` on :8443 (never plain :8080 anywhere in
+    config/); its service account may create the two reviews; scrapers get a
+    ``metrics-reader`` ClusterRole; the Service and the ServiceMonitor use the HTTPS port
+    with the scraper's bearer token, as kubebuilder scaffolds them.
+    """
+    pod = manager_pod(project)
+    (container,) = pod["spec"]["containers"]
+    assert "--metrics-secure" in container["args"]
+    assert "--metrics-bind-address=:8443" in container["args"]
+    assert {"name": "metrics", "containerPort": 8443, "protocol": "TCP"} in container["ports"]
+    for path in sorted((project / "config").rglob("*.yaml")):
+        assert "8080" not in path.read_text(), f"{path} still serves plain HTTP metrics on 8080"
+
+    service = load(project, "config/default/metrics_service.yaml")
+    assert service["spec"]["ports"] == [
+        {"name": "https", "port": 8443, "protocol": "TCP", "targetPort": "metrics"}
+    ]
+    assert service["spec"]["selector"] == pod["metadata"]["labels"]
+    monitor = load(project, "config/prometheus/monitor.yaml")
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint == {
+        "path": "/metrics",
+        "port": "https",
+        "scheme": "https",
+        "bearerTokenFile": SERVICE_ACCOUNT_TOKEN,
+        "tlsConfig": {"insecureSkipVerify": True},
+    }
+
+    rbac = load(project, "config/rbac/kustomization.yaml")["resources"]
+    assert {
+        "metrics_auth_role.yaml",
+        "metrics_auth_role_binding.yaml",
+        "metrics_reader_role.yaml",
+    } <= set(rbac)
+    auth = load(project, "config/rbac/metrics_auth_role.yaml")
+    assert (auth["kind"], auth["metadata"]["name"]) == ("ClusterRole", "metrics-auth-role")
+    assert auth["rules"] == [
+        {
+            "apiGroups": ["authentication.k8s.io"],
+            "resources": ["tokenreviews"],
+            "verbs": ["create"],
+        },
+        {
+            "apiGroups": ["authorization.k8s.io"],
+            "resources": ["subjectaccessreviews"],
+            "verbs": ["create"],
+        },
+    ]
+    binding = load(project, "config/rbac/metrics_auth_role_binding.yaml")
+    assert binding["kind"] == "ClusterRoleBinding"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "metrics-auth-role",
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": pod["spec"]["serviceAccountName"], "namespace": "system"}
+    ]
+    reader = load(project, "config/rbac/metrics_reader_role.yaml")
+    assert (reader["kind"], reader["metadata"]["name"]) == ("ClusterRole", "metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+
+def test_init_admits_scrapers_only_from_monitoring_namespaces(project: Path) -> None:
+    """A NetworkPolicy (in config/default) lets only namespaces labelled metrics=enabled in."""
+    assert "../network-policy" in load(project, "config/default/kustomization.yaml")["resources"]
+    assert load(project, "config/network-policy/kustomization.yaml")["resources"] == [
+        "allow-metrics-traffic.yaml"
+    ]
+    policy = load(project, "config/network-policy/allow-metrics-traffic.yaml")
+    assert policy["kind"] == "NetworkPolicy"
+    assert policy["spec"]["podSelector"] == {
+        "matchLabels": manager_pod(project)["metadata"]["labels"]
+    }
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [
+        {
+            "from": [{"namespaceSelector": {"matchLabels": {"metrics": "enabled"}}}],
+            "ports": [{"port": 8443, "protocol": "TCP"}],
+        }
+    ]
+    assert "metrics=enabled" in (project / "README.md").read_text()
+
+
+def test_webhooks_add_their_port_and_policy_without_repeating_the_managers_args(
+    project: Path,
+) -> None:
+    """The webhook patch adds its flags to the manager's (a JSON patch): metrics stay secure."""
+    create_api(project, group="fleet", version="v1", kind="Armada")
+    create_webhook(project, kind="Armada", validation=True)
+    default = load(project, "config/default/kustomization.yaml")
+    assert {"path": "manager_webhook_patch.yaml", "target": {"kind": "Deployment"}} in default[
+        "patches"
+    ]
+    patch = load(project, "config/default/manager_webhook_patch.yaml")
+    added = {
+        op["path"]: op["value"] for op in patch if op["op"] == "add" and op["path"].endswith("-")
+    }
+    assert added["/spec/template/spec/containers/0/ports/-"] == {
+        "name": "webhook-server",
+        "containerPort": 9443,
+        "protocol": "TCP",
+    }
+    arguments = [op["value"] for op in patch if op["path"].endswith("/args/-")]
+    assert "--webhook-bind-address=:9443" in arguments
+    assert not [a for a in arguments if "metrics" in a], arguments
+    assert load(project, "config/network-policy/kustomization.yaml")["resources"] == [
+        "allow-metrics-traffic.yaml",
+        "allow-webhook-traffic.yaml",
+    ]
+    policy = load(project, "config/network-policy/allow-webhook-traffic.yaml")
+    assert policy["spec"]["podSelector"] == {
+        "matchLabels": manager_pod(project)["metadata"]["labels"]
+    }
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": 9443, "protocol": "TCP"}]
+
+
+def kubectl_binary() -> str:
+    """kubectl built with the control plane, else one on PATH; skips when there is none."""
+    try:
+        built = find_binaries().kubectl
+    except ControlPlaneError:
+        built = None
+    found = str(built) if built is not None else shutil.which("kubectl")
+    if found is None:
+        pytest.skip("no kubectl: build the control plane (make controlplane) for kustomize")
+    return found
+
+
+def kustomize(project: Path, directory: str) -> list[dict[str, Any]]:
+    """``kubectl kustomize <directory>`` in ``project``: the rendered objects."""
+    built = subprocess.run(
+        [kubectl_binary(), "kustomize", directory],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    return [d for d in yaml.safe_load_all(built.stdout) if d]
+
+
+def test_config_default_builds_and_its_pieces_agree(project: Path) -> None:
+    """``kubectl kustomize config/default`` (and with ../prometheus): names, ports, selectors.
+
+    After namePrefix and namespace, the metrics Service, the ServiceMonitor, the review
+    RBAC and both NetworkPolicies point at the manager's pod, its service account and its
+    container ports.
+    """
+    create_api(project, group="fleet", version="v1", kind="Armada")
+    create_api(project, group="fleet", version="v2", kind="Armada")
+    create_webhook(project, kind="Armada", conversion=True, validation=True)
+    for what in ("crd", "rbac", "webhook"):
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "setpoint",
+                "generate",
+                what,
+                "shop_op",
+                "--output-dir",
+                "config",
+            ],
+            cwd=project,
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+    default = project / "config/default/kustomization.yaml"
+    default.write_text(default.read_text().replace("- ../rbac\n", "- ../rbac\n- ../prometheus\n"))
+    objects = kustomize(project, "config/default")
+
+    def one(kind: str, name: str) -> dict[str, Any]:
+        (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+        return found
+
+    deployment = one("Deployment", "shop-op-controller-manager")
+    pod = deployment["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"metrics": 8443, "probes": 8081, "webhook-server": 9443}
+    assert {
+        "--metrics-secure",
+        "--metrics-bind-address=:8443",
+        "--webhook-bind-address=:9443",
+        "--webhook-cert-dir=/etc/webhook/certs",
+    } <= set(container["args"])
+    assert container["volumeMounts"][0]["name"] == pod["spec"]["volumes"][0]["name"]
+
+    service = one("Service", "shop-op-controller-manager-metrics-service")
+    assert service["metadata"]["namespace"] == "shop-op-system"
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    (service_port,) = service["spec"]["ports"]
+    assert ports[service_port["targetPort"]] == 8443
+    monitor = one("ServiceMonitor", "shop-op-controller-manager-metrics-monitor")
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert monitor["spec"]["endpoints"][0]["port"] == service_port["name"]
+
+    account = {
+        "kind": "ServiceAccount",
+        "name": pod["spec"]["serviceAccountName"],
+        "namespace": "shop-op-system",
+    }
+    assert (
+        account["name"] == one("ServiceAccount", "shop-op-controller-manager")["metadata"]["name"]
+    )
+    binding = one("ClusterRoleBinding", "shop-op-metrics-auth-rolebinding")
+    assert binding["subjects"] == [account]
+    auth = one("ClusterRole", binding["roleRef"]["name"])
+    assert {r["resources"][0] for r in auth["rules"]} == {"tokenreviews", "subjectaccessreviews"}
+    reader = one("ClusterRole", "shop-op-metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+    for name, port in (("metrics", 8443), ("webhook", 9443)):
+        policy = one("NetworkPolicy", f"shop-op-allow-{name}-traffic")
+        assert policy["metadata"]["namespace"] == "shop-op-system"
+        selector = policy["spec"]["podSelector"]["matchLabels"]
+        assert selector.items() <= pod["metadata"]["labels"].items()
+        assert [p["port"] for r in policy["spec"]["ingress"] for p in r["ports"]] == [port]

@@ -63,11 +63,15 @@ def project_files(project: Project, requirement: str, testing_requirement: str) 
         "rbac/role_binding.yaml",
         "rbac/leader_election_role.yaml",
         "rbac/leader_election_role_binding.yaml",
+        "rbac/metrics_auth_role.yaml",
+        "rbac/metrics_auth_role_binding.yaml",
+        "rbac/metrics_reader_role.yaml",
         "manager/kustomization.yaml",
         "manager/manager.yaml",
         "prometheus/kustomization.yaml",
         "prometheus/monitor.yaml",
         "default/metrics_service.yaml",
+        "network-policy/allow-metrics-traffic.yaml",
     ):
         out[f"config/{name}"] = render(f"config/{name}", values)
     return out
@@ -294,6 +298,7 @@ def wiring_files(project: Project) -> dict[str, str]:
         "config/default/kustomization.yaml": _default_kustomization(
             project, admitting, any_webhooks
         ),
+        "config/network-policy/kustomization.yaml": _network_policy_kustomization(any_webhooks),
     }
     if any_webhooks:
         values = _base_values(project) | {
@@ -305,6 +310,7 @@ def wiring_files(project: Project) -> dict[str, str]:
             "certmanager/kustomization.yaml",
             "certmanager/certificate.yaml",
             "default/manager_webhook_patch.yaml",
+            "network-policy/allow-webhook-traffic.yaml",
         ):
             out[f"config/{name}"] = render(f"config/{name}", values)
         inject = f"{project.name}-system/{project.name}-serving-cert"
@@ -453,14 +459,28 @@ def _crd_kustomization(project: Project, hubs: list[ScaffoldedResource], webhook
     )
 
 
+def _network_policy_kustomization(webhooks: bool) -> str:
+    """Which ports of the manager's Pod are open to whom (config/network-policy)."""
+    resources = ["allow-metrics-traffic.yaml"]
+    if webhooks:
+        resources.append("allow-webhook-traffic.yaml")
+    header = textwrap.dedent(
+        """\
+        # Ingress to the manager's Pod: /metrics (8443) only from namespaces labelled
+        # metrics=enabled, the webhook port (9443) once webhooks exist; nothing else but the
+        # kubelet's probes. Enforced by CNIs that implement NetworkPolicy (Calico, Cilium, ...)."""
+    )
+    return _yaml_with_header(header, {"resources": resources})
+
+
 def _default_kustomization(
     project: Project, admitting: list[ScaffoldedResource], webhooks: bool
 ) -> str:
-    resources = ["../crd", "../rbac", "../manager", "metrics_service.yaml"]
-    patches: list[dict[str, str]] = []
+    resources = ["../crd", "../rbac", "../manager", "metrics_service.yaml", "../network-policy"]
+    patches: list[dict[str, object]] = []
     if webhooks:
         resources += ["../webhook", "../certmanager"]
-        patches.append({"path": "manager_webhook_patch.yaml"})
+        patches.append({"path": "manager_webhook_patch.yaml", "target": {"kind": "Deployment"}})
         if admitting:
             patches.append({"path": "webhookcainjection_patch.yaml"})
     document: dict[str, object] = {
@@ -477,6 +497,8 @@ def _default_kustomization(
         f"""\
         # Everything the operator needs on a cluster: kubectl apply -k config/default
         # Objects land in namespace {project.name}-system with the name prefix {project.name}-.
+        # /metrics is HTTPS for authorized scrapers only, from namespaces labelled
+        # metrics=enabled (../network-policy); bind {project.name}-metrics-reader to the scraper.
         # Add ../prometheus to resources for a ServiceMonitor (Prometheus Operator)."""
     )
     return _yaml_with_header(header, document)
