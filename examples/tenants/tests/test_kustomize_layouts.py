@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from setpoint.testing.controlplane import find_binaries
@@ -92,3 +93,79 @@ def test_the_admission_policy_names_the_operator_as_kustomize_renames_it() -> No
     username = f"system:serviceaccount:{account['namespace']}:{account['name']}"
     (condition,) = policy["spec"]["matchConditions"]
     assert f"'{username}'" in condition["expression"]
+
+
+def rendered(config: Path) -> list[dict[str, Any]]:
+    """Every object ``kubectl kustomize <config>/default`` renders."""
+    kubectl = find_binaries().kubectl
+    assert kubectl is not None
+    done = subprocess.run(
+        [str(kubectl), "kustomize", str(config / "default")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+@pytest.mark.parametrize("certificates", ["../certificates", "../certmanager"])
+def test_metrics_are_https_for_authorized_scrapers_from_monitoring_namespaces(
+    tmp_path: Path, certificates: str
+) -> None:
+    """Issue 27 finding 6, as in the scaffold: no plain-HTTP /metrics on the pod network.
+
+    With either certificate component the manager serves ``--metrics-secure`` on :8443
+    (TokenReview and SubjectAccessReview, which its service account may create), a
+    ``metrics-reader`` ClusterRole exists for scrapers, and NetworkPolicies admit only
+    namespaces labelled metrics=enabled to the metrics port and the API server's calls to
+    the webhook port.
+    """
+    config = tmp_path / "config"
+    shutil.copytree(CONFIG_DIR, config)
+    default = config / "default" / "kustomization.yaml"
+    default.write_text(default.read_text().replace("- ../certificates", f"- {certificates}"))
+    objects = rendered(config)
+
+    def one(kind: str, name: str) -> dict[str, Any]:
+        (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+        return found
+
+    pod = one("Deployment", "tenants-controller-manager")["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    assert {"--metrics-secure", "--metrics-bind-address=:8443"} <= set(container["args"])
+    assert not [a for a in container["args"] if "8080" in a], container["args"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"metrics": 8443, "probes": 8081, "webhook-server": 9443}
+
+    account = {
+        "kind": "ServiceAccount",
+        "name": pod["spec"]["serviceAccountName"],
+        "namespace": "tenants-system",
+    }
+    binding = one("ClusterRoleBinding", "tenants-metrics-auth-rolebinding")
+    assert binding["subjects"] == [account]
+    auth = one("ClusterRole", binding["roleRef"]["name"])
+    assert sorted((r["apiGroups"][0], r["resources"][0], r["verbs"]) for r in auth["rules"]) == [
+        ("authentication.k8s.io", "tokenreviews", ["create"]),
+        ("authorization.k8s.io", "subjectaccessreviews", ["create"]),
+    ]
+    reader = one("ClusterRole", "tenants-metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+    metrics = one("NetworkPolicy", "tenants-allow-metrics-traffic")
+    webhook = one("NetworkPolicy", "tenants-allow-webhook-traffic")
+    for policy in (metrics, webhook):
+        assert policy["metadata"]["namespace"] == "tenants-system"
+        selector = policy["spec"]["podSelector"]["matchLabels"]
+        assert selector.items() <= pod["metadata"]["labels"].items()
+        assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert metrics["spec"]["ingress"] == [
+        {
+            "from": [{"namespaceSelector": {"matchLabels": {"metrics": "enabled"}}}],
+            "ports": [{"port": ports["metrics"], "protocol": "TCP"}],
+        }
+    ]
+    (rule,) = webhook["spec"]["ingress"]
+    assert rule["ports"] == [{"port": ports["webhook-server"], "protocol": "TCP"}]
