@@ -61,8 +61,8 @@ from typing import Any, Self
 import yaml
 
 from setpoint.api.errors import SetpointError
+from setpoint.observability.privatefiles import write_private
 from setpoint.server.address import free_port
-from setpoint.testing._files import write_private
 from setpoint.tls.certs import CertificateAuthority, signing_key_pair
 from setpoint.tls.pem import KeyPair
 

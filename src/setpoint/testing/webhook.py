@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from setpoint.crd.conversion import CONVERT_PATH, WebhookClientConfig
 from setpoint.crd.generator import crd_for
-from setpoint.testing._files import write_private
+from setpoint.observability.privatefiles import write_private
 from setpoint.tls.certs import CertificateAuthority
 from setpoint.tls.pem import KeyPair
 from setpoint.webhook.server import StaticCertificate, WebhookServer, WebhookServerOptions

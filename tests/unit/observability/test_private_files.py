@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
 
 import pytest
 
-from setpoint.testing._files import write_private
+from setpoint.observability.privatefiles import PrivateFileError, create_private, write_private
 
 
 def test_a_symlink_is_replaced_never_written_through(tmp_path: Path) -> None:
@@ -46,3 +47,37 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         write_private(tmp_path / "taken", b"k")
     assert [p.name for p in tmp_path.iterdir()] == ["taken"]
+
+
+def test_create_private_makes_a_new_owner_only_file(tmp_path: Path) -> None:
+    path = tmp_path / "new.jsonl"
+    old = os.umask(0)
+    try:
+        with create_private(path, what="the test file") as handle:
+            handle.write(b"line\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert path.read_bytes() == b"line\n"
+
+
+@pytest.mark.parametrize("planted", ["file", "directory", "link"])
+def test_create_private_refuses_anything_already_at_the_path(tmp_path: Path, planted: str) -> None:
+    """Whatever is there stays as it was; the error names the path, what it is and the fix."""
+    target = tmp_path / "target"
+    target.write_text("keep")
+    path = tmp_path / "taken"
+    if planted == "file":
+        path.write_text("keep")
+    elif planted == "directory":
+        path.mkdir()
+    else:
+        path.symlink_to(target)
+    found = {"file": "already exists", "directory": "is a directory", "link": "is a symbolic link"}
+    with pytest.raises(PrivateFileError, match=rf"the test file: .*taken {found[planted]}") as err:
+        create_private(path, what="the test file")
+    assert err.value.errno == errno.EEXIST
+    assert "remove it or choose a new path" in str(err.value)
+    assert target.read_text() == "keep"
+    if planted == "file":
+        assert path.read_text() == "keep"
