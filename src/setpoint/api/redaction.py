@@ -9,6 +9,9 @@ Two jobs, both pure and bounded:
 - :func:`redact` masks the credentials that commonly end up in exception text before that
   text leaves the process: bearer tokens, JWTs, PEM private keys, ``user:password@`` in
   URLs and ``password=...``-style pairs. :func:`redact_url` does the same for one URL.
+- :func:`is_credential_name` and :func:`looks_like_credential` tell, for structured data
+  (a recording's JSON), whether a field's name or a value's shape says it holds a
+  credential.
 
 Redaction is a safety net for text setpoint does not control (an exception raised by user
 code, a server's message); it recognises common shapes only. Code that handles secrets
@@ -17,11 +20,19 @@ must still keep them out of messages in the first place.
 
 from __future__ import annotations
 
+import binascii
 import re
 import reprlib
 from typing import Final
 
-__all__ = ["REDACTED", "brief", "redact", "redact_url"]
+__all__ = [
+    "REDACTED",
+    "brief",
+    "is_credential_name",
+    "looks_like_credential",
+    "redact",
+    "redact_url",
+]
 
 REDACTED: Final = "<redacted>"
 """What a masked secret is replaced with."""
@@ -106,3 +117,89 @@ def redact_url(url: str) -> str:
     user, colon, _ = userinfo.partition(":")
     masked = f"{user}:{REDACTED}" if colon else REDACTED
     return f"{scheme}://{masked}@{hostport}{tail}"
+
+
+_CREDENTIAL_WORDS: Final = (
+    "password",
+    "passwd",
+    "passphrase",
+    "token",
+    "privatekey",
+    "apikey",
+    "accesskey",
+    "secretkey",
+    "clientkey",
+    "signingkey",
+    "encryptionkey",
+    "credential",
+)
+_CREDENTIAL_NAMES: Final = frozenset({"auth", "authorization"})
+_REFERENCE_SUFFIXES: Final = (
+    "ref",
+    "refs",
+    "name",
+    "names",
+    "namespace",
+    "path",
+    "file",
+    "files",
+    "seconds",
+    "selector",
+)
+_NAME_NOISE: Final = str.maketrans("", "", "-_. ")
+
+
+def is_credential_name(name: str) -> bool:
+    """Whether a field or map key called ``name`` holds a credential, by its name alone.
+
+    Yes for names containing ``password``, ``passwd``, ``passphrase``, ``token``,
+    ``credential`` or a kind of key (``privateKey``, ``apiKey``, ``accessKey``,
+    ``secretKey``, ``clientKey``, ``signingKey``, ``encryptionKey``), ending in ``secret``
+    (``clientSecret``), ending in ``.key`` (``tls.key``, ``ca.key``), and ``auth`` or
+    ``authorization``; case, ``-``, ``_`` and ``.`` do not matter (``client-key-data``,
+    ``bearerToken``, ``ACCESS_TOKEN``). No for names that refer to a credential rather than
+    hold it: ending in ``ref``, ``name``, ``namespace``, ``path``, ``file``, ``seconds`` or
+    ``selector`` (``secretKeyRef``, ``secretName``, ``tokenFile``,
+    ``tokenExpirationSeconds``), and for a bare ``key`` (a label selector's).
+    """
+    lowered = name.lower()
+    if lowered.endswith(".key"):
+        return True
+    squeezed = lowered.translate(_NAME_NOISE)
+    if squeezed.endswith(_REFERENCE_SUFFIXES):
+        return False
+    return (
+        squeezed.endswith("secret")
+        or squeezed in _CREDENTIAL_NAMES
+        or any(word in squeezed for word in _CREDENTIAL_WORDS)
+    )
+
+
+_CREDENTIAL_SHAPE = re.compile(
+    r"PRIVATE KEY-----|\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.|LS0tLS1CRUdJTi"
+)
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/]+")
+
+
+def looks_like_credential(text: str) -> bool:
+    """Whether ``text`` holds a credential, by its shape, whatever field it is in.
+
+    Yes for a PEM private key block (``-----BEGIN ... PRIVATE KEY-----``, also cut short), the
+    same base64-encoded (as in ``client-key-data`` or a Secret's ``tls.key``; also a key after
+    a certificate in one encoded bundle), and a JSON Web Token (service-account and OIDC
+    tokens). Certificates (public) are not credentials. Linear in the length of the text: one
+    regular-expression scan, and base64 that starts like PEM (``LS0tLS1CRUdJTi``,
+    ``-----BEGIN``) is decoded to tell a key from a certificate.
+    """
+    for match in _CREDENTIAL_SHAPE.finditer(text):
+        if not match.group().startswith("LS0t"):
+            return True
+        run = _BASE64_RUN.match(text, match.start())
+        encoded = run.group() if run is not None else ""
+        try:
+            decoded = binascii.a2b_base64(encoded[: len(encoded) - len(encoded) % 4])
+        except binascii.Error:
+            continue
+        if b"PRIVATE KEY-----" in decoded:
+            return True
+    return False

@@ -622,10 +622,13 @@ class Manager:
             ShutdownIncomplete: everything else went well, but a runnable did not stop
                 within the graceful shutdown timeout.
             ManagerStateError: the manager ran before.
+            PrivateFileError: ``options.record.path`` exists or cannot be created; nothing
+                was started, so the manager may run once the path is fixed.
 
         """
         if self._state is not _State.NEW:
             raise ManagerStateError("a Manager runs once; build a new one to run again")
+        recorder = self._start_recording()  # first: a refused file leaves nothing started
         self._state = _State.RUNNING
         self._loop = loop = asyncio.get_running_loop()
         restore_hooks = self._install_request_metrics(self.client)
@@ -636,7 +639,6 @@ class Manager:
             if self.options.tracing
             else False
         )
-        recorder = self._start_recording()
         cancelled = False
         problems: list[tuple[str, str]] = []
         try:

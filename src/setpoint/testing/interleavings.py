@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import copy
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -430,18 +429,21 @@ def _clean(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _comparable(value: Any) -> Any:
-    """What an answer is compared by (a copy): spec, status, data, labels, annotations."""
+    """What an answer is compared by (a copy): spec, status, data, labels, annotations.
+
+    Redacted as a recording is (:func:`setpoint.observability.recording.redact`, which
+    copies), so a replayed Secret's values compare equal to the recorded ``<redacted>``.
+    """
     if hasattr(value, "model_dump"):
         value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
     if not isinstance(value, Mapping):
         return None
+    value = recording.redact(dict(value))
     meta = value.get("metadata") or {}
-    return copy.deepcopy(
-        (
-            {k: value.get(k) for k in _COMPARED},
-            meta.get("labels") or {},
-            meta.get("annotations") or {},
-        )
+    return (
+        {k: value.get(k) for k in _COMPARED},
+        meta.get("labels") or {},
+        meta.get("annotations") or {},
     )
 
 
