@@ -7,6 +7,9 @@
   ``apiextensions.k8s.io/v1`` ConversionReviews, built on :mod:`setpoint.api.conversion`.
 - :mod:`setpoint.webhook.admission`: :class:`AdmissionWebhook`, ``admission.k8s.io/v1``
   AdmissionReviews answered by the validators and defaulters of :mod:`setpoint.api.admission`.
+- :mod:`setpoint.webhook.reviews`: :class:`ReviewWorkers`, the threads large reviews are
+  decoded and answered in, and the count that refuses a review too large to decode
+  (:class:`ReviewTooLarge`, 413).
 - :mod:`setpoint.webhook.certificates`: self-managed serving certificates (a CA and a
   serving certificate in a Secret, renewed, caBundle injected), a :class:`CertificateSource`.
   Imported on its own (it loads ``cryptography``): ``from setpoint.webhook.certificates
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
         MalformedReview,
     )
     from setpoint.webhook.options import WebhookServerOptions
+    from setpoint.webhook.reviews import ReviewTooLarge, ReviewWorkers
     from setpoint.webhook.server import (
         DEFAULT_CERT_DIR,
         CertificateDirectory,
@@ -60,6 +64,8 @@ _EXPORTS: dict[str, str] = {
     "StaticCertificate": "setpoint.webhook.server",
     "WebhookServer": "setpoint.webhook.server",
     "WebhookServerOptions": "setpoint.webhook.options",
+    "ReviewTooLarge": "setpoint.webhook.reviews",
+    "ReviewWorkers": "setpoint.webhook.reviews",
 }
 
 
@@ -77,6 +83,8 @@ __all__ = [
     "ConversionWebhook",
     "MalformedAdmissionReview",
     "MalformedReview",
+    "ReviewTooLarge",
+    "ReviewWorkers",
     "StaticCertificate",
     "WebhookServer",
     "WebhookServerOptions",

@@ -33,7 +33,7 @@ import base64
 import inspect
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import orjson
@@ -46,10 +46,13 @@ from setpoint.api.admission import (
     Denied,
     admission_spec_of,
 )
+from setpoint.api.errors import SetpointError
 from setpoint.api.jsonvalues import json_equal
 from setpoint.api.resource import Resource
 from setpoint.client.patch import json_patch_diff
 from setpoint.server.http import HttpRequest, HttpResponse
+from setpoint.webhook.options import INLINE_BODY_SIZE, MAX_REVIEW_VALUES
+from setpoint.webhook.reviews import ReviewTooLarge, ReviewWorkers, check_review_values
 
 if TYPE_CHECKING:
     from setpoint.observability.metrics import Metrics
@@ -73,7 +76,7 @@ _OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 _MAX_ERRORS: Final = 3
 
 
-class MalformedAdmissionReview(ValueError):
+class MalformedAdmissionReview(SetpointError, ValueError):
     """The request body is not a usable AdmissionReview; the message says what is wrong."""
 
 
@@ -183,11 +186,16 @@ class AdmissionWebhook:
     Caveats:
         User code runs on the event loop: a slow or blocking validator delays every other
         request (and the API server gives up after ``timeout_seconds``). Make I/O async.
+        A review whose body is larger than ``inline_body_size`` is decoded, checked, turned
+        into typed objects (pydantic validation, including a model's own validators), and
+        its patch and answer encoded, in one of ``workers``' threads; user code still runs
+        on the loop in between. Smaller ones are handled on the loop.
 
     Errors:
         MalformedAdmissionReview: only from :func:`parse_admission_review`; the handler
             answers it with HTTP 400 and raises nothing itself (the module docstring says
-            what each failure answers).
+            what each failure answers). A body of more JSON values than
+            ``max_review_values`` is answered with 413 before it is decoded.
 
     """
 
@@ -196,36 +204,80 @@ class AdmissionWebhook:
         webhook: CustomValidator[Any] | CustomDefaulter[Any],
         *,
         metrics: Metrics | None = None,
+        inline_body_size: int = INLINE_BODY_SIZE,
+        max_review_values: int = MAX_REVIEW_VALUES,
+        workers: ReviewWorkers | None = None,
     ) -> None:
         self.spec: AdmissionWebhookSpec = admission_spec_of(webhook)
         """The webhook's resolved declaration: path, name, operations, resource."""
         self._impl = webhook
         self._metrics = metrics
+        self._inline_body = inline_body_size
+        self._max_values = max_review_values
+        self._workers = workers if workers is not None else ReviewWorkers(1)
 
     async def __call__(self, request: HttpRequest) -> HttpResponse:
         """Answer one HTTP request (the server routes ``spec.path`` here)."""
-        try:
-            parsed = parse_admission_review(request.body)
-        except MalformedAdmissionReview as exc:
-            return HttpResponse.text(400, f"malformed AdmissionReview: {exc}\n")
-        response = await self.review(parsed)
-        body = orjson.dumps(
-            {
-                "apiVersion": ADMISSION_REVIEW_API_VERSION,
-                "kind": "AdmissionReview",
-                "response": response,
-            }
-        )
-        return HttpResponse(200, body, content_type=_JSON)
+        body = request.body
+        large = len(body) > self._inline_body
+        prepared = await self._workers.run(self._prepare, body) if large else self._prepare(body)
+        if isinstance(prepared, HttpResponse):
+            return prepared
+        response = await self._review(prepared, large=large)
+        answer = await self._workers.run(_encode, response) if large else _encode(response)
+        return HttpResponse(200, answer, content_type=_JSON)
 
     async def review(self, request: AdmissionRequest) -> dict[str, Any]:
         """The ``response`` of the AdmissionReview answering ``request``."""
+        return await self._review(self._typed(request), large=False)
+
+    def _prepare(self, body: bytes) -> _Typed | HttpResponse:
+        """The CPU-bound first half of an answer: check, parse, decode the typed objects."""
+        try:
+            check_review_values(
+                body, self._max_values, review="AdmissionReview", path=self.spec.path
+            )
+            parsed = parse_admission_review(body)
+        except ReviewTooLarge as exc:
+            log.warning("refused an AdmissionReview too large to decode: %s", exc)
+            return HttpResponse.text(413, f"{exc}\n")
+        except MalformedAdmissionReview as exc:
+            return HttpResponse.text(400, f"malformed AdmissionReview: {exc}\n")
+        return self._typed(parsed)
+
+    def _typed(self, request: AdmissionRequest) -> _Typed:
+        """``request`` with the objects user code will get decoded (or why they cannot be)."""
+        typed = _Typed(request)
+        if request.operation not in self.spec.operations:
+            return typed
+        if self.spec.mutating:
+            fields: tuple[str, ...] = ("object",)
+        elif request.operation == "CREATE":
+            fields = ("object",)
+        elif request.operation == "UPDATE":
+            fields = ("oldObject", "object")
+        else:
+            fields = ("oldObject",)
+        for name in fields:
+            raw = request.object if name == "object" else request.old_object
+            try:
+                obj = self._decode(raw, name, request)
+                if self.spec.mutating:
+                    typed.before = obj.to_object()
+            except Exception as exc:  # answered when user code would get the object
+                typed.objects[name] = exc
+                break  # the first object that does not decode is the answer
+            typed.objects[name] = obj
+        return typed
+
+    async def _review(self, typed: _Typed, *, large: bool) -> dict[str, Any]:
+        request = typed.request
         if request.operation not in self.spec.operations:
             return _allowed(request.uid)
         try:
             if self.spec.mutating:
-                return await self._default(request)
-            return await self._validate(request)
+                return await self._default(typed, large=large)
+            return await self._validate(typed)
         except Denied as exc:
             return _denied(request.uid, exc.code, exc.message, exc.warnings)
         except _BadObject as exc:
@@ -237,21 +289,19 @@ class AdmissionWebhook:
 
     # -- validating -----------------------------------------------------------------------
 
-    async def _validate(self, request: AdmissionRequest) -> dict[str, Any]:
+    async def _validate(self, typed: _Typed) -> dict[str, Any]:
         validator = cast("CustomValidator[Any]", self._impl)
+        request = typed.request
         if request.operation == "CREATE":
             method = "validate_create"
-            result = validator.validate_create(self._decode(request.object, "object", request))
+            result = validator.validate_create(typed.get("object"))
         elif request.operation == "UPDATE":
             method = "validate_update"
-            old = self._decode(request.old_object, "oldObject", request)
-            new = self._decode(request.object, "object", request)
-            result = validator.validate_update(old, new)
+            old = typed.get("oldObject")
+            result = validator.validate_update(old, typed.get("object"))
         else:
             method = "validate_delete"
-            result = validator.validate_delete(
-                self._decode(request.old_object, "oldObject", request)
-            )
+            result = validator.validate_delete(typed.get("oldObject"))
         if inspect.isawaitable(result):
             result = await result
         return _allowed(request.uid, warnings=self._warnings(result, method))
@@ -270,12 +320,12 @@ class AdmissionWebhook:
 
     # -- mutating -------------------------------------------------------------------------
 
-    async def _default(self, request: AdmissionRequest) -> dict[str, Any]:
+    async def _default(self, typed: _Typed, *, large: bool) -> dict[str, Any]:
         defaulter = cast("CustomDefaulter[Any]", self._impl)
+        request = typed.request
+        obj = typed.get("object")
         raw = request.object
-        obj = self._decode(raw, "object", request)
         assert raw is not None  # _decode refused a missing object
-        before = obj.to_object()
         # Typed as returning None, but a defaulter may hand back a new object (or be async).
         returned: object = cast("Any", defaulter).default(obj)
         if inspect.isawaitable(returned):
@@ -287,12 +337,10 @@ class AdmissionWebhook:
                 f"{self.spec.cls.__qualname__}.default returned {type(returned).__name__}; it "
                 "changes obj in place and returns None"
             )
-        after = obj.to_object()
-        target = _carry(raw, before, after)
-        operations = json_patch_diff(raw, target, guard_values=False)
-        if not operations:
-            return _allowed(request.uid)
-        patch = base64.b64encode(orjson.dumps(operations)).decode()
+        if large:
+            patch = await self._workers.run(_patch, raw, typed.before, obj)
+        else:
+            patch = _patch(raw, typed.before, obj)
         return _allowed(request.uid, patch=patch)
 
     # -- shared ---------------------------------------------------------------------------
@@ -341,6 +389,43 @@ class AdmissionWebhook:
 
 class _BadObject(Exception):
     """An object in the review does not parse as the webhook's resource class."""
+
+
+@dataclass(slots=True)
+class _Typed:
+    """A parsed review with the objects user code gets, decoded (on the loop or a worker)."""
+
+    request: AdmissionRequest
+    objects: dict[str, Resource | Exception] = field(default_factory=dict)
+    """``"object"``/``"oldObject"`` -> the typed object, or the error decoding it raised."""
+    before: Any = None
+    """A defaulter's object serialized before ``default`` ran (mutating webhooks only)."""
+
+    def get(self, name: str) -> Any:
+        """The typed object ``name``; raises what decoding it raised."""
+        value = self.objects[name]
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+
+def _patch(raw: dict[str, Any], before: Any, obj: Resource) -> str | None:
+    """The base64 JSONPatch from ``raw`` to what ``default`` made of it, or ``None``."""
+    target = _carry(raw, before, obj.to_object())
+    operations = json_patch_diff(raw, target, guard_values=False)
+    if not operations:
+        return None
+    return base64.b64encode(orjson.dumps(operations)).decode()
+
+
+def _encode(response: dict[str, Any]) -> bytes:
+    return orjson.dumps(
+        {
+            "apiVersion": ADMISSION_REVIEW_API_VERSION,
+            "kind": "AdmissionReview",
+            "response": response,
+        }
+    )
 
 
 def _describe(request: AdmissionRequest, obj: Mapping[str, Any] | None) -> str:

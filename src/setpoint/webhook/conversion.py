@@ -16,7 +16,13 @@ What each input gets (see :meth:`ConversionWebhook.review`):
 - a body that is not a ConversionReview (not JSON, wrong apiVersion/kind, no request, no uid,
   objects not a list of objects): HTTP 400 with a message saying what is wrong;
 - an exception in a converter: a ``Failure`` like any other object failure, counted in
-  ``controller_runtime_conversion_webhook_panics_total``; the server stays up.
+  ``controller_runtime_conversion_webhook_panics_total``; the server stays up;
+- a body holding more JSON values than ``max_review_values`` (counted before decoding): HTTP
+  413 naming the path, the count and the option.
+
+A review whose body is larger than ``inline_body_size`` is decoded, converted and encoded in
+a review worker thread (:class:`~setpoint.webhook.reviews.ReviewWorkers`), so the event loop
+keeps serving while it is; smaller ones are answered on the loop, the fast path.
 
 The conversion itself is :class:`setpoint.api.conversion.KindConversion`, the same code the
 fake client and the unit tests use.
@@ -24,7 +30,6 @@ fake client and the unit tests use.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -34,6 +39,8 @@ import orjson
 from setpoint.api.conversion import CONVERT_PATH, ConversionError, KindConversion
 from setpoint.api.errors import SetpointError
 from setpoint.server.http import HttpRequest, HttpResponse
+from setpoint.webhook.options import INLINE_BODY_SIZE, MAX_REVIEW_VALUES
+from setpoint.webhook.reviews import ReviewTooLarge, ReviewWorkers, check_review_values
 
 if TYPE_CHECKING:
     from setpoint.api.resource import Resource
@@ -67,19 +74,32 @@ class ConversionWebhook:
         makes the handler raise: bad input is a 400 or a Failure.
 
     Caveats:
-        Conversion is CPU work: reviews with more than ``inline_objects`` objects run in a
-        worker thread (still one at a time under the GIL, but the event loop stays
-        responsive).
+        Conversion is CPU work. A body larger than ``inline_body_size``, or one with more
+        than ``inline_objects`` objects, is answered in one of ``workers``' threads (the
+        webhook server shares one :class:`~setpoint.webhook.reviews.ReviewWorkers` between
+        all its handlers; without one the handler makes its own, of one thread). Converters
+        therefore run in a worker thread or on the loop, and must not rely on either.
 
     Errors:
         MalformedReview: from :meth:`parse` (the handler turns it into HTTP 400).
 
     """
 
-    def __init__(self, *, metrics: Metrics | None = None, inline_objects: int = 16) -> None:
+    def __init__(
+        self,
+        *,
+        metrics: Metrics | None = None,
+        inline_objects: int = 16,
+        inline_body_size: int = INLINE_BODY_SIZE,
+        max_review_values: int = MAX_REVIEW_VALUES,
+        workers: ReviewWorkers | None = None,
+    ) -> None:
         self._kinds: dict[tuple[str, str], KindConversion] = {}
         self._metrics = metrics
         self._inline = inline_objects
+        self._inline_body = inline_body_size
+        self._max_values = max_review_values
+        self._workers = workers if workers is not None else ReviewWorkers(1)
         if metrics is not None:
             metrics.conversion_webhook_panics_total.inc(0)
 
@@ -108,25 +128,36 @@ class ConversionWebhook:
 
     async def __call__(self, request: HttpRequest) -> HttpResponse:
         """Answer one HTTP request (the server has checked path and method)."""
-        try:
-            review = self.parse(request.body)
-        except MalformedReview as exc:
-            log.warning("refused a malformed ConversionReview: %s", exc)
-            return HttpResponse.text(400, f"malformed ConversionReview: {exc}\n")
-        objects = review["request"]["objects"]
-        if len(objects) > self._inline:
-            body = await asyncio.to_thread(self.respond, review)
+        if len(request.body) > self._inline_body:
+            status, body = await self._workers.run(self.review, request.body)
         else:
-            body = self.respond(review)
+            try:
+                review = self._checked(request.body)
+            except (MalformedReview, ReviewTooLarge) as exc:
+                status, body = _refusal(exc)
+            else:
+                if len(review["request"]["objects"]) > self._inline:
+                    status, body = 200, await self._workers.run(self.respond, review)
+                else:
+                    status, body = 200, self.respond(review)
+        if status != 200:
+            return HttpResponse(status, body)
         return HttpResponse(200, body, JSON)
 
     def review(self, body: bytes) -> tuple[int, bytes]:
-        """Status code and body answering ``body``, synchronously (benchmarks, tests)."""
+        """Status code and body answering ``body``, on the calling thread.
+
+        The handler's review workers call it, and so do benchmarks and tests.
+        """
         try:
-            review = self.parse(body)
-        except MalformedReview as exc:
-            return 400, f"malformed ConversionReview: {exc}\n".encode()
+            review = self._checked(body)
+        except (MalformedReview, ReviewTooLarge) as exc:
+            return _refusal(exc)
         return 200, self.respond(review)
+
+    def _checked(self, body: bytes) -> dict[str, Any]:
+        check_review_values(body, self._max_values, review="ConversionReview", path=CONVERT_PATH)
+        return self.parse(body)
 
     @staticmethod
     def parse(body: bytes) -> dict[str, Any]:
@@ -226,6 +257,15 @@ class ConversionWebhook:
         if self._metrics is not None:
             self._metrics.conversion_webhook_panics_total.inc()
         log.error("a converter failed: %s", exc)
+
+
+def _refusal(exc: MalformedReview | ReviewTooLarge) -> tuple[int, bytes]:
+    """The status and text answering a review refused before conversion (logged)."""
+    if isinstance(exc, ReviewTooLarge):
+        log.warning("refused a ConversionReview too large to decode: %s", exc)
+        return 413, f"{exc}\n".encode()
+    log.warning("refused a malformed ConversionReview: %s", exc)
+    return 400, f"malformed ConversionReview: {exc}\n".encode()
 
 
 def _json_type(value: object) -> str:

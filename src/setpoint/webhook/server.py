@@ -46,6 +46,7 @@ from setpoint.server.http import HttpServerOptions as _HttpServerOptions
 from setpoint.server.tls import ServerTLS
 from setpoint.tls.pem import CertificateError, KeyPair, load_key_pair
 from setpoint.webhook.options import WebhookServerOptions
+from setpoint.webhook.reviews import ReviewWorkers
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -192,9 +193,16 @@ class WebhookServer:
 
     Guarantees:
         Every request gets an answer: 404 for an unknown path, 405 for a method other than
-        POST, 413 for a body over :attr:`WebhookServerOptions.max_body_size`, 500 (counted
-        and logged, the server stays up) when a handler raises. Paths can be registered
-        before or after start. Each path's metrics exist at 0 from registration.
+        POST, 413 for a body over its path's cap (``/convert``:
+        :attr:`WebhookServerOptions.conversion_max_body_size`; every other path:
+        :attr:`~WebhookServerOptions.admission_max_body_size`), unread, 503 past the
+        :attr:`~WebhookServerOptions.body_budget` of bodies in flight, 500 (counted and
+        logged, the server stays up) when a handler raises. Paths can be registered before
+        or after start. Each path's metrics exist at 0 from registration. Reviews larger
+        than :attr:`~WebhookServerOptions.inline_body_size` are decoded and answered in the
+        server's :class:`~setpoint.webhook.reviews.ReviewWorkers` (at most
+        :attr:`~WebhookServerOptions.review_workers` at once, for every handler together),
+        so a large review costs its own request, not the loop the probes and controllers run on.
 
     Caveats:
         The certificate is read once at start. A source that also has ``watch(on_change)``
@@ -225,6 +233,8 @@ class WebhookServer:
         self._by_path: dict[str, tuple[Any, Any]] = {}
         self._counters: dict[tuple[str, int], Any] = {}
         self._conversion: ConversionWebhook | None = None
+        self.review_workers = ReviewWorkers(self.options.review_workers)
+        """The threads every handler here answers large reviews in (closed at stop)."""
         self._server: Http1Server | None = None
         self._tls: ServerTLS | None = None
         self._source: CertificateSource | None = None
@@ -263,13 +273,19 @@ class WebhookServer:
         pair = await source.load()
         self._tls = ServerTLS(pair)
         self._source = source
+        from setpoint.api.conversion import CONVERT_PATH
+
+        options = self.options
         server = Http1Server(
             self.name,
             self._bind,
             self._dispatch,
             options=_HttpServerOptions(
                 tls=self._tls,
-                max_body_size=self.options.max_body_size,
+                # Every path but /convert: admission webhooks, and paths registered later.
+                max_body_size=options.admission_max_body_size,
+                body_limits={CONVERT_PATH: options.conversion_max_body_size},
+                body_budget=options.body_budget,
                 group=RunnableGroup.WEBHOOKS,
                 shutdown_timeout=5.0,
             ),
@@ -295,6 +311,7 @@ class WebhookServer:
         server, self._server = self._server, None
         if server is not None:
             await server.stop(timeout)
+        self.review_workers.close()  # after the requests in flight had their time
 
     def failure(self) -> BaseException | None:
         """The error that ended the certificate source's watch, if it ended; else ``None``."""
@@ -405,8 +422,13 @@ class WebhookServer:
         from setpoint.webhook.conversion import CONVERT_PATH, ConversionWebhook
 
         if self._conversion is None:
+            options = self.options
             self._conversion = ConversionWebhook(
-                metrics=self.metrics, inline_objects=self.options.inline_objects
+                metrics=self.metrics,
+                inline_objects=options.inline_objects,
+                inline_body_size=options.inline_body_size,
+                max_review_values=options.max_review_values,
+                workers=self.review_workers,
             )
             self.register(CONVERT_PATH, self._conversion)
         self._conversion.register(*classes)
@@ -429,7 +451,17 @@ class WebhookServer:
         """
         from setpoint.webhook.admission import AdmissionWebhook
 
-        handlers = [AdmissionWebhook(webhook, metrics=self.metrics) for webhook in webhooks]
+        options = self.options
+        handlers = [
+            AdmissionWebhook(
+                webhook,
+                metrics=self.metrics,
+                inline_body_size=options.inline_body_size,
+                max_review_values=options.max_review_values,
+                workers=self.review_workers,
+            )
+            for webhook in webhooks
+        ]
         for handler in handlers:
             self.register(handler.spec.path, handler)
         return handlers

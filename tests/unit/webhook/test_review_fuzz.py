@@ -77,7 +77,8 @@ def served() -> Iterator[Served]:
         WebhookServerOptions(
             bind_address="127.0.0.1:0",
             certificate=StaticCertificate(pair),
-            max_body_size=MAX_BODY,
+            admission_max_body_size=MAX_BODY,
+            conversion_max_body_size=MAX_BODY,
         ),
         metrics=metrics,
     )
