@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from hypothesis.configuration import storage_directory
 
-from setpoint.testing.controlplane import ControlPlaneError, find_binaries
 from tests._support.checkout import left_behind, parse_porcelain, report, snapshot
+from tests._support.kubectl import kubectl_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -160,17 +160,6 @@ def discovery_server() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-def kubectl_binary() -> str:
-    try:
-        built = find_binaries().kubectl
-    except ControlPlaneError:
-        built = None
-    found = str(built) if built is not None else shutil.which("kubectl")
-    if found is None:
-        pytest.skip("no kubectl: build the control plane (make controlplane)")
-    return found
 
 
 def test_kubectl_caches_discovery_outside_the_checkout(

@@ -15,8 +15,8 @@ from setpoint.testing.controlplane import find_binaries
 from .tenants_support import CONFIG_DIR
 
 
-def build(config: Path) -> dict[str, dict[str, Any]]:
-    """``kubectl kustomize <config>/default``, by kind (the last object of each kind)."""
+def rendered(config: Path) -> list[dict[str, Any]]:
+    """Every object ``kubectl kustomize <config>/default`` renders."""
     kubectl = find_binaries().kubectl
     assert kubectl is not None
     done = subprocess.run(
@@ -27,7 +27,12 @@ def build(config: Path) -> dict[str, dict[str, Any]]:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    return {doc["kind"]: doc for doc in yaml.safe_load_all(done.stdout) if doc}
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def build(config: Path) -> dict[str, dict[str, Any]]:
+    """``kubectl kustomize <config>/default``, by kind (the last object of each kind)."""
+    return {doc["kind"]: doc for doc in rendered(config)}
 
 
 def manager_container(objects: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -93,21 +98,6 @@ def test_the_admission_policy_names_the_operator_as_kustomize_renames_it() -> No
     username = f"system:serviceaccount:{account['namespace']}:{account['name']}"
     (condition,) = policy["spec"]["matchConditions"]
     assert f"'{username}'" in condition["expression"]
-
-
-def rendered(config: Path) -> list[dict[str, Any]]:
-    """Every object ``kubectl kustomize <config>/default`` renders."""
-    kubectl = find_binaries().kubectl
-    assert kubectl is not None
-    done = subprocess.run(
-        [str(kubectl), "kustomize", str(config / "default")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
 @pytest.mark.parametrize("certificates", ["../certificates", "../certmanager"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from setpoint.cli.scaffold.commands import create_api, create_webhook, init, set
 from setpoint.cli.scaffold.files import ScaffoldConflict
 from setpoint.cli.scaffold.names import ScaffoldNameError, snake_case
 from setpoint.cli.scaffold.project import Project, ProjectFileError, digest
-from setpoint.testing.controlplane import ControlPlaneError, find_binaries
+from tests._support.kubectl import kubectl_binary
 
 RUFF = Path(sys.executable).with_name("ruff")
 SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
@@ -390,18 +389,6 @@ def test_webhooks_add_their_port_and_policy_without_repeating_the_managers_args(
     }
     (rule,) = policy["spec"]["ingress"]
     assert rule["ports"] == [{"port": 9443, "protocol": "TCP"}]
-
-
-def kubectl_binary() -> str:
-    """kubectl built with the control plane, else one on PATH; skips when there is none."""
-    try:
-        built = find_binaries().kubectl
-    except ControlPlaneError:
-        built = None
-    found = str(built) if built is not None else shutil.which("kubectl")
-    if found is None:
-        pytest.skip("no kubectl: build the control plane (make controlplane) for kustomize")
-    return found
 
 
 def kustomize(project: Path, directory: str) -> list[dict[str, Any]]:
