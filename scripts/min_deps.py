@@ -3,9 +3,11 @@
 A range such as ``orjson>=3.10,<4`` is a promise that 3.10.0 works. Day to day, pip
 resolves the newest versions, so nothing checks the lower end. This script does:
 
-1. Reads ``pyproject.toml``: the runtime ``dependencies``, the ``testing`` extra, and the
-   dev packages the unit tests themselves need (``UNIT_TEST_DEV``); a package in both
-   takes the higher floor (the repository's tests need pytest 9, the extra allows 8.2).
+1. Reads ``pyproject.toml``: the runtime ``dependencies``, the ``tools`` and ``testing``
+   extras, and the dev packages the unit tests themselves need (``UNIT_TEST_DEV``); a
+   package in both takes the higher floor (the repository's tests need pytest 9, the extra
+   allows 8.2). An extra's reference to another of setpoint's extras (``setpoint[tools]``)
+   is not a package to pin: the extra it names is read anyway.
 2. Pins each to the lower bound of its range (``>=X`` becomes ``==X``) in a constraints
    file; a requirement without a lower bound is an error (the range promises nothing).
 3. Creates a fresh virtualenv in a temporary directory, installs the checkout (editable:
@@ -36,7 +38,7 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parents[1]
 # Dev-extra packages the unit tests import or configure (pytest.ini's ``timeout``);
 # the rest of the dev extra is tooling (linters, type checker, docs, build).
-UNIT_TEST_DEV = ("pytest-timeout", "hypothesis", "aiohttp")
+UNIT_TEST_DEV = ("pytest-timeout", "hypothesis", "aiohttp", "h11")
 
 
 def lower_bound(requirement: Requirement) -> str:
@@ -56,15 +58,17 @@ def lower_bound(requirement: Requirement) -> str:
 
 
 def requirements() -> list[Requirement]:
-    """Runtime dependencies, the testing extra, and the dev packages unit tests need.
+    """Runtime dependencies, the tools and testing extras, and the dev packages unit tests need.
 
     A package named twice (pytest is in ``testing`` and, with a higher floor, in ``dev``)
     is installed at the higher of its lower bounds: the unit tests need that one.
     """
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    chosen = {r.name: r for r in map(Requirement, [*project["dependencies"], *extras["testing"]])}
-    dev = {r.name: r for r in map(Requirement, extras["dev"])}
+    listed = [*project["dependencies"], *extras["tools"], *extras["testing"]]
+    own = project["name"]
+    chosen = {r.name: r for r in map(Requirement, listed) if r.name != own}
+    dev = {r.name: r for r in map(Requirement, extras["dev"]) if r.name != own}
     for name, requirement in dev.items():
         if name in UNIT_TEST_DEV or name in chosen:
             current = chosen.get(name)

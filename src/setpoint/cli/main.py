@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
-__all__ = ["COMMANDS", "build_parser", "main", "version"]
+__all__ = ["COMMANDS", "RUNTIME_COMMANDS", "build_parser", "main", "version"]
 
 
 def version() -> str:
@@ -41,6 +41,11 @@ A command's module is imported only when that command runs (or for the full help
 ``setpoint --version`` or ``setpoint crd diff`` does not import the runtime, the testing
 kit or an HTTP server with it."""
 
+RUNTIME_COMMANDS = frozenset({"run"})
+"""The commands of the runtime: ``pip install setpoint`` is enough for them. Every other
+command is a tool and needs the ``tools`` extra (``pip install 'setpoint[tools]'``,
+docs/packaging.md); run without it, it says so in one line instead of starting."""
+
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser: every command registered, or only ``command`` when it is known.
@@ -68,26 +73,30 @@ def _command_of(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code.
 
-    Expected failures (no binaries, unreachable server, bad input) print one
-    clear line and exit 1; they never end in a traceback.
+    Expected failures (no binaries, unreachable server, bad input, a tool command without
+    the ``tools`` extra) print one clear line and exit 1; they never end in a traceback.
+    Expected means an error setpoint raised on purpose (:class:`~setpoint.SetpointError`,
+    whose messages say what to do), or a ``ValueError`` or ``OSError``; anything else is a
+    bug and keeps its traceback.
     """
+    from setpoint.api.errors import SetpointError
+
     words = list(sys.argv[1:] if argv is None else argv)
     command = _command_of(words)
     if command is None and "--version" in words:
         print(f"setpoint {version()}")
         return 0
-    parser = build_parser(command)
-    args = parser.parse_args(words)
     try:
+        if command in COMMANDS and command not in RUNTIME_COMMANDS:
+            # Before the command's module is imported: a tool's import may need the extra.
+            from setpoint._extras import TOOLS, require_extra
+
+            require_extra(TOOLS, f"setpoint {command}")
+        parser = build_parser(command)
+        args = parser.parse_args(words)
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:
-        # Imported here: a command that raised one of these has loaded its module already.
-        from setpoint.client.errors import ClientError
-        from setpoint.testing.controlplane import ControlPlaneError
-
-        if isinstance(exc, (ControlPlaneError, ClientError, ValueError, OSError)):
-            print(f"setpoint: error: {exc}", file=sys.stderr)
-            return 1
-        raise
+    except (SetpointError, ValueError, OSError) as exc:
+        print(f"setpoint: error: {exc}", file=sys.stderr)
+        return 1

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from setpoint._extras import TOOLS, ExtraNotInstalled
 from setpoint.api.errors import SetpointError
 
 __all__ = ["CompiledPattern", "PatternError", "compile_pattern"]
@@ -67,6 +68,8 @@ def compile_pattern(pattern: str) -> CompiledPattern:
         PatternError: the pattern is too long, not valid text, uses syntax RE2
             (and so the API server) does not support, or needs more than RE2's
             memory budget; the message quotes RE2's reason.
+        ExtraNotInstalled: google-re2 is not installed (it comes with the ``tools``
+            extra: ``pip install 'setpoint[tools]'``).
 
     """
     return _compile(pattern)
@@ -74,7 +77,15 @@ def compile_pattern(pattern: str) -> CompiledPattern:
 
 @lru_cache(maxsize=512)
 def _compile(pattern: str) -> CompiledPattern:
-    import re2  # type: ignore[import-untyped]  # deferred: only schema checks need it
+    try:
+        import re2  # type: ignore[import-untyped]  # deferred: only schema checks need it
+    except ModuleNotFoundError as exc:
+        if exc.name != "re2":
+            raise
+        # google-re2 is in the tools extra: the runtime alone (pip install setpoint) has none.
+        raise ExtraNotInstalled(
+            "checking a schema pattern with RE2", TOOLS, ["google-re2"]
+        ) from None
 
     if len(pattern) > _MAX_PATTERN_LENGTH:
         raise PatternError(
