@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from setpoint.api.redaction import brief
-from setpoint.client import _plainyaml
 from setpoint.client.config import (
     _EXEC_API_VERSIONS,
     EXEC_API_V1,
@@ -440,9 +439,7 @@ def _yaml_loader() -> Any:
 
 
 def _parse(text: str, source: _Source) -> _File:
-    doc = _plainyaml.load(text)  # most kubeconfigs: no PyYAML import (~30 ms) needed
-    if doc is _plainyaml.DECLINED:
-        doc = _load_yaml(text, source)
+    doc = _load_yaml(text, source)
     if doc is None:  # an empty file is an empty config, as for kubectl
         doc = {}
     if not isinstance(doc, dict):
@@ -462,7 +459,13 @@ def _parse(text: str, source: _Source) -> _File:
 
 
 def _load_yaml(text: str, source: _Source) -> Any:
-    """``text`` read by PyYAML (what the fast path declined), or a ConfigError saying where."""
+    """``text`` read by PyYAML's C loader (libyaml), or a ConfigError saying where.
+
+    The loader builds no Python objects beyond the document's own values: an alias is a
+    second reference to the same object, never a copy, so :func:`_check_document` (which
+    counts values as if aliases were expanded) stops a "billion laughs" document before
+    anything walks it in full.
+    """
     import yaml
 
     try:

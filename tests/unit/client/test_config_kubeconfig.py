@@ -96,6 +96,97 @@ def test_loads_current_context(tmp_path: Path) -> None:
     assert cfg.source == f"kubeconfig {path} (context dev)"
 
 
+# What kubectl and the cloud CLIs write: block style, indented and unindented sequences,
+# a folded double-quoted string over two lines, an empty flow mapping, a null.
+KUBECTL_STYLE = """\
+apiVersion: v1
+clusters:
+- cluster:
+    server: https://127.0.0.1:6443
+  name: kind-kind
+- cluster:
+    server: https://api.example.com
+    tls-server-name: api.internal
+  name: prod
+contexts:
+- context:
+    cluster: kind-kind
+    namespace: default
+    user: kind-kind
+  name: kind-kind
+- context:
+    cluster: prod
+    user: gke
+  name: gke
+- context:
+    cluster: prod
+    user: eks
+  name: eks
+current-context: kind-kind
+kind: Config
+preferences: {}
+users:
+- name: kind-kind
+  user:
+    token: abc.def
+- name: gke
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      args:
+      - --use_application_default_credentials
+      command: gke-gcloud-auth-plugin
+      env: null
+      installHint: "Install gke-gcloud-auth-plugin for use with kubectl by following
+        https://cloud.google.com/kubernetes-engine/docs/how-to/cluster-access-for-kubectl"
+      interactiveMode: IfAvailable
+      provideClusterInfo: true
+- name: eks
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      args:
+        - eks
+        - get-token
+      command: aws
+      env:
+        - name: AWS_PROFILE
+          value: 'dev'
+"""
+
+
+def test_the_kubeconfigs_kubectl_and_the_cloud_clis_write(tmp_path: Path) -> None:
+    path = write(tmp_path / "kc", KUBECTL_STYLE)
+    kind = load_kubeconfig(path)
+    assert (kind.server, kind.token, kind.namespace) == (
+        "https://127.0.0.1:6443",
+        "abc.def",
+        "default",
+    )
+    gke = load_kubeconfig(path, context="gke").exec
+    assert gke is not None
+    assert gke.args == ("--use_application_default_credentials",)
+    assert gke.install_hint == (
+        "Install gke-gcloud-auth-plugin for use with kubectl by following "
+        "https://cloud.google.com/kubernetes-engine/docs/how-to/cluster-access-for-kubectl"
+    )
+    assert gke.provide_cluster_info is True
+    eks = load_kubeconfig(path, context="eks").exec
+    assert eks is not None
+    assert (eks.command, eks.args, eks.env) == (
+        "aws",
+        ("eks", "get-token"),
+        (("AWS_PROFILE", "dev"),),
+    )
+
+
+def test_kubeconfigs_are_parsed_by_libyaml() -> None:
+    """PyYAML's C loader (a maintained parser, decision 0020), not its pure-Python one."""
+    from setpoint.client.kubeconfig import _yaml_loader
+
+    assert issubclass(_yaml_loader(), yaml.CSafeLoader)
+
+
 def test_context_argument_overrides_current_context(tmp_path: Path) -> None:
     doc = kubeconfig(
         clusters={"a": {"server": "https://a:1"}, "b": {"server": "https://b:2"}},
