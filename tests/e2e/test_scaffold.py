@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from setpoint.api.meta import JsonObject
 from setpoint.client.client import Client
 from setpoint.client.kubeconfig import load_kubeconfig
 from setpoint.testing.controlplane import find_binaries
@@ -198,7 +199,7 @@ async def reconciled(kubeconfig: Path, project: Path) -> None:
         assert at_v2["apiVersion"] == "ship.example.com/v2"
         assert at_v2["spec"]["size"] == 1
         # The defaulting webhook filled in an Armada created without a size.
-        defaulted = await client.create(
+        defaulted: JsonObject = await client.create(
             {
                 "apiVersion": "fleet.example.com/v1",
                 "kind": "Armada",

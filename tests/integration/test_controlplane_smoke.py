@@ -10,6 +10,7 @@ import psutil
 
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.meta import JsonObject
 from setpoint.client import Client, NotFound, load_kubeconfig
 from setpoint.testing import ControlPlane, ControlPlaneOptions, eventually
 from setpoint.testing.controlplane import find_binaries, selected_kubernetes_version
@@ -195,7 +196,7 @@ async def test_crds_installed_before_the_controller_manager_cascade_at_once() ->
     gadget = GroupVersionKind("early.setpoint.dev", "v1", "Gadget")
     with ControlPlane(ControlPlaneOptions(crds=[crd])) as plane:
         async with Client(load_kubeconfig(str(plane.kubeconfig_path))) as client:
-            owner = await client.create(
+            owner: JsonObject = await client.create(
                 {
                     "apiVersion": "early.setpoint.dev/v1",
                     "kind": "Gadget",

@@ -8,6 +8,7 @@ them; everything else in setpoint names types by :class:`GroupVersionKind`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["GroupVersionKind", "GroupVersionResource", "split_api_version"]
 
@@ -71,6 +72,23 @@ class GroupVersionKind:
 
     def __str__(self) -> str:
         return f"{self.api_version}, Kind={self.kind}"
+
+    # As a kind handle (setpoint.api.types.Kind): a GVK names a kind whose objects are the
+    # JSON dicts the server sends, so every reader and writer has one signature for it and
+    # for typed classes.
+
+    @property
+    def gvk(self) -> GroupVersionKind:
+        """Itself (``Kind.gvk``): the kind handle's group, version and kind."""
+        return self
+
+    def from_object(self, obj: dict[str, Any], /) -> dict[str, Any]:
+        """``obj`` itself (``Kind.from_object``): objects of a kind named by a GVK are dicts.
+
+        This does not read a GVK *from* an object; that is
+        :func:`setpoint.api.meta.gvk_of`.
+        """
+        return obj
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -27,7 +27,7 @@ from typing import Any, Final
 from setpoint.api.errors import SetpointError
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import gvk_of, meta
-from setpoint.api.types import KindLike, TypedObject, is_typed, resolve_kind
+from setpoint.api.types import Kind, TypedObject, is_typed, split_kind
 
 __all__ = [
     "OWNER_ANNOTATION",
@@ -146,14 +146,16 @@ def _merge(target: dict[str, str], wanted: Mapping[str, str]) -> bool:
     return changed
 
 
-def tracked_owner(obj: Mapping[str, Any] | TypedObject, owner_kind: KindLike) -> ObjectKey | None:
+def tracked_owner(
+    obj: Mapping[str, Any] | TypedObject, owner_kind: Kind[object]
+) -> ObjectKey | None:
     """The key of the owner of kind ``owner_kind`` that :func:`track_owner` named on ``obj``.
 
     ``owner_kind`` is a typed class (``SecretMirror``) or a GVK. ``None`` when ``obj``
     carries no such annotation, or it names another kind (any version of ``owner_kind``'s
     group and kind matches).
     """
-    gvk, _ = resolve_kind(owner_kind)
+    gvk, _ = split_kind(owner_kind)
     value = (meta(_json(obj)).get("annotations") or {}).get(OWNER_ANNOTATION)
     if not isinstance(value, str) or " " not in value:
         return None

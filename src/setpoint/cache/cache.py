@@ -32,13 +32,13 @@ import builtins
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, TypeVar
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject, key_of
 from setpoint.api.runnable import RunnableGroup
-from setpoint.api.types import KindLike, TypedObject, resolve_kind
+from setpoint.api.types import Kind, split_kind
 from setpoint.cache.consistency import ConsistentReader, Expectations, TrackingClient
 from setpoint.cache.errors import (
     CacheError,
@@ -64,7 +64,7 @@ __all__ = [
     "keep_as_received",
 ]
 
-T = TypeVar("T", bound=TypedObject)
+T = TypeVar("T")
 
 
 def keep_as_received(obj: JsonObject) -> JsonObject:
@@ -128,7 +128,7 @@ class CacheOptions:
     """Periodic resync (``on_update(obj, obj)`` for every object) in seconds, ±10 % jitter.
     Default ``None``: none; level-based controllers rarely need it."""
 
-    by_kind: Mapping[KindLike, KindOptions] = field(default_factory=dict)
+    by_kind: Mapping[Kind[object], KindOptions] = field(default_factory=dict)
     """Overrides per kind (GVK or typed class). Default: none."""
 
     sync_timeout: float = 120.0
@@ -176,7 +176,7 @@ class CacheOptions:
                     f"CacheOptions.by_kind[{kind!r}] must be a KindOptions, "
                     f"not {type(options).__name__}"
                 )
-            normalized[resolve_kind(kind)[0]] = options
+            normalized[split_kind(kind)[0]] = options
         object.__setattr__(self, "by_kind", normalized)
 
     def informer_options(self, kind: GroupVersionKind) -> InformerOptions:
@@ -214,7 +214,7 @@ class Cache:
         self._narrowed: dict[GroupVersionKind, builtins.list[str]] = {}
         # Informers that have synced, by the kind a read named (an informer syncs once and
         # is never replaced): a read's lookup is then one dict access.
-        self._ready: dict[KindLike, Informer] = {}
+        self._ready: dict[Kind[object], Informer] = {}
         self._started = False
         self._stopped = False
 
@@ -324,12 +324,12 @@ class Cache:
 
     # -- informers and indexes ------------------------------------------------------------------
 
-    def informer(self, kind: KindLike) -> Informer:
+    def informer(self, kind: Kind[object]) -> Informer:
         """The shared informer for ``kind``, created (and started, if the cache is) on first use.
 
         A typed class and its GVK share one informer: objects are stored in JSON form.
         """
-        gvk, _ = resolve_kind(kind)
+        gvk, _ = split_kind(kind)
         informer = self._informers.get(gvk)
         if informer is None:
             informer = Informer(self._client, gvk, self._options.informer_options(gvk))
@@ -340,7 +340,7 @@ class Cache:
                 informer._start_task()
         return informer
 
-    def narrow(self, kind: KindLike, labels: str) -> None:
+    def narrow(self, kind: Kind[object], labels: str) -> None:
         """Add label requirements to ``kind``'s informer (ANDed with its selector), before start.
 
         Every reader of ``kind`` in this cache then sees only matching objects. The manager
@@ -352,22 +352,22 @@ class Cache:
             SelectorError: ``labels`` is not a label selector.
 
         """
-        gvk, _ = resolve_kind(kind)
+        gvk, _ = split_kind(kind)
         LabelSelector.parse(labels)
         informer = self._informers.get(gvk)
         if informer is not None:
             informer.narrow(labels)
         self._narrowed.setdefault(gvk, []).append(labels)
 
-    def narrowed(self, kind: KindLike) -> tuple[str, ...]:
+    def narrowed(self, kind: Kind[object]) -> tuple[str, ...]:
         """The label requirements :meth:`narrow` added to ``kind``'s informer."""
-        return tuple(self._narrowed.get(resolve_kind(kind)[0], ()))
+        return tuple(self._narrowed.get(split_kind(kind)[0], ()))
 
     def informers(self) -> builtins.list[Informer]:
         """Every informer created so far."""
         return list(self._informers.values())
 
-    def add_index(self, kind: KindLike, name: str, fn: IndexFunc) -> None:
+    def add_index(self, kind: Kind[object], name: str, fn: IndexFunc) -> None:
         """Add index ``name`` to ``kind``'s store; ``fn`` maps an object to its index values.
 
         May be called before or after start: the index is built over what is stored. Name an
@@ -380,16 +380,16 @@ class Cache:
         """
         self.informer(kind).add_index(name, fn)
 
-    async def _ready_informer(self, kind: KindLike) -> Informer:
+    async def _ready_informer(self, kind: Kind[object]) -> Informer:
         try:
             ready = self._ready.get(kind)
-        except TypeError:  # not hashable, so not a kind: resolve_kind below says so
+        except TypeError:  # not hashable, so not a kind: split_kind below says so
             ready = None
         if ready is not None and self._started and not self._stopped:
             return ready
         if not self.started:
             raise CacheNotStarted(
-                f"read of {resolve_kind(kind)[0].kind} before the cache was started; start it "
+                f"read of {split_kind(kind)[0].kind} before the cache was started; start it "
                 "first (the manager starts it before any controller)"
             )
         informer = self.informer(kind)
@@ -398,20 +398,9 @@ class Cache:
         self._ready[kind] = informer
         return informer
 
-    @staticmethod
-    def _decode(typed: type[TypedObject] | None, obj: JsonObject) -> Any:
-        # ``obj`` was decoded from the store for this read: the caller's own already.
-        return obj if typed is None else decode_typed(typed, obj)
-
     # -- Reader ---------------------------------------------------------------------------------
 
-    @overload
-    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T: ...
-    @overload
-    async def get(
-        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
-    ) -> JsonObject: ...
-    async def get(self, kind: KindLike, name: str, *, namespace: str | None = None) -> Any:
+    async def get(self, kind: Kind[T], name: str, *, namespace: str | None = None) -> T:
         """Read one object from the cache.
 
         Raises:
@@ -422,41 +411,24 @@ class Cache:
                 cluster-scoped one.
 
         """
-        gvk, typed = resolve_kind(kind)
+        gvk, _ = split_kind(kind)
         informer = await self._ready_informer(kind)
         key = _object_key(informer, gvk, name, namespace)
         mark_read()
         obj = informer.store.get(key)
         if obj is None:
             raise _not_found(informer, gvk, key)
-        return self._decode(typed, obj)
+        # ``obj`` was decoded from the store for this read: the caller's own already.
+        return decode_typed(kind, obj)
 
-    @overload
     async def list(
         self,
-        kind: type[T],
+        kind: Kind[T],
         *,
         namespace: str | None = None,
         labels: Selector | None = None,
         fields: Selector | None = None,
-    ) -> ObjectList[T]: ...
-    @overload
-    async def list(
-        self,
-        kind: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        labels: Selector | None = None,
-        fields: Selector | None = None,
-    ) -> ObjectList[Any]: ...
-    async def list(
-        self,
-        kind: KindLike,
-        *,
-        namespace: str | None = None,
-        labels: Selector | None = None,
-        fields: Selector | None = None,
-    ) -> ObjectList[Any]:
+    ) -> ObjectList[T]:
         """List cached objects, by namespace, label selector and field selector.
 
         Selectors use the API server's syntax (:mod:`setpoint.cache.selectors`); field
@@ -469,7 +441,7 @@ class Cache:
             SelectorError: a selector is malformed.
 
         """
-        gvk, typed = resolve_kind(kind)
+        gvk, _ = split_kind(kind)
         label_selector = LabelSelector.parse(labels)
         field_selector = FieldSelector.parse(fields)
         informer = await self._ready_informer(kind)
@@ -496,7 +468,7 @@ class Cache:
             else [obj for _, obj in sorted(store.items(), key=lambda kv: kv[0])]
         )
         items = [
-            self._decode(typed, obj)
+            decode_typed(kind, obj)
             for obj in candidates
             if obj is not None
             and label_selector.matches_object(obj)
@@ -504,14 +476,14 @@ class Cache:
         ]
         return ObjectList(items, informer.resource_version)
 
-    async def list_by_index(self, kind: KindLike, index: str, value: str) -> ObjectList[Any]:
+    async def list_by_index(self, kind: Kind[T], index: str, value: str) -> ObjectList[T]:
         """List the cached objects of ``kind`` whose index ``index`` includes ``value``.
 
         Raises:
             KeyError: ``kind`` has no index called ``index`` (add it with :meth:`add_index`).
 
         """
-        gvk, typed = resolve_kind(kind)
+        gvk, _ = split_kind(kind)
         informer = await self._ready_informer(kind)
         store = informer.store
         mark_read()
@@ -522,7 +494,7 @@ class Cache:
                 f"{gvk.kind} has no cache index {index!r}; add it first with "
                 f"cache.add_index({gvk.kind}, {index!r}, fn)"
             ) from None
-        items = [self._decode(typed, obj) for k in sorted(keys) if (obj := store.get(k))]
+        items = [decode_typed(kind, obj) for k in sorted(keys) if (obj := store.get(k))]
         return ObjectList(items, informer.resource_version)
 
     # -- read-after-write ---------------------------------------------------------------------
@@ -603,7 +575,7 @@ class Cache:
             if gvk.group == kind.group and gvk.kind == kind.kind
         ]
 
-    async def expectations(self, kind: KindLike) -> Expectations:
+    async def expectations(self, kind: Kind[object]) -> Expectations:
         """The read-after-write expectations of ``kind``'s informer, once it has synced.
 
         What :class:`~setpoint.cache.consistency.ConsistentReader` waits on before it reads.
@@ -713,25 +685,28 @@ if TYPE_CHECKING:
         return cache, cache, cache
 
 
-def decode_typed(typed: type[T], obj: JsonObject) -> T:
-    """``typed.from_object(obj)``, raising :class:`UndecodableObject` when ``typed`` refuses it.
+def decode_typed(kind: Kind[T], obj: JsonObject) -> T:
+    """``kind.from_object(obj)``, raising :class:`UndecodableObject` when ``kind`` refuses it.
 
     The one place a stored object becomes a typed one for controllers (cache reads, typed
     ``watches`` mappers, finalizer cleanups), so a refusal always names the object and the
     fields, and a reconcile of that object treats it as terminal.
 
+    A GVK gives ``obj`` itself (it never refuses); a typed class parses it.
+
     Raises:
-        UndecodableObject: ``typed`` refuses the object (pydantic's error is its cause).
+        UndecodableObject: ``kind`` refuses the object (pydantic's error is its cause).
 
     """
     try:
-        return typed.from_object(obj)
+        return kind.from_object(obj)
     except ValueError as exc:  # pydantic's ValidationError
-        raise _undecodable(typed, obj, exc) from exc
+        raise _undecodable(kind, obj, exc) from exc
 
 
-def _undecodable(typed: type[TypedObject], obj: JsonObject, exc: ValueError) -> UndecodableObject:
-    """The error for a stored object that ``typed`` refuses: which object, which fields."""
+def _undecodable(kind: Kind[object], obj: JsonObject, exc: ValueError) -> UndecodableObject:
+    """The error for a stored object that ``kind`` refuses: which object, which fields."""
+    typed = kind if isinstance(kind, type) else type(kind)
     key = key_of(obj)
     gvk = GroupVersionKind.from_api_version(
         str(obj.get("apiVersion", "")), str(obj.get("kind", ""))

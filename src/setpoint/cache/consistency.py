@@ -57,7 +57,7 @@ import heapq
 import time
 from collections.abc import Iterable
 from dataclasses import KW_ONLY, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
@@ -71,7 +71,7 @@ from setpoint.api.meta import (
     resource_version_of,
     uid_of,
 )
-from setpoint.api.types import KindLike, TypedObject, is_typed, resolve_kind
+from setpoint.api.types import Kind, Obj, is_typed, kind_of
 from setpoint.cache.errors import CacheError, ReadAfterWriteTimeout
 from setpoint.cache.store import Store, parse_resource_version
 from setpoint.client.client import (
@@ -93,7 +93,7 @@ __all__ = [
     "WriteTracker",
 ]
 
-T = TypeVar("T", bound=TypedObject)
+T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------------------------
@@ -463,11 +463,11 @@ class WriteTracker(CacheView, Protocol):
 class ConsistentSource(Reader, Protocol):
     """What a :class:`ConsistentReader` reads through (the :class:`~setpoint.cache.Cache`)."""
 
-    async def list_by_index(self, kind: KindLike, index: str, value: str) -> ObjectList[Any]:
+    async def list_by_index(self, kind: Kind[T], index: str, value: str) -> ObjectList[T]:
         """List the cached objects whose index ``index`` includes ``value``."""
         ...
 
-    async def expectations(self, kind: KindLike) -> Expectations:
+    async def expectations(self, kind: Kind[object]) -> Expectations:
         """The expectations of ``kind``'s informer, once it has synced."""
         ...
 
@@ -520,7 +520,7 @@ class TrackingClient:
     async def close(self) -> None:
         """Do nothing: the connection pool belongs to the wrapped client."""
 
-    def _record(self, kind: KindLike | None, result: Any) -> None:
+    def _record(self, kind: Kind[object] | None, result: object) -> None:
         data = _json(result)
         if data is None:
             return
@@ -530,7 +530,7 @@ class TrackingClient:
             except ValueError:
                 return
         else:
-            gvk = resolve_kind(kind)[0]
+            gvk = kind.gvk
         if meta(data).get("deletionTimestamp") and not _still_exists(data):
             # This write removed the last finalizer of a deleting object. The server
             # answers at the old resourceVersion and deletes the object right after, so
@@ -544,27 +544,35 @@ class TrackingClient:
 
     # -- reads (not cached: this is the live client) ---------------------------------------
 
-    @overload
-    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T: ...
-    @overload
-    async def get(
-        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
-    ) -> JsonObject: ...
-    async def get(self, kind: KindLike, name: str, *, namespace: str | None = None) -> Any:
+    async def get(self, kind: Kind[T], name: str, *, namespace: str | None = None) -> T:
         """Read one object from the API server (see :meth:`Client.get`)."""
         return await self._wrapped.get(kind, name, namespace=namespace)
 
-    async def list(self, kind: KindLike, **kwargs: Any) -> ObjectList[Any]:
-        """List objects from the API server (see :meth:`Client.list`)."""
-        return await self._wrapped.list(kind, **kwargs)
+    async def list(
+        self,
+        kind: Kind[T],
+        *,
+        namespace: str | None = None,
+        labels: Selector | None = None,
+        fields: Selector | None = None,
+        **options: Any,
+    ) -> ObjectList[T]:
+        """List objects from the API server (see :meth:`Client.list`).
 
-    async def resource_info(self, kind: KindLike) -> ResourceInfo:
+        ``options`` the wrapped client takes besides these (``resource_version``) are passed
+        on as they are.
+        """
+        return await self._wrapped.list(
+            kind, namespace=namespace, labels=labels, fields=fields, **options
+        )
+
+    async def resource_info(self, kind: Kind[object]) -> ResourceInfo:
         """How the server serves ``kind`` (see :meth:`Client.resource_info`)."""
         return await self._wrapped.resource_info(kind)
 
     def watch(
         self,
-        kind: KindLike,
+        kind: Kind[T],
         *,
         namespace: str | None = None,
         resource_version: str | None = None,
@@ -572,7 +580,7 @@ class TrackingClient:
         fields: Selector | None = None,
         allow_bookmarks: bool = True,
         send_initial_events: bool = False,
-    ) -> WatchStream:
+    ) -> WatchStream[T]:
         """Watch the API server (see :meth:`Client.watch`)."""
         return self._wrapped.watch(
             kind,
@@ -591,21 +599,9 @@ class TrackingClient:
 
     # -- writes -----------------------------------------------------------------------------
 
-    @overload
     async def create(
-        self, obj: T, *, dry_run: bool = False, field_manager: str | None = None
-    ) -> T: ...
-    @overload
-    async def create(
-        self, obj: JsonObject, *, dry_run: bool = False, field_manager: str | None = None
-    ) -> JsonObject: ...
-    async def create(
-        self,
-        obj: JsonObject | TypedObject,
-        *,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> Any:
+        self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None
+    ) -> Obj:
         """Create ``obj`` (see :meth:`Client.create`) and record the stored version."""
         result = await self._wrapped.create(
             obj,
@@ -616,32 +612,14 @@ class TrackingClient:
             self._record(None, result)
         return result
 
-    @overload
     async def update(
         self,
-        obj: T,
+        obj: Obj,
         *,
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
-    ) -> T: ...
-    @overload
-    async def update(
-        self,
-        obj: JsonObject,
-        *,
-        subresource: str | None = None,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> JsonObject: ...
-    async def update(
-        self,
-        obj: JsonObject | TypedObject,
-        *,
-        subresource: str | None = None,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> Any:
+    ) -> Obj:
         """Replace ``obj`` (see :meth:`Client.update`; also status) and record the version."""
         result = await self._wrapped.update(
             obj,
@@ -654,8 +632,8 @@ class TrackingClient:
         return result
 
     async def replace_status(
-        self, obj: Any, *, dry_run: bool = False, field_manager: str | None = None
-    ) -> Any:
+        self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None
+    ) -> Obj:
         """Write ``obj``'s status (see :meth:`Client.replace_status`) and record the version."""
         result = await self._wrapped.replace_status(
             obj, dry_run=dry_run, field_manager=field_manager
@@ -664,10 +642,9 @@ class TrackingClient:
             self._record(None, result)
         return result
 
-    @overload
     async def patch(
         self,
-        kind: type[T],
+        kind: Kind[T],
         name: str,
         patch: Patch,
         *,
@@ -675,30 +652,7 @@ class TrackingClient:
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
-    ) -> T: ...
-    @overload
-    async def patch(
-        self,
-        kind: GroupVersionKind,
-        name: str,
-        patch: Patch,
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> JsonObject: ...
-    async def patch(
-        self,
-        kind: KindLike,
-        name: str,
-        patch: Patch,
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> Any:
+    ) -> T:
         """Patch an object (see :meth:`Client.patch`) and record the version."""
         result = await self._wrapped.patch(
             kind,
@@ -713,35 +667,15 @@ class TrackingClient:
             self._record(kind, _with_key(result, name, namespace))
         return result
 
-    @overload
     async def apply(
         self,
-        obj: T,
+        obj: Obj,
         *,
         field_manager: str | None = None,
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
-    ) -> T: ...
-    @overload
-    async def apply(
-        self,
-        obj: JsonObject,
-        *,
-        field_manager: str | None = None,
-        force: bool = False,
-        subresource: str | None = None,
-        dry_run: bool = False,
-    ) -> JsonObject: ...
-    async def apply(
-        self,
-        obj: JsonObject | TypedObject,
-        *,
-        field_manager: str | None = None,
-        force: bool = False,
-        subresource: str | None = None,
-        dry_run: bool = False,
-    ) -> Any:
+    ) -> Obj:
         """Server-side apply ``obj`` (see :meth:`Client.apply`) and record the version."""
         result = await self._wrapped.apply(
             obj,
@@ -756,13 +690,13 @@ class TrackingClient:
 
     async def apply_outcome(
         self,
-        obj: JsonObject | TypedObject,
+        obj: Obj,
         *,
         field_manager: str | None = None,
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
-    ) -> Applied[Any]:
+    ) -> Applied[Obj]:
         """Apply ``obj`` (see :meth:`Client.apply_outcome`), record the version, say if created.
 
         A wrapped client without ``apply_outcome`` is asked with a GET before the apply
@@ -771,7 +705,7 @@ class TrackingClient:
         """
         reporting = getattr(self._wrapped, "apply_outcome", None)
         if reporting is not None:
-            applied: Applied[Any] = await reporting(
+            applied: Applied[Obj] = await reporting(
                 obj,
                 field_manager=field_manager,
                 force=force,
@@ -780,7 +714,7 @@ class TrackingClient:
             )
         else:
             data = obj.to_object() if is_typed(obj) else obj
-            kind: KindLike = type(obj) if is_typed(obj) else gvk_of(data)
+            kind = kind_of(obj)
             key = key_of(data)
             try:
                 await self._wrapped.get(kind, key.name, namespace=key.namespace or None)
@@ -801,7 +735,7 @@ class TrackingClient:
 
     async def delete(
         self,
-        kind: KindLike,
+        kind: Kind[object],
         name: str,
         *,
         namespace: str | None = None,
@@ -826,7 +760,7 @@ class TrackingClient:
         )
         if dry_run:
             return result
-        gvk = resolve_kind(kind)[0]
+        gvk = kind.gvk
         data = _json(result)
         if data is not None and _still_exists(data):
             self._cache.expect_written(gvk, data)
@@ -844,7 +778,7 @@ class TrackingClient:
 
     async def update_subresource(
         self,
-        kind: KindLike,
+        kind: Kind[object],
         name: str,
         subresource: str,
         body: JsonObject,
@@ -864,7 +798,7 @@ class TrackingClient:
         return result
 
     async def set_scale(
-        self, kind: KindLike, name: str, replicas: int, *, namespace: str | None = None
+        self, kind: Kind[object], name: str, replicas: int, *, namespace: str | None = None
     ) -> JsonObject:
         """Set ``spec.replicas`` through ``scale`` (see :meth:`Client.set_scale`); record it."""
         result = await self._wrapped.set_scale(kind, name, replicas, namespace=namespace)
@@ -923,13 +857,7 @@ class ConsistentReader:
         """Seconds a read waits for the cache to catch up with this process's writes."""
         return self._timeout
 
-    @overload
-    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T: ...
-    @overload
-    async def get(
-        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
-    ) -> JsonObject: ...
-    async def get(self, kind: KindLike, name: str, *, namespace: str | None = None) -> Any:
+    async def get(self, kind: Kind[T], name: str, *, namespace: str | None = None) -> T:
         """Read one object once the cache reflects this process's writes of it.
 
         Raises:
@@ -941,32 +869,14 @@ class ConsistentReader:
         await expectations.wait_caught_up(ObjectKey(namespace or "", name), self._timeout)
         return await self._cache.get(kind, name, namespace=namespace)
 
-    @overload
     async def list(
         self,
-        kind: type[T],
+        kind: Kind[T],
         *,
         namespace: str | None = None,
         labels: Selector | None = None,
         fields: Selector | None = None,
-    ) -> ObjectList[T]: ...
-    @overload
-    async def list(
-        self,
-        kind: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        labels: Selector | None = None,
-        fields: Selector | None = None,
-    ) -> ObjectList[Any]: ...
-    async def list(
-        self,
-        kind: KindLike,
-        *,
-        namespace: str | None = None,
-        labels: Selector | None = None,
-        fields: Selector | None = None,
-    ) -> ObjectList[Any]:
+    ) -> ObjectList[T]:
         """List objects once the cache reflects this process's writes in ``namespace``."""
         expectations = await self._cache.expectations(kind)
         await expectations.wait_scope_caught_up(namespace or None, self._timeout)
@@ -977,7 +887,7 @@ class ConsistentReader:
             fields=fields,
         )
 
-    async def list_by_index(self, kind: KindLike, index: str, value: str) -> ObjectList[Any]:
+    async def list_by_index(self, kind: Kind[T], index: str, value: str) -> ObjectList[T]:
         """List by index once the cache reflects every write of this process to ``kind``."""
         expectations = await self._cache.expectations(kind)
         await expectations.wait_scope_caught_up(None, self._timeout)

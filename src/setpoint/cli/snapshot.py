@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from setpoint.migrate.snapshot import SnapshotError, diff_snapshots, resolve_kind, take_snapshot
+from setpoint.migrate.snapshot import SnapshotError, diff_snapshots, discover_kind, take_snapshot
 
 __all__ = ["register"]
 
@@ -51,7 +51,7 @@ async def _take(args: argparse.Namespace) -> dict[str, Any]:
     from setpoint.client import Client
 
     async with Client.from_kubeconfig(args.kubeconfig, context=args.context) as client:
-        kinds = [await resolve_kind(client, name) for name in args.targets]
+        kinds = [await discover_kind(client, name) for name in args.targets]
         return await take_snapshot(client, kinds, namespace=args.namespace)
 
 

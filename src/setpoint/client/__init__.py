@@ -7,7 +7,7 @@
         ...
 """
 
-from setpoint.api.types import KindLike
+from setpoint.api.types import Kind
 from setpoint.client.client import (
     Client,
     ClientOptions,
@@ -70,7 +70,7 @@ __all__ = [
     "Gone",
     "Invalid",
     "JsonPatch",
-    "KindLike",
+    "Kind",
     "MalformedResponse",
     "MergePatch",
     "NotFound",

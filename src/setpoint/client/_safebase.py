@@ -145,7 +145,7 @@ def gvk_for(kind: Any) -> GroupVersionKind:
     return kind if isinstance(kind, GroupVersionKind) else kind.gvk
 
 
-def resolve(target: Any) -> tuple[Any, ObjectKey, Any | None]:
+def resolve(target: Any) -> tuple[Any, ObjectKey, Any]:
     """``(kind, key, object or None)`` for a :data:`Target`."""
     if isinstance(target, tuple):
         if len(target) != 2 or not isinstance(target[1], ObjectKey):

@@ -9,7 +9,7 @@ from typing import Any
 
 from setpoint.api.meta import meta
 from setpoint.api.tracking import owner_selector
-from setpoint.api.types import KindLike, TypedObject, is_typed
+from setpoint.api.types import Kind, TypedObject, is_typed
 from setpoint.client._safebase import SafeClient
 from setpoint.client.errors import NotFound
 
@@ -17,7 +17,7 @@ __all__ = ["delete_tracked_children"]
 
 
 async def delete_tracked_children(
-    client: SafeClient, owner: Mapping[str, Any] | TypedObject, *kinds: KindLike
+    client: SafeClient, owner: Mapping[str, Any] | TypedObject, *kinds: Kind[object]
 ) -> int:
     """Delete every object of ``kinds``, in any namespace, that tracks ``owner``; return how many.
 
@@ -60,7 +60,7 @@ async def delete_tracked_children(
     return deleted
 
 
-async def _delete(client: SafeClient, kind: KindLike, item: Any) -> int:
+async def _delete(client: SafeClient, kind: Kind[object], item: Any) -> int:
     m = meta(item.to_object() if is_typed(item) else item)
     with contextlib.suppress(NotFound):  # gone already: deleted all the same
         await client.delete(kind, m["name"], namespace=m.get("namespace") or None)

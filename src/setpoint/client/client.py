@@ -7,9 +7,11 @@
         async for event in client.watch(kinds.ConfigMap, namespace="prod"):
             ...
 
-Kinds are given as a :class:`~setpoint.api.gvk.GroupVersionKind` (objects come
-back as JSON dicts) or as a typed class (objects come back as instances of it).
-Objects to write may be dicts or typed instances and come back as the same.
+Kinds are :class:`~setpoint.api.types.Kind` handles: a
+:class:`~setpoint.api.gvk.GroupVersionKind` (objects come back as JSON dicts) or a typed
+class (objects come back as instances of it). Objects to write may be dicts or typed
+instances and come back as the same. Each method has the one signature of
+:mod:`setpoint.client.protocols`.
 Every request has a timeout; errors are typed (:mod:`setpoint.client.errors`).
 """
 
@@ -20,13 +22,12 @@ import random
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar
 
-from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import ResourceInfo
-from setpoint.api.meta import JsonObject, describe, gvk_of, name_of, namespace_of
+from setpoint.api.meta import JsonObject, describe, name_of, namespace_of
 from setpoint.api.redaction import brief
-from setpoint.api.types import KindLike, TypedObject, is_typed
+from setpoint.api.types import Kind, Obj, TypedObject, is_typed, kind_of
 from setpoint.client._watchdecode import MAX_WATCH_LINE, RawWatchEvent, WatchDecoder
 from setpoint.client.config import ClientConfig
 from setpoint.client.discovery import RESTMapper
@@ -47,7 +48,7 @@ __all__ = [
 
 log = logging.getLogger("setpoint.client")
 
-T = TypeVar("T", bound=TypedObject)
+T = TypeVar("T")
 Selector = str | Mapping[str, str]
 """A label or field selector: ``"app=web,tier!=db"`` or ``{"app": "web"}`` (equality only)."""
 
@@ -201,18 +202,18 @@ class Client:
 
     # -- addressing -------------------------------------------------------------
 
-    async def resource_info(self, kind: KindLike) -> ResourceInfo:
+    async def resource_info(self, kind: Kind[object]) -> ResourceInfo:
         """How the server serves ``kind`` (plural, scope, subresources).
 
         Raises:
             UnknownKind: the server does not serve it (e.g. its CRD is not installed).
 
         """
-        return await self.mapper.mapping(kind if isinstance(kind, GroupVersionKind) else kind.gvk)
+        return await self.mapper.mapping(kind.gvk)
 
     async def _path(
         self,
-        kind: KindLike,
+        kind: Kind[object],
         *,
         namespace: str | None,
         name: str | None = None,
@@ -260,21 +261,9 @@ class Client:
         params.update({k: v for k, v in extra.items() if v is not None})
         return params
 
-    @staticmethod
-    def _decode(kind: KindLike, data: Any) -> Any:
-        if isinstance(kind, GroupVersionKind):
-            return data
-        return kind.from_object(data)
-
     # -- reads --------------------------------------------------------------------
 
-    @overload
-    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T: ...
-    @overload
-    async def get(
-        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
-    ) -> JsonObject: ...
-    async def get(self, kind: KindLike, name: str, *, namespace: str | None = None) -> Any:
+    async def get(self, kind: Kind[T], name: str, *, namespace: str | None = None) -> T:
         """Read one object.
 
         Raises:
@@ -284,37 +273,17 @@ class Client:
         """
         _, path = await self._path(kind, namespace=namespace, name=name)
         resp = await self.transport.request("GET", path)
-        return self._decode(kind, resp.body)
+        return kind.from_object(resp.body)
 
-    @overload
     async def list(
         self,
-        kind: type[T],
+        kind: Kind[T],
         *,
         namespace: str | None = None,
         labels: Selector | None = None,
         fields: Selector | None = None,
         resource_version: str | None = None,
-    ) -> ObjectList[T]: ...
-    @overload
-    async def list(
-        self,
-        kind: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        labels: Selector | None = None,
-        fields: Selector | None = None,
-        resource_version: str | None = None,
-    ) -> ObjectList[Any]: ...
-    async def list(
-        self,
-        kind: KindLike,
-        *,
-        namespace: str | None = None,
-        labels: Selector | None = None,
-        fields: Selector | None = None,
-        resource_version: str | None = None,
-    ) -> ObjectList[Any]:
+    ) -> ObjectList[T]:
         """List every matching object, following ``continue`` tokens page by page.
 
         ``namespace=None`` lists a namespaced kind across all namespaces. All
@@ -327,7 +296,7 @@ class Client:
                 (paging would never end).
 
         """
-        items: list[Any] = []
+        items: list[T] = []
         token: str | None = None
         seen_tokens: set[str] = set()
         first_rv = ""
@@ -357,7 +326,7 @@ class Client:
 
     async def list_page(
         self,
-        kind: KindLike,
+        kind: Kind[T],
         *,
         namespace: str | None = None,
         labels: Selector | None = None,
@@ -366,7 +335,7 @@ class Client:
         continue_token: str | None = None,
         resource_version: str | None = None,
         resource_version_match: Literal["Exact", "NotOlderThan"] | None = None,
-    ) -> ObjectList[Any]:
+    ) -> ObjectList[T]:
         """One page of a list: at most ``limit`` items, and a ``continue_token`` if more remain.
 
         Items get ``apiVersion`` and ``kind`` filled in (the server omits them
@@ -391,11 +360,7 @@ class Client:
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind_name)
         meta = body.get("metadata") or {}
-        items = (
-            raw_items
-            if isinstance(kind, GroupVersionKind)
-            else [kind.from_object(i) for i in raw_items]
-        )
+        items = [kind.from_object(i) for i in raw_items]
         token = meta.get("continue")
         return ObjectList(
             items,
@@ -406,7 +371,7 @@ class Client:
 
     def watch(
         self,
-        kind: KindLike,
+        kind: Kind[T],
         *,
         namespace: str | None = None,
         resource_version: str | None = None,
@@ -415,7 +380,7 @@ class Client:
         allow_bookmarks: bool = True,
         timeout_seconds: int | None = None,
         send_initial_events: bool = False,
-    ) -> Watch:
+    ) -> Watch[T]:
         """Watch changes after ``resource_version``.
 
         With ``resource_version=None`` the server first sends a synthetic
@@ -447,21 +412,9 @@ class Client:
 
     # -- writes ---------------------------------------------------------------------
 
-    @overload
     async def create(
-        self, obj: T, *, dry_run: bool = False, field_manager: str | None = None
-    ) -> T: ...
-    @overload
-    async def create(
-        self, obj: JsonObject, *, dry_run: bool = False, field_manager: str | None = None
-    ) -> JsonObject: ...
-    async def create(
-        self,
-        obj: JsonObject | TypedObject,
-        *,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> Any:
+        self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None
+    ) -> Obj:
         """Create ``obj`` and return it as stored (with uid, resourceVersion, defaults).
 
         Raises:
@@ -470,7 +423,7 @@ class Client:
 
         """
         data = _to_json(obj)
-        kind: KindLike = type(obj) if is_typed(obj) else gvk_of(data)
+        kind = kind_of(obj)
         _, path = await self._path(kind, namespace=namespace_of(data) or None)
         resp = await self.transport.request(
             "POST",
@@ -478,34 +431,16 @@ class Client:
             params=self._params(dry_run=dry_run, field_manager=field_manager),
             body=data,
         )
-        return self._decode(kind, resp.body)
+        return kind.from_object(resp.body)
 
-    @overload
     async def update(
         self,
-        obj: T,
+        obj: Obj,
         *,
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
-    ) -> T: ...
-    @overload
-    async def update(
-        self,
-        obj: JsonObject,
-        *,
-        subresource: str | None = None,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> JsonObject: ...
-    async def update(
-        self,
-        obj: JsonObject | TypedObject,
-        *,
-        subresource: str | None = None,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> Any:
+    ) -> Obj:
         """Replace ``obj`` (PUT), optimistically: its ``metadata.resourceVersion`` is checked.
 
         If the object changed since it was read, the server answers
@@ -513,7 +448,7 @@ class Client:
         ``subresource="status"`` writes only status (the server ignores the rest).
         """
         data = _to_json(obj)
-        kind: KindLike = type(obj) if is_typed(obj) else gvk_of(data)
+        kind = kind_of(obj)
         _, path = await self._path(
             kind,
             namespace=namespace_of(data) or None,
@@ -526,11 +461,11 @@ class Client:
             params=self._params(dry_run=dry_run, field_manager=field_manager),
             body=data,
         )
-        return self._decode(kind, resp.body)
+        return kind.from_object(resp.body)
 
     async def replace_status(
-        self, obj: Any, *, dry_run: bool = False, field_manager: str | None = None
-    ) -> Any:
+        self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None
+    ) -> Obj:
         """Replace ``obj``'s status through the ``status`` subresource (a PUT; spec is ignored).
 
         The raw write, optimistic on ``obj``'s resourceVersion: a stale copy is a Conflict.
@@ -541,10 +476,9 @@ class Client:
             obj, subresource="status", dry_run=dry_run, field_manager=field_manager
         )
 
-    @overload
     async def patch(
         self,
-        kind: type[T],
+        kind: Kind[T],
         name: str,
         patch: Patch,
         *,
@@ -552,30 +486,7 @@ class Client:
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
-    ) -> T: ...
-    @overload
-    async def patch(
-        self,
-        kind: GroupVersionKind,
-        name: str,
-        patch: Patch,
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> JsonObject: ...
-    async def patch(
-        self,
-        kind: KindLike,
-        name: str,
-        patch: Patch,
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> Any:
+    ) -> T:
         """Patch one object with any of the four patch kinds (see :mod:`setpoint.client.patch`).
 
         Raises:
@@ -591,37 +502,17 @@ class Client:
         resp = await self.transport.request(
             "PATCH", path, params=params, body=patch.body(), content_type=patch.content_type
         )
-        return self._decode(kind, resp.body)
+        return kind.from_object(resp.body)
 
-    @overload
     async def apply(
         self,
-        obj: T,
+        obj: Obj,
         *,
         field_manager: str | None = None,
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
-    ) -> T: ...
-    @overload
-    async def apply(
-        self,
-        obj: JsonObject,
-        *,
-        field_manager: str | None = None,
-        force: bool = False,
-        subresource: str | None = None,
-        dry_run: bool = False,
-    ) -> JsonObject: ...
-    async def apply(
-        self,
-        obj: JsonObject | TypedObject,
-        *,
-        field_manager: str | None = None,
-        force: bool = False,
-        subresource: str | None = None,
-        dry_run: bool = False,
-    ) -> Any:
+    ) -> Obj:
         """Server-side apply ``obj``: create it, or merge the fields this manager owns.
 
         ``obj`` should contain only the fields this manager wants to own.
@@ -637,13 +528,13 @@ class Client:
 
     async def apply_outcome(
         self,
-        obj: Any,
+        obj: Obj,
         *,
         field_manager: str | None = None,
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
-    ) -> Applied[Any]:
+    ) -> Applied[Obj]:
         """Server-side apply ``obj`` (as :meth:`apply`) and say whether it created the object.
 
         kube-apiserver answers an apply that creates the object with ``201 Created`` and
@@ -653,7 +544,7 @@ class Client:
         uses it to report ``CREATED`` without a GET before the first apply.
         """
         data = _to_json(obj)
-        kind: KindLike = type(obj) if is_typed(obj) else gvk_of(data)
+        kind = kind_of(obj)
         _, path = await self._path(
             kind,
             namespace=namespace_of(data) or None,
@@ -667,11 +558,11 @@ class Client:
         resp = await self.transport.request(
             "PATCH", path, params=params, body=patch.body(), content_type=patch.content_type
         )
-        return Applied(self._decode(kind, resp.body), resp.status == 201)
+        return Applied(kind.from_object(resp.body), resp.status == 201)
 
     async def delete(
         self,
-        kind: KindLike,
+        kind: Kind[object],
         name: str,
         *,
         namespace: str | None = None,
@@ -701,7 +592,7 @@ class Client:
 
     async def delete_collection(
         self,
-        kind: KindLike,
+        kind: Kind[object],
         *,
         namespace: str | None = None,
         labels: Selector | None = None,
@@ -751,7 +642,7 @@ class Client:
     async def _subresource(
         self,
         method: str,
-        kind: KindLike,
+        kind: Kind[object],
         name: str,
         subresource: str,
         *,
@@ -769,14 +660,14 @@ class Client:
         return resp.body if isinstance(resp.body, dict) else {}
 
     async def get_subresource(
-        self, kind: KindLike, name: str, subresource: str, *, namespace: str | None = None
+        self, kind: Kind[object], name: str, subresource: str, *, namespace: str | None = None
     ) -> JsonObject:
         """Read a subresource (``scale``, ``status``) of one object, as JSON."""
         return await self._subresource("GET", kind, name, subresource, namespace=namespace)
 
     async def create_subresource(
         self,
-        kind: KindLike,
+        kind: Kind[object],
         name: str,
         subresource: str,
         body: JsonObject,
@@ -797,7 +688,7 @@ class Client:
 
     async def update_subresource(
         self,
-        kind: KindLike,
+        kind: Kind[object],
         name: str,
         subresource: str,
         body: JsonObject,
@@ -817,13 +708,13 @@ class Client:
         )
 
     async def get_scale(
-        self, kind: KindLike, name: str, *, namespace: str | None = None
+        self, kind: Kind[object], name: str, *, namespace: str | None = None
     ) -> JsonObject:
         """The object's ``autoscaling/v1`` Scale (``spec.replicas``, ``status.replicas``)."""
         return await self.get_subresource(kind, name, "scale", namespace=namespace)
 
     async def set_scale(
-        self, kind: KindLike, name: str, replicas: int, *, namespace: str | None = None
+        self, kind: Kind[object], name: str, replicas: int, *, namespace: str | None = None
     ) -> JsonObject:
         """Set ``spec.replicas`` through the ``scale`` subresource (a merge patch)."""
         return await self._subresource(
@@ -852,7 +743,7 @@ class Client:
         return resp.body if isinstance(resp.body, dict) else {}
 
 
-class Watch:
+class Watch(Generic[T]):
     """A running watch: an async iterator of :class:`WatchEvent`, and an async context manager.
 
     ``resource_version`` tracks the last event (bookmarks included), so a caller
@@ -867,7 +758,7 @@ class Watch:
     def __init__(
         self,
         client: Client,
-        kind: KindLike,
+        kind: Kind[T],
         *,
         namespace: str | None,
         resource_version: str | None,
@@ -887,7 +778,7 @@ class Watch:
         self._allow_bookmarks = allow_bookmarks
         self._timeout_seconds = timeout_seconds
         self._send_initial_events = send_initial_events
-        self._iterator: AsyncIterator[WatchEvent[Any]] | None = None
+        self._iterator: AsyncIterator[WatchEvent[T]] | None = None
         self._response: Any = None
         self._closing = False
 
@@ -905,7 +796,7 @@ class Watch:
     def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> WatchEvent[Any]:
+    async def __anext__(self) -> WatchEvent[T]:
         if self._iterator is None:
             self._iterator = self._events()
         return await self._iterator.__anext__()
@@ -924,7 +815,7 @@ class Watch:
         if iterator is not None and not getattr(iterator, "ag_running", False):
             await iterator.aclose()  # type: ignore[attr-defined]
 
-    async def _events(self) -> AsyncIterator[WatchEvent[Any]]:
+    async def _events(self) -> AsyncIterator[WatchEvent[T]]:
         client = self._client
         info, path = await client._path(
             self._kind, namespace=self._namespace, require_namespace=False
@@ -949,7 +840,7 @@ class Watch:
             self._response = resp
             decoder = WatchDecoder(url, max_line=client.options.max_watch_line)
             try:
-                event: WatchEvent[Any] | None = None
+                event: WatchEvent[T] | None = None
                 async for chunk in resp.chunks():
                     raws = decoder.feed(chunk)
                     del chunk  # not held while the watch waits for the next one,
@@ -981,7 +872,7 @@ class Watch:
 
     def _event(
         self, raw: RawWatchEvent, api_version: str, kind_name: str, url: str
-    ) -> WatchEvent[Any] | None:
+    ) -> WatchEvent[T] | None:
         obj = raw.object
         kind = _EVENT_TYPES.get(raw.type)
         if kind is None:
@@ -996,7 +887,7 @@ class Watch:
             return WatchEvent("BOOKMARK", obj, rv)
         obj.setdefault("apiVersion", api_version)
         obj.setdefault("kind", kind_name)
-        return WatchEvent(kind, Client._decode(self._kind, obj), rv)
+        return WatchEvent(kind, self._kind.from_object(obj), rv)
 
 
 if TYPE_CHECKING:

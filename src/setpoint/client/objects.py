@@ -6,14 +6,14 @@ testing fake; it imports nothing else of the client.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
-from setpoint.api.types import TypedObject
-
 __all__ = ["Applied", "EventType", "ObjectList", "WatchEvent"]
 
-T = TypeVar("T", bound=TypedObject)
+T = TypeVar("T")
+E_co = TypeVar("E_co", covariant=True)
 A = TypeVar("A")
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
@@ -22,14 +22,18 @@ EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
 
 @dataclass(slots=True)
 class ObjectList(Generic[T]):
-    """One list response: items plus the list's resourceVersion (and continue token for a page)."""
+    """One list response: items plus the list's resourceVersion (and continue token for a page).
 
-    items: list[Any]
+    ``T`` is what the kind listed gives: a ``JsonObject`` for a GVK, instances for a typed
+    class (see :class:`setpoint.api.types.Kind`).
+    """
+
+    items: list[T]
     resource_version: str
     continue_token: str | None = None
     remaining_item_count: int | None = None
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[T]:
         return iter(self.items)
 
     def __len__(self) -> int:
@@ -37,8 +41,12 @@ class ObjectList(Generic[T]):
 
 
 @dataclass(frozen=True, slots=True)
-class WatchEvent(Generic[T]):
-    """One watch event. For ``BOOKMARK`` the object carries only ``metadata.resourceVersion``."""
+class WatchEvent(Generic[E_co]):
+    """One watch event. For ``BOOKMARK`` the object carries only ``metadata.resourceVersion``.
+
+    ``T`` is what the kind watched gives (as for :class:`ObjectList`), but ``object`` stays
+    untyped: a ``BOOKMARK`` carries a JSON dict whatever the kind.
+    """
 
     type: EventType
     object: Any

@@ -24,22 +24,29 @@ protocol                  who takes it
 The live client, the tracking client and the testing fake satisfy all of them, so a
 :class:`~setpoint.testing.FakeClient` fits wherever the live client does.
 
-Signatures here are exactly the client's (minus its typed overloads, which
-implementations add), so a helper typed against :class:`ReadWriter` runs
-unchanged on the live client, the tracking client and the fake.
+Each method has one signature here, and the implementations state exactly it (adding only
+optional keywords): a kind is a :class:`~setpoint.api.types.Kind` (``get(kind: Kind[T],
+...) -> T``: a GVK gives JSON dicts, a typed class its instances), and a method that takes
+an object returns the same type. So a helper typed against :class:`ReadWriter` runs
+unchanged on the live client, the tracking client and the fake, and mypy checks both the
+helper and every implementation.
 """
 
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Self, TypeVar, runtime_checkable
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import JsonObject
+from setpoint.api.types import Kind, Obj
 from setpoint.client.objects import Applied, ObjectList, WatchEvent
 from setpoint.client.patch import Patch
+
+if TYPE_CHECKING:
+    from setpoint.client.client import Preconditions, PropagationPolicy, Selector
 
 __all__ = [
     "ApiClient",
@@ -54,23 +61,26 @@ __all__ = [
     "Writer",
 ]
 
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
 
 @runtime_checkable
 class Reader(Protocol):
     """Reads objects: ``get`` one, ``list`` many (by namespace, labels and fields)."""
 
-    async def get(self, kind: Any, name: str, *, namespace: str | None = None) -> Any:
+    async def get(self, kind: Kind[T], name: str, *, namespace: str | None = None) -> T:
         """Read one object; raise ``NotFound`` if it does not exist."""
         ...
 
     async def list(
         self,
-        kind: Any,
+        kind: Kind[T],
         *,
         namespace: str | None = None,
-        labels: Any = None,
-        fields: Any = None,
-    ) -> ObjectList[Any]:
+        labels: Selector | None = None,
+        fields: Selector | None = None,
+    ) -> ObjectList[T]:
         """List matching objects (iterable, with ``items`` and ``resource_version``)."""
         ...
 
@@ -80,25 +90,25 @@ class Writer(Protocol):
     """Writes objects: create, update (optimistic), patch (four kinds), apply, delete."""
 
     async def create(
-        self, obj: Any, *, dry_run: bool = False, field_manager: str | None = None
-    ) -> Any:
+        self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None
+    ) -> Obj:
         """Create an object; raise ``AlreadyExists`` if the name is taken."""
         ...
 
     async def update(
         self,
-        obj: Any,
+        obj: Obj,
         *,
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
-    ) -> Any:
+    ) -> Obj:
         """Replace an object (or its status); raise ``Conflict`` if its resourceVersion is stale."""
         ...
 
     async def patch(
         self,
-        kind: Any,
+        kind: Kind[T],
         name: str,
         patch: Patch,
         *,
@@ -106,23 +116,25 @@ class Writer(Protocol):
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
-    ) -> Any:
+    ) -> T:
         """Patch an object with a JSON, merge, strategic-merge or apply patch."""
         ...
 
     async def apply(
         self,
-        obj: Any,
+        obj: Obj,
         *,
         field_manager: str | None = None,
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
-    ) -> Any:
+    ) -> Obj:
         """Server-side apply an object under ``field_manager``."""
         ...
 
-    async def delete(self, kind: Any, name: str, *, namespace: str | None = None) -> JsonObject:
+    async def delete(
+        self, kind: Kind[object], name: str, *, namespace: str | None = None
+    ) -> JsonObject:
         """Delete an object; raise ``NotFound`` if it does not exist."""
         ...
 
@@ -132,8 +144,8 @@ class StatusWriter(Protocol):
     """Writes the ``status`` subresource only."""
 
     async def replace_status(
-        self, obj: Any, *, dry_run: bool = False, field_manager: str | None = None
-    ) -> Any:
+        self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None
+    ) -> Obj:
         """Replace the status of an object (optimistic on resourceVersion)."""
         ...
 
@@ -145,7 +157,7 @@ class ReadWriter(Reader, Writer, StatusWriter, Protocol):
     The safe-write helpers (:mod:`setpoint.client.safe`) take one of these.
     """
 
-    async def resource_info(self, kind: Any) -> ResourceInfo:
+    async def resource_info(self, kind: Kind[object]) -> ResourceInfo:
         """Plural, scope and subresources of a kind."""
         ...
 
@@ -154,12 +166,12 @@ class ReadWriter(Reader, Writer, StatusWriter, Protocol):
 class IndexReader(Reader, Protocol):
     """A :class:`Reader` that also lists by a cache index (``Cache.add_index``)."""
 
-    async def list_by_index(self, kind: Any, index: str, value: str) -> ObjectList[Any]:
+    async def list_by_index(self, kind: Kind[T], index: str, value: str) -> ObjectList[T]:
         """List the objects of ``kind`` whose index ``index`` includes ``value``."""
         ...
 
 
-class WatchStream(Protocol):
+class WatchStream(Protocol[T_co]):
     """One watch: an async context manager and an async iterator of watch events."""
 
     async def __aenter__(self) -> Self:
@@ -179,7 +191,7 @@ class WatchStream(Protocol):
         """Iterate the events."""
         ...
 
-    async def __anext__(self) -> WatchEvent[Any]:
+    async def __anext__(self) -> WatchEvent[T_co]:
         """The next event; ``Gone`` when the start version is too old."""
         ...
 
@@ -190,15 +202,15 @@ class ListWatcher(Reader, Protocol):
 
     def watch(
         self,
-        kind: Any,
+        kind: Kind[T],
         *,
         namespace: str | None = None,
         resource_version: str | None = None,
-        labels: Any = None,
-        fields: Any = None,
+        labels: Selector | None = None,
+        fields: Selector | None = None,
         allow_bookmarks: bool = True,
         send_initial_events: bool = False,
-    ) -> WatchStream:
+    ) -> WatchStream[T]:
         """Watch changes of ``kind`` after ``resource_version``.
 
         ``send_initial_events``: start with the current state as ``ADDED`` events and a
@@ -206,7 +218,7 @@ class ListWatcher(Reader, Protocol):
         """
         ...
 
-    async def resource_info(self, kind: Any) -> ResourceInfo:
+    async def resource_info(self, kind: Kind[object]) -> ResourceInfo:
         """Plural, scope and subresources of a kind."""
         ...
 
@@ -228,12 +240,12 @@ class ApiClient(ReadWriter, ListWatcher, Protocol):
 
     async def delete(
         self,
-        kind: Any,
+        kind: Kind[object],
         name: str,
         *,
         namespace: str | None = None,
-        propagation_policy: Any = None,
-        preconditions: Any = None,
+        propagation_policy: PropagationPolicy | None = None,
+        preconditions: Preconditions | None = None,
         grace_period_seconds: int | None = None,
         dry_run: bool = False,
     ) -> JsonObject:
@@ -242,7 +254,7 @@ class ApiClient(ReadWriter, ListWatcher, Protocol):
 
     async def update_subresource(
         self,
-        kind: Any,
+        kind: Kind[object],
         name: str,
         subresource: str,
         body: JsonObject,
@@ -254,7 +266,7 @@ class ApiClient(ReadWriter, ListWatcher, Protocol):
         ...
 
     async def set_scale(
-        self, kind: Any, name: str, replicas: int, *, namespace: str | None = None
+        self, kind: Kind[object], name: str, replicas: int, *, namespace: str | None = None
     ) -> JsonObject:
         """Set ``spec.replicas`` through the ``scale`` subresource."""
         ...
@@ -315,12 +327,12 @@ class CachedClient(Protocol):
 
     async def apply_outcome(
         self,
-        obj: Any,
+        obj: Obj,
         *,
         field_manager: str | None = None,
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
-    ) -> Applied[Any]:
+    ) -> Applied[Obj]:
         """Server-side apply ``obj`` and say whether the server created it (``201``)."""
         ...

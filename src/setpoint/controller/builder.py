@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import Any, Self
 
 from setpoint.api.gvk import GroupVersionKind
-from setpoint.api.types import KindLike, resolve_kind
+from setpoint.api.types import Kind, split_kind
 from setpoint.cache.cache import Cache
 from setpoint.client.protocols import ApiClient
 from setpoint.controller.controller import (
@@ -65,7 +65,7 @@ class Builder:
         """The controller's name."""
         return self._name
 
-    def for_(self, kind: KindLike, *, predicates: Iterable[Predicate] = ()) -> Self:
+    def for_(self, kind: Kind[object], *, predicates: Iterable[Predicate] = ()) -> Self:
         """Reconcile objects of ``kind``: each event enqueues the object's own key.
 
         Raises:
@@ -78,23 +78,23 @@ class Builder:
                 f"{self._for.kind.kind}; a controller reconciles one kind (watch others with "
                 "owns() or watches())"
             )
-        gvk, typed = resolve_kind(kind)
+        gvk, typed = split_kind(kind)
         self._for = Source(gvk, "for", check_predicates(predicates), typed=typed)
         return self
 
-    def owns(self, kind: KindLike, *, predicates: Iterable[Predicate] = ()) -> Self:
+    def owns(self, kind: Kind[object], *, predicates: Iterable[Predicate] = ()) -> Self:
         """Watch ``kind`` and enqueue each object's controlling owner of the ``for_`` kind.
 
         The owner is the ownerReference with ``controller: true`` whose apiVersion group and
         kind match the ``for_`` kind (any version); objects controlled by something else are
         ignored.
         """
-        gvk, typed = resolve_kind(kind)
+        gvk, typed = split_kind(kind)
         self._sources.append(Source(gvk, "owns", check_predicates(predicates), typed=typed))
         return self
 
     def watches(
-        self, kind: KindLike, mapper: KeyMapper, *, predicates: Iterable[Predicate] = ()
+        self, kind: Kind[object], mapper: KeyMapper, *, predicates: Iterable[Predicate] = ()
     ) -> Self:
         """Watch ``kind`` and enqueue the keys ``mapper(obj)`` returns.
 
@@ -107,7 +107,7 @@ class Builder:
                 f"controller {self._name!r}: watches({kind!r}, ...) needs a mapper function "
                 "returning the ObjectKeys to reconcile"
             )
-        gvk, typed = resolve_kind(kind)
+        gvk, typed = split_kind(kind)
         self._sources.append(Source(gvk, "watches", check_predicates(predicates), mapper, typed))
         return self
 

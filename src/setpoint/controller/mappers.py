@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import meta
 from setpoint.api.tracking import tracked_owner
-from setpoint.api.types import KindLike, is_typed, resolve_kind
+from setpoint.api.types import Kind, is_typed, split_kind
 
 if TYPE_CHECKING:
     from setpoint.client.protocols import IndexReader
@@ -39,12 +39,12 @@ def _metadata(obj: Any) -> Mapping[str, Any]:
     return meta(obj.to_object() if is_typed(obj) else obj)
 
 
-def enqueue_tracked_owner(owner_kind: KindLike) -> Callable[[Any], list[ObjectKey]]:
+def enqueue_tracked_owner(owner_kind: Kind[object]) -> Callable[[Any], list[ObjectKey]]:
     """Map a child stamped by :func:`~setpoint.api.tracking.track_owner` to its owner.
 
     Only owners of ``owner_kind`` count (any version of its group and kind).
     """
-    gvk, _ = resolve_kind(owner_kind)
+    gvk, _ = split_kind(owner_kind)
 
     def mapper(obj: Any) -> list[ObjectKey]:
         key = tracked_owner(obj.to_object() if is_typed(obj) else obj, gvk)
@@ -95,7 +95,7 @@ def enqueue_from_label(
 
 
 def enqueue_all(
-    owner_kind: KindLike, *, namespace: str | None = None
+    owner_kind: Kind[object], *, namespace: str | None = None
 ) -> Callable[[Any, IndexReader], Any]:
     """Map any event to every cached object of ``owner_kind`` (in ``namespace``, or all).
 
@@ -103,7 +103,7 @@ def enqueue_all(
     or changes its labels may enter any mirror's namespace selector. Every owner is
     reconciled, from the controller's cache (the mapper receives its reader).
     """
-    gvk, _ = resolve_kind(owner_kind)
+    gvk, _ = split_kind(owner_kind)
 
     async def mapper(obj: Any, reader: IndexReader) -> Iterable[ObjectKey]:
         listed = await reader.list(gvk, namespace=namespace)

@@ -35,8 +35,8 @@ __all__ = [
     "Difference",
     "SnapshotError",
     "diff_snapshots",
+    "discover_kind",
     "normalize",
-    "resolve_kind",
     "take_snapshot",
 ]
 
@@ -120,8 +120,10 @@ def _strip_timestamps(value: Any) -> Any:
     return value
 
 
-async def resolve_kind(client: Client, name: str) -> GroupVersionKind:
-    """The kind for a plural, kind or short name (``widgets``, ``Widget.demo.io``).
+async def discover_kind(client: Client, name: str) -> GroupVersionKind:
+    """The kind the server's discovery serves under a name (``widgets``, ``Widget.demo.io``).
+
+    The name is a plural, kind or short name, as a user types it on the command line.
 
     The version is the one the server prefers, unless given as ``group/version/Kind``.
 

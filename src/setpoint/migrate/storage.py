@@ -75,6 +75,7 @@ from typing import Any, Literal
 
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.meta import JsonObject
 from setpoint.client import Client
 from setpoint.client.errors import Conflict, NotFound, UnknownKind
 from setpoint.client.patch import MergePatch
@@ -308,14 +309,13 @@ async def _in_tree(
 ) -> int:
     name = str(crd["metadata"]["name"])
     spec = crd["spec"]
-    svm = await client.create(
-        {
-            "apiVersion": _SVM.api_version,
-            "kind": _SVM.kind,
-            "metadata": {"generateName": f"{spec['names']['plural']}-"[:58]},
-            "spec": {"resource": {"group": spec["group"], "resource": spec["names"]["plural"]}},
-        }
-    )
+    migration: JsonObject = {
+        "apiVersion": _SVM.api_version,
+        "kind": _SVM.kind,
+        "metadata": {"generateName": f"{spec['names']['plural']}-"[:58]},
+        "spec": {"resource": {"group": spec["group"], "resource": spec["names"]["plural"]}},
+    }
+    svm = await client.create(migration)
     svm_name = svm["metadata"]["name"]
     deadline = time.monotonic() + options.timeout
     # The controller reports counts only now and then (and clears them when it is done):

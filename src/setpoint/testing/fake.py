@@ -89,14 +89,14 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar, cast
 
 from setpoint.api.conversion import KindConversion, hub_of
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import BUILTIN_RESOURCES, ResourceInfo
 from setpoint.api.meta import JsonObject, describe, gvk_of, name_of, namespace_of
 from setpoint.api.resource import Resource
-from setpoint.api.types import KindLike, TypedObject, is_typed
+from setpoint.api.types import Kind, Obj, TypedObject, is_typed, kind_of
 from setpoint.cache.store import IndexFunc
 from setpoint.client.client import (
     Preconditions,
@@ -125,7 +125,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FakeClient", "FakeOptions", "FakeWatch"]
 
-T = TypeVar("T", bound=TypedObject)
+T = TypeVar("T")
 R = TypeVar("R")
 
 FAKE_SERVER_VERSION = "v1.37.2"
@@ -228,9 +228,9 @@ class FakeClient:
             self._store.register(info)
         self._conversion_classes: dict[tuple[str, str], dict[type[Resource], None]] = {}
         self.register(*resources)
-        self._watches: set[FakeWatch] = set()
+        self._watches: set[FakeWatch[Any]] = set()
         self._indexes: dict[tuple[GroupVersionKind, str], IndexFunc] = {}
-        self._held: list[tuple[FakeWatch, object]] | None = None
+        self._held: list[tuple[FakeWatch[Any], object]] | None = None
         self.add(*objects)
 
     # -- test helpers (synchronous, no faults, not recorded) ---------------------------------
@@ -283,25 +283,25 @@ class FakeClient:
             rules = self._rules_now(gvk_of(obj))
             self._store.seed(rules, obj)
 
-    def lookup(self, kind: KindLike, name: str, *, namespace: str | None = None) -> Any | None:
+    def lookup(self, kind: Kind[T], name: str, *, namespace: str | None = None) -> T | None:
         """The stored object, or ``None``, without going through faults or the call log."""
         rules = self._rules_now(kind)
         try:
             obj = self._store.get(rules, namespace or "", name)
         except ApiError:
             return None
-        return _decode(kind, obj)
+        return kind.from_object(obj)
 
-    def contents(self, kind: KindLike, *, namespace: str | None = None) -> builtins.list[Any]:
+    def contents(self, kind: Kind[T], *, namespace: str | None = None) -> builtins.list[T]:
         """Every stored object of ``kind`` (in ``namespace``), in key order, without faults."""
         rules = self._rules_now(kind)
         return [
-            _decode(kind, self._store.present(rules, o))
+            kind.from_object(self._store.present(rules, o))
             for o in self._store.current(rules)
             if namespace is None or o["metadata"].get("namespace", "") == namespace
         ]
 
-    def add_index(self, kind: KindLike, name: str, fn: IndexFunc) -> None:
+    def add_index(self, kind: Kind[object], name: str, fn: IndexFunc) -> None:
         """Index ``kind`` as ``Cache.add_index`` does, for :meth:`list_by_index`.
 
         Raises:
@@ -313,7 +313,7 @@ class FakeClient:
             raise ValueError(f"{key[0].kind} already has an index called {name!r}")
         self._indexes[key] = fn
 
-    async def list_by_index(self, kind: KindLike, index: str, value: str) -> ObjectList[Any]:
+    async def list_by_index(self, kind: Kind[T], index: str, value: str) -> ObjectList[T]:
         """The objects of ``kind`` whose index ``index`` includes ``value`` (as the cache lists).
 
         Reads the current objects (the fake has no cache lag) and computes the index on the
@@ -338,7 +338,7 @@ class FakeClient:
             values = fn(obj)
             found = [] if values is None else [values] if isinstance(values, str) else values
             if value in found:
-                items.append(_decode(kind, obj))
+                items.append(kind.from_object(obj))
         return ObjectList(items, self.resource_version)
 
     @property
@@ -374,7 +374,7 @@ class FakeClient:
             if watch in self._watches:
                 watch._push(item)
 
-    def _deliver(self, watch: FakeWatch, item: object) -> None:
+    def _deliver(self, watch: FakeWatch[Any], item: object) -> None:
         if self._held is not None:
             self._held.append((watch, item))
         else:
@@ -432,13 +432,13 @@ class FakeClient:
 
     # -- addressing ---------------------------------------------------------------------------
 
-    def _rules_now(self, kind: KindLike | GroupVersionKind) -> KindRules:
+    def _rules_now(self, kind: Kind[object]) -> KindRules:
         if isinstance(kind, GroupVersionKind):
             gvk = kind
         else:
             gvk = kind.gvk
             if gvk not in self._store.kinds and hasattr(kind, "resource_info"):
-                self._register_class(kind)
+                self._register_class(cast("type[TypedObject]", kind))
         rules = self._store.kinds.get(gvk)
         if rules is None:
             raise UnknownKind(self._unknown_message(gvk))
@@ -462,7 +462,7 @@ class FakeClient:
 
     def _target(
         self,
-        kind: KindLike,
+        kind: Kind[object],
         *,
         namespace: str | None,
         name: str | None = None,
@@ -494,7 +494,7 @@ class FakeClient:
 
         return await self.faults.run(call, run)
 
-    async def resource_info(self, kind: KindLike) -> ResourceInfo:
+    async def resource_info(self, kind: Kind[object]) -> ResourceInfo:
         """How the fake serves ``kind`` (plural, scope, subresources).
 
         Raises:
@@ -505,13 +505,7 @@ class FakeClient:
 
     # -- reads ----------------------------------------------------------------------------------
 
-    @overload
-    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T: ...
-    @overload
-    async def get(
-        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
-    ) -> JsonObject: ...
-    async def get(self, kind: KindLike, name: str, *, namespace: str | None = None) -> Any:
+    async def get(self, kind: Kind[T], name: str, *, namespace: str | None = None) -> T:
         """Read one object.
 
         Raises:
@@ -520,44 +514,24 @@ class FakeClient:
 
         """
 
-        def op() -> Any:
+        def op() -> T:
             rules = self._target(kind, namespace=namespace, name=name)
-            return _decode(kind, self._store.get(rules, namespace or "", name))
+            return kind.from_object(self._store.get(rules, namespace or "", name))
 
         return await self._run(Call("get", kind_gvk(kind), namespace, name), op)
 
-    @overload
     async def list(
         self,
-        kind: type[T],
+        kind: Kind[T],
         *,
         namespace: str | None = None,
         labels: Selector | None = None,
         fields: Selector | None = None,
         resource_version: str | None = None,
-    ) -> ObjectList[T]: ...
-    @overload
-    async def list(
-        self,
-        kind: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        labels: Selector | None = None,
-        fields: Selector | None = None,
-        resource_version: str | None = None,
-    ) -> ObjectList[Any]: ...
-    async def list(
-        self,
-        kind: KindLike,
-        *,
-        namespace: str | None = None,
-        labels: Selector | None = None,
-        fields: Selector | None = None,
-        resource_version: str | None = None,
-    ) -> ObjectList[Any]:
+    ) -> ObjectList[T]:
         """List every matching object (one consistent snapshot), as ``Client.list``."""
 
-        def op() -> ObjectList[Any]:
+        def op() -> ObjectList[T]:
             return self._list(
                 kind,
                 namespace=namespace,
@@ -574,7 +548,7 @@ class FakeClient:
 
     async def list_page(
         self,
-        kind: KindLike,
+        kind: Kind[T],
         *,
         namespace: str | None = None,
         labels: Selector | None = None,
@@ -583,10 +557,10 @@ class FakeClient:
         continue_token: str | None = None,
         resource_version: str | None = None,
         resource_version_match: Literal["Exact", "NotOlderThan"] | None = None,
-    ) -> ObjectList[Any]:
+    ) -> ObjectList[T]:
         """One page of a list: at most ``limit`` items, and a ``continue_token`` if more remain."""
 
-        def op() -> ObjectList[Any]:
+        def op() -> ObjectList[T]:
             return self._list(
                 kind,
                 namespace=namespace,
@@ -603,7 +577,7 @@ class FakeClient:
 
     def _list(
         self,
-        kind: KindLike,
+        kind: Kind[T],
         *,
         namespace: str | None,
         labels: Selector | None,
@@ -612,7 +586,7 @@ class FakeClient:
         continue_token: str | None,
         resource_version: str | None,
         resource_version_match: str | None,
-    ) -> ObjectList[Any]:
+    ) -> ObjectList[T]:
         rules = self._target(kind, namespace=namespace, require_namespace=False)
         listing = self._store.list_objects(
             rules,
@@ -625,7 +599,7 @@ class FakeClient:
             resource_version_match=resource_version_match,
         )
         return ObjectList(
-            [_decode(kind, item) for item in listing.items],
+            [kind.from_object(item) for item in listing.items],
             listing.resource_version,
             listing.continue_token,
             listing.remaining,
@@ -633,7 +607,7 @@ class FakeClient:
 
     def watch(
         self,
-        kind: KindLike,
+        kind: Kind[T],
         *,
         namespace: str | None = None,
         resource_version: str | None = None,
@@ -642,7 +616,7 @@ class FakeClient:
         allow_bookmarks: bool = True,
         timeout_seconds: float | None = None,
         send_initial_events: bool = False,
-    ) -> FakeWatch:
+    ) -> FakeWatch[T]:
         """Watch changes after ``resource_version``; see :class:`FakeWatch`.
 
         ``None`` or ``"0"`` starts with synthetic ADDED events for what exists
@@ -664,21 +638,9 @@ class FakeClient:
 
     # -- writes ------------------------------------------------------------------------------
 
-    @overload
     async def create(
-        self, obj: T, *, dry_run: bool = False, field_manager: str | None = None
-    ) -> T: ...
-    @overload
-    async def create(
-        self, obj: JsonObject, *, dry_run: bool = False, field_manager: str | None = None
-    ) -> JsonObject: ...
-    async def create(
-        self,
-        obj: JsonObject | TypedObject,
-        *,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> Any:
+        self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None
+    ) -> Obj:
         """Create ``obj`` and return it as stored (uid, resourceVersion, creationTimestamp).
 
         Raises:
@@ -688,43 +650,25 @@ class FakeClient:
 
         """
 
-        def op() -> Any:
+        def op() -> Obj:
             data = _to_json(obj)
-            kind = _kind_of(obj, data)
+            kind = kind_of(obj)
             rules = self._target(kind, namespace=namespace_of(data) or None)
             created = self._store.create(
                 rules, data, manager=self._manager(field_manager), dry_run=dry_run
             )
-            return _decode(kind, created)
+            return kind.from_object(created)
 
         return await self._run(object_call("create", obj), op)
 
-    @overload
     async def update(
         self,
-        obj: T,
+        obj: Obj,
         *,
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
-    ) -> T: ...
-    @overload
-    async def update(
-        self,
-        obj: JsonObject,
-        *,
-        subresource: str | None = None,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> JsonObject: ...
-    async def update(
-        self,
-        obj: JsonObject | TypedObject,
-        *,
-        subresource: str | None = None,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> Any:
+    ) -> Obj:
         """Replace ``obj``, optimistically on its ``metadata.resourceVersion``.
 
         Status is ignored when the kind has a status subresource;
@@ -742,19 +686,21 @@ class FakeClient:
 
     def _update(
         self,
-        obj: JsonObject | TypedObject,
+        obj: Obj,
         subresource: str | None,
         dry_run: bool,
         field_manager: str | None,
-    ) -> Any:
+    ) -> Obj:
         data = _to_json(obj)
-        kind = _kind_of(obj, data)
+        kind = kind_of(obj)
         name = name_of(data)
         if not name:
             raise ValueError(f"{describe(data)} has no metadata.name; set it before this call")
         rules = self._target(kind, namespace=namespace_of(data) or None, name=name)
         if subresource == "scale":
-            return self._set_scale(rules, namespace_of(data), name, data, dry_run)
+            # The server answers a PUT to ``scale`` with the Scale, whatever ``obj`` is.
+            scale: Any = self._set_scale(rules, namespace_of(data), name, data, dry_run)
+            return cast("Obj", scale)
         updated = self._store.update(
             rules,
             data,
@@ -762,19 +708,18 @@ class FakeClient:
             dry_run=dry_run,
             subresource=subresource,
         )
-        return _decode(kind, updated)
+        return kind.from_object(updated)
 
     async def replace_status(
-        self, obj: Any, *, dry_run: bool = False, field_manager: str | None = None
-    ) -> Any:
+        self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None
+    ) -> Obj:
         """Write ``obj``'s status through the status subresource (everything else is ignored)."""
         call = object_call("replace_status", obj, subresource="status")
         return await self._run(call, lambda: self._update(obj, "status", dry_run, field_manager))
 
-    @overload
     async def patch(
         self,
-        kind: type[T],
+        kind: Kind[T],
         name: str,
         patch: Patch,
         *,
@@ -782,30 +727,7 @@ class FakeClient:
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
-    ) -> T: ...
-    @overload
-    async def patch(
-        self,
-        kind: GroupVersionKind,
-        name: str,
-        patch: Patch,
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> JsonObject: ...
-    async def patch(
-        self,
-        kind: KindLike,
-        name: str,
-        patch: Patch,
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-    ) -> Any:
+    ) -> T:
         """Patch one object with any of the four patch kinds.
 
         Raises:
@@ -817,7 +739,7 @@ class FakeClient:
 
         """
 
-        def op() -> Any:
+        def op() -> T:
             rules = self._target(kind, namespace=namespace, name=name)
             result = self._store.patch(
                 rules,
@@ -828,40 +750,20 @@ class FakeClient:
                 dry_run=dry_run,
                 subresource=subresource,
             )
-            return _decode(kind, result)
+            return kind.from_object(result)
 
         call = Call("patch", kind_gvk(kind), namespace, name, subresource, body=patch)
         return await self._run(call, op)
 
-    @overload
     async def apply(
         self,
-        obj: T,
+        obj: Obj,
         *,
         field_manager: str | None = None,
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
-    ) -> T: ...
-    @overload
-    async def apply(
-        self,
-        obj: JsonObject,
-        *,
-        field_manager: str | None = None,
-        force: bool = False,
-        subresource: str | None = None,
-        dry_run: bool = False,
-    ) -> JsonObject: ...
-    async def apply(
-        self,
-        obj: JsonObject | TypedObject,
-        *,
-        field_manager: str | None = None,
-        force: bool = False,
-        subresource: str | None = None,
-        dry_run: bool = False,
-    ) -> Any:
+    ) -> Obj:
         """Server-side apply ``obj`` (approximated; see the module docstring)."""
         applied = await self.apply_outcome(
             obj, field_manager=field_manager, force=force, subresource=subresource, dry_run=dry_run
@@ -870,21 +772,21 @@ class FakeClient:
 
     async def apply_outcome(
         self,
-        obj: JsonObject | TypedObject,
+        obj: Obj,
         *,
         field_manager: str | None = None,
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
-    ) -> Applied[Any]:
+    ) -> Applied[Obj]:
         """Server-side apply ``obj`` and say whether it created the object (the server's 201).
 
         Recorded as an ``apply`` call, like :meth:`apply`.
         """
 
-        def op() -> Applied[Any]:
+        def op() -> Applied[Obj]:
             data = _to_json(obj)
-            kind = _kind_of(obj, data)
+            kind = kind_of(obj)
             name = name_of(data)
             if not name:
                 raise ValueError(f"{describe(data)} has no metadata.name; set it before this call")
@@ -900,13 +802,13 @@ class FakeClient:
                 dry_run=dry_run,
                 subresource=subresource,
             )
-            return Applied(_decode(kind, result), not existed)
+            return Applied(kind.from_object(result), not existed)
 
         return await self._run(object_call("apply", obj, subresource=subresource), op)
 
     async def delete(
         self,
-        kind: KindLike,
+        kind: Kind[object],
         name: str,
         *,
         namespace: str | None = None,
@@ -941,7 +843,7 @@ class FakeClient:
 
     async def delete_collection(
         self,
-        kind: KindLike,
+        kind: Kind[object],
         *,
         namespace: str | None = None,
         labels: Selector | None = None,
@@ -978,7 +880,7 @@ class FakeClient:
         )
 
     async def get_subresource(
-        self, kind: KindLike, name: str, subresource: str, *, namespace: str | None = None
+        self, kind: Kind[object], name: str, subresource: str, *, namespace: str | None = None
     ) -> JsonObject:
         """Read ``status`` (the whole object) or ``scale`` (an autoscaling/v1 Scale)."""
 
@@ -998,7 +900,7 @@ class FakeClient:
 
     async def create_subresource(
         self,
-        kind: KindLike,
+        kind: Kind[object],
         name: str,
         subresource: str,
         body: JsonObject,
@@ -1052,7 +954,7 @@ class FakeClient:
 
     async def update_subresource(
         self,
-        kind: KindLike,
+        kind: Kind[object],
         name: str,
         subresource: str,
         body: JsonObject,
@@ -1107,7 +1009,7 @@ class FakeClient:
         return _scale_of(result)
 
     async def get_scale(
-        self, kind: KindLike, name: str, *, namespace: str | None = None
+        self, kind: Kind[object], name: str, *, namespace: str | None = None
     ) -> JsonObject:
         """The object's ``autoscaling/v1`` Scale (``spec.replicas``, ``status.replicas``)."""
 
@@ -1120,7 +1022,7 @@ class FakeClient:
         return await self._run(Call("get_scale", kind_gvk(kind), namespace, name, "scale"), op)
 
     async def set_scale(
-        self, kind: KindLike, name: str, replicas: int, *, namespace: str | None = None
+        self, kind: Kind[object], name: str, replicas: int, *, namespace: str | None = None
     ) -> JsonObject:
         """Set ``spec.replicas`` through the ``scale`` subresource."""
 
@@ -1147,7 +1049,7 @@ class FakeClient:
         return field_manager or self.options.field_manager
 
 
-class FakeWatch:
+class FakeWatch(Generic[T]):
     """A watch on a :class:`FakeClient`: the interface of :class:`setpoint.client.Watch`.
 
     An async iterator of :class:`~setpoint.client.WatchEvent` and an async
@@ -1164,7 +1066,7 @@ class FakeWatch:
     def __init__(
         self,
         client: FakeClient,
-        kind: KindLike,
+        kind: Kind[T],
         *,
         namespace: str | None,
         resource_version: str | None,
@@ -1185,7 +1087,7 @@ class FakeWatch:
         self._timeout = timeout_seconds or None  # 0 means the default, as for the client
         self._initial = send_initial_events
         self._queue: asyncio.Queue[object] = asyncio.Queue()
-        self._iterator: AsyncIterator[WatchEvent[Any]] | None = None
+        self._iterator: AsyncIterator[WatchEvent[T]] | None = None
         self._rules: KindRules | None = None
         self._closed = False
 
@@ -1203,7 +1105,7 @@ class FakeWatch:
     def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> WatchEvent[Any]:
+    async def __anext__(self) -> WatchEvent[T]:
         if self._closed:
             raise StopAsyncIteration
         if self._iterator is None:
@@ -1275,7 +1177,7 @@ class FakeWatch:
         label_sel, field_sel = self._selectors
         return label_sel.matches(meta.get("labels") or {}) and field_sel.matches(obj)
 
-    def _translate(self, event: Event) -> WatchEvent[Any] | None:
+    def _translate(self, event: Event) -> WatchEvent[T] | None:
         rules = self._rules
         assert rules is not None
         if event.group_kind != rules.group_kind:
@@ -1308,9 +1210,9 @@ class FakeWatch:
         obj = self._client._store.present(rules, source)
         rv = str(obj["metadata"].get("resourceVersion") or "")
         self.resource_version = rv
-        return WatchEvent(kind, _decode(self._kind, obj), rv)
+        return WatchEvent(kind, self._kind.from_object(obj), rv)
 
-    def _bookmark(self, bookmark: _Bookmark) -> WatchEvent[Any]:
+    def _bookmark(self, bookmark: _Bookmark) -> WatchEvent[T]:
         rules = self._rules
         assert rules is not None
         metadata: dict[str, Any] = {
@@ -1326,7 +1228,7 @@ class FakeWatch:
         self.resource_version = metadata["resourceVersion"]
         return WatchEvent("BOOKMARK", obj, metadata["resourceVersion"])
 
-    async def _events(self) -> AsyncIterator[WatchEvent[Any]]:
+    async def _events(self) -> AsyncIterator[WatchEvent[T]]:
         client = self._client
         call = Call(
             "watch",
@@ -1375,16 +1277,6 @@ class FakeWatch:
 
 def _to_json(obj: JsonObject | TypedObject) -> JsonObject:
     return obj.to_object() if is_typed(obj) else obj
-
-
-def _kind_of(obj: JsonObject | TypedObject, data: JsonObject) -> KindLike:
-    return type(obj) if is_typed(obj) else gvk_of(data)
-
-
-def _decode(kind: KindLike, data: JsonObject) -> Any:
-    if isinstance(kind, GroupVersionKind):
-        return data
-    return kind.from_object(data)
 
 
 def _info_of_class(cls: type[Any]) -> ResourceInfo:

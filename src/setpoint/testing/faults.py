@@ -49,7 +49,7 @@ from setpoint.client.errors import (
 from setpoint.client.patch import Patch
 
 if TYPE_CHECKING:
-    from setpoint.api.types import KindLike
+    from setpoint.api.types import Kind
     from setpoint.client.client import Client, Preconditions
     from setpoint.client.objects import WatchEvent
 
@@ -578,12 +578,12 @@ class FaultInjectingClient:
         """Close the wrapped client."""
         await self.inner.close()
 
-    async def get(self, kind: KindLike, name: str, *, namespace: str | None = None) -> Any:
+    async def get(self, kind: Kind[object], name: str, *, namespace: str | None = None) -> Any:
         """:meth:`Client.get <setpoint.client.Client.get>`, with faults."""
         call = Call("get", kind_gvk(kind), namespace, name)
         return await self.faults.run(call, lambda: self.inner.get(kind, name, namespace=namespace))
 
-    async def list(self, kind: KindLike, **kwargs: Any) -> Any:
+    async def list(self, kind: Kind[object], **kwargs: Any) -> Any:
         """:meth:`Client.list <setpoint.client.Client.list>`, with faults."""
         call = Call(
             "list",
@@ -593,7 +593,7 @@ class FaultInjectingClient:
         )
         return await self.faults.run(call, lambda: self.inner.list(kind, **kwargs))
 
-    async def list_page(self, kind: KindLike, **kwargs: Any) -> Any:
+    async def list_page(self, kind: Kind[object], **kwargs: Any) -> Any:
         """:meth:`Client.list_page <setpoint.client.Client.list_page>`, with faults."""
         call = Call(
             "list_page",
@@ -603,7 +603,7 @@ class FaultInjectingClient:
         )
         return await self.faults.run(call, lambda: self.inner.list_page(kind, **kwargs))
 
-    def watch(self, kind: KindLike, **kwargs: Any) -> _FaultyWatch:
+    def watch(self, kind: Kind[object], **kwargs: Any) -> _FaultyWatch:
         """:meth:`Client.watch <setpoint.client.Client.watch>`; rules run when iteration starts."""
         call = Call(
             "watch",
@@ -628,7 +628,7 @@ class FaultInjectingClient:
         call = object_call("replace_status", obj, subresource="status")
         return await self.faults.run(call, lambda: self.inner.replace_status(obj, **kwargs))
 
-    async def patch(self, kind: KindLike, name: str, patch: Patch, **kwargs: Any) -> Any:
+    async def patch(self, kind: Kind[object], name: str, patch: Patch, **kwargs: Any) -> Any:
         """:meth:`Client.patch <setpoint.client.Client.patch>`, with faults."""
         call = Call(
             "patch",
@@ -655,7 +655,7 @@ class FaultInjectingClient:
 
     async def delete(
         self,
-        kind: KindLike,
+        kind: Kind[object],
         name: str,
         *,
         namespace: str | None = None,
@@ -678,13 +678,13 @@ class FaultInjectingClient:
         )
         return result
 
-    async def delete_collection(self, kind: KindLike, **kwargs: Any) -> None:
+    async def delete_collection(self, kind: Kind[object], **kwargs: Any) -> None:
         """:meth:`Client.delete_collection <setpoint.client.Client.delete_collection>`."""
         call = Call("delete_collection", kind_gvk(kind), kwargs.get("namespace"))
         await self.faults.run(call, lambda: self.inner.delete_collection(kind, **kwargs))
 
     async def get_subresource(
-        self, kind: KindLike, name: str, subresource: str, **kwargs: Any
+        self, kind: Kind[object], name: str, subresource: str, **kwargs: Any
     ) -> JsonObject:
         """:meth:`Client.get_subresource <setpoint.client.Client.get_subresource>`."""
         call = Call("get_subresource", kind_gvk(kind), kwargs.get("namespace"), name, subresource)
@@ -694,7 +694,7 @@ class FaultInjectingClient:
         return result
 
     async def create_subresource(
-        self, kind: KindLike, name: str, subresource: str, body: JsonObject, **kwargs: Any
+        self, kind: Kind[object], name: str, subresource: str, body: JsonObject, **kwargs: Any
     ) -> JsonObject:
         """:meth:`Client.create_subresource <setpoint.client.Client.create_subresource>`."""
         call = Call(
@@ -711,7 +711,7 @@ class FaultInjectingClient:
         return result
 
     async def update_subresource(
-        self, kind: KindLike, name: str, subresource: str, body: JsonObject, **kwargs: Any
+        self, kind: Kind[object], name: str, subresource: str, body: JsonObject, **kwargs: Any
     ) -> JsonObject:
         """:meth:`Client.update_subresource <setpoint.client.Client.update_subresource>`."""
         call = Call(
@@ -727,7 +727,7 @@ class FaultInjectingClient:
         )
         return result
 
-    async def get_scale(self, kind: KindLike, name: str, **kwargs: Any) -> JsonObject:
+    async def get_scale(self, kind: Kind[object], name: str, **kwargs: Any) -> JsonObject:
         """:meth:`Client.get_scale <setpoint.client.Client.get_scale>`, with faults."""
         call = Call("get_scale", kind_gvk(kind), kwargs.get("namespace"), name, "scale")
         result: JsonObject = await self.faults.run(
@@ -736,7 +736,7 @@ class FaultInjectingClient:
         return result
 
     async def set_scale(
-        self, kind: KindLike, name: str, replicas: int, **kwargs: Any
+        self, kind: Kind[object], name: str, replicas: int, **kwargs: Any
     ) -> JsonObject:
         """:meth:`Client.set_scale <setpoint.client.Client.set_scale>`, with faults."""
         call = Call(

@@ -192,7 +192,7 @@ async def test_reads_through_the_consistent_reader_see_own_writes(
     cache.informer(kinds.ConfigMap)
     await cache.wait_for_sync(30)
     for round_ in range(20):
-        created = await client.create(
+        created: JsonObject = await client.create(
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",

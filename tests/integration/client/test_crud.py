@@ -111,7 +111,7 @@ async def test_custom_resource_crud_and_subresources(
         "metadata": {"name": "w1", "namespace": namespace},
         "spec": {"size": 3, "replicas": 1},
     }
-    created = await k8s.create(widget)
+    created: dict[str, Any] = await k8s.create(widget)
     assert created["spec"]["size"] == 3
 
     with pytest.raises(Invalid) as info:

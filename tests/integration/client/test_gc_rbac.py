@@ -24,7 +24,7 @@ async def _exists(k8s: Client, kind: GroupVersionKind, name: str, namespace: str
 async def _owner_and_child(
     k8s: Client, namespace: str, child_finalizer: bool = False
 ) -> dict[str, Any]:
-    owner = await k8s.create(
+    owner: dict[str, Any] = await k8s.create(
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",

@@ -5,6 +5,7 @@ import asyncio
 import pytest
 
 from setpoint.api import kinds
+from setpoint.api.meta import JsonObject
 from setpoint.client import Client, ClientOptions
 from setpoint.client.errors import Gone
 from setpoint.testing import ControlPlane, eventually
@@ -95,7 +96,7 @@ async def test_watch_sees_every_event_type(k8s: Client, namespace: str) -> None:
 
     task = asyncio.create_task(consume())
     await asyncio.wait_for(ready.wait(), 30)
-    cm = await k8s.create(
+    cm: JsonObject = await k8s.create(
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -136,7 +137,7 @@ async def test_watch_from_expired_resource_version_raises_gone(
     version: nothing can replay from there. That is the signal for an informer
     to relist; the client must surface it, never swallow it.
     """
-    old = await k8s.create(
+    old: JsonObject = await k8s.create(
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",

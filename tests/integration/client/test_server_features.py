@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from setpoint.api.meta import JsonObject
 from setpoint.client import Client
 from setpoint.client.errors import UnknownKind
 from setpoint.client.features import (
@@ -64,7 +65,7 @@ async def test_the_probe_matches_what_the_server_accepts(k8s: Client) -> None:
     }
     for served, body in samples.values():
         if served:
-            created = await k8s.create(body, dry_run=True)
+            created: JsonObject = await k8s.create(body, dry_run=True)
             assert created["metadata"]["name"] == name
         else:
             with pytest.raises(UnknownKind):

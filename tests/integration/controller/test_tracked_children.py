@@ -139,7 +139,7 @@ async def test_a_mirror_keeps_exact_copies_in_selected_namespaces(
             assert owner == f"SecretMirror.{GROUP} {namespace}/copy-db"
 
     async with run_operator(setup, kubeconfig=kubeconfig_path) as op:
-        created = await k8s.create(
+        created: dict[str, Any] = await k8s.create(
             {"apiVersion": f"{GROUP}/v1", "kind": "SecretMirror",
              "metadata": {"name": "copy-db", "namespace": namespace},
              "spec": {"source": "db", "namespaceSelector": {"matchLabels": {"team": team}}}}

@@ -165,7 +165,7 @@ async def test_events_are_visible_through_the_api(
     Event's series instead of creating another. Leader election's own Event ("became
     leader") is recorded on the Lease.
     """
-    cm = await k8s.create(
+    cm: dict[str, Any] = await k8s.create(
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",

@@ -16,6 +16,7 @@ from setpoint.api.owners import (
     set_controller_reference,
     set_owner_reference,
 )
+from setpoint.api.types import Kind
 from setpoint.client import Client, NotFound
 from setpoint.client.patch import JsonPatch, MergePatch, json_pointer
 from setpoint.client.safe import OperationResult, apply_child, create_or_patch, create_or_update
@@ -146,9 +147,9 @@ async def test_deleting_the_owner_cascades_to_dependents(k8s: Client, namespace:
     await k8s.delete(kinds.ConfigMap, "gc-owner", namespace=namespace)
     await k8s.delete(kinds.ClusterRole, f"{namespace}-owner")
 
-    async def gone(kind: object, name: str) -> bool:
+    async def gone(kind: Kind[object], name: str) -> bool:
         try:
-            await k8s.get(kind, name, namespace=namespace)  # type: ignore[call-overload]
+            await k8s.get(kind, name, namespace=namespace)
         except NotFound:
             return True
         return False

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 from setpoint.api import kinds
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject, finalizers_of
+from setpoint.api.types import Kind
 from setpoint.cache import Cache
 from setpoint.client.errors import NotFound
 from setpoint.client.objects import ObjectList
@@ -46,6 +47,7 @@ from tests._support.finalizer_flow import FIN, FIN2, FOREIGN
 from tests._support.kinds import CRDS, GIZMO
 
 NS = "ns"
+T = TypeVar("T")
 
 
 async def nothing(ctx: Context, obj: Any) -> None:
@@ -250,15 +252,15 @@ class StaleReader:
     def __init__(self, obj: JsonObject | None) -> None:
         self.obj = obj
 
-    async def get(self, kind: Any, name: str, *, namespace: str | None = None) -> JsonObject:
+    async def get(self, kind: Kind[T], name: str, *, namespace: str | None = None) -> T:
         if self.obj is None:
             raise NotFound(f"{name} not found", code=404)
-        return self.obj
+        return kind.from_object(self.obj)
 
-    async def list(self, kind: Any, **_: Any) -> ObjectList[Any]:
-        return ObjectList([] if self.obj is None else [self.obj], "")
+    async def list(self, kind: Kind[T], **_: Any) -> ObjectList[T]:
+        return ObjectList([] if self.obj is None else [kind.from_object(self.obj)], "")
 
-    async def list_by_index(self, kind: Any, index: str, value: str) -> ObjectList[Any]:
+    async def list_by_index(self, kind: Kind[T], index: str, value: str) -> ObjectList[T]:
         return await self.list(kind)
 
 

@@ -233,7 +233,7 @@ async def test_dry_run_changes_nothing() -> None:
 
 async def test_update_and_patch_errors() -> None:
     fake = FakeClient(resources=[THING_INFO])
-    made = await fake.create(
+    made: dict[str, Any] = await fake.create(
         {
             "apiVersion": "things.example.com/v1",
             "kind": "Thing",

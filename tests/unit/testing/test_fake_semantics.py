@@ -78,7 +78,7 @@ async def test_builtin_generation_rules(fake: FakeClient) -> None:
         "spec": {"replicas": 1},
         "status": {"replicas": 5},
     }
-    made = await fake.create(deployment)
+    made: dict[str, Any] = await fake.create(deployment)
     assert made["metadata"]["generation"] == 1 and "status" not in made
     for patch, generation in (
         ({"metadata": {"labels": {"a": "b"}}}, 1),
@@ -94,7 +94,7 @@ async def test_builtin_generation_rules(fake: FakeClient) -> None:
     kept["metadata"]["generation"] = 9
     kept["data"] = {"x": "y"}
     assert (await fake.update(kept))["metadata"]["generation"] == 4
-    pod = await fake.create(
+    pod: dict[str, Any] = await fake.create(
         {
             "apiVersion": "v1",
             "kind": "Pod",
