@@ -1,19 +1,18 @@
 """HTTP/1.1 for the client, on asyncio: :class:`HttpPool` (one per API server).
 
-The client speaks HTTP/1.1 itself, as setpoint's servers do (decisions 0012 and 0016): one
-:class:`_Connection` protocol per TCP (or TLS) connection, a pool of kept-alive connections
-per server, requests written in one ``write`` and answers parsed in ``data_received``. It
-replaces aiohttp's client, whose per-request machinery (request and response objects, stream
-readers, multidicts, timers, a task per connection) cost more CPU than the rest of the
-request, and whose import was a third of an operator's start-up and 12 MiB of its memory.
+The client keeps its own connections, as setpoint's servers do (decisions 0012 and 0016):
+one :class:`_Connection` protocol per TCP (or TLS) connection, a pool of kept-alive
+connections per server, requests written in one ``write``. Answers are parsed by llhttp
+(Node.js's parser, through ``httptools``, decision 0018): setpoint decides what to feed it
+and what an answer may be, llhttp reads the bytes.
 
 What the pool does, all of it here:
 
 - keep-alive: an answered connection goes back to the pool (last in, first out) unless the
-  server said ``Connection: close``, the body ran to the end of the stream, or the
-  connection has been idle for :data:`IDLE_TIMEOUT` (shorter than the API server's 90 s,
-  so the client, not the server, ends idle connections); a connection the server closed
-  while it was idle is dropped before anything is written to it;
+  server said ``Connection: close``, answered with HTTP/1.0, the body ran to the end of the
+  stream, or the connection has been idle for :data:`IDLE_TIMEOUT` (shorter than the API
+  server's 90 s, so the client, not the server, ends idle connections); a connection the
+  server closed while it was idle is dropped before anything is written to it;
 - at most ``limit`` connections at once (HTTP/1.1 carries one request at a time per
   connection); later requests wait for one to be released, in order;
 - TLS with the context it is given (the API server's CA, client certificates), with
@@ -23,20 +22,33 @@ What the pool does, all of it here:
   and password) and ``socks5://`` proxies (RFC 1928, the host name resolved by the proxy,
   RFC 1929 user and password);
 - answers framed by ``Content-Length``, ``Transfer-Encoding: chunked`` or the end of the
-  stream, ``gzip`` and ``deflate`` bodies decompressed, interim ``1xx`` answers skipped;
-- streaming answers (watches) read chunk by chunk, with the connection paused while more
-  than :data:`STREAM_HIGH_WATER` bytes wait for the reader.
+  stream, ``gzip`` (any number of members) and ``deflate`` bodies decompressed with a
+  bound on what comes out (:class:`_Inflater`), interim ``1xx`` answers skipped;
+- a cap on each whole answer's body (``max_body`` of :meth:`HttpPool.request`), counted as
+  sent and after decompression: past it the request fails with :class:`BodyTooLarge`;
+- streaming answers (watches) read piece by piece, with the connection paused while more
+  than :data:`STREAM_HIGH_WATER` bytes wait for the reader; a compressed stream is
+  decompressed as the reader takes it, never ahead of it.
 
-Answers are parsed strictly where framing is at stake: a status line other than
-``HTTP/1.x NNN``, a header line without a colon or with whitespace before it, a folded
-line, ``Content-Length`` with ``Transfer-Encoding``, two different lengths, a transfer
-coding other than ``chunked``, or a malformed chunk raise :class:`ProtocolError` and close
-the connection; an answer's head may not exceed :data:`MAX_HEAD` bytes.
+What llhttp checks (strict: none of its leniency flags is set): the status line, header
+names (tokens: no NUL, space, VT or other separators) and values (no NUL, CR or other
+control characters), CRLF line ends everywhere (a bare LF or a bare CR is an error),
+folded lines, ``Content-Length`` (digits only, not twice, not with ``Transfer-Encoding``),
+chunk sizes (hex digits only, no whitespace, no overflow), chunk extensions and trailers.
+What setpoint checks on top (see :meth:`_Connection.on_headers_complete` and
+:meth:`_Connection._feed`): the HTTP version is 1.0 or 1.1; the status code is 100 or
+more and not 101; the reason phrase holds no control character; ``Transfer-Encoding`` is
+exactly ``chunked`` (once); the content coding is one it can decode; the status line and
+headers (interim answers included) fit in :data:`MAX_HEAD` bytes, and trailers and chunk
+framing without data too; no empty line comes before a status line; and nothing follows
+an answer on its connection (the answer stands, the connection is closed). Any of these
+raise :class:`ProtocolError` and close the connection.
 
 Errors say how far the request got, which is what decides whether it may be sent again
 (the transport's rule, :mod:`setpoint.client.transport`): :class:`ConnectError` (and its
 :class:`CertificateError`) mean nothing was sent; :class:`ConnectionBroken` means the
-request may have reached the server. A timeout is :class:`TimeoutError`.
+request may have reached the server; :class:`BodyTooLarge` means the answer came and was
+too large. A timeout is :class:`TimeoutError`.
 """
 
 from __future__ import annotations
@@ -55,7 +67,10 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Final, cast
 from urllib.parse import unquote, urlsplit
 
+import httptools
+
 __all__ = [
+    "BodyTooLarge",
     "CertificateError",
     "ConnectError",
     "ConnectionBroken",
@@ -69,7 +84,8 @@ __all__ = [
 ]
 
 MAX_HEAD: Final = 64 * 1024
-"""Most bytes of an answer's status line and headers."""
+"""Most bytes of an answer's status lines and headers (interim answers included), and of
+the chunk framing and trailers that may come between two pieces of a chunked body."""
 IDLE_TIMEOUT: Final = 60.0
 """Seconds a pooled connection may stay idle before the pool closes it (kube-apiserver closes
 them after 90 s; ending them first keeps a request from racing the server's close)."""
@@ -78,8 +94,11 @@ DEADLINE_TICK: Final = 0.05
 a request's deadline is kept to within this."""
 STREAM_HIGH_WATER: Final = 4 * 1024 * 1024
 """Bytes a streaming answer may buffer for its reader before the connection pauses."""
-_CHUNK_LINE_MAX: Final = 4096
-"""Longest chunk-size line (with extensions) accepted in a chunked body."""
+STREAM_PIECE: Final = 256 * 1024
+"""Most decompressed bytes a compressed stream hands its reader at once."""
+_PIECE_MIN: Final = 512
+_PIECE_MAX: Final = 64 * 1024
+"""Bounds of the compressed bytes given to zlib per call (see :class:`_Inflater`)."""
 
 
 class HttpError(OSError):
@@ -121,6 +140,29 @@ class ConnectionBroken(HttpError):
 
 class ProtocolError(ConnectionBroken):
     """The server's answer broke HTTP/1.1's framing; the connection was closed."""
+
+
+class BodyTooLarge(HttpError):
+    """An answer's body passed the request's ``max_body``; the connection was closed.
+
+    ``limit`` is the cap in bytes; ``decompressed`` says whether the body passed it after
+    decompression (else as sent). Not a :class:`ConnectionBroken`: the server answered,
+    and sending the request again would bring the same answer.
+    """
+
+    def __init__(self, limit: int, *, decompressed: bool, declared: int | None = None) -> None:
+        if declared is not None:
+            message = f"the answer declares a body of {declared} bytes, more than {limit}"
+        elif decompressed:
+            message = f"the answer's body exceeds {limit} bytes once decompressed"
+        else:
+            message = f"the answer's body exceeds {limit} bytes"
+        super().__init__(message)
+        self.limit = limit
+        self.decompressed = decompressed
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class ResponseHeaders(Mapping[str, str]):
@@ -232,7 +274,7 @@ class StreamResponse:
         self._connection.abort()
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        """The body's bytes as they arrive, until it ends.
+        """The body's bytes as they arrive (decompressed), until it ends.
 
         Raises:
             TimeoutError: nothing arrived for ``read_timeout`` seconds.
@@ -242,7 +284,11 @@ class StreamResponse:
         """
         exchange = self._exchange
         while True:
-            data = exchange.take()
+            try:
+                data = exchange.take()
+            except HttpError:
+                self.close()
+                raise
             if data:
                 yield data
                 # Not kept while waiting for more: the reader is done with it, and a watch
@@ -256,9 +302,17 @@ class StreamResponse:
                 return
             await exchange.wait()
 
-    async def read(self) -> bytes:
-        """The whole (remaining) body."""
-        return b"".join([chunk async for chunk in self.chunks()])
+    async def read(self, max_body: int | None = None) -> bytes:
+        """The whole (remaining) body; more than ``max_body`` bytes raise :class:`BodyTooLarge`."""
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in self.chunks():
+            size += len(chunk)
+            if max_body is not None and size > max_body:
+                self.close()
+                raise BodyTooLarge(max_body, decompressed=self._exchange.compressed)
+            parts.append(chunk)
+        return b"".join(parts)
 
     def close(self) -> None:
         """Stop reading: the connection is closed (it cannot carry another request)."""
@@ -276,21 +330,128 @@ class StreamResponse:
         self._pool.release(self._connection)
 
 
+# -- decompression -----------------------------------------------------------------------
+
+
+class _Inflater:
+    """A ``gzip`` (any number of members) or ``deflate`` body, decompressed with bounded work.
+
+    Expected Flow:
+        1. The connection creates one when an answer's ``Content-Encoding`` asks for it.
+        2. :meth:`push` queues compressed body bytes as they arrive (no copy).
+        3. :meth:`pull` decompresses queued bytes into a list, stopping once ``max_out``
+           bytes came out; the exchange calls it at once for a whole answer (with what is
+           left of its cap plus one, so that passing the cap is seen) and as the reader
+           takes pieces for a stream.
+        4. :meth:`finish` checks that the body ended where a compressed stream ends.
+
+    Guarantees:
+        - Output is bounded by ``max_out`` per call: zlib is called with ``max_length``, so
+          a small body that inflates to gigabytes costs no more than the cap (finding 4 of
+          issue 27: 254 KiB inflated to 781 MiB).
+        - Work is linear in the bytes received, however many gzip members they hold
+          (kube-apiserver may send each watch event as its own member). Each member needs
+          a new decompressor, and zlib copies what follows a member's end into
+          ``unused_data``; the compressed bytes given to zlib per call are bounded by twice
+          the size of the last member (between :data:`_PIECE_MIN` and :data:`_PIECE_MAX`),
+          so that copy stays proportional to the member, and the rest of the input is
+          sliced from a ``memoryview``, never joined or copied.
+        - Output pieces are collected in a list and joined once, by the caller.
+
+    Caveats:
+        - Decompression runs on the event loop; the caps bound how long one answer can
+          hold it (zlib inflates a few hundred MiB per second).
+        - Bytes after a ``deflate`` body's end, or anything after a gzip member that is not
+          another member, are a :class:`ProtocolError` (a corrupt body), not ignored.
+
+    Errors:
+        :class:`ProtocolError` for a corrupt or truncated compressed body.
+    """
+
+    __slots__ = ("_decoder", "_gzip", "_member_in", "_pending", "_piece", "pending_bytes")
+
+    def __init__(self, *, gzip: bool) -> None:
+        self._gzip = gzip
+        self._decoder = self._new()
+        self._pending: collections.deque[memoryview] = collections.deque()
+        self.pending_bytes = 0
+        """Compressed bytes queued and not yet decompressed."""
+        self._piece = _PIECE_MAX
+        self._member_in = 0
+
+    def _new(self) -> zlib._Decompress:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS if self._gzip else zlib.MAX_WBITS)
+
+    def push(self, data: bytes) -> None:
+        """Queue compressed bytes (kept by reference until decompressed)."""
+        if data:
+            self._pending.append(memoryview(data))
+            self.pending_bytes += len(data)
+
+    def pull(self, max_out: int, out: list[bytes]) -> int:
+        """Decompress queued bytes into ``out`` until none are left or ``max_out`` came out.
+
+        Returns how many bytes were appended (at most ``max_out``).
+        """
+        produced = 0
+        pending = self._pending
+        decoder = self._decoder
+        while pending and produced < max_out:
+            buffer = pending[0]
+            piece = buffer[: self._piece]
+            try:
+                data = decoder.decompress(piece, max_out - produced)
+            except zlib.error as exc:
+                raise ProtocolError(f"the answer's compressed body is corrupt: {exc}") from None
+            if data:
+                out.append(data)
+                produced += len(data)
+            if decoder.eof:
+                left = len(decoder.unused_data)
+                used = len(piece) - left
+                member = self._member_in + used
+                self._member_in = 0
+                if not self._gzip and (left or len(buffer) > len(piece) or len(pending) > 1):
+                    raise ProtocolError("the answer's deflate body has bytes after its end")
+                self._piece = max(_PIECE_MIN, min(_PIECE_MAX, 2 * member))
+                decoder = self._decoder = self._new()
+            else:
+                used = len(piece) - len(decoder.unconsumed_tail)
+                self._member_in += used
+                if used == len(piece):
+                    self._piece = min(_PIECE_MAX, 2 * self._piece)
+            self.pending_bytes -= used
+            if used == len(buffer):
+                pending.popleft()
+            else:
+                pending[0] = buffer[used:]
+        return produced
+
+    def finish(self) -> None:
+        """Check that the body ended at the end of a compressed stream (and not inside one)."""
+        if self._member_in and not self._decoder.eof:
+            raise ProtocolError("the answer's compressed body ends before its compressed data")
+
+
 # -- one exchange: the answer to one request, as the connection parses it ---------------
 
 
 class _Exchange:
     """The answer to one request on one connection: its head and body, as they arrive.
 
-    A whole (non-streaming) exchange resolves ``done`` with a :class:`RawResponse`; a
-    streaming one resolves ``head`` once the headers are in and then hands out body bytes
-    through :meth:`take`/:meth:`wait`.
+    A whole (non-streaming) exchange resolves ``done`` with a :class:`RawResponse`, its body
+    capped at ``max_body`` bytes as sent and once decompressed; a streaming one resolves
+    ``head`` once the headers are in and then hands out body bytes through
+    :meth:`take`/:meth:`wait`, decompressing them as they are taken.
     """
 
     __slots__ = (
         "_buffered",
+        "_inflater",
         "_parts",
+        "_size",
         "_waiter",
+        "_wire",
         "connection",
         "done",
         "error",
@@ -299,15 +460,22 @@ class _Exchange:
         "head_only",
         "headers",
         "last_arrival",
+        "max_body",
         "status",
         "streaming",
     )
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, *, streaming: bool, head_only: bool
+        self,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        streaming: bool,
+        head_only: bool,
+        max_body: int | None = None,
     ) -> None:
         self.streaming = streaming
         self.head_only = head_only
+        self.max_body = max_body
         self.done: asyncio.Future[RawResponse] = loop.create_future()
         self.head: asyncio.Future[None] | None = loop.create_future() if streaming else None
         self.status = 0
@@ -317,30 +485,68 @@ class _Exchange:
         self.connection: _Connection | None = None
         self._parts: collections.deque[bytes] = collections.deque()
         self._buffered = 0
+        self._wire = 0
+        self._size = 0
+        self._inflater: _Inflater | None = None
         self._waiter: asyncio.Future[None] | None = None
         self.last_arrival = time.monotonic()
 
     @property
     def pending(self) -> bool:
         """Whether body bytes wait for the reader."""
-        return bool(self._parts)
+        return bool(self._parts) or bool(self._inflater and self._inflater.pending_bytes)
 
-    def started(self, status: int, headers: ResponseHeaders) -> None:
+    @property
+    def compressed(self) -> bool:
+        """Whether the body is decompressed as it is read."""
+        return self._inflater is not None
+
+    def started(
+        self, status: int, headers: ResponseHeaders, inflater: _Inflater | None, length: int
+    ) -> None:
+        """The final answer's head is in; ``length`` is its Content-Length (-1: none)."""
+        limit = self.max_body
+        if limit is not None and length > limit and not self.head_only:
+            raise BodyTooLarge(limit, decompressed=False, declared=length)
         self.status = status
         self.headers = headers
+        self._inflater = inflater
         if self.head is not None and not self.head.done():
             self.head.set_result(None)
 
     def feed(self, data: bytes) -> None:
-        if not data:
-            return
-        self._parts.append(data)
+        """Body bytes as they arrived on the connection (still compressed, when they are)."""
+        inflater = self._inflater
         if self.streaming:
             self.last_arrival = time.monotonic()
             self._buffered += len(data)
+            if inflater is None:
+                self._parts.append(data)
+            else:
+                inflater.push(data)
             self._wake()
             if self._buffered > STREAM_HIGH_WATER and self.connection is not None:
                 self.connection.pause()
+            return
+        limit = self.max_body
+        self._wire += len(data)
+        if limit is not None and self._wire > limit:
+            raise BodyTooLarge(limit, decompressed=False)
+        if inflater is None:
+            self._parts.append(data)
+            return
+        inflater.push(data)
+        room = (limit - self._size + 1) if limit is not None else 1 << 62
+        out: list[bytes] = []
+        self._size += inflater.pull(room, out)
+        self._parts.extend(out)
+        if limit is not None and self._size > limit:
+            raise BodyTooLarge(limit, decompressed=True)
+
+    def complete(self) -> None:
+        """The body ended: check what the decompressor holds (a whole answer's only)."""
+        if self._inflater is not None and not self.streaming:
+            self._inflater.finish()
 
     def finish(self) -> None:
         self.finished = True
@@ -350,6 +556,7 @@ class _Exchange:
         if not self.done.done():
             assert self.headers is not None
             self.done.set_result(RawResponse(self.status, self.headers, b"".join(self._parts)))
+            self._parts.clear()
 
     def fail(self, exc: BaseException) -> None:
         if self.finished:
@@ -363,19 +570,42 @@ class _Exchange:
         self._wake()
 
     def take(self) -> bytes:
-        """The oldest piece of body that arrived (as read, at most one socket read), or b"".
+        """The oldest piece of body that arrived (decompressed), or b"" when none waits.
 
         Pieces are handed out one by one, not joined: a burst (a watch's initial events)
-        is never copied into one large bytes object.
+        is never copied into one large bytes object. A compressed stream is decompressed
+        here, at most :data:`STREAM_PIECE` bytes at a time, as the reader asks for it.
+
+        Raises:
+            ProtocolError: the compressed body is corrupt or ends inside compressed data.
+
         """
         parts = self._parts
+        inflater = self._inflater
+        if not parts and inflater is not None and self.streaming:
+            before = inflater.pending_bytes
+            out: list[bytes] = []
+            while not out and inflater.pending_bytes:
+                inflater.pull(STREAM_PIECE, out)
+            self._buffered -= before - inflater.pending_bytes
+            if not out:
+                if self.finished and self.error is None:
+                    inflater.finish()
+                self._resume_if_drained()
+                return b""
+            data = b"".join(out) if len(out) > 1 else out[0]
+            self._resume_if_drained()
+            return data
         if not parts:
             return b""
         data = parts.popleft()
         self._buffered -= len(data)
+        self._resume_if_drained()
+        return data
+
+    def _resume_if_drained(self) -> None:
         if self._buffered <= STREAM_HIGH_WATER // 2 and self.connection is not None:
             self.connection.resume()
-        return data
 
     def wait(self) -> asyncio.Future[None]:
         waiter = self._waiter = asyncio.get_running_loop().create_future()
@@ -387,24 +617,41 @@ class _Exchange:
             waiter.set_result(None)
 
 
-_HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _TRAILER, _TO_EOF, _IDLE = range(8)
+_IDLE, _HEAD, _LENGTH, _CHUNKED, _TO_EOF = range(5)
+"""Where a connection is in an answer; it decides how far llhttp is fed at once."""
+
+_CONTROL: Final = bytes(range(0x20)).replace(b"\t", b"") + b"\x7f"
+"""Bytes a reason phrase may not hold (llhttp lets them through; RFC 9112 and h11 do not)."""
 
 
 class _Connection(asyncio.Protocol):
-    """One connection to the server: writes requests, parses their answers in order."""
+    """One connection to the server: writes requests, has llhttp parse their answers in order.
+
+    The connection feeds llhttp (``httptools.HttpResponseParser``, whose callbacks are the
+    ``on_*`` methods here) only as far as the current answer may reach: up to the end of
+    each head (the first blank line), the last byte a ``Content-Length`` owes, and each
+    blank line of a chunked body (where its last chunk and trailers end). After each piece
+    it knows whether the answer ended there, so bytes after an answer are never parsed as
+    the next one; they close the connection.
+    """
 
     def __init__(self, pool: HttpPool) -> None:
         self._pool = pool
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.idle_since = time.monotonic()
-        self._buffer = bytearray()
-        self._state = _IDLE
-        self._remaining = 0
+        self._parser = httptools.HttpResponseParser(self)
+        self._phase = _IDLE
         self._exchange: _Exchange | None = None
         self._keep_alive = True
-        self._decoder: zlib._Decompress | None = None
-        self._gzip = False
+        self._owed = 0
+        self._tail = b""
+        self._head_room = MAX_HEAD
+        self._line_start = False
+        self._interim = False
+        self._values: dict[str, list[str]] = {}
+        self._framing = 0
+        self._progress = False
         self._paused = False
         self._lost: asyncio.Future[None] | None = None
 
@@ -416,15 +663,13 @@ class _Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
-        if self._state == _IDLE:
+        if self._phase == _IDLE:
             # Nothing was asked: a server talking out of turn (or closing with a 408).
             self.abort()
             return
-        buffer = self._buffer
-        buffer += data
         try:
-            self._parse()
-        except ProtocolError as exc:
+            self._feed(data)
+        except (ProtocolError, BodyTooLarge) as exc:
             self._failed(exc)
 
     def eof_received(self) -> bool | None:
@@ -439,9 +684,9 @@ class _Connection(asyncio.Protocol):
 
     def _ended(self, exc: Exception | None) -> None:
         """The stream ended (``exc`` None: cleanly): ends a to-the-end body, fails the rest."""
-        if self._exchange is not None and self._state == _TO_EOF and exc is None:
+        if self._exchange is not None and self._phase == _TO_EOF and exc is None:
             try:
-                self._end_body()
+                self._finish()
             except ProtocolError as error:
                 self._closed(error)
                 return
@@ -461,7 +706,7 @@ class _Connection(asyncio.Protocol):
             not self.closed
             and transport is not None
             and not transport.is_closing()
-            and self._state == _IDLE
+            and self._phase == _IDLE
         )
 
     def still_open(self) -> bool:
@@ -488,12 +733,15 @@ class _Connection(asyncio.Protocol):
 
     def send(self, data: bytes, exchange: _Exchange) -> None:
         """Write one whole request; its answer goes to ``exchange``."""
-        assert self.transport is not None and self._state == _IDLE
+        assert self.transport is not None and self._phase == _IDLE
         exchange.connection = self
         self._exchange = exchange
-        self._state = _HEAD
+        self._phase = _HEAD
         self._keep_alive = True
-        self._decoder = None
+        self._tail = b""
+        self._head_room = MAX_HEAD
+        self._line_start = True
+        self._interim = False
         self.transport.write(data)
 
     def pause(self) -> None:
@@ -528,168 +776,197 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
-    # -- parsing -----------------------------------------------------------------------
+    # -- feeding llhttp ------------------------------------------------------------------
 
-    def _parse(self) -> None:
-        buffer = self._buffer
-        while buffer:
-            state = self._state
-            if state == _HEAD:
-                end = buffer.find(b"\r\n\r\n")
-                if end < 0:
-                    if len(buffer) > MAX_HEAD:
+    def _feed(self, data: bytes) -> None:
+        """Give ``data`` to llhttp, piece by piece, never past the end of the answer."""
+        size = len(data)
+        pos = 0
+        view: memoryview | None = None
+        while pos < size:
+            phase = self._phase
+            if phase == _LENGTH:
+                end = min(size, pos + self._owed)
+                self._owed -= end - pos
+            elif phase == _TO_EOF:
+                end = size
+            elif phase == _IDLE:
+                self._beyond()
+                return
+            else:  # a head, or a chunked body: up to and including the next blank line
+                if self._line_start:
+                    if data[pos] in (0x0D, 0x0A):
+                        raise ProtocolError("the answer has an empty line before its status line")
+                    self._line_start = False
+                end = self._blank_line_end(data, pos)
+                reach = size if end < 0 else end
+                if phase == _HEAD:
+                    self._head_room -= reach - pos
+                    if self._head_room < 0:
                         raise ProtocolError(f"the answer's headers exceed {MAX_HEAD} bytes")
-                    return
-                if end > MAX_HEAD:
-                    raise ProtocolError(f"the answer's headers exceed {MAX_HEAD} bytes")
-                head = bytes(buffer[:end])
-                del buffer[: end + 4]
-                self._head(head)
-            elif state == _LENGTH:
-                if self._take_owed(buffer):
-                    self._end_body()
-            elif state == _TO_EOF:
-                self._body(bytes(buffer))
-                buffer.clear()
-            elif state == _CHUNK_SIZE:
-                end = buffer.find(b"\r\n")
                 if end < 0:
-                    if len(buffer) > _CHUNK_LINE_MAX:
-                        raise ProtocolError("a chunk-size line is too long")
-                    return
-                line = bytes(buffer[:end]).partition(b";")[0].strip(b" \t")
-                del buffer[: end + 2]
-                if not line or len(line) > 16 or line.strip(b"0123456789abcdefABCDEF"):
-                    raise ProtocolError("a malformed chunk size in a chunked answer")
-                size = int(line, 16)
-                if size:
-                    self._remaining = size
-                    self._state = _CHUNK_DATA
+                    self._tail = (self._tail + data[max(pos, size - 3) :])[-3:]
+                    end = size
                 else:
-                    self._state = _TRAILER
-            elif state == _CHUNK_DATA:
-                if self._take_owed(buffer):
-                    self._state = _CHUNK_END
-            elif state == _CHUNK_END:
-                if len(buffer) < 2:
-                    return
-                if buffer[:2] != b"\r\n":
-                    raise ProtocolError("a chunk of a chunked answer does not end with CRLF")
-                del buffer[:2]
-                self._state = _CHUNK_SIZE
-            elif state == _TRAILER:
-                end = buffer.find(b"\r\n")
-                if end < 0:
-                    if len(buffer) > MAX_HEAD:
-                        raise ProtocolError("the trailers of a chunked answer are too long")
-                    return
-                del buffer[: end + 2]
-                if end == 0:
-                    self._end_body()
-            else:  # _IDLE: bytes after a complete answer
-                raise ProtocolError("the server sent more than the answer it was asked for")
+                    self._tail = b""
+            if pos == 0 and end == size:
+                piece: bytes | memoryview = data
+            else:
+                if view is None:
+                    view = memoryview(data)
+                piece = view[pos:end]
+            self._execute(piece, phase)
+            pos = end
 
-    def _head(self, head: bytes) -> None:
-        status, headers = _parse_head(head)
-        if 100 <= status < 200:
-            if status == 101:
-                raise ProtocolError("the server switched protocols, which was not asked for")
-            return  # interim answer (100 Continue, 103 Early Hints): the real one follows
-        exchange = self._exchange
-        assert exchange is not None
-        values = headers._values
-        connection = values.get("connection")
-        if connection is not None and any("close" in v.lower() for v in connection):
-            self._keep_alive = False
-        encoding = values.get("content-encoding")
-        if encoding is not None:
-            coding = encoding[-1].strip().lower()
-            self._gzip = coding in ("gzip", "x-gzip")
-            if self._gzip:
-                self._decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            elif coding == "deflate":
-                self._decoder = zlib.decompressobj()
-            elif coding not in ("", "identity"):
-                raise ProtocolError(f"the answer's content coding {coding!r} is not supported")
-        exchange.started(status, headers)
-        if exchange.head_only or status in (204, 304):
-            self._end_body()
+    def _blank_line_end(self, data: bytes, pos: int) -> int:
+        """The index just past the next CRLFCRLF from ``pos``, or -1.
+
+        The last bytes of the previous piece of this phase count: a blank line may be split
+        between two reads.
+        """
+        tail = self._tail
+        if tail:
+            found = (tail + data[pos : pos + 3]).find(b"\r\n\r\n")
+            if found >= 0:
+                return pos + found + 4 - len(tail)
+        found = data.find(b"\r\n\r\n", pos)
+        return -1 if found < 0 else found + 4
+
+    def _execute(self, piece: bytes | memoryview, phase: int) -> None:
+        """One ``feed_data`` call; llhttp's verdicts become :class:`ProtocolError`."""
+        self._progress = False
+        try:
+            self._parser.feed_data(piece)
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__
+            if isinstance(cause, BaseException):
+                raise cause from None
+            raise ProtocolError(f"the answer breaks HTTP/1.1 ({exc})") from None
+        except httptools.HttpParserUpgrade:
+            raise ProtocolError("the server switched protocols, which was not asked for") from None
+        except httptools.HttpParserError as exc:
+            raise ProtocolError(f"the answer breaks HTTP/1.1 ({exc})") from None
+        if phase == _CHUNKED and self._phase == _CHUNKED:
+            # Chunk-size lines, extensions and trailers carry no body: bound them as a head.
+            self._framing = 0 if self._progress else self._framing + len(piece)
+            if self._framing > MAX_HEAD:
+                raise ProtocolError(
+                    f"the answer's chunked body sent {self._framing} bytes of framing and "
+                    f"trailers without data (more than {MAX_HEAD})"
+                )
+
+    # -- llhttp's callbacks ----------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        """llhttp: a status line starts."""
+        if self._phase != _HEAD:
+            raise ProtocolError("the server sent more than the answer it was asked for")
+        self._values = {}
+
+    def on_status(self, reason: bytes) -> None:
+        """llhttp: (a piece of) the reason phrase."""
+        if reason.translate(None, _CONTROL) != reason:
+            raise ProtocolError("the answer's reason phrase holds a control character")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        """llhttp: one header (or trailer) line, checked by llhttp."""
+        if self._phase != _HEAD:  # a trailer: bounded by _execute's framing count, dropped
             return
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1").rstrip(" \t")
+        found = self._values.get(key)
+        if found is None:
+            self._values[key] = [text]
+        else:
+            found.append(text)
+
+    def on_headers_complete(self) -> None:
+        """llhttp: the head is complete. Setpoint's own checks, then the body's framing."""
+        parser = self._parser
+        status = parser.get_status_code()
+        version = parser.get_http_version()
+        values, self._values = self._values, {}
+        if version not in ("1.1", "1.0"):
+            raise ProtocolError(f"the answer's HTTP version {version} is not 1.1 or 1.0")
+        if status < 100:
+            raise ProtocolError(f"the answer's status code {status:03d} is below 100")
         transfer = values.get("transfer-encoding")
-        length = values.get("content-length")
         if transfer is not None:
-            if length is not None:
-                raise ProtocolError("the answer has both Content-Length and Transfer-Encoding")
             codings = [c.strip().lower() for v in transfer for c in v.split(",")]
             if codings != ["chunked"]:
                 raise ProtocolError(f"the answer's transfer coding {transfer!r} is not supported")
-            self._state = _CHUNK_SIZE
-        elif length is not None:
-            lengths = {v.strip() for value in length for v in value.split(",")}
-            if len(lengths) != 1:
-                raise ProtocolError("the answer has two different Content-Length values")
-            (text,) = lengths
-            if not text.isdigit() or not text.isascii() or len(text) > 18:
-                raise ProtocolError("the answer has a malformed Content-Length")
-            self._remaining = int(text)
-            self._state = _LENGTH
-            if not self._remaining:
-                self._end_body()
-        else:
-            self._keep_alive = False
-            self._state = _TO_EOF
-
-    def _take_owed(self, buffer: bytearray) -> bool:
-        """Pass on what ``buffer`` holds of the body bytes still owed; whether none are left.
-
-        The owed bytes are the rest of a Content-Length body or of one chunk.
-        """
-        take = min(self._remaining, len(buffer))
-        self._body(bytes(buffer[:take]))
-        del buffer[:take]
-        self._remaining -= take
-        return not self._remaining
-
-    def _body(self, data: bytes) -> None:
-        decoder = self._decoder
-        if decoder is not None:
-            try:
-                out = decoder.decompress(data)
-                # A gzip body may be several members one after another: kube-apiserver
-                # compresses each watch event as its own member. Each one needs a fresh
-                # decompressor; what followed the end of one is the start of the next.
-                while self._gzip and decoder.eof and decoder.unused_data:
-                    rest = decoder.unused_data
-                    decoder = self._decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                    out += decoder.decompress(rest)
-            except zlib.error as exc:
-                raise ProtocolError(f"the answer's compressed body is corrupt: {exc}") from None
-            data = out
-        assert self._exchange is not None
-        self._exchange.feed(data)
-
-    def _end_body(self) -> None:
+        if status < 200:
+            if status == 101:
+                raise ProtocolError("the server switched protocols, which was not asked for")
+            self._interim = True  # 100 Continue, 103 Early Hints: the real answer follows
+            return
         exchange = self._exchange
         assert exchange is not None
-        if self._decoder is not None:
-            try:
-                tail = self._decoder.flush()
-            except zlib.error as exc:
-                raise ProtocolError(f"the answer's compressed body is corrupt: {exc}") from None
-            self._decoder = None
-            exchange.feed(tail)
+        inflater = None
+        encoding = values.get("content-encoding")
+        if encoding is not None:
+            coding = encoding[-1].strip().lower()
+            if coding in ("gzip", "x-gzip"):
+                inflater = _Inflater(gzip=True)
+            elif coding == "deflate":
+                inflater = _Inflater(gzip=False)
+            elif coding not in ("", "identity"):
+                raise ProtocolError(f"the answer's content coding {coding!r} is not supported")
+        self._keep_alive = version == "1.1" and parser.should_keep_alive()
+        length = values.get("content-length")
+        declared = -1
+        if status in (204, 304):
+            self._phase, self._owed = _LENGTH, 0  # no body, whatever the headers say
+        elif transfer is not None:
+            self._phase = _CHUNKED
+            self._framing = 0
+        elif length is not None:
+            declared = self._owed = int(length[0])  # llhttp checked: digits, one value
+            self._phase = _LENGTH
+        else:
+            self._phase = _TO_EOF
+            self._keep_alive = False
+        exchange.started(status, ResponseHeaders(values), inflater, declared)
+        if exchange.head_only:
+            # A HEAD answer has no body, but httptools cannot tell llhttp so (its callback
+            # cannot return llhttp's "skip the body"): the connection is not reused.
+            self._keep_alive = False
+            self._finish()
+
+    def on_body(self, body: bytes) -> None:
+        """llhttp: a piece of the body (chunk framing removed)."""
+        self._progress = True
+        assert self._exchange is not None
+        self._exchange.feed(body)
+
+    def on_message_complete(self) -> None:
+        """llhttp: the answer (or an interim one) ended."""
+        if self._interim:
+            self._interim = False
+            self._line_start = True
+            return
+        if self._exchange is not None and self._phase != _IDLE:
+            self._finish()
+
+    # -- the end of an answer ------------------------------------------------------------
+
+    def _finish(self) -> None:
+        exchange = self._exchange
+        assert exchange is not None
+        exchange.complete()
         self._exchange = None
-        self._state = _IDLE
+        self._phase = _IDLE
         if not self._keep_alive:
             self.closed = True
             if self.transport is not None:
                 self.transport.close()
-        elif self._buffer:
-            # Bytes beyond the answer: the connection's framing cannot be trusted any more.
-            self.closed = True
-            if self.transport is not None:
-                self.transport.abort()
         exchange.finish()
+
+    def _beyond(self) -> None:
+        """Bytes arrived after a complete answer: the connection cannot be trusted any more."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
 
     def _failed(self, exc: BaseException) -> None:
         self.closed = True
@@ -700,40 +977,36 @@ class _Connection(asyncio.Protocol):
     def _closed(self, exc: BaseException) -> None:
         self.closed = True
         exchange, self._exchange = self._exchange, None
-        self._state = _IDLE
+        self._phase = _IDLE
         if exchange is not None:
             exchange.fail(exc)
 
 
-def _parse_head(head: bytes) -> tuple[int, ResponseHeaders]:
-    """The status code and headers of an answer's head (without the blank line)."""
-    lines = head.decode("latin-1").split("\r\n")
-    status_line = lines[0]
-    version, _, rest = status_line.partition(" ")
-    code = rest[:3]
-    if (
-        version not in ("HTTP/1.1", "HTTP/1.0")
-        or len(code) != 3
-        or not (code.isascii() and code.isdigit())
-        or (len(rest) > 3 and rest[3] != " ")
-    ):
-        raise ProtocolError(f"a malformed status line {status_line[:80]!r}")
-    values: dict[str, list[str]] = {}
-    for line in lines[1:]:
-        name, colon, value = line.partition(":")
-        if not colon or not name or name[-1] in " \t" or name[0] in " \t":
-            raise ProtocolError(f"a malformed header line {line[:80]!r}")
-        key = name.lower()
-        found = values.get(key)
-        if found is None:
-            values[key] = [value.strip(" \t")]
-        else:
-            found.append(value.strip(" \t"))
-    if version == "HTTP/1.0":
-        connection = values.get("connection")
-        if connection is None or not any("keep-alive" in v.lower() for v in connection):
-            values.setdefault("connection", []).append("close")
-    return int(code), ResponseHeaders(values)
+class _HeadReader:
+    """Stops llhttp at the end of a proxy's answer head (to CONNECT): its status is read."""
+
+    def on_headers_complete(self) -> None:
+        """llhttp: the head is complete (its body, if any, is not read)."""
+        raise _HeadRead
+
+
+class _HeadRead(Exception):
+    """Stops llhttp once a proxy's head is read."""
+
+
+def _proxy_status(head: bytes) -> int:
+    """The status code of a proxy's answer head (``head`` without its blank line)."""
+    reader = _HeadReader()
+    parser = httptools.HttpResponseParser(reader)
+    try:
+        parser.feed_data(head + b"\r\n\r\n")
+    except httptools.HttpParserCallbackError as exc:
+        if isinstance(exc.__context__, _HeadRead):
+            return parser.get_status_code()
+        raise ProtocolError(f"a malformed answer ({exc})") from None
+    except httptools.HttpParserError as exc:
+        raise ProtocolError(f"a malformed answer ({exc})") from None
+    raise ProtocolError("a malformed answer (its head does not end)")
 
 
 # -- the pool --------------------------------------------------------------------------
@@ -850,17 +1123,20 @@ class HttpPool:
         body: bytes | None = None,
         *,
         deadline: float | None = None,
+        max_body: int | None = None,
     ) -> RawResponse:
         """Send one request and return its whole answer.
 
         ``deadline`` (on ``time.monotonic``'s clock) bounds everything: waiting for a
         connection, opening it, and the answer (checked every :data:`DEADLINE_TICK` seconds
         by one timer for all requests, not one timer per request). A cancelled request
-        closes its connection too.
+        closes its connection too. ``max_body`` caps the answer's body, as sent and once
+        decompressed (``None``: no cap; the transport always sets one).
 
         Raises:
             ConnectError: no connection could be opened; nothing was sent.
             ConnectionBroken: the connection failed after the request was written.
+            BodyTooLarge: the answer's body passed ``max_body``.
             TimeoutError: the deadline passed, or opening the connection took longer than
                 ``connect_timeout``.
 
@@ -875,7 +1151,7 @@ class HttpPool:
             async with asyncio.timeout(deadline - time.monotonic()):
                 connection = await self._acquire()
         loop = asyncio.get_running_loop()
-        exchange = _Exchange(loop, streaming=False, head_only=method == "HEAD")
+        exchange = _Exchange(loop, streaming=False, head_only=method == "HEAD", max_body=max_body)
         if deadline is not None:
             self._bound(exchange, deadline)
         try:
@@ -1203,7 +1479,7 @@ async def _connect_tunnel(handshake: _Handshake, proxy: _Proxy, authority: str) 
     handshake.write("".join(lines).encode("latin-1"))
     head = await handshake.read_head()
     try:
-        status, _ = _parse_head(head)
+        status = _proxy_status(head)
     except ProtocolError as exc:
         raise ConnectError(f"the proxy answered CONNECT with {exc}") from None
     if status == 407:

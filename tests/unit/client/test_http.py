@@ -126,16 +126,20 @@ async def test_a_to_the_end_answer_is_not_reused(pools: list[HttpPool]) -> None:
 @pytest.mark.parametrize(
     ("answer", "reason"),
     [
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n", "both"),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc", "two different"),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "can't be present",
+        ),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc", "Duplicate"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", "transfer coding"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk size"),
-        (b"HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\nab", "header line"),
-        (b"HTTP/1.1 200 OK\r\n folded\r\n\r\n", "header line"),
-        (b"HTTP/2 200\r\n\r\n", "status line"),
-        (b"HTTP/1.1 20 OK\r\n\r\n", "status line"),
-        ("HTTP/1.1 ¹00 OK\r\n\r\n".encode("latin-1"), "status line"),  # found by the fuzz test
-        (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "malformed Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\nab", "header field char"),
+        (b"HTTP/1.1 200 OK\r\n folded\r\n\r\n", "space after start line"),
+        (b"HTTP/2 200\r\n\r\n", "Expected dot"),
+        (b"HTTP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n", "HTTP version 2.0"),
+        (b"HTTP/1.1 20 OK\r\n\r\n", "status code"),
+        ("HTTP/1.1 ¹00 OK\r\n\r\n".encode("latin-1"), "status code"),  # found by the fuzz test
+        (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "Content-Length"),
         (b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 0\r\n\r\n", "coding"),
     ],
 )
@@ -146,6 +150,46 @@ async def test_ambiguous_answers_are_refused(
     server = await Raw(answering(answer)).start()
     pool = pool_for(pools, server.url)
     with pytest.raises(ProtocolError, match=reason):
+        await pool.request("GET", "/", [])
+    server.close()
+    assert pool._open == 0, "the connection is closed, not pooled"
+
+
+PROBE = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nprobe"
+"""A second answer sent right behind a forged one: it must never be read as that one's body."""
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"HTTP/1.1 200 OK\r\nX: a\nContent-Length: 3\r\n\r\n",  # bare LF in a value
+        b"HTTP/1.1 200 OK\nContent-Length: 3\r\n\r\n",  # bare LF in the status line
+        b"HTTP/1.1 200 OK\r\nX\x00Y: 1\r\nContent-Length: 3\r\n\r\n",  # NUL in a name
+        b"HTTP/1.1 200 OK\r\nX Y: 1\r\nContent-Length: 3\r\n\r\n",  # space in a name
+        b"HTTP/1.1 200 OK\r\nX\x0bY: 1\r\nContent-Length: 3\r\n\r\n",  # VT in a name
+        b"HTTP/1.1 200 OK\r\nX: a\rContent-Length: 3\r\n\r\n",  # bare CR in a value
+        b"HTTP/1.1 200 O\x00K\r\nContent-Length: 3\r\n\r\n",  # NUL in the reason
+    ],
+    ids=[
+        "lf-in-value",
+        "lf-in-status-line",
+        "nul-in-name",
+        "space-in-name",
+        "vt-in-name",
+        "cr-in-value",
+        "nul-in-reason",
+    ],
+)
+async def test_forged_header_bytes_are_refused(pools: list[HttpPool], head: bytes) -> None:
+    """Finding 8 of issue 27: bytes that hide a header are refused, never read around.
+
+    ``X: a\nContent-Length: 3`` once made the length part of X's value, so the answer was
+    read to the end of the stream and the next answer became its body. Each forged head
+    now fails the request with ProtocolError and closes the connection.
+    """
+    server = await Raw(answering(head + b"abc" + PROBE, then_close=True)).start()
+    pool = pool_for(pools, server.url)
+    with pytest.raises(ProtocolError):
         await pool.request("GET", "/", [])
     server.close()
     assert pool._open == 0, "the connection is closed, not pooled"
