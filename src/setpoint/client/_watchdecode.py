@@ -9,8 +9,10 @@ Guarantees:
       costs time linear in its length (the first version rescanned the buffer from its
       start on every chunk, 11.6 s of event-loop CPU for a 32 MiB line in 4 KiB chunks;
       ``bench/watch_decode.py``).
-    - A line longer than ``max_line`` (16 MiB by default, client-go's limit) fails the
-      watch as soon as the buffer passes the limit, before it is stored whole.
+    - A line longer than ``max_line`` (16 MiB by default, client-go's limit; the watch
+      event cap of issue 27's finding 4, ``ClientOptions.max_watch_line``) fails the watch
+      with :class:`~setpoint.client.errors.ResponseTooLarge` as soon as the buffer passes
+      the limit, before it is stored whole.
     - Anything that is not a watch event (not JSON, not an object, a missing or non-string
       ``type``, an ``object`` that is not an object, an ``ERROR`` whose ``code`` is not a
       number) raises :class:`~setpoint.client.errors.MalformedResponse`; an ``ERROR`` event
@@ -27,7 +29,13 @@ from typing import Any, Final, NoReturn
 import orjson
 
 from setpoint.api.redaction import brief
-from setpoint.client.errors import ApiError, Gone, MalformedResponse, error_from_response
+from setpoint.client.errors import (
+    ApiError,
+    Gone,
+    MalformedResponse,
+    ResponseTooLarge,
+    error_from_response,
+)
 
 __all__ = ["MAX_WATCH_LINE", "RawWatchEvent", "WatchDecoder"]
 
@@ -72,7 +80,8 @@ class WatchDecoder:
         linear in the bytes received however a line is split into chunks.
 
         Raises:
-            MalformedResponse: a line is too long or is not a watch event.
+            ResponseTooLarge: a line is longer than ``max_line`` (a MalformedResponse).
+            MalformedResponse: a line is not a watch event.
             ApiError: (a subclass of it) for an ``ERROR`` event, e.g. ``Gone`` for a
                 resourceVersion that is too old.
 
@@ -106,10 +115,15 @@ class WatchDecoder:
 
     def _too_long(self, size: int) -> NoReturn:
         self._partial.clear()
-        raise MalformedResponse(
-            f"watch {self._url} sent a line longer than {self._max_line} bytes (at least "
-            f"{size}); no Kubernetes object is that large, so the stream is treated as broken",
+        raise ResponseTooLarge(
+            f"watch {self._url} sent an event longer than {self._max_line} bytes (at least "
+            f"{size}), the cap of ClientOptions.max_watch_line; etcd keeps objects under "
+            "1.5 MiB, so the stream is treated as broken (raise ClientOptions.max_watch_line "
+            "if your objects are really that large)",
             url=self._url,
+            method="GET",
+            limit=self._max_line,
+            setting="ClientOptions.max_watch_line",
         )
 
     def _malformed(self, line: bytes, problem: str) -> MalformedResponse:

@@ -40,6 +40,7 @@ __all__ = [
     "MethodNotAllowed",
     "NotFound",
     "RequestTimeout",
+    "ResponseTooLarge",
     "ServerTimeout",
     "ServiceUnavailable",
     "TLSVerificationFailed",
@@ -105,6 +106,27 @@ class MalformedResponse(ClientError):
         super().__init__(message)
         self.url = url
         """The URL of the response."""
+
+
+class ResponseTooLarge(MalformedResponse):
+    """An answer's body, or one watch event, was larger than the client accepts.
+
+    The client caps what it reads and decompresses (issue 27, finding 4): a list's body
+    (``TransportOptions.max_list_body``), a single object's (``max_object_body``) and one
+    watch event (``ClientOptions.max_watch_line``). The message names the request, the cap
+    and the setting; raise that setting if your objects or lists are really that large.
+    Sending the request again brings the same answer, so it is not retried; a watch that
+    fails this way is re-established by its informer, which relists.
+    """
+
+    def __init__(self, message: str, *, url: str, method: str, limit: int, setting: str) -> None:
+        super().__init__(message, url=url)
+        self.method = method
+        """The request's HTTP method."""
+        self.limit = limit
+        """The cap that was passed, in bytes."""
+        self.setting = setting
+        """The option that sets the cap (``TransportOptions.max_object_body``, ...)."""
 
 
 class UnknownKind(ClientError):

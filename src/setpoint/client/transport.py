@@ -38,6 +38,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import orjson
 
 from setpoint.client._http import (
+    BodyTooLarge,
     CertificateError,
     ConnectError,
     ConnectionBroken,
@@ -52,6 +53,7 @@ from setpoint.client.errors import (
     ApiError,
     ConnectionFailed,
     RequestTimeout,
+    ResponseTooLarge,
     TLSVerificationFailed,
     Unauthorized,
     error_from_response,
@@ -100,6 +102,20 @@ class TransportOptions:
     burst: int = 100
     """Requests that may go at once before ``qps`` applies (ignored when ``qps`` is 0)."""
 
+    max_list_body: int = 256 * 1024 * 1024
+    """Most bytes of the body of an answer that is not one object (a list, discovery), as
+    sent and once decompressed; a larger one fails with
+    :class:`~setpoint.client.errors.ResponseTooLarge`. 256 MiB: a full page of 500 objects
+    (``ClientOptions.page_size``) averaging 512 KiB, a third of etcd's 1.5 MiB object limit
+    (a page of 500 Pods is 10-20 MiB), with room for the unpaged list a client falls back
+    to when a paged one expires. Decoding such a list takes several times its size."""
+
+    max_object_body: int = 16 * 1024 * 1024
+    """Most bytes of the body of an answer about one object (a get, a write, a Status), as
+    sent and once decompressed. 16 MiB: ten times etcd's 1.5 MiB object limit (JSON of a
+    protobuf-stored object is larger than what etcd holds), and the watch event cap
+    (``ClientOptions.max_watch_line``)."""
+
     def __post_init__(self) -> None:
         if self.request_timeout <= 0 or self.connect_timeout <= 0:
             raise ValueError("TransportOptions: timeouts must be > 0 seconds")
@@ -112,6 +128,9 @@ class TransportOptions:
             raise ValueError("TransportOptions: max_retries >= 0 and pool_size >= 1 are required")
         if self.qps < 0 or self.burst < 1:
             raise ValueError("TransportOptions: qps >= 0 and burst >= 1 are required")
+        for name in ("max_list_body", "max_object_body"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"TransportOptions.{name} must be at least 1 byte")
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +309,26 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         return None  # an HTTP date: rare from kube-apiserver; fall back to our backoff
 
 
+def _names_one_object(path: str) -> bool:
+    """Whether ``path`` is about one object (its answer gets ``max_object_body``).
+
+    ``/api/v1/namespaces/ns/pods/p`` and its subresources (``.../p/status``) are; a
+    collection (``/apis/g/v/namespaces/ns/widgets``, ``/api/v1/pods``, ``/api/v1/namespaces``),
+    discovery, ``/version`` and anything else get the larger list cap: a path read the wrong
+    way only ever gets the larger cap.
+    """
+    parts = path.strip("/").split("/")
+    if parts[0] == "api":
+        rest = parts[2:]
+    elif parts[0] == "apis":
+        rest = parts[3:]
+    else:
+        return False
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]
+    return len(rest) >= 2
+
+
 _LARGE_BODY = 1 << 20
 """Bodies above this size are decoded with the cyclic garbage collector paused."""
 
@@ -428,6 +467,21 @@ class Transport:
             f"the API server at {self.server} presented a certificate the client does not "
             f"trust ({reason}; {request}): {advice}",
             url=self.server,
+        )
+
+    def _too_large(
+        self, method: str, url: str, exc: BodyTooLarge, setting: str
+    ) -> ResponseTooLarge:
+        """The error for an answer whose body passed ``TransportOptions.<setting>``."""
+        what = "lists" if setting == "max_list_body" else "objects"
+        return ResponseTooLarge(
+            f"{method} {url}: {exc}, the cap of TransportOptions.{setting}; the request is "
+            f"not retried. If the API server's {what} are really that large, raise it: "
+            f"ClientOptions(transport=TransportOptions({setting}=...))",
+            url=url,
+            method=method,
+            limit=exc.limit,
+            setting=f"TransportOptions.{setting}",
         )
 
     def _backoff(self, attempt: int) -> float:
@@ -618,6 +672,8 @@ class Transport:
         if data is None and method in ("POST", "PUT", "PATCH"):
             data = b""  # sent with Content-Length: 0, as every HTTP client does
         target = self._target(path, params)
+        setting = "max_object_body" if _names_one_object(path) else "max_list_body"
+        max_body: int = getattr(self.options, setting)
         attempt = 0
         reauthenticated = False
         while True:
@@ -640,9 +696,15 @@ class Transport:
                     f"{method} {url} did not complete within {limit:.1f}s", url=url, timeout=limit
                 )
             try:
-                raw = await pool.request(method, target, headers, data, deadline=deadline)
+                raw = await pool.request(
+                    method, target, headers, data, deadline=deadline, max_body=max_body
+                )
                 status = raw.status
                 resp_headers = raw.headers
+            except BodyTooLarge as exc:
+                # The same request would bring the same answer: not retried.
+                self._record(method, "<error>")
+                raise self._too_large(method, url, exc, setting) from exc
             except TimeoutError as exc:
                 self._record(method, "<error>")
                 if time.monotonic() >= deadline:
@@ -780,7 +842,10 @@ class Transport:
         self._record(method, str(resp.status))
         try:
             if resp.status >= 300:
-                payload = await resp.read()
+                try:
+                    payload = await resp.read(self.options.max_object_body)
+                except BodyTooLarge as exc:
+                    raise self._too_large(method, url, exc, "max_object_body") from exc
                 if resp.status == 401:
                     self._credentials.invalidate()
                 raise error_from_response(
