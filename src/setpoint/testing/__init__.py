@@ -39,6 +39,7 @@ __all__ = [
     "Writer",
     "context_for",
     "eventually",
+    "eventually_passes",
     "explore",
     "find_binaries",
     "free_port",
@@ -72,7 +73,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     )
     from setpoint.testing.operator import RunningOperator, run_operator
     from setpoint.testing.upgrade import UpgradeCheck
-    from setpoint.testing.waits import WaitTimeout, eventually
+    from setpoint.testing.waits import WaitTimeout, eventually, eventually_passes
     from setpoint.testing.webhook import LocalWebhook, serving_certificate
 
 # Each public name -> the module that defines it; loaded on first use (PEP 562), so that
@@ -104,6 +105,7 @@ _EXPORTS: dict[str, str] = {
     "Writer": "setpoint.testing.interleavings",
     "context_for": "setpoint.testing.context",
     "eventually": "setpoint.testing.waits",
+    "eventually_passes": "setpoint.testing.waits",
     "explore": "setpoint.testing.interleavings",
     "find_binaries": "setpoint.testing.controlplane",
     "install_crds": "setpoint.testing.crds",

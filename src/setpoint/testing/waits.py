@@ -2,23 +2,31 @@
 
 Tests against a real API server observe asynchronous effects: the garbage
 collector removing a dependent, a CRD becoming Established, a controller
-converging. :func:`eventually` polls a condition until it holds or a deadline
-passes, and then fails with the last thing it saw, so a red test says *what*
-never became true.
+converging. Two waits poll a condition until it holds or a deadline passes, and
+then fail with the last thing they saw, so a red test says *what* never became
+true. Which one holds when is in its name, never read from annotations:
+
+- :func:`eventually` waits for a **probe**, a function that returns something truthy
+  once it holds (``await eventually(lambda: fake.lookup(kinds.Secret, "s", namespace=ns))``)
+  and returns that value;
+- :func:`eventually_passes` waits for a **check**, a function that asserts and returns
+  ``None`` (``await eventually_passes(check)``), until it stops raising.
+
+Both take sync or async functions, and both count any exception raised meanwhile (a failed
+``assert``, ``NotFound``, a ``pytest.raises`` block that did not raise yet) as "not yet".
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import sys
-import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, overload
+from typing import TypeVar, overload
 
+from setpoint.api.clock import LoopClock, clock_sleep
 from setpoint.api.errors import SetpointError
 
-__all__ = ["WaitTimeout", "eventually"]
+__all__ = ["WaitTimeout", "eventually", "eventually_passes"]
 
 T = TypeVar("T")
 
@@ -27,87 +35,118 @@ class WaitTimeout(SetpointError, AssertionError):
     """A condition did not hold within its timeout. The message has the last observation."""
 
 
+# Two signatures only because mypy cannot take the awaited type out of a union of a sync
+# and an async callable; both say the same: the probe's type without None.
 @overload
 async def eventually(
-    condition: Callable[[], Awaitable[None]],
+    probe: Callable[[], Awaitable[T | None]],
     *,
-    timeout: float = 30.0,
-    interval: float = 0.1,
-    description: str = "condition",
-) -> None: ...
-@overload
-async def eventually(
-    condition: Callable[[], Awaitable[T]],
-    *,
-    timeout: float = 30.0,
-    interval: float = 0.1,
-    description: str = "condition",
+    timeout: float = ...,
+    interval: float = ...,
+    description: str = ...,
 ) -> T: ...
 @overload
 async def eventually(
-    condition: Callable[[], None],
+    probe: Callable[[], T | None],
     *,
-    timeout: float = 30.0,
-    interval: float = 0.1,
-    description: str = "condition",
-) -> None: ...
-@overload
-async def eventually(
-    condition: Callable[[], T],
-    *,
-    timeout: float = 30.0,
-    interval: float = 0.1,
-    description: str = "condition",
+    timeout: float = ...,
+    interval: float = ...,
+    description: str = ...,
 ) -> T: ...
 async def eventually(
-    condition: Callable[[], Any],
+    probe: Callable[[], object],
     *,
     timeout: float = 30.0,
     interval: float = 0.1,
     description: str = "condition",
-) -> Any:
-    """Call ``condition`` until it holds; return what it returned.
+) -> object:
+    """Call ``probe`` until it returns something truthy, and return that.
 
-    ``condition`` may be sync or async, and comes in two styles:
-
-    - **a check** annotated ``-> None`` (``async def check() -> None: assert ...``) holds
-      once it returns without raising;
-    - **a probe** returning a value (any other annotation, or none, as in a lambda) holds
-      once it returns something truthy, which ``eventually`` returns: ``obj = await
-      eventually(lambda: fake.lookup(kind, name))``.
-
-    A lambda that calls an async check (``lambda: check(x)``) counts as the check.
-
-    An ``AssertionError`` or any other exception counts as "not yet", and the last one
-    is reported if time runs out; so does pytest's failure outcome (a ``pytest.raises``
-    block that did not raise, ``pytest.fail``), although it is not an ``Exception``.
-    Both styles type-check with mypy, sync or async.
+    ``probe`` may be sync or async; any exception it raises means "not yet". Its type is
+    that of the probe without ``None``: for ``async def backup() -> Backup | None``,
+    ``await eventually(backup)`` is a ``Backup``. To wait for a function that asserts
+    (and returns ``None``), use :func:`eventually_passes`.
 
     Raises:
-        WaitTimeout: after ``timeout`` seconds, naming ``description`` and the
-            last result or exception.
+        WaitTimeout: after ``timeout`` seconds, naming ``description`` and the last result
+            or exception.
 
     """
-    check: bool | None = True if _is_check(condition) else None
-    deadline = time.monotonic() + timeout
+    return await _wait(probe, _truthy, timeout, interval, description)
+
+
+async def eventually_passes(
+    check: Callable[[], Awaitable[None] | None],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.1,
+    description: str = "condition",
+) -> None:
+    """Call ``check`` until it returns without raising.
+
+    ``check`` may be sync or async and returns ``None``: a failed ``assert`` (or any other
+    exception, or a ``pytest.raises`` block that did not raise yet) means "not yet". A
+    lambda around an async check (``lambda: check(x)``) is a check too.
+
+    Raises:
+        WaitTimeout: after ``timeout`` seconds, naming ``description`` and the last
+            exception.
+        TypeError: ``check`` returned something other than ``None``: it is a probe, whose
+            value would be ignored here; wait for it with :func:`eventually`.
+
+    """
+    await _wait(check, _returned_none, timeout, interval, description)
+
+
+def _truthy(result: object) -> bool:
+    return bool(result)
+
+
+def _returned_none(result: object) -> bool:
+    if result is not None:
+        raise TypeError(
+            f"eventually_passes() got {result!r} from its check: a check asserts and returns "
+            "None. To wait until a function returns something truthy, use eventually(probe)"
+        )
+    return True
+
+
+async def _wait(
+    condition: Callable[[], object],
+    holds: Callable[[object], bool],
+    timeout: float,
+    interval: float,
+    description: str,
+) -> object:
+    """Call ``condition`` until ``holds`` says its result holds; exceptions are "not yet"."""
+    clock = LoopClock()
+    deadline = clock.now() + timeout
     last: object = None
+    raised = False
     while True:
         try:
             result = condition()
             if inspect.isawaitable(result):
-                if check is None:
-                    check = _awaits_a_check(condition, result)
                 result = await result
-            if check or result:
-                return result
-            last = result
         except BaseException as exc:
             if not _not_yet(exc):
                 raise
-            last = exc
-        if time.monotonic() >= deadline:
-            raise WaitTimeout(f"{description} did not hold within {timeout:.1f}s; last: {last!r}")
-        await asyncio.sleep(interval)
+            last, raised = exc, True
+        else:
+            if holds(result):
+                return result
+            last, raised = result, False
+        if clock.now() >= deadline:
+            hint = (
+                " (eventually() waits for a truthy value; a check that asserts and returns "
+                "None holds with eventually_passes())"
+                if last is None and not raised and holds is _truthy
+                else ""
+            )
+            raise WaitTimeout(
+                f"{description} did not hold within {timeout:.1f}s; last: {last!r}{hint}"
+            )
+        await clock_sleep(clock, interval)
 
 
 def _not_yet(exc: BaseException) -> bool:
@@ -123,36 +162,3 @@ def _not_yet(exc: BaseException) -> bool:
     pytest = sys.modules.get("pytest")
     failed = getattr(getattr(pytest, "fail", None), "Exception", None)
     return isinstance(failed, type) and isinstance(exc, failed)
-
-
-def _awaits_a_check(condition: Callable[[], Any], awaitable: object) -> bool:
-    """Whether ``condition`` (a lambda, say) returned the coroutine of a ``-> None`` check.
-
-    ``eventually(lambda: check(x))`` types as a check, so it should behave as one: the
-    coroutine's function is found among the names ``condition`` uses (its closure and
-    globals) by its code object.
-    """
-    code = getattr(awaitable, "cr_code", None)
-    if code is None:
-        return False
-    candidates: list[Any] = []
-    for cell in getattr(condition, "__closure__", None) or ():
-        try:
-            candidates.append(cell.cell_contents)
-        except ValueError:  # an empty cell
-            continue
-    candidates.append(getattr(condition, "__globals__", {}).get(code.co_name))
-    for candidate in candidates:
-        function = getattr(candidate, "__func__", candidate)  # a bound method's function
-        if getattr(function, "__code__", None) is code:
-            return _is_check(function)
-    return False
-
-
-def _is_check(condition: Callable[[], Any]) -> bool:
-    """Whether ``condition`` is annotated to return ``None`` (an assertion-style check)."""
-    try:
-        annotation = inspect.signature(condition).return_annotation
-    except (TypeError, ValueError):
-        return False
-    return annotation is None or annotation == "None"

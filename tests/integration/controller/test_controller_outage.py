@@ -20,7 +20,7 @@ from setpoint.client.patch import MergePatch
 from setpoint.controller import Context, Request, Result
 from setpoint.manager import Manager, ManagerOptions
 from setpoint.observability.metrics import Metrics
-from setpoint.testing import ControlPlane, eventually
+from setpoint.testing import ControlPlane, eventually, eventually_passes
 from tests._support.gizmos import (
     converged,
     create_gizmos,
@@ -146,7 +146,7 @@ async def test_controller_recovers_from_restart_with_compacted_history(
             assert set(deleted) <= touched, "deleted objects were not reconciled"
             assert expected_changed <= touched
 
-        await eventually(reconciled_every_change, timeout=60)
+        await eventually_passes(reconciled_every_change, timeout=60)
         for name in deleted:
             try:
                 await direct.get(GIZMO, name, namespace=NAMESPACE)

@@ -21,7 +21,7 @@ from setpoint import kinds
 from setpoint.api.tracking import OWNER_UID_LABEL
 from setpoint.client import Client, Invalid, NotFound
 from setpoint.client.protocols import IndexReader
-from setpoint.testing import eventually, install_crds, run_operator
+from setpoint.testing import eventually_passes, install_crds, run_operator
 
 GROUP = "mirror.test.setpoint.dev"
 FINALIZER = f"{GROUP}/copies"
@@ -145,25 +145,25 @@ async def test_a_mirror_keeps_exact_copies_in_selected_namespaces(
              "spec": {"source": "db", "namespaceSelector": {"matchLabels": {"team": team}}}}
         )  # fmt: skip
         uid = created["metadata"]["uid"]
-        await eventually(lambda: copies({"password": "czNjcjN0"}, names[:3]))
+        await eventually_passes(lambda: copies({"password": "czNjcjN0"}, names[:3]))
 
         # Drift: an extra key is removed (an exact replica), a deleted copy comes back.
         await k8s.patch(kinds.Secret, COPY, sp.MergePatch({"data": {"extra": "eA=="}}),
                         namespace=names[0])  # fmt: skip
         await k8s.delete(kinds.Secret, COPY, namespace=names[1])
-        await eventually(lambda: copies({"password": "czNjcjN0"}, names[:3]))
+        await eventually_passes(lambda: copies({"password": "czNjcjN0"}, names[:3]))
 
         # A namespace that starts matching gets a copy (the namespace mapper).
         await k8s.patch(kinds.Namespace, names[3], sp.MergePatch(
             {"metadata": {"labels": {"team": team}}}))  # fmt: skip
-        await eventually(lambda: copies({"password": "czNjcjN0"}, names))
+        await eventually_passes(lambda: copies({"password": "czNjcjN0"}, names))
         await op.wait_idle(timeout=30, settle=1.0)
 
         # A source change: every copy is rewritten, and none is fetched from the server.
         gets_before = _gets(op.metrics)
         await k8s.patch(kinds.Secret, "db", sp.MergePatch({"data": {"password": "bjN3"}}),
                         namespace=namespace)  # fmt: skip
-        await eventually(lambda: copies({"password": "bjN3"}, names))
+        await eventually_passes(lambda: copies({"password": "bjN3"}, names))
         await op.wait_idle(timeout=30, settle=1.0)
         gets = _gets(op.metrics) - gets_before
         assert gets <= 2, f"{gets} GET requests to rewrite {len(names)} copies"
@@ -178,7 +178,7 @@ async def test_a_mirror_keeps_exact_copies_in_selected_namespaces(
                 return
             raise AssertionError("the SecretMirror still exists")
 
-        await eventually(mirror_gone)
+        await eventually_passes(mirror_gone)
         await copies({}, [])
 
     with pytest.raises(Invalid) as refused:

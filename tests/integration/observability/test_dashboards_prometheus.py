@@ -26,7 +26,7 @@ from setpoint.observability.dashboards import (
 )
 from setpoint.observability.metrics import Metrics
 from setpoint.server.http import HttpRequest, HttpResponse
-from setpoint.testing import eventually
+from setpoint.testing import eventually, eventually_passes
 from setpoint.testing.webhook import serving_certificate
 from setpoint.webhook.server import StaticCertificate, WebhookServerOptions
 from tests._support import prometheus
@@ -165,7 +165,7 @@ async def test_every_dashboard_query_and_alert_returns_data_on_a_real_prometheus
                 held = await k8s.get(kinds.ConfigMap, "held", namespace=namespace)
                 assert FINALIZER in held["metadata"].get("finalizers", [])
 
-            await eventually(protected)
+            await eventually_passes(protected)
             await k8s.delete(kinds.ConfigMap, "held", namespace=namespace)
             webhook = op.webhook_server.address
             assert webhook is not None
@@ -195,14 +195,14 @@ async def test_every_dashboard_query_and_alert_returns_data_on_a_real_prometheus
                         values = [float(s["value"][1]) for s in await prom.query(expr)]
                         assert any(not math.isnan(v) for v in values), f"{title}: only NaN: {expr}"
 
-            await eventually(every_expression_returns_data, timeout=60, interval=1.0)
+            await eventually_passes(every_expression_returns_data, timeout=60, interval=1.0)
 
             async def every_alert_is_active() -> None:
                 data = await prom.get("/api/v1/alerts")
                 active = {a["labels"]["alertname"] for a in data["alerts"]}
                 assert active >= {rule.name for rule in alert_rules(OPTIONS)}, active
 
-            await eventually(every_alert_is_active, timeout=30, interval=1.0)
+            await eventually_passes(every_alert_is_active, timeout=30, interval=1.0)
             groups = (await prom.get("/api/v1/rules"))["groups"]
             health = {r["name"]: r["health"] for g in groups for r in g["rules"]}
             assert set(health.values()) == {"ok"}, health

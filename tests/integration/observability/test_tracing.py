@@ -22,7 +22,7 @@ from setpoint.controller import Builder, Context, Request
 from setpoint.observability import tracing
 from setpoint.observability.logging import JsonFormatter
 from setpoint.observability.metrics import Metrics
-from setpoint.testing import eventually
+from setpoint.testing import eventually_passes
 from tests._support.gizmos import gizmo
 from tests._support.kinds import GIZMO
 
@@ -96,7 +96,7 @@ async def test_a_reconcile_is_a_span_with_its_requests_as_children_and_a_link_to
             got = await k8s.get(GIZMO, "g1", namespace=namespace)
             assert (got.get("status") or {}).get("phase") == "Seen"
 
-        await eventually(phase_seen, timeout=30)
+        await eventually_passes(phase_seen, timeout=30)
         await controller.wait_idle(timeout=30, settle=0.5)
     finally:
         await controller.stop(5)

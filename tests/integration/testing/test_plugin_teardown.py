@@ -10,7 +10,7 @@ from pathlib import Path
 
 from setpoint.api import kinds
 from setpoint.client import Client, NotFound
-from setpoint.testing import eventually
+from setpoint.testing import eventually_passes
 from setpoint.testing.pytest_plugin import release_finalizers
 
 PYPROJECT = """\
@@ -68,7 +68,7 @@ async def test_leftover_finalizers_are_removed_and_reported(
             return
         assert "example.com/stuck" not in (config["metadata"].get("finalizers") or [])
 
-    await eventually(stuck_removed, timeout=30)
+    await eventually_passes(stuck_removed, timeout=30)
 
 
 async def test_release_finalizers_on_a_clean_namespace(k8s: Client, namespace: str) -> None:

@@ -10,7 +10,7 @@ import setpoint as sp
 from setpoint import kinds
 from setpoint.api.tracking import OWNER_ANNOTATION, OWNER_UID_LABEL, owner_selector
 from setpoint.client.protocols import IndexReader
-from setpoint.testing import FakeClient, eventually, run_operator
+from setpoint.testing import FakeClient, eventually_passes, run_operator
 
 MIRROR = sp.GroupVersionKind("mirror.example.com", "v1", "SecretMirror")
 
@@ -158,4 +158,4 @@ async def test_a_mapper_can_read_the_cache() -> None:
         def both() -> None:
             assert seen == {sp.ObjectKey("a", "watched"), sp.ObjectKey("b", "watched")}
 
-        await eventually(both, timeout=10)
+        await eventually_passes(both, timeout=10)

@@ -9,7 +9,7 @@ import pytest
 
 import setpoint as sp
 from setpoint import kinds
-from setpoint.testing import FakeClient, eventually, run_operator
+from setpoint.testing import FakeClient, eventually_passes, run_operator
 
 FINALIZER = "example.com/audit"
 
@@ -59,14 +59,14 @@ async def test_an_operator_runs_on_the_fake_client() -> None:
             assert stored["data"] == {"seen": "yes"}
             assert stored["metadata"]["finalizers"] == [FINALIZER]
 
-        await eventually(reconciled, timeout=10)
+        await eventually_passes(reconciled, timeout=10)
         await op.wait_idle(timeout=10, settle=0.1)
         await fake.delete(kinds.ConfigMap, "c", namespace="default")
 
         def gone() -> None:
             assert fake.lookup(kinds.ConfigMap, "c", namespace="default") is None
 
-        await eventually(gone, timeout=10)
+        await eventually_passes(gone, timeout=10)
         assert cleaned == ["c"]
         assert op.metrics.value("controller_runtime_reconcile_errors_total") == 0
     assert op.task.done() and op.task.exception() is None
