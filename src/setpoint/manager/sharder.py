@@ -12,33 +12,55 @@ Expected Flow:
        from when the sharder first saw that record (leader election's expiry rule). The live
        shards form a :class:`~setpoint.manager.sharding.HashRing`; when the set changes, every
        object is looked at again, and a timer re-evaluates at the next possible expiry.
-    3. **Per object** (a work queue, ``sharder_workers`` at a time), with ``desired`` the ring's
-       owner of the object's hash key and ``current`` its shard label:
-       - ``current == desired`` and no drain label: nothing to do;
-       - ``current`` is a live shard other than ``desired``: add the drain label, once, and
-         wait for the owner to remove both labels (``ShardMember``'s acknowledgement);
-       - a drain label on an object still labelled for a live shard: wait;
-       - no label, or ``current`` is dead: if dead, first *fence* the shard by taking its
-         Lease over (holder ``sharder:<identity>``; a replica that was only frozen then finds
-         its Lease held by someone else and stops), then write ``desired`` (and drop any
-         drain label).
-       Every label write is a merge patch carrying the resourceVersion the sharder saw, so a
-       concurrent change makes it fail with ``Conflict`` and the object is looked at again.
+    3. **Per object** (a work queue, ``sharder_workers`` at a time), :func:`plan` decides
+       from ``desired`` (the ring's owner of the object's hash key), the shard label, the
+       drain label and the hand-over record (:class:`~setpoint.manager.sharding.Handover`,
+       annotation ``handover.sharding.setpoint.dev/<ring>``), whose *owner* is the shard the
+       record assigns the object to:
+       - label, record and ``desired`` agree, no drain label: nothing to do;
+       - the owner is alive and labelled, but is not ``desired``: add the drain label, once,
+         and wait for the owner to release the object (``ShardMember``'s acknowledgement
+         removes both labels and writes a release record);
+       - a drain label on an object its live owner still holds: wait;
+       - the label (or the record) disagrees with a live owner: someone other than the
+         sharder edited it. *Repair*: label the object for its owner again (with the drain
+         label if it should move), restoring the record; nobody else ever acted on the
+         edited label, and the move then goes through the drain;
+       - the owner is dead: first *fence* it by taking its Lease over (holder
+         ``sharder:<identity>``; a replica that was only frozen then finds its Lease held by
+         someone else and stops), then assign ``desired`` (and drop any drain label);
+       - a release record: assign ``desired`` (the previous owner's last reconcile ended);
+       - no record (a new object; or one created with a label, or restored from a backup):
+         unlabelled or labelled for a dead shard, assign ``desired`` (fencing a labelled dead
+         shard first); labelled for a live shard, confirm that shard (``adopted``: it never
+         reconciled the object without a record), and move it by drain if need be.
+       Each assignment writes the label and the record in one merge patch carrying the
+       resourceVersion the sharder saw, so a concurrent change makes it fail with
+       ``Conflict`` and the object is looked at again. A record that an update removed or
+       garbled is remembered (in memory) and treated as still there.
     4. Periodically (``resync_period``) every object is looked at again; counts per shard
        are published (``setpoint_shard_objects``); Leases the sharder took over more than
        four Lease durations ago are deleted (with a resourceVersion precondition).
 
 Guarantees:
-    - An object is labelled for a new shard only when it has no shard label (its owner
-      removed it, after its last reconcile ended) or its shard is dead and fenced. With
-      ``renew_deadline < lease_duration`` a dead shard stopped reconciling before the sharder
-      considers it dead (decision 0005's margin).
-    - The sharder never removes a drain label from an object whose shard is alive; a drain
+    - A record assigning an object to a new shard is written only after its previous owner
+      released it (after its last reconcile ended), or after that owner was dead and fenced,
+      or when no record says anyone owned it. With ``renew_deadline < lease_duration`` a
+      dead shard stopped reconciling before the sharder considers it dead (decision 0005's
+      margin).
+    - The sharder never removes a drain label from an object whose owner is alive; a drain
       always completes by the owner's acknowledgement or the owner's death.
+    - A shard label edited by anyone else never moves an object: replicas act only on a
+      label the record confirms, and the sharder gives the object back to the record's
+      owner.
 
 Caveats:
     - The sharder caches the metadata of every sharded object: its memory grows with the
       number of objects, in the leader only (``docs/benchmarks.md`` measures it).
+    - A record that someone else removed is remembered only by the sharder that saw it go;
+      if the leader changes before the repair, the object counts as unrecorded. Edits of
+      the record (and of the labels) by anyone but the operator are refused by the
+      admission policy of :mod:`setpoint.manager.shardpolicy`.
     - A new object waits one watch round trip and one PATCH before its shard sees it.
     - Objects stay unassigned while the ring is empty (no replica holds a shard Lease).
 
@@ -53,16 +75,23 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from setpoint.api import kinds
 from setpoint.api.clock import Clock, LoopClock, TimerHandle
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
-from setpoint.api.meta import JsonObject, key_of, meta, resource_version_of
+from setpoint.api.meta import (
+    JsonObject,
+    annotations_of,
+    key_of,
+    meta,
+    resource_version_of,
+    uid_of,
+)
 from setpoint.api.runnable import RunnableGroup
 from setpoint.cache.cache import Cache, CacheOptions, KindOptions
 from setpoint.cache.informer import FuncHandler, strip_managed_fields
@@ -74,10 +103,13 @@ from setpoint.manager.resourcelock import LeaderElectionRecord
 from setpoint.manager.sharding import (
     RING_LABEL,
     SHARDER_HOLDER_PREFIX,
+    Handover,
     HashRing,
     ShardingOptions,
     drain_label,
     draining,
+    handover_annotation,
+    handover_of,
     hash_key_of,
     shard_label,
     shard_of,
@@ -87,7 +119,7 @@ if TYPE_CHECKING:
     from setpoint.client.protocols import ApiClient
     from setpoint.observability.metrics import Metrics
 
-__all__ = ["ShardState", "Sharder", "metadata_only"]
+__all__ = ["ShardState", "Sharder", "Step", "metadata_only", "plan"]
 
 log = logging.getLogger("setpoint.manager.sharder")
 
@@ -130,6 +162,103 @@ class ShardState:
     def alive(self, now: float) -> bool:
         """Held by the shard itself and renewed within its lease duration."""
         return not self.released and now < self.expires_at()
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What the sharder does next about one object: the result of :func:`plan`."""
+
+    action: Literal["none", "wait", "drain", "restore", "assign"]
+    """``none``: in line; ``wait``: for the owner's release; ``drain``: add the drain label;
+    ``restore``: give an edited object back to its owner; ``assign``: a new owner."""
+    shard: str = ""
+    """``restore``: the owner the record names; ``assign``: the shard assigned."""
+    labels: Mapping[str, str | None] = field(default_factory=dict)
+    """Labels to merge (``None`` removes one)."""
+    record: Handover | None = None
+    """The hand-over record to write with the labels."""
+    fence: str = ""
+    """``assign``: a shard whose Lease must be taken over before the write."""
+    reason: str = ""
+    """``assign``: ``drain`` or ``dead`` when it completes a hand-over (for the metric)."""
+
+
+def plan(
+    obj: JsonObject,
+    *,
+    ring: str,
+    desired: str,
+    alive: frozenset[str] | set[str],
+    lost: Handover | None = None,
+) -> Step:
+    """Decide the sharder's next step for ``obj`` (the rules of the module docstring).
+
+    Args:
+        obj: The object (metadata is enough).
+        ring: The ring's name.
+        desired: The ring's owner of the object's hash key.
+        alive: The live shards.
+        lost: A record an update removed or garbled, if the sharder saw it go.
+
+    """
+    shard_key, drain_key = shard_label(ring), drain_label(ring)
+    current, drain = shard_of(obj, ring), draining(obj, ring)
+    uid = uid_of(obj)
+    record = handover_of(obj, ring)
+    written = record is not None
+    if record is None and lost is not None and lost.uid == uid:
+        record = lost
+    if record is not None and not record.released:
+        owner = record.shard
+        if owner in alive:
+            if current == owner and written:
+                if drain:
+                    return Step("wait", owner)
+                if owner == desired:
+                    return Step("none", owner)
+                return Step("drain", owner, {drain_key: "true"})
+            # Edited by someone other than the sharder: back to the owner, who alone may
+            # have been reconciling it; a move goes through the drain from there.
+            labels: dict[str, str | None] = {shard_key: owner}
+            if owner != desired:
+                labels[drain_key] = "true"
+            return Step("restore", owner, labels, record)
+        return Step(
+            "assign",
+            desired,
+            {shard_key: desired, drain_key: None},
+            Handover(desired, uid, previous=owner, via="fenced"),
+            fence=owner,
+            reason="dead",
+        )
+    if record is not None:  # released by its owner, after its last reconcile
+        return Step(
+            "assign",
+            desired,
+            {shard_key: desired, drain_key: None},
+            Handover(desired, uid, previous=record.shard, via="drain"),
+            reason="drain",
+        )
+    if current and current in alive:
+        # Labelled, never confirmed: that shard refused it, and nobody else has it cached.
+        return Step(
+            "assign",
+            current,
+            {shard_key: current, drain_key: None},
+            Handover(current, uid, via="adopted"),
+        )
+    if current:
+        return Step(
+            "assign",
+            desired,
+            {shard_key: desired, drain_key: None},
+            Handover(desired, uid, previous=current, via="fenced"),
+            fence=current,
+            reason="dead",
+        )
+    return Step(
+        "assign", desired, {shard_key: desired, drain_key: None}, Handover(desired, uid, via="new")
+    )
 
 
 class Sharder:
@@ -179,6 +308,7 @@ class Sharder:
         self._dead_since: dict[str, float] = {}
         self._fenced: set[str] = set()
         self._drain_started: dict[tuple[GroupVersionKind, ObjectKey], float] = {}
+        self._lost: dict[tuple[GroupVersionKind, ObjectKey], Handover] = {}
         self._timer: TimerHandle | None = None
         self._published: set[str] = set()
 
@@ -246,7 +376,8 @@ class Sharder:
             informer.add_handler(
                 FuncHandler(
                     add=lambda obj, _, k=kind: self._enqueue(k, obj),  # type: ignore[misc]
-                    update=lambda _, obj, k=kind: self._enqueue(k, obj),  # type: ignore[misc]
+                    update=lambda old, obj, k=kind: self._updated(k, old, obj),  # type: ignore[misc]
+                    delete=lambda obj, _, k=kind: self._forget(k, obj),  # type: ignore[misc]
                 )
             )
         await cache.start()
@@ -390,6 +521,24 @@ class Sharder:
         if self._queue is not None:
             self._queue.add((kind, key_of(obj)))
 
+    def _updated(self, kind: GroupVersionKind, old: JsonObject, new: JsonObject) -> None:
+        """Remember a record an update removed or garbled, then look at the object.
+
+        Nobody but the sharder and the owner writes the record, and neither removes it.
+        """
+        ring = self._ring_name
+        item = (kind, key_of(new))
+        if handover_of(new, ring) is not None:
+            self._lost.pop(item, None)
+        else:
+            before = handover_of(old, ring)
+            if before is not None:
+                self._lost[item] = before
+        self._enqueue(kind, new)
+
+    def _forget(self, kind: GroupVersionKind, obj: JsonObject) -> None:
+        self._lost.pop((kind, key_of(obj)), None)
+
     def _enqueue_all(self) -> None:
         cache, queue = self._cache, self._queue
         if cache is None or queue is None:
@@ -431,29 +580,41 @@ class Sharder:
         item = (kind, key)
         if obj is None:
             self._drain_started.pop(item, None)
+            self._lost.pop(item, None)
             return None
         if not self._ring:
             return None
         ring = self._ring_name
         desired = self._ring.owner(hash_key_of(obj, self._options.key))
         assert desired is not None
-        current = shard_of(obj, ring)
-        drain = draining(obj, ring)
-        if current == desired and not drain:
+        step = plan(obj, ring=ring, desired=desired, alive=self._alive, lost=self._lost.get(item))
+        if step.action in ("none", "wait"):
             return None
-        if current and current in self._alive:
-            if drain or current == desired:
-                return None  # the owner acknowledges the drain; then we assign
-            await self._patch(kind, key, obj, {drain_label(ring): "true"})
+        if step.action == "drain":
+            await self._patch(kind, key, obj, step)
             self._drain_started.setdefault(item, time.monotonic())
             return None
-        reason = "drain"
-        if current:
-            if not await self._fence(current):
-                return _FENCE_RETRY
-            reason = "dead"
-        await self._patch(kind, key, obj, {shard_label(ring): desired, drain_label(ring): None})
-        self._observe_handover(item, current, reason)
+        if step.action == "restore":
+            log.warning(
+                "ring %s: someone other than the sharder changed the shard label or the "
+                "hand-over record of %s %s (label %r, record %r; it belongs to %s): giving "
+                "it back to %s. `setpoint generate sharding-policy` refuses such edits",
+                ring,
+                kind.kind,
+                key,
+                shard_of(obj, ring),
+                annotations_of(obj).get(handover_annotation(ring), ""),
+                step.shard,
+                step.shard,
+            )
+            await self._patch(kind, key, obj, step)
+            self._lost.pop(item, None)
+            return None
+        if step.fence and not await self._fence(step.fence):
+            return _FENCE_RETRY
+        await self._patch(kind, key, obj, step)
+        self._lost.pop(item, None)
+        self._observe_handover(item, step.fence, step.reason)
         return None
 
     def _observe_handover(
@@ -475,16 +636,17 @@ class Sharder:
             )
 
     async def _patch(
-        self,
-        kind: GroupVersionKind,
-        key: ObjectKey,
-        obj: JsonObject,
-        labels: dict[str, str | None],
+        self, kind: GroupVersionKind, key: ObjectKey, obj: JsonObject, step: Step
     ) -> None:
-        patch = MergePatch(
-            {"metadata": {"resourceVersion": resource_version_of(obj), "labels": labels}}
+        metadata: dict[str, Any] = {
+            "resourceVersion": resource_version_of(obj),
+            "labels": dict(step.labels),
+        }
+        if step.record is not None:
+            metadata["annotations"] = {handover_annotation(self._ring_name): step.record.render()}
+        await self._client.patch(
+            kind, key.name, MergePatch({"metadata": metadata}), namespace=key.namespace or None
         )
-        await self._client.patch(kind, key.name, patch, namespace=key.namespace or None)
 
     # -- periodic work ---------------------------------------------------------------------
 

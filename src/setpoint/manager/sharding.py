@@ -1,10 +1,13 @@
-"""Sharding's vocabulary: options, label keys, the hash ring and the object's hash key.
+"""Sharding's vocabulary: options, label keys, hand-over records, the hash ring, the hash key.
 
 Decision 0011 (``docs/decisions/0011-sharding.md``) describes the design. In short: every
 replica holds a shard Lease (:mod:`setpoint.manager.shardmember`); the live Leases of a ring
 form a :class:`HashRing`; the leader's sharder (:mod:`setpoint.manager.sharder`) writes each
-object's shard as the label :func:`shard_label`, moving objects between live shards through
-the drain label :func:`drain_label`; each replica's informers select only its own shard::
+object's shard as the label :func:`shard_label`, together with a :class:`Handover` record in
+the annotation :func:`handover_annotation`, moving objects between live shards through the
+drain label :func:`drain_label`; each replica's informers select only its own shard, and it
+reconciles an object only while the record confirms the label (:func:`verified_shard`), so
+a label edited by anyone else moves nothing::
 
     manager = Manager(client, ManagerOptions(
         leader_election=LeaderElectionOptions(name="widgets"),
@@ -29,7 +32,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final
 
-from setpoint.api.meta import JsonObject, labels_of, meta
+from setpoint.api.meta import JsonObject, annotations_of, labels_of, meta, uid_of
 from setpoint.api.validation import is_dns1123_label, is_qualified_name
 
 __all__ = [
@@ -38,15 +41,19 @@ __all__ = [
     "RING_LABEL",
     "SHARDER_HOLDER_PREFIX",
     "VIRTUAL_NODES",
+    "Handover",
     "HashRing",
     "ShardKey",
     "ShardingOptions",
     "default_shard_id",
     "drain_label",
     "draining",
+    "handover_annotation",
+    "handover_of",
     "hash_key_of",
     "shard_label",
     "shard_of",
+    "verified_shard",
 ]
 
 RING_LABEL: Final = "sharding.setpoint.dev/ring"
@@ -68,6 +75,7 @@ a third each (the unit tests check the spread)."""
 
 _SHARD_LABEL_PREFIX: Final = "shard.sharding.setpoint.dev/"
 _DRAIN_LABEL_PREFIX: Final = "drain.sharding.setpoint.dev/"
+_HANDOVER_PREFIX: Final = "handover.sharding.setpoint.dev/"
 
 
 def shard_label(ring: str) -> str:
@@ -84,6 +92,106 @@ def drain_label(ring: str) -> str:
     ``drain.sharding.setpoint.dev/<ring>``.
     """
     return _DRAIN_LABEL_PREFIX + ring
+
+
+def handover_annotation(ring: str) -> str:
+    """The annotation key holding an object's :class:`Handover` record in ``ring``.
+
+    ``handover.sharding.setpoint.dev/<ring>``. Only the sharder writes an assignment into
+    it, and only an owner writes its release; a replica reconciles an object only while the
+    record confirms the shard label (:func:`verified_shard`).
+    """
+    return _HANDOVER_PREFIX + ring
+
+
+@dataclass(frozen=True, slots=True)
+class Handover:
+    """The hand-over record of one object in one ring: who may reconcile it, and why.
+
+    The sharder writes it together with the shard label, in one merge patch carrying the
+    object's resourceVersion, only once the previous owner is known to have stopped (it
+    released the object, its Lease was fenced, or nobody ever owned it). The owner replaces
+    it by a *release* in the same patch that removes its labels, after its last reconcile
+    of the object ended. A shard label that this record does not confirm (edited by anyone
+    else) is not acted on by any replica; the sharder repairs it (decision 0011).
+
+    Text form (the annotation's value)::
+
+        shard=<shard>,uid=<uid>,from=<previous shard>,via=<new|drain|fenced|adopted>
+        released=<shard>,uid=<uid>
+
+    The UID ties the record to this object: labels and annotations copied onto another
+    object, or restored from a backup (a new UID), confirm nothing.
+    """
+
+    shard: str
+    """The shard assigned (or, when :attr:`released`, the shard that let the object go)."""
+    uid: str
+    """The object's ``metadata.uid``."""
+    released: bool = False
+    """``True``: a release, written by :attr:`shard` after its last reconcile ended."""
+    previous: str = ""
+    """An assignment's previous owner (``""``: none)."""
+    via: str = ""
+    """How the previous owner stopped: ``new`` (there was none), ``drain`` (it released the
+    object), ``fenced`` (its Lease was taken over) or ``adopted`` (a shard label nobody had
+    confirmed, so nobody reconciled it)."""
+
+    def render(self) -> str:
+        """The annotation's value (see the class docstring)."""
+        if self.released:
+            return f"released={self.shard},uid={self.uid}"
+        return f"shard={self.shard},uid={self.uid},from={self.previous},via={self.via}"
+
+    @classmethod
+    def parse(cls, text: object) -> Handover | None:
+        """The record in ``text``, or ``None`` when it is not one (missing, edited, garbled)."""
+        if not isinstance(text, str) or len(text) > 512:
+            return None
+        fields: dict[str, str] = {}
+        for part in text.split(","):
+            name, sep, value = part.partition("=")
+            if not sep or name in fields:
+                return None
+            fields[name] = value
+        uid = fields.get("uid", "")
+        if not uid:
+            return None
+        if set(fields) == {"released", "uid"}:
+            shard = fields["released"]
+            return cls(shard, uid, released=True) if is_dns1123_label(shard) else None
+        if set(fields) != {"shard", "uid", "from", "via"}:
+            return None
+        shard, previous, via = fields["shard"], fields["from"], fields["via"]
+        if not is_dns1123_label(shard) or (previous and not is_dns1123_label(previous)):
+            return None
+        if via not in ("new", "drain", "fenced", "adopted"):
+            return None
+        return cls(shard, uid, previous=previous, via=via)
+
+
+def handover_of(obj: JsonObject, ring: str) -> Handover | None:
+    """``obj``'s hand-over record in ``ring``, if it has one for this very object (its UID)."""
+    record = Handover.parse(annotations_of(obj).get(handover_annotation(ring)))
+    if record is None or record.uid != uid_of(obj):
+        return None
+    return record
+
+
+def verified_shard(obj: JsonObject, ring: str) -> str:
+    """The shard that may reconcile ``obj``: its shard label, when its record confirms it.
+
+    ``""`` when the label is missing, or the record is missing, a release, for another
+    object (UID), or names another shard (the label was edited by someone other than the
+    sharder). The drain label is not looked at here.
+    """
+    shard = shard_of(obj, ring)
+    if not shard:
+        return ""
+    record = handover_of(obj, ring)
+    if record is None or record.released or record.shard != shard:
+        return ""
+    return shard
 
 
 class ShardKey(Enum):

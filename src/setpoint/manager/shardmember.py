@@ -11,27 +11,46 @@ Expected Flow:
     2. :meth:`ShardMember.elector` campaigns for the shard Lease (named after the shard,
        labelled with the ring, uncontended); the manager starts the sharded controllers only
        once it is held, and stops them at once (``stop(0)``) if it is lost.
-    3. When the sharder asks for an object back (the drain label appears on it), the gate
+    3. An object in this replica's cache is reconciled only while its hand-over record
+       (annotation ``handover.sharding.setpoint.dev/<ring>``, a
+       :class:`~setpoint.manager.sharding.Handover`) names this shard and the object's UID:
+       the sharder writes it, with the label, only after the previous owner released the
+       object or was fenced. A label edited by anyone else brings the object into this
+       cache without such a record; it is refused (and never acknowledged) until the
+       sharder repairs it.
+    4. When the sharder asks for an object back (the drain label appears on it), the gate
        refuses the key from that moment, waits until no sharded controller of this replica
-       holds the key, then removes the shard and drain labels in one merge patch that carries
-       the resourceVersion it saw. The object then leaves this replica's informer.
-    4. On shutdown the manager stops the sharded controllers (draining in-flight reconciles),
+       holds the key, then removes the shard and drain labels and writes a *release* record
+       in one merge patch that carries the resourceVersion it saw. The object then leaves
+       this replica's informer.
+    5. On shutdown the manager stops the sharded controllers (draining in-flight reconciles),
        then releases the Lease, so the sharder reassigns the objects at once.
 
 Guarantees:
     - A key's reconcile starts only while the shard Lease is held (checked with the clock,
-      as ``LeaderElector.is_leader`` does), while its object is in this replica's cache
-      without a drain label, or after it was deleted while it belonged here.
-    - The labels are removed only after the last reconcile of the key in this process has
-      ended, and no reconcile of it starts afterwards until the object is labelled for this
+      as ``LeaderElector.is_leader`` does), while its object is in this replica's cache with
+      a record assigning it to this shard and without a drain label, or after it left this
+      cache while it was assigned here (a tombstone: it was deleted, or relabelled by
+      someone else; the reconcile of a deletion still runs).
+    - The release is written only after the last reconcile of the key in this process has
+      ended, and no reconcile of it starts afterwards until the sharder assigns it to this
       shard again.
+    - An object that was never confirmed for this shard leaves no tombstone and is never
+      acknowledged: its record (and so its previous owner's hand-over) is not this
+      replica's to end.
 
 Caveats:
     - An object deleted while it is being handed over (no finalizer) is not reconciled for
       its deletion by either replica; reconciles are level-based and the garbage collector
       removes its children.
+    - An object relabelled away by someone else looks, to this replica, like a deletion
+      (the server sends the last matching state): the reconcile of its deletion runs here,
+      while no other replica reconciles it, until the sharder restores the label.
     - Only the ``for_`` kind is sharded. Objects of ``owns``/``watches`` kinds are cached by
       every replica; their events enqueue keys the gate then refuses unless they are ours.
+    - The record is not a secret: a writer who forges the label and the record as the
+      sharder would write them is refused only by the admission policy
+      (:mod:`setpoint.manager.shardpolicy`).
 
 Errors:
     ClientError: never escapes. A failed acknowledgement is retried with backoff (up to
@@ -49,7 +68,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
-from setpoint.api.meta import JsonObject, key_of, resource_version_of
+from setpoint.api.meta import JsonObject, key_of, resource_version_of, uid_of
 from setpoint.client.errors import ClientError, Conflict, NotFound
 from setpoint.client.patch import MergePatch
 from setpoint.manager.options import LeaderElectionOptions, LeadershipLossPolicy
@@ -58,11 +77,14 @@ from setpoint.manager.sharding import (
     ANNOTATION_CONTROLLERS,
     ANNOTATION_KINDS,
     RING_LABEL,
+    Handover,
     ShardingOptions,
     default_shard_id,
     drain_label,
     draining,
+    handover_annotation,
     shard_label,
+    verified_shard,
 )
 
 if TYPE_CHECKING:
@@ -113,7 +135,11 @@ class ShardGate:
         obj = self.store.get(key)
         if obj is None:
             return key in self.tombstones
-        return not draining(obj, self.member.ring)
+        return self.mine(obj) and not draining(obj, self.member.ring)
+
+    def mine(self, obj: JsonObject) -> bool:
+        """Whether ``obj``'s label and hand-over record both assign it to this shard."""
+        return verified_shard(obj, self.member.ring) == self.member.shard
 
     # -- ResourceEventHandler ---------------------------------------------------------------
 
@@ -122,13 +148,24 @@ class ShardGate:
         self._seen(obj)
 
     def on_update(self, old: JsonObject, new: JsonObject) -> None:
-        """A change: start handing the object over when it carries the drain label."""
+        """A change: start handing the object over when it carries the drain label.
+
+        An object whose record now confirms this shard (the sharder repaired or assigned it
+        in place) is queued, since a change of annotations alone may pass no predicate.
+        """
         self._seen(new)
+        if self.mine(new) and not self.mine(old):
+            for controller in self.controllers:
+                controller.enqueue(key_of(new))
 
     def on_delete(self, obj: JsonObject, *, final_state_unknown: bool) -> None:
-        """Gone from this shard: handed over (nothing to do) or deleted (reconcile it)."""
+        """Gone from this shard: handed over, or never ours, or gone while it was ours.
+
+        Handed over or never confirmed for this shard: nothing to do. Deleted, or relabelled
+        by someone else, while it was ours: reconcile it as a deletion (a tombstone).
+        """
         key = key_of(obj)
-        if key in self.released:
+        if key in self.released or not self.mine(obj):
             return
         now = time.monotonic()
         self.tombstones[key] = now
@@ -140,6 +177,8 @@ class ShardGate:
     def _seen(self, obj: JsonObject) -> None:
         key = key_of(obj)
         self.tombstones.pop(key, None)
+        if not self.mine(obj):
+            return  # not confirmed for this shard: refused, never acknowledged
         if draining(obj, self.member.ring):
             if key not in self.acking:
                 self.acking.add(key)
@@ -153,7 +192,10 @@ class ShardGate:
     # -- the handover -------------------------------------------------------------------------
 
     async def _acknowledge(self, key: ObjectKey) -> None:
-        """Let ``key`` go: wait for in-flight reconciles, then remove both labels."""
+        """Let ``key`` go: wait for in-flight reconciles, then release it.
+
+        The release removes both labels and writes the release record, in one patch.
+        """
         ring = self.member.ring
         delay = 0.2
         try:
@@ -163,19 +205,23 @@ class ShardGate:
                 while any(c.holds(key) for c in self.controllers):  # noqa: ASYNC110
                     await asyncio.sleep(_HOLD_POLL)
                 obj = self.store.get(key)
-                if obj is None:
-                    return  # gone (deleted, or no longer ours)
+                if obj is None or not self.mine(obj):
+                    # Gone (deleted, or relabelled), or its record was edited: not ours to
+                    # release; _seen starts again once the sharder has repaired it.
+                    return
                 if not draining(obj, ring):
                     self.released.discard(key)
                     for controller in self.controllers:
                         controller.enqueue(key)
                     return
                 self.released.add(key)
+                release = Handover(self.member.shard, uid_of(obj), released=True)
                 patch = MergePatch(
                     {
                         "metadata": {
                             "resourceVersion": resource_version_of(obj),
                             "labels": {shard_label(ring): None, drain_label(ring): None},
+                            "annotations": {handover_annotation(ring): release.render()},
                         }
                     }
                 )

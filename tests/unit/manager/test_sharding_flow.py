@@ -30,6 +30,8 @@ from tests._support.manager_fakes import FakeHttpServer
 
 RING = "gizmos"
 LABEL = shard_label(RING)
+WORK = "test.setpoint.dev/work"
+"""Annotation: seconds each reconcile of that Gizmo takes (so a test can catch one mid-way)."""
 TIMINGS: dict[str, Any] = {"lease_duration": 2, "renew_deadline": 1.5, "retry_period": 0.5}
 
 Interval = tuple[str, ObjectKey, float, float]
@@ -42,6 +44,8 @@ class Replicas:
         self.fake = fake
         self.intervals: list[Interval] = []
         self.running: dict[str, tuple[Manager, asyncio.Task[None]]] = {}
+        self.reconciling: dict[ObjectKey, str] = {}
+        """Keys being reconciled right now, and by which shard."""
 
     def start(self, shard: str) -> Manager:
         manager = Manager(
@@ -69,20 +73,25 @@ class Replicas:
                 ),
             ),
         )
-        intervals = self.intervals
+        intervals, reconciling = self.intervals, self.reconciling
 
         async def reconcile(ctx: Context, request: ObjectKey) -> None:
             started = time.monotonic()
+            reconciling[request] = shard
             try:
-                await ctx.reader.get(GIZMO, request.name, namespace=request.namespace)
-            except NotFound:
-                return
-            await asyncio.sleep(0.005)
-            patch = MergePatch({"status": {"phase": shard}})
-            await ctx.client.patch(
-                GIZMO, request.name, patch, namespace=request.namespace, subresource="status"
-            )
-            intervals.append((shard, request, started, time.monotonic()))
+                try:
+                    obj = await ctx.reader.get(GIZMO, request.name, namespace=request.namespace)
+                except NotFound:
+                    return
+                annotations = obj["metadata"].get("annotations") or {}
+                await asyncio.sleep(float(annotations.get(WORK, 0.005)))
+                patch = MergePatch({"status": {"phase": shard}})
+                await ctx.client.patch(
+                    GIZMO, request.name, patch, namespace=request.namespace, subresource="status"
+                )
+            finally:
+                reconciling.pop(request, None)
+                intervals.append((shard, request, started, time.monotonic()))
 
         manager.controller("gizmo").for_(GIZMO).max_concurrent_reconciles(4).build(reconcile)
         self.running[shard] = (manager, asyncio.create_task(manager.run()))
@@ -184,6 +193,51 @@ async def test_replicas_split_the_objects_rebalance_and_never_overlap(
     await eventually(waiter(replicas, {"alpha", "gamma"}, n), timeout=30, description="beta left")
     assert replicas.overlaps() == []
     assert {r[0] for r in replicas.intervals} == {"alpha", "beta", "gamma"}
+
+
+async def test_a_foreign_relabel_mid_reconcile_never_gives_an_object_two_replicas(
+    replicas: Replicas,
+) -> None:
+    """Issue 27, finding 5: someone other than the sharder edits the shard label.
+
+    While an object's owner is in the middle of reconciling it, another writer (a user, a
+    GitOps tool) relabels it for the other live shard, or removes its label. The object
+    leaves the owner's cache at once, but its reconcile goes on: the new label's shard must
+    not start one before the owner's has ended. Everything still converges (the sharder
+    repairs the labels) and the reconcile intervals of the two replicas never intersect.
+    """
+    n = 12
+    await create_gizmos(replicas.fake, n)
+    replicas.start("alpha")
+    replicas.start("beta")
+    await eventually(waiter(replicas, {"alpha", "beta"}, n), timeout=30, description="2 shards")
+    for i, obj in enumerate(list(await replicas.fake.list(GIZMO, namespace="default"))):
+        key = ObjectKey("default", obj["metadata"]["name"])
+        owner = labels_of(obj)[LABEL]
+        other = "beta" if owner == "alpha" else "alpha"
+        # A slow reconcile by the owner, then the foreign edit while it runs.
+        await replicas.fake.patch(
+            GIZMO,
+            key.name,
+            MergePatch({"metadata": {"annotations": {WORK: "0.3"}}}),
+            namespace="default",
+        )
+        await eventually(
+            lambda k=key, o=owner: replicas.reconciling.get(k) == o,  # type: ignore[misc]
+            timeout=10,
+            description=f"{owner} reconciles {key}",
+        )
+        relabel = other if i % 3 else None  # to the other live shard, or no shard at all
+        await replicas.fake.patch(
+            GIZMO,
+            key.name,
+            MergePatch({"metadata": {"labels": {LABEL: relabel}}}),
+            namespace="default",
+        )
+    await eventually(
+        waiter(replicas, {"alpha", "beta"}, n), timeout=30, description="repaired and converged"
+    )
+    assert replicas.overlaps() == []
 
 
 async def test_a_sharded_controller_must_be_built_before_run(replicas: Replicas) -> None:
