@@ -14,6 +14,9 @@ plane (etcd and kube-apiserver, no kube-controller-manager).
 2. SIGKILL one replica that is not the leader: the first of its objects is reconciled by a
    survivor within ``lease_duration + retry_period`` of the kill, and all converge on the two.
 3. A fourth replica joins: the ring rebalances through drains and all converge on three.
+   Meanwhile (``--foreign``, default 60) the run relabels that many objects as a writer
+   other than the sharder would, each while its owner reconciles it (issue 27, finding 5):
+   to another live shard, or off.
 4. The journals show no two replicas ever reconciling one object at the same time.
 
 Exit code 1 if any check fails.
@@ -56,6 +59,7 @@ from setpoint.api.meta import labels_of
 from setpoint.client import load_kubeconfig
 from setpoint.testing import ControlPlane, ControlPlaneOptions
 from setpoint.testing.controlplane import cache_dir
+from setpoint.testing.waits import eventually
 from tests._support.kinds import CRDS
 from tests._support.shard_cluster import (
     GIZMO,
@@ -291,10 +295,19 @@ async def scale_run(plane: ControlPlane, args: argparse.Namespace) -> dict[str, 
             if takeover > lease + retry:
                 failures.append(f"takeover took {takeover:.2f}s > lease {lease}s + retry {retry}s")
 
-            # A fourth replica joins.
+            # A fourth replica joins; foreign relabels while it rebalances.
             joined = time.time()
             cluster.spawn("delta")
             final = survivors | {"delta"}
+            if args.foreign:
+                await eventually(
+                    lambda: bool(cluster.stats("delta").get("holding")),
+                    timeout=60,
+                    description="delta holds its shard Lease",
+                )
+                caught = await cluster.foreign_relabels(client, sorted(final), args.foreign)
+                result["foreign_relabels"] = [args.foreign, caught]
+                log(f"{args.foreign} foreign relabels, {caught} of them mid-reconcile")
             done = await tracker.wait(final, n, args.timeout)
             if done is None:
                 failures.append(f"delta's join did not converge: {tracker.counts()}")
@@ -343,6 +356,10 @@ def scale_main(args: argparse.Namespace) -> int:
         ["SIGKILL to first takeover reconcile", _s(result.get("takeover_seconds"))],
         ["SIGKILL to all converged on 2", _s(result.get("takeover_converge_seconds"))],
         ["join to all converged on 3", _s(result.get("rebalance_seconds"))],
+        [
+            "foreign relabels during the join (mid-reconcile)",
+            "{} ({})".format(*result.get("foreign_relabels", ["-", "-"])),
+        ],
         ["objects per shard after", json.dumps(result.get("per_shard_after"))],
         ["cached per replica after", json.dumps(result.get("cached_after"))],
         ["reconciles journalled", str(result.get("reconciles", "-"))],
@@ -542,6 +559,12 @@ def main() -> int:
     scale.add_argument("--renew", type=float, default=6.0, help="renew deadline (s)")
     scale.add_argument("--retry", type=float, default=2.0, help="retry period (s)")
     scale.add_argument("--timeout", type=float, default=600.0, help="per step (s)")
+    scale.add_argument(
+        "--foreign",
+        type=int,
+        default=60,
+        help="objects relabelled by a foreign writer during the join, each mid-reconcile",
+    )
     bench = sub.add_parser("bench", help="converge time and memory for 1, 2, 3 replicas")
     bench.add_argument("--n", type=int, default=6000)
     bench.add_argument("--replicas", default="1,2,3")

@@ -21,12 +21,16 @@ from typing import Any
 
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.meta import labels_of
+from setpoint.client.patch import MergePatch
 from setpoint.manager.sharding import shard_label
 
 SCRIPT = Path(__file__).with_name("shard_replica.py")
 GIZMO = GroupVersionKind("test.setpoint.dev", "v1", "Gizmo")
 RING = "gizmos"
 LABEL = shard_label(RING)
+WORK = "test.setpoint.dev/work"
+"""Annotation ``"<seconds>#<nonce>"``: each reconcile of that Gizmo takes that long
+(shard_replica.py); a new nonce makes its owner reconcile it again."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +159,79 @@ class ShardCluster:
             end = replica.killed_at if replica.killed_at is not None else math.inf
             found.extend(Interval(shard, key, start, end) for key, start in open_at.items())
         return found
+
+    def reconciling(self, shard: str, key: str, since: float) -> bool:
+        """Whether ``shard`` is reconciling ``key`` (its journal says so), begun after ``since``."""
+        path = self.directory / f"{shard}.jsonl"
+        if not path.exists():
+            return False
+        last = None
+        for line in path.read_text().splitlines():
+            if f'"k":"{key}"' in line:
+                last = json.loads(line)
+        return last is not None and last["a"] == "b" and last["t"] >= since
+
+    async def relabel_mid_reconcile(
+        self,
+        client: Any,
+        name: str,
+        owner: str,
+        to: str | None,
+        *,
+        work: float = 0.5,
+        timeout: float = 10.0,
+    ) -> bool:
+        """Relabel a Gizmo as someone other than the sharder would, mid-reconcile by its owner.
+
+        Sets the Gizmo's work annotation (a new nonce, so ``owner`` reconciles it again,
+        taking ``work`` seconds), waits until ``owner``'s journal shows that reconcile
+        running, then sets the shard label to ``to`` (``None`` removes it) with a merge patch
+        without a resourceVersion, as ``kubectl label --overwrite`` does. Returns whether
+        the relabel was sent while the reconcile ran (``False``: the owner did not start one
+        within ``timeout``; the label is changed anyway).
+        """
+        since = time.time()
+        poke = MergePatch({"metadata": {"annotations": {WORK: f"{work}#{time.monotonic_ns()}"}}})
+        await client.patch(GIZMO, name, poke, namespace=self.namespace)
+        deadline = time.monotonic() + timeout
+        caught = False
+        while time.monotonic() < deadline:
+            if self.reconciling(owner, f"{self.namespace}/{name}", since):
+                caught = True
+                break
+            await asyncio.sleep(0.02)
+        relabel = MergePatch({"metadata": {"labels": {LABEL: to}}})
+        await client.patch(GIZMO, name, relabel, namespace=self.namespace)
+        return caught
+
+    async def foreign_relabels(
+        self,
+        client: Any,
+        shards: list[str],
+        count: int,
+        *,
+        off: bool = True,
+        wait: float = 5.0,
+    ) -> int:
+        """Relabel ``count`` Gizmos of ``shards``, one at a time, each mid-reconcile.
+
+        Each goes to another shard of ``shards`` (live or not), or, every third one when
+        ``off``, loses its label (:meth:`relabel_mid_reconcile`). ``wait``: how long to wait
+        for the owner's reconcile (0 for a killed owner). Returns how many relabels landed
+        mid-reconcile.
+        """
+        state = await assignment(client, self.namespace)
+        owned = sorted((name, label) for name, (label, _) in state.items() if label in shards)
+        picked = owned[:: max(1, len(owned) // max(count, 1))][:count]
+        caught = 0
+        for i, (name, owner) in enumerate(picked):
+            others = [s for s in shards if s != owner]
+            to = None if off and i % 3 == 0 else others[i % len(others)]
+            caught += await self.relabel_mid_reconcile(client, name, owner, to, timeout=wait)
+            # One at a time, so the new label's shard has an idle worker at once: one slow
+            # reconcile per 0.2 s keeps a replica's workers from filling up.
+            await asyncio.sleep(0.2)
+        return caught
 
     def close(self) -> None:
         """Kill every replica still running."""

@@ -4,8 +4,9 @@ Run as ``python shard_replica.py --kubeconfig K --namespace N --shard ID --journ
 It runs a Manager with leader election (Lease ``N/shard-test``) and sharding (ring
 ``gizmos``, shard Leases in ``N``) of one controller, ``gizmo``, over the test kind Gizmo
 (tests/_support/kinds.py). Each reconcile reads its Gizmo from the cache, optionally works
-for ``--work`` seconds, and writes ``status.phase = <shard>`` and
-``status.observedGeneration`` when they differ.
+for ``--work`` seconds (or as long as the Gizmo's annotation ``test.setpoint.dev/work``
+says: ``"<seconds>"`` or ``"<seconds>#<anything>"``), and writes ``status.phase = <shard>``
+and ``status.observedGeneration`` when they differ.
 
 What it records, for the tests to check from outside:
 
@@ -42,6 +43,7 @@ from setpoint.manager.sharding import ShardingOptions
 from setpoint.observability.metrics import Metrics
 
 GIZMO_API = ("test.setpoint.dev", "v1", "Gizmo")
+WORK_ANNOTATION = "test.setpoint.dev/work"
 RING = "gizmos"
 LEADER_LEASE = "shard-test"
 
@@ -160,8 +162,13 @@ async def main() -> int:
                 obj = await ctx.reader.get(gizmo, request.name, namespace=request.namespace)
             except NotFound:
                 return
-            if work:
-                await asyncio.sleep(work)
+            annotations = obj["metadata"].get("annotations") or {}
+            seconds = work
+            if WORK_ANNOTATION in annotations:
+                with contextlib.suppress(ValueError):
+                    seconds = float(str(annotations[WORK_ANNOTATION]).split("#")[0])
+            if seconds > 0:
+                await asyncio.sleep(seconds)
             status = obj.get("status") or {}
             generation = obj["metadata"].get("generation")
             if status.get("phase") != shard or status.get("observedGeneration") != generation:

@@ -4,6 +4,12 @@ Replicas are tests/_support/shard_replica.py processes (lease 4 s, renew deadlin
 1 s) journalling the start and end of every reconcile. The large runs (3 replicas, 3,000
 objects; and the 1/2/3-replica benchmark at 6,000) are `make test-sharding-scale` and
 `make bench-sharding`, recorded in docs/benchmarks.md.
+
+Foreign relabels (issue 27, finding 5): the test itself, as a writer other than the sharder
+(no admission policy installed here), moves shard labels of objects while their owner is in
+the middle of reconciling them (`ShardCluster.relabel_mid_reconcile`): to another live shard,
+to the killed shard, or off. Before hand-over records, the new label's shard started its own
+reconcile at once, overlapping the owner's.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from tests._support.shard_cluster import (
 
 N = 300
 LEASE, RENEW, RETRY = 4.0, 3.0, 1.0
+FOREIGN = 12
+"""Objects relabelled by the test in each foreign-edit round."""
 
 
 @pytest.fixture
@@ -49,6 +57,11 @@ async def test_two_replicas_split_300_objects_survive_a_sigkill_and_rebalance(
     and all converge. A third replica then joins and takes its share through drains. The
     journals show no moment when two replicas reconciled one object, and `doctor shards`
     counts the objects per shard.
+
+    Someone other than the sharder relabels objects mid-reconcile three times: between the
+    two live replicas, right after the SIGKILL (to and from the killed shard), and while the
+    third replica's join is rebalancing. No relabel makes a second replica reconcile an
+    object while its owner does, and everything still converges (the sharder repairs).
     """
     await create_gizmos(k8s, namespace, N)
     for shard in ("alpha", "beta"):
@@ -72,10 +85,21 @@ async def test_two_replicas_split_300_objects_survive_a_sigkill_and_rebalance(
         )
         assert 0.25 * N <= mine <= 0.75 * N, (shard, mine)
 
+    caught = await cluster.foreign_relabels(k8s, ["alpha", "beta"], FOREIGN)
+    assert caught >= FOREIGN // 2, "the foreign relabels landed while their owner reconciled"
+    await eventually(
+        lambda: settled({"alpha", "beta"}),
+        timeout=60,
+        description="relabelled objects are repaired",
+    )
+    assert overlaps(cluster.intervals()) == []
+
+    state = await assignment(k8s, namespace)
     leader = next(s for s in ("alpha", "beta") if cluster.stats(s).get("leader"))
     victim = "beta" if leader == "alpha" else "alpha"
     theirs = {f"{namespace}/{name}" for name, (label, _) in state.items() if label == victim}
     killed_at = cluster.kill(victim)
+    await cluster.foreign_relabels(k8s, [leader, victim], FOREIGN, off=False, wait=0)
     await eventually(
         lambda: settled({leader}),
         timeout=60,
@@ -91,6 +115,12 @@ async def test_two_replicas_split_300_objects_survive_a_sigkill_and_rebalance(
     assert takeover <= LEASE + RETRY + 2.0, cluster.log_tail(leader)
 
     cluster.spawn("gamma")
+    await eventually(
+        lambda: bool(cluster.stats("gamma").get("holding")),
+        timeout=30,
+        description="gamma holds its shard Lease",
+    )
+    await cluster.foreign_relabels(k8s, [leader, "gamma"], FOREIGN)
     await eventually(
         lambda: settled({leader, "gamma"}),
         timeout=120,
