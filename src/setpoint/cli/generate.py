@@ -12,6 +12,10 @@ what was declared there and write kubebuilder-compatible files under
 * ``generate dashboard`` -> ``config/grafana/setpoint-runtime.json`` (a Grafana dashboard of
   the runtime metrics), ``config/prometheus/monitor.yaml`` (a ServiceMonitor) and
   ``config/prometheus/alerts.yaml`` (a PrometheusRule); it imports nothing of the operator.
+* ``generate sharding-policy`` -> ``config/sharding/policy.yaml``: the
+  ValidatingAdmissionPolicy and binding that let only the operator change a sharding ring's
+  labels and hand-over records (:mod:`setpoint.manager.shardpolicy`); it imports nothing of
+  the operator.
 
 Output is deterministic and unchanged files are not rewritten. ``--check``
 writes nothing and exits 1 when a file is out of date, for CI.
@@ -186,8 +190,33 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
     return _write(manifests, args)
 
 
+def _cmd_sharding_policy(args: argparse.Namespace) -> int:
+    from setpoint.manager.shardpolicy import (
+        ShardedResource,
+        service_account_username,
+        sharding_policy,
+    )
+
+    try:
+        resources = [ShardedResource.parse(text) for text in args.resource]
+        operator = list(args.user)
+        for text in args.service_account:
+            namespace, sep, name = text.partition(":")
+            if not sep or not namespace or not name:
+                raise ValueError(
+                    f"--service-account {text!r} must be NAMESPACE:NAME, e.g. "
+                    "widgets-system:widgets-controller-manager"
+                )
+            operator.append(service_account_username(namespace, name))
+        documents = sharding_policy(args.ring, resources, operator=operator)
+    except ValueError as exc:
+        print(f"setpoint: error: {exc}", file=sys.stderr)
+        return 1
+    return _write([Manifest("sharding/policy.yaml", documents)], args)
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``generate`` command: ``crd``, ``rbac``, ``webhook`` and ``dashboard``.
+    """Add ``generate``: ``crd``, ``rbac``, ``webhook``, ``dashboard``, ``sharding-policy``.
 
     Each subcommand sets ``func``; ``main`` calls ``args.func(args)`` for the exit code.
     """
@@ -334,3 +363,37 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="alert when the event loop's p99 lag is above this (default: 0.1)",
     )
     dashboard.set_defaults(func=_cmd_dashboard)
+
+    policy = sub.add_parser(
+        "sharding-policy",
+        help="write config/sharding/policy.yaml: an admission policy letting only the "
+        "operator change a sharding ring's labels and hand-over records",
+        description="Generate a ValidatingAdmissionPolicy and its binding (Kubernetes 1.30+) "
+        "that refuse changes of the shard label, the drain label and the hand-over annotation "
+        "of a ring (decision 0011) by anyone but the operator's identities.",
+    )
+    common(policy, targets=False)
+    policy.add_argument("--ring", required=True, help="the ring's name (ShardingOptions.ring)")
+    policy.add_argument(
+        "--resource",
+        action="append",
+        required=True,
+        metavar="PLURAL.GROUP",
+        help="a sharded resource, e.g. widgets.example.com (repeat for each sharded kind)",
+    )
+    policy.add_argument(
+        "--service-account",
+        action="append",
+        default=[],
+        metavar="NAMESPACE:NAME",
+        help="the operator's ServiceAccount, as deployed (after kustomize's namespace and "
+        "namePrefix)",
+    )
+    policy.add_argument(
+        "--user",
+        action="append",
+        default=[],
+        metavar="USERNAME",
+        help="another identity allowed to change them (an operator run outside the cluster)",
+    )
+    policy.set_defaults(func=_cmd_sharding_policy)
