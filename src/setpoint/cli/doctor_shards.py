@@ -4,7 +4,10 @@ A setpoint replica that shards controllers (decision 0011) holds a shard Lease l
 ``sharding.setpoint.dev/ring=<ring>``, annotated with the kinds it shards. For every ring
 found, the command shows each shard Lease (holder, when it was last renewed, whether it is
 alive, the share of the hash space it owns) and how many objects carry each shard's label,
-how many are being drained and how many nobody holds yet.
+how many are being drained and how many nobody holds yet; and the objects whose shard label
+and hand-over record (annotation ``handover.sharding.setpoint.dev/<ring>``) disagree, which
+no replica reconciles until the leader's sharder repairs them (someone other than the
+sharder edited them).
 
 "Alive" here compares the Lease's ``renewTime`` with this machine's clock (a Lease renewed
 within ``leaseDurationSeconds``): good enough to read, while the sharder itself never
@@ -25,7 +28,7 @@ from typing import Any
 
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
-from setpoint.api.meta import JsonObject, labels_of, meta
+from setpoint.api.meta import JsonObject, annotations_of, labels_of, meta
 from setpoint.cli.doctor import (
     _list_metadata,
     add_connection_options,
@@ -44,13 +47,17 @@ from setpoint.manager.sharding import (
     SHARDER_HOLDER_PREFIX,
     HashRing,
     drain_label,
+    handover_annotation,
+    handover_of,
     shard_label,
 )
 
 __all__ = [
+    "Disagreement",
     "RingReport",
     "ShardLease",
     "diagnose_ring",
+    "disagreement",
     "parse_kinds",
     "register_checks",
     "render_rings",
@@ -100,6 +107,64 @@ class ShardLease:
         }
 
 
+@dataclass(frozen=True)
+class Disagreement:
+    """An object whose shard label and hand-over record disagree."""
+
+    object: str
+    """``<kind> <namespace>/<name>`` (``<kind> <name>`` when cluster-scoped)."""
+    label: str
+    """Its shard label (``""``: none)."""
+    record: str
+    """Its hand-over annotation as found (``""``: none)."""
+    why: str
+    """What the disagreement means."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The disagreement as JSON (``-o json``)."""
+        return {"object": self.object, "label": self.label, "record": self.record, "why": self.why}
+
+
+def disagreement(obj: JsonObject, ring: str) -> str:
+    """Why ``obj``'s shard label and hand-over record disagree (``""`` when they agree).
+
+    The sharder writes both in one patch and an owner's release removes the label as it
+    writes the release, so outside a foreign edit they never disagree.
+    """
+    label = labels_of(obj).get(shard_label(ring), "")
+    record = handover_of(obj, ring)
+    if record is None:
+        if not label:
+            return ""  # not assigned yet
+        if handover_annotation(ring) in annotations_of(obj):
+            return (
+                f"labelled {label}, but its hand-over record was edited or copied from another "
+                "object (no replica reconciles it until the sharder confirms it)"
+            )
+        return (
+            f"labelled {label} without a hand-over record (created with the label, or the "
+            "record was removed); no replica reconciles it until the sharder confirms it"
+        )
+    if record.released:
+        if label:
+            return (
+                f"labelled {label} after {record.shard} released it: the label was set by "
+                "someone other than the sharder, which assigns it"
+            )
+        return ""
+    if label == record.shard:
+        return ""
+    if not label:
+        return (
+            f"its shard label was removed by someone other than the sharder; it belongs to "
+            f"{record.shard}, which the sharder gives it back to"
+        )
+    return (
+        f"labelled {label}, but its hand-over record gives it to {record.shard}: the label was "
+        f"changed by someone other than the sharder, which gives it back to {record.shard}"
+    )
+
+
 @dataclass
 class RingReport:
     """What the doctor found about one ring."""
@@ -111,6 +176,8 @@ class RingReport:
     unassigned: int = 0
     orphaned: int = 0
     """Objects labelled for a shard that has no Lease at all."""
+    disagreeing: list[Disagreement] = field(default_factory=list)
+    """Objects whose shard label and hand-over record disagree."""
     errors: list[str] = field(default_factory=list)
 
     def problems(self) -> list[str]:
@@ -140,6 +207,14 @@ class RingReport:
                 f"ring {self.ring}: {self.orphaned} objects are labelled for shards that have "
                 "no Lease; the leader's sharder reassigns them"
             )
+        if self.disagreeing:
+            first = self.disagreeing[0]
+            found.append(
+                f"ring {self.ring}: {len(self.disagreeing)} objects' shard label and hand-over "
+                f"record disagree, e.g. {first.object}: {first.why}. Their labels were edited "
+                "by someone other than the operator; the leader's sharder repairs them. To "
+                "refuse such edits, install the policy of `setpoint generate sharding-policy`"
+            )
         found.extend(f"ring {self.ring}: {error}" for error in self.errors)
         return found
 
@@ -151,9 +226,14 @@ class RingReport:
             "objects": self.objects,
             "unassigned": self.unassigned,
             "orphaned": self.orphaned,
+            "disagreeing": [d.to_json() for d in self.disagreeing],
             "shards": [lease.to_json() for lease in self.leases],
             "errors": self.errors,
         }
+
+
+_SHOWN = 10
+"""Disagreeing objects the table lists (``-o json`` lists all)."""
 
 
 def parse_kinds(text: str) -> tuple[GroupVersionKind, ...]:
@@ -215,6 +295,18 @@ def diagnose_ring(
         counted[shard] += 1
         if drain in labels:
             drains[shard] += 1
+        why = disagreement(obj, ring)
+        if why:
+            m = meta(obj)
+            where = f"{m.get('namespace')}/{m.get('name')}" if m.get("namespace") else m.get("name")
+            report.disagreeing.append(
+                Disagreement(
+                    f"{obj.get('kind') or 'object'} {where}",
+                    shard,
+                    str(annotations_of(obj).get(handover_annotation(ring), "")),
+                    why,
+                )
+            )
     names = set()
     for lease in report.leases:
         lease.share = shares.get(lease.name, 0.0)
@@ -302,6 +394,15 @@ def render_rings(reports: list[RingReport]) -> str:
             out.append(
                 "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
             )
+        if report.disagreeing:
+            out.append(
+                f"{len(report.disagreeing)} objects whose shard label and hand-over record "
+                "disagree (edited by someone other than the sharder; not reconciled until "
+                "it repairs them):"
+            )
+            out.extend(f"  {d.object}: {d.why}" for d in report.disagreeing[:_SHOWN])
+            if len(report.disagreeing) > _SHOWN:
+                out.append(f"  ... and {len(report.disagreeing) - _SHOWN} more (-o json lists all)")
         out.extend(f"error: {error}" for error in report.errors)
         out.append("")
     return "\n".join(out).rstrip()
@@ -336,7 +437,8 @@ def register_checks(checks: argparse._SubParsersAction[argparse.ArgumentParser])
         description=(
             "List the shard Leases of setpoint replicas (label sharding.setpoint.dev/ring), "
             "whether each is alive, its share of the ring, and the objects labelled for it "
-            "(one metadata-only list per sharded kind)."
+            "(one metadata-only list per sharded kind), and the objects whose shard label and "
+            "hand-over record disagree."
         ),
     )
     add_connection_options(parser)

@@ -12,7 +12,9 @@ from setpoint.manager.sharding import (
     ANNOTATION_CONTROLLERS,
     ANNOTATION_KINDS,
     RING_LABEL,
+    Handover,
     drain_label,
+    handover_annotation,
     shard_label,
 )
 
@@ -35,13 +37,32 @@ def lease(name: str, holder: str, renewed_ago: float, duration: int = 15) -> dic
     }
 
 
-def obj(name: str, shard: str | None = None, *, drain: bool = False) -> dict[str, object]:
+def obj(
+    name: str, shard: str | None = None, *, drain: bool = False, record: str | None = None
+) -> dict[str, object]:
+    """An object labelled for ``shard``, with the sharder's record for ``record`` (default:
+    the same shard, as the sharder writes them)."""
     labels = {}
+    annotations = {}
+    uid = f"uid-{name}"
     if shard:
         labels[shard_label("widgets")] = shard
+    if record or shard:
+        annotations[handover_annotation("widgets")] = Handover(
+            record or str(shard), uid, via="new"
+        ).render()
     if drain:
         labels[drain_label("widgets")] = "true"
-    return {"metadata": {"name": name, "namespace": "a", "labels": labels}}
+    return {
+        "kind": "Gizmo",
+        "metadata": {
+            "name": name,
+            "namespace": "a",
+            "uid": uid,
+            "labels": labels,
+            "annotations": annotations,
+        },
+    }
 
 
 def test_a_ring_report_counts_objects_per_shard_and_tells_live_from_dead() -> None:
@@ -105,3 +126,33 @@ def test_problems_name_the_ring_and_what_to_check() -> None:
     assert "no live shard" in dead[0]
     healthy = diagnose_ring("widgets", leases[:1], objects[:1], now=NOW)
     assert healthy.problems() == []
+
+
+def test_objects_whose_label_and_record_disagree_are_listed_with_why() -> None:
+    """Issue 27, finding 5: a label edited by someone other than the sharder (moved, removed,
+    set without a record) is shown per object, in the table, the JSON and the problems."""
+    leases = [lease("alpha", "alpha", 2), lease("beta", "beta", 2)]
+    bare = obj("4", "beta")
+    bare["metadata"]["annotations"] = {}  # type: ignore[index]
+    objects = [
+        obj("1", "alpha"),
+        obj("2", "beta", record="alpha"),  # moved alpha -> beta by someone else
+        obj("3", None, record="alpha"),  # label removed
+        bare,  # labelled without a record
+        obj("5"),  # not assigned yet: no disagreement
+    ]
+    report = diagnose_ring("widgets", leases, objects, now=NOW)
+    assert [(d.object, d.label) for d in report.disagreeing] == [
+        ("Gizmo a/2", "beta"),
+        ("Gizmo a/3", ""),
+        ("Gizmo a/4", "beta"),
+    ]
+    assert "gives it to alpha" in report.disagreeing[0].why
+    assert "removed" in report.disagreeing[1].why
+    assert "without a hand-over record" in report.disagreeing[2].why
+    table = render_rings([report])
+    assert "3 objects whose shard label and hand-over record disagree" in table
+    assert "Gizmo a/2: labelled beta, but its hand-over record gives it to alpha" in table
+    assert report.to_json()["disagreeing"][0]["record"].startswith("shard=alpha,")
+    (problem,) = [p for p in report.problems() if "disagree" in p]
+    assert "setpoint generate sharding-policy" in problem
