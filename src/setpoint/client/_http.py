@@ -61,13 +61,14 @@ import ipaddress
 import select
 import ssl
 import struct
-import time
 import zlib
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Final, cast
 from urllib.parse import unquote, urlsplit
 
 import httptools
+
+from setpoint.api.clock import Clock, LoopClock, TimerHandle, clock_timeout
 
 __all__ = [
     "BodyTooLarge",
@@ -241,11 +242,12 @@ class StreamResponse:
         self._exchange = exchange
         self._connection = connection
         self._pool = pool
+        self._clock = pool.clock
         self._read_timeout = read_timeout
         self._closed = False
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: TimerHandle | None = None
         if read_timeout is not None:
-            self._timer = asyncio.get_running_loop().call_later(read_timeout, self._check_silence)
+            self._timer = self._clock.call_at(self._clock.now() + read_timeout, self._check_silence)
 
     @property
     def content_type(self) -> str:
@@ -262,13 +264,14 @@ class StreamResponse:
         exchange = self._exchange
         if self._closed or exchange.finished or self._read_timeout is None:
             return
-        silent = time.monotonic() - exchange.last_arrival
+        now = self._clock.now()
+        silent = now - exchange.last_arrival
         if silent < self._read_timeout or exchange.pending:
             # Bytes came since (or wait for a slow reader, which is not the server's silence).
             wait = (
                 self._read_timeout - silent if silent < self._read_timeout else self._read_timeout
             )
-            self._timer = asyncio.get_running_loop().call_later(wait, self._check_silence)
+            self._timer = self._clock.call_at(now + wait, self._check_silence)
             return
         exchange.fail(TimeoutError(f"nothing arrived for {self._read_timeout:.0f}s"))
         self._connection.abort()
@@ -447,6 +450,7 @@ class _Exchange:
 
     __slots__ = (
         "_buffered",
+        "_clock",
         "_inflater",
         "_parts",
         "_size",
@@ -472,6 +476,7 @@ class _Exchange:
         streaming: bool,
         head_only: bool,
         max_body: int | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.streaming = streaming
         self.head_only = head_only
@@ -489,7 +494,9 @@ class _Exchange:
         self._size = 0
         self._inflater: _Inflater | None = None
         self._waiter: asyncio.Future[None] | None = None
-        self.last_arrival = time.monotonic()
+        self._clock = clock
+        self.last_arrival = clock.now() if clock is not None else 0.0
+        """When body bytes last arrived (streams: on ``clock``, which a stream must have)."""
 
     @property
     def pending(self) -> bool:
@@ -518,7 +525,8 @@ class _Exchange:
         """Body bytes as they arrived on the connection (still compressed, when they are)."""
         inflater = self._inflater
         if self.streaming:
-            self.last_arrival = time.monotonic()
+            assert self._clock is not None
+            self.last_arrival = self._clock.now()
             self._buffered += len(data)
             if inflater is None:
                 self._parts.append(data)
@@ -639,7 +647,8 @@ class _Connection(asyncio.Protocol):
         self._pool = pool
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.idle_since = time.monotonic()
+        self.idle_since = 0.0
+        """When the connection last went back to the pool (on the pool's clock)."""
         self._parser = httptools.HttpResponseParser(self)
         self._phase = _IDLE
         self._exchange: _Exchange | None = None
@@ -771,8 +780,7 @@ class _Connection(asyncio.Protocol):
         self._lost = asyncio.get_running_loop().create_future()
         transport.close()
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(1.0):
-                await self._lost
+            await clock_timeout(self._pool.clock, self._lost, 1.0)
         if self.transport is not None:
             self.transport.abort()
 
@@ -1051,6 +1059,8 @@ class HttpPool:
         proxy: A proxy URL, or ``None`` for a direct connection.
         limit: The most connections open at once.
         connect_timeout: Seconds to open a connection (TCP, proxy tunnel and TLS).
+        clock: Where every deadline, timeout and idle time is read and timed
+            (``LoopClock`` by default; tests pass a ``ManualClock``).
 
     """
 
@@ -1063,7 +1073,10 @@ class HttpPool:
         proxy: str | None = None,
         limit: int = 100,
         connect_timeout: float = 5.0,
+        clock: Clock | None = None,
     ) -> None:
+        self.clock: Clock = clock if clock is not None else LoopClock()
+        """The pool's time: deadlines are on it, and every timer is set through it."""
         parts = urlsplit(server)
         self._tls = parts.scheme == "https"
         self._host = parts.hostname or ""
@@ -1094,7 +1107,7 @@ class HttpPool:
         self._all: set[_Connection] = set()
         self._closed = False
         self._deadlines: dict[_Exchange, float] = {}
-        self._ticker: asyncio.TimerHandle | None = None
+        self._ticker: TimerHandle | None = None
 
     def head_for(
         self, method: str, target: str, headers: Sequence[tuple[str, str]], body: bytes | None
@@ -1127,7 +1140,7 @@ class HttpPool:
     ) -> RawResponse:
         """Send one request and return its whole answer.
 
-        ``deadline`` (on ``time.monotonic``'s clock) bounds everything: waiting for a
+        ``deadline`` (on the pool's :attr:`clock`) bounds everything: waiting for a
         connection, opening it, and the answer (checked every :data:`DEADLINE_TICK` seconds
         by one timer for all requests, not one timer per request). A cancelled request
         closes its connection too. ``max_body`` caps the answer's body, as sent and once
@@ -1148,8 +1161,9 @@ class HttpPool:
         elif deadline is None:
             connection = await self._acquire()
         else:
-            async with asyncio.timeout(deadline - time.monotonic()):
-                connection = await self._acquire()
+            connection = await clock_timeout(
+                self.clock, self._acquire(), deadline - self.clock.now()
+            )
         loop = asyncio.get_running_loop()
         exchange = _Exchange(loop, streaming=False, head_only=method == "HEAD", max_body=max_body)
         if deadline is not None:
@@ -1171,10 +1185,10 @@ class HttpPool:
         """Fail ``exchange`` with TimeoutError (closing its connection) once ``deadline`` passes."""
         self._deadlines[exchange] = deadline
         if self._ticker is None:
-            self._ticker = asyncio.get_running_loop().call_later(DEADLINE_TICK, self._tick)
+            self._ticker = self.clock.call_at(self.clock.now() + DEADLINE_TICK, self._tick)
 
     def _tick(self) -> None:
-        now = time.monotonic()
+        now = self.clock.now()
         late = [exchange for exchange, deadline in self._deadlines.items() if deadline <= now]
         for exchange in late:
             del self._deadlines[exchange]
@@ -1183,9 +1197,7 @@ class HttpPool:
             if connection is not None:
                 connection.abort()
         self._ticker = (
-            asyncio.get_running_loop().call_later(DEADLINE_TICK, self._tick)
-            if self._deadlines
-            else None
+            self.clock.call_at(now + DEADLINE_TICK, self._tick) if self._deadlines else None
         )
 
     async def stream(
@@ -1204,12 +1216,14 @@ class HttpPool:
         data = self.head_for(method, target, headers, None)
         connection = await self._acquire()
         loop = asyncio.get_running_loop()
-        exchange = _Exchange(loop, streaming=True, head_only=False)
+        exchange = _Exchange(loop, streaming=True, head_only=False, clock=self.clock)
         try:
             connection.send(data, exchange)
             assert exchange.head is not None
-            async with asyncio.timeout(read_timeout):
+            if read_timeout is None:
                 await exchange.head
+            else:
+                await clock_timeout(self.clock, exchange.head, read_timeout)
         except BaseException:
             connection.abort()
             self.release(connection)
@@ -1231,7 +1245,7 @@ class HttpPool:
         if self._closed:
             return None
         idle = self._idle
-        now = time.monotonic()
+        now = self.clock.now()
         while idle:
             connection = idle.pop()
             if now - connection.idle_since < IDLE_TIMEOUT and connection.still_open():
@@ -1276,7 +1290,7 @@ class HttpPool:
         if connection not in self._all:
             return
         if connection.usable and not self._closed:
-            connection.idle_since = time.monotonic()
+            connection.idle_since = self.clock.now()
             self._idle.append(connection)
         else:
             self._forget(connection)
@@ -1331,66 +1345,74 @@ class HttpPool:
         await asyncio.gather(*(c.aclose() for c in connections), return_exceptions=True)
 
     async def _connect(self) -> _Connection:
-        loop = asyncio.get_running_loop()
         connection = _Connection(self)
-        proxy = self._proxy
-        where = f"{self._host}:{self._port}"
+        where = [f"{self._host}:{self._port}"]  # what is being reached, for the errors
         try:
-            async with asyncio.timeout(self._connect_timeout):
-                if proxy is None:
-                    await loop.create_connection(
-                        lambda: connection,
-                        self._host,
-                        self._port,
-                        ssl=self._ssl,
-                        server_hostname=self._server_hostname if self._ssl else None,
-                    )
-                    return connection
-                where = f"the proxy {proxy.host}:{proxy.port}"
-                proxy_ssl = ssl.create_default_context() if proxy.scheme == "https" else None
-                handshake = _Handshake()
-                transport, _ = await loop.create_connection(
-                    lambda: handshake,
-                    proxy.host,
-                    proxy.port,
-                    ssl=proxy_ssl,
-                    server_hostname=proxy.host if proxy_ssl else None,
-                )
-                try:
-                    if proxy.scheme.startswith("socks5"):
-                        await _socks5(handshake, proxy, self._host, self._port)
-                    elif self._tls:
-                        await _connect_tunnel(handshake, proxy, self._host_for_connect())
-                    else:  # an http server through an HTTP proxy: requests in absolute form
-                        handshake.hand_over(connection)
-                        return connection
-                    if self._ssl is not None:
-                        where = f"{self._host}:{self._port} (through the proxy)"
-                        tls = await loop.start_tls(
-                            transport,
-                            connection,
-                            self._ssl,
-                            server_hostname=self._server_hostname,
-                        )
-                        if tls is None:
-                            raise ConnectError(f"TLS could not start with {where}")
-                        connection.connection_made(tls)
-                    else:
-                        handshake.hand_over(connection)
-                except BaseException:
-                    transport.abort()
-                    raise
-                return connection
+            return await clock_timeout(
+                self.clock, self._dial(connection, where), self._connect_timeout
+            )
         except ssl.SSLCertVerificationError as exc:
             raise CertificateError(
-                f"the certificate of {where} failed verification: {exc}", exc
+                f"the certificate of {where[0]} failed verification: {exc}", exc
             ) from exc
         except TimeoutError:
             raise
         except ConnectError:
             raise
         except (OSError, ssl.SSLError) as exc:
-            raise ConnectError(f"cannot connect to {where}: {exc}", exc) from exc
+            raise ConnectError(f"cannot connect to {where[0]}: {exc}", exc) from exc
+
+    async def _dial(self, connection: _Connection, where: list[str]) -> _Connection:
+        """Open ``connection``: TCP (through the proxy, if any), then TLS.
+
+        ``where[0]`` is set to what is being reached at each step, for the caller's errors.
+        """
+        loop = asyncio.get_running_loop()
+        proxy = self._proxy
+        if proxy is None:
+            await loop.create_connection(
+                lambda: connection,
+                self._host,
+                self._port,
+                ssl=self._ssl,
+                server_hostname=self._server_hostname if self._ssl else None,
+            )
+            return connection
+        where[0] = f"the proxy {proxy.host}:{proxy.port}"
+        proxy_ssl = ssl.create_default_context() if proxy.scheme == "https" else None
+        handshake = _Handshake()
+        transport, _ = await loop.create_connection(
+            lambda: handshake,
+            proxy.host,
+            proxy.port,
+            ssl=proxy_ssl,
+            server_hostname=proxy.host if proxy_ssl else None,
+        )
+        try:
+            if proxy.scheme.startswith("socks5"):
+                await _socks5(handshake, proxy, self._host, self._port)
+            elif self._tls:
+                await _connect_tunnel(handshake, proxy, self._host_for_connect())
+            else:  # an http server through an HTTP proxy: requests in absolute form
+                handshake.hand_over(connection)
+                return connection
+            if self._ssl is not None:
+                where[0] = f"{self._host}:{self._port} (through the proxy)"
+                tls = await loop.start_tls(
+                    transport,
+                    connection,
+                    self._ssl,
+                    server_hostname=self._server_hostname,
+                )
+                if tls is None:
+                    raise ConnectError(f"TLS could not start with {where[0]}")
+                connection.connection_made(tls)
+            else:
+                handshake.hand_over(connection)
+        except BaseException:
+            transport.abort()
+            raise
+        return connection
 
     def _host_for_connect(self) -> str:
         host = self._host

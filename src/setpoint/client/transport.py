@@ -14,7 +14,9 @@ safe to retry:
   have been applied, and resending a create or a patch is the caller's decision.
 
 Every request has a timeout. Retries back off exponentially with jitter and
-never outlast the request's overall deadline.
+never outlast the request's overall deadline. Deadlines, backoffs and the rate limiter
+read and wait on the transport's clock (``TransportOptions.clock``, the event loop's by
+default), so tests move time instead of waiting for it.
 
 See ``docs/decisions/0001-http-and-json.md`` for why orjson, and
 ``docs/decisions/0016-own-http1-client.md`` for why setpoint speaks HTTP/1.1 itself.
@@ -32,11 +34,12 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
 
+from setpoint.api.clock import Clock, LoopClock, clock_sleep, clock_timeout
 from setpoint.client._http import (
     BodyTooLarge,
     CertificateError,
@@ -44,6 +47,7 @@ from setpoint.client._http import (
     ConnectionBroken,
     HttpPool,
     ProxyLoginRefused,
+    RawResponse,
     StreamResponse,
 )
 from setpoint.client._tlsbuffer import read_buffer_on_demand
@@ -110,6 +114,11 @@ class TransportOptions:
     (a page of 500 Pods is 10-20 MiB), with room for the unpaged list a client falls back
     to when a paged one expires. Decoding such a list takes several times its size."""
 
+    clock: Clock | None = None
+    """Where deadlines, backoffs and the rate limit read and wait on time (``None``: the
+    running event loop's clock, :class:`~setpoint.api.clock.LoopClock`). Tests pass a
+    :class:`~setpoint.api.clock.ManualClock` and move it."""
+
     max_object_body: int = 16 * 1024 * 1024
     """Most bytes of the body of an answer about one object (a get, a write, a Status), as
     sent and once decompressed. 16 MiB: ten times etcd's 1.5 MiB object limit (JSON of a
@@ -142,26 +151,61 @@ class Response:
     body: Any
 
 
+@dataclass(slots=True, kw_only=True)
+class _Call:
+    """One request as the retry loop sees it: what to send, its deadline and its attempts."""
+
+    method: str
+    url: str
+    """The server URL and path, for errors and logs."""
+    target: str
+    """The request target (path and query) sent on the wire."""
+    data: bytes | None
+    content_type: str
+    accept: str
+    traced: Mapping[str, str] | None
+    limit: float
+    """The request's timeout in seconds (named in the timeout's message)."""
+    deadline: float
+    """When it ends, on the transport's clock."""
+    setting: str
+    """The ``TransportOptions`` field whose cap applies to the answer's body."""
+    max_body: int
+    attempt: int = 0
+    reauthenticated: bool = False
+
+
+class _Retry(NamedTuple):
+    """Send the request again after ``delay`` seconds; ``counted``: as another attempt."""
+
+    delay: float
+    counted: bool
+
+
 class _TokenBucket:
     """A simple token bucket: ``qps`` tokens per second, at most ``burst`` stored."""
 
-    def __init__(self, qps: float, burst: int) -> None:
+    def __init__(self, qps: float, burst: int, clock: Clock) -> None:
         self._qps = qps
         self._burst = float(burst)
         self._tokens = float(burst)
-        self._stamp = time.monotonic()
+        self._clock = clock
+        self._stamp: float | None = None  # read on first use: the clock may need a loop
         self._lock = asyncio.Lock()
 
     async def acquire(self) -> None:
+        """Take one token, waiting (on the clock) until one is there."""
         async with self._lock:
             while True:
-                now = time.monotonic()
+                now = self._clock.now()
+                if self._stamp is None:
+                    self._stamp = now
                 self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._qps)
                 self._stamp = now
                 if self._tokens >= 1:
                     self._tokens -= 1
                     return
-                await asyncio.sleep((1 - self._tokens) / self._qps)
+                await clock_sleep(self._clock, (1 - self._tokens) / self._qps)
 
 
 def _proxy_from_environment(server: str) -> str | None:
@@ -382,8 +426,11 @@ class Transport:
             port = None
         self._address = (parts.hostname or "", port or (443 if parts.scheme == "https" else 80))
         self._proxy = config.proxy_url or _proxy_from_environment(config.server)
+        self._clock: Clock = self.options.clock or LoopClock()
         self._limiter = (
-            _TokenBucket(self.options.qps, self.options.burst) if self.options.qps else None
+            _TokenBucket(self.options.qps, self.options.burst, self._clock)
+            if self.options.qps
+            else None
         )
         self._closed = False
 
@@ -418,6 +465,7 @@ class Transport:
                     proxy=self._proxy,
                     limit=self.options.pool_size,
                     connect_timeout=self.options.connect_timeout,
+                    clock=self._clock,
                 )
             except ValueError as exc:  # a proxy URL of an unsupported kind
                 raise ConnectionFailed(
@@ -505,36 +553,30 @@ class Transport:
             headers.extend(traced.items())
         return headers
 
-    async def _prepare(
-        self,
-        method: str,
-        url: str,
-        accept: str,
-        remaining: float,
-        limit: float,
-        *,
-        traced: Mapping[str, str] | None = None,
-    ) -> tuple[HttpPool, list[tuple[str, str]]]:
-        """The pool and the headers of one attempt, within the request's ``remaining`` time.
+    async def _prepare(self, call: _Call) -> tuple[HttpPool, list[tuple[str, str]]]:
+        """The pool and the headers of one attempt of ``call``, within its deadline.
 
         Getting them may run an exec credential plugin; when the deadline passes first, the
         plugin run is cancelled (which kills it) and the request fails with
         :class:`RequestTimeout`.
         """
         if not self._credentials.may_wait:  # nothing to bound: no timer on the hot path
-            return await self._ensure_pool(), await self._headers(accept, traced)
-        try:
-            async with asyncio.timeout(remaining):
-                pool = await self._ensure_pool()
-                headers = await self._headers(accept, traced)
-        except TimeoutError:
-            raise RequestTimeout(
-                f"{method} {url} did not complete within {limit:.1f}s: the credentials were "
-                "not ready in time (a slow exec credential plugin? raise request_timeout or "
-                "make the plugin answer faster)",
-                url=url,
-                timeout=limit,
-            ) from None
+            pool, headers = await self._ensure_pool(), await self._headers(call.accept, call.traced)
+        else:
+
+            async def both() -> tuple[HttpPool, list[tuple[str, str]]]:
+                return await self._ensure_pool(), await self._headers(call.accept, call.traced)
+
+            try:
+                pool, headers = await clock_timeout(self._clock, both(), self._time_left(call))
+            except TimeoutError:
+                raise self._timed_out(
+                    call,
+                    ": the credentials were not ready in time (a slow exec credential plugin? "
+                    "raise request_timeout or make the plugin answer faster)",
+                ) from None
+        if call.data is not None:
+            headers.append(("Content-Type", call.content_type))
         return pool, headers
 
     def _target(self, path: str, params: Mapping[str, str] | None) -> str:
@@ -665,130 +707,177 @@ class Transport:
         timeout: float | None,
         traced: Mapping[str, str] | None = None,
     ) -> Response:
+        """Send ``method path`` until it is answered, fails for good, or its deadline passes.
+
+        The retry loop only: one attempt is :meth:`_attempt` (credentials, rate limit, the
+        pool, and what each way of failing to get an answer means), and what an answer
+        means is :meth:`_outcome` (success, a typed error, or a retry after a delay).
+        """
         limit = timeout if timeout is not None else self.options.request_timeout
-        deadline = time.monotonic() + limit
-        url = f"{self.server}{path}"
         data = None if body is None else (body if isinstance(body, bytes) else orjson.dumps(body))
         if data is None and method in ("POST", "PUT", "PATCH"):
             data = b""  # sent with Content-Length: 0, as every HTTP client does
-        target = self._target(path, params)
         setting = "max_object_body" if _names_one_object(path) else "max_list_body"
-        max_body: int = getattr(self.options, setting)
-        attempt = 0
-        reauthenticated = False
+        call = _Call(
+            method=method,
+            url=f"{self.server}{path}",
+            target=self._target(path, params),
+            data=data,
+            content_type=content_type,
+            accept=accept,
+            traced=traced,
+            limit=limit,
+            deadline=self._clock.now() + limit,
+            setting=setting,
+            max_body=getattr(self.options, setting),
+        )
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise RequestTimeout(
-                    f"{method} {url} did not complete within {limit:.1f}s", url=url, timeout=limit
-                )
-            # Credentials count against the deadline: an exec plugin may take seconds.
-            pool, headers = await self._prepare(
-                method, url, accept, remaining, limit, traced=traced
+            raw = await self._attempt(call)
+            if raw is None:  # no answer, and worth another attempt
+                retry = _Retry(self._backoff(call.attempt), counted=True)
+            else:
+                outcome = self._outcome(call, raw)
+                if isinstance(outcome, Response):
+                    return outcome
+                retry = outcome
+            if retry.counted:
+                call.attempt += 1
+                await clock_sleep(self._clock, min(retry.delay, self._time_left(call, 0.0)))
+
+    async def _attempt(self, call: _Call) -> RawResponse | None:
+        """One attempt: the answer, or ``None`` when it got none and may be sent again.
+
+        Raises the typed error when it may not: an untrusted certificate, a proxy refusing
+        its login, an answer over its body cap, retries used up, the deadline passed, or a
+        write whose connection broke after it was sent (it may have been applied).
+        """
+        self._time_left(call)
+        # Credentials count against the deadline: an exec plugin may take seconds.
+        pool, headers = await self._prepare(call)
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        self._time_left(call)
+        method, url = call.method, call.url
+        try:
+            return await pool.request(
+                method,
+                call.target,
+                headers,
+                call.data,
+                deadline=call.deadline,
+                max_body=call.max_body,
             )
-            if data is not None:
-                headers.append(("Content-Type", content_type))
-            if self._limiter is not None:
-                await self._limiter.acquire()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise RequestTimeout(
-                    f"{method} {url} did not complete within {limit:.1f}s", url=url, timeout=limit
-                )
-            try:
-                raw = await pool.request(
-                    method, target, headers, data, deadline=deadline, max_body=max_body
-                )
-                status = raw.status
-                resp_headers = raw.headers
-            except BodyTooLarge as exc:
-                # The same request would bring the same answer: not retried.
-                self._record(method, "<error>")
-                raise self._too_large(method, url, exc, setting) from exc
-            except TimeoutError as exc:
-                self._record(method, "<error>")
-                if time.monotonic() >= deadline:
-                    raise RequestTimeout(
-                        f"{method} {url} did not complete within {limit:.1f}s "
-                        "(is the API server overloaded or unreachable?)",
-                        url=url,
-                        timeout=limit,
-                    ) from exc
-                # A connect timeout left time on the clock: the server may be
-                # restarting; retry within the deadline like a refused connection.
-                if attempt >= self.options.max_retries:
-                    raise ConnectionFailed(
-                        f"cannot reach the API server at {self.server}: connection timed out "
-                        f"after {attempt + 1} attempts ({method} {url})",
-                        url=url,
-                    ) from exc
-            except CertificateError as exc:
-                # Verification fails the same way every time: no retry, and the advice is
-                # about the CA, not about whether the server runs.
-                self._record(method, "<error>")
-                raise self._untrusted(exc, f"{method} {url}") from exc
-            except ProxyLoginRefused as exc:
-                # The proxy will refuse the same login again: no retry.
-                self._record(method, "<error>")
+        except BodyTooLarge as exc:
+            # The same request would bring the same answer: not retried.
+            self._record(method, "<error>")
+            raise self._too_large(method, url, exc, call.setting) from exc
+        except CertificateError as exc:
+            # Verification fails the same way every time: no retry, and the advice is
+            # about the CA, not about whether the server runs.
+            self._record(method, "<error>")
+            raise self._untrusted(exc, f"{method} {url}") from exc
+        except ProxyLoginRefused as exc:
+            # The proxy will refuse the same login again: no retry.
+            self._record(method, "<error>")
+            raise ConnectionFailed(
+                f"cannot reach the API server at {self.server}: {exc} ({method} {url})",
+                url=url,
+            ) from exc
+        except TimeoutError as exc:
+            self._record(method, "<error>")
+            if self._clock.now() >= call.deadline:
+                raise self._timed_out(
+                    call, " (is the API server overloaded or unreachable?)"
+                ) from exc
+            # A connect timeout left time on the clock: the server may be restarting;
+            # retry within the deadline like a refused connection.
+            if call.attempt >= self.options.max_retries:
                 raise ConnectionFailed(
-                    f"cannot reach the API server at {self.server}: {exc} ({method} {url})",
+                    f"cannot reach the API server at {self.server}: connection timed out "
+                    f"after {call.attempt + 1} attempts ({method} {url})",
                     url=url,
                 ) from exc
-            except ConnectError as exc:
-                # The connection was never established, so nothing was sent:
-                # safe to retry for every verb.
-                self._record(method, "<error>")
-                if attempt >= self.options.max_retries or time.monotonic() >= deadline:
-                    raise ConnectionFailed(
-                        f"cannot reach the API server at {self.server}: {exc.os_error or exc} "
-                        f"({method} {url}, {attempt + 1} attempts). Check that it is running "
-                        "and that the kubeconfig's server URL is right",
-                        url=url,
-                    ) from exc
-            except ConnectionBroken as exc:
-                # The connection broke after the request was written: a write may have
-                # been applied, so only reads are sent again.
-                self._record(method, "<error>")
-                if method != "GET" or attempt >= self.options.max_retries:
-                    raise ConnectionFailed(
-                        f"connection to the API server at {self.server} failed during "
-                        f"{method} {url}: {exc}"
-                        + ("" if method == "GET" else " (not retried: the write may have applied)"),
-                        url=url,
-                    ) from exc
-            else:
-                self._record(method, str(status))
-                for warning in resp_headers.getall("Warning", ()):
-                    # Deprecated APIs, unknown fields dropped by the server, ...:
-                    # the server's advice is worth a log line, once per request.
-                    log.warning("API server warning for %s %s: %s", method, url, warning)
-                if 200 <= status < 300:
-                    return Response(status, resp_headers, _decode(raw.body, raw.content_type))
-                retry_after = _retry_after(resp_headers)
-                error: ApiError = error_from_response(
-                    status,
-                    _decode(raw.body, raw.content_type),
-                    method=method,
+        except ConnectError as exc:
+            # The connection was never established, so nothing was sent: safe to retry
+            # for every verb.
+            self._record(method, "<error>")
+            if call.attempt >= self.options.max_retries or self._clock.now() >= call.deadline:
+                raise ConnectionFailed(
+                    f"cannot reach the API server at {self.server}: {exc.os_error or exc} "
+                    f"({method} {url}, {call.attempt + 1} attempts). Check that it is running "
+                    "and that the kubeconfig's server URL is right",
                     url=url,
-                    retry_after=retry_after,
-                )
-                if isinstance(error, Unauthorized) and not reauthenticated:
-                    # Tokens expire and exec plugins rotate them: refresh once.
-                    reauthenticated = True
-                    self._credentials.invalidate()
-                    continue
-                retryable = retry_after is not None and (status == 429 or status >= 500)
-                if not retryable or attempt >= self.options.max_retries:
-                    raise error
-                delay = max(retry_after or 0.0, self._backoff(attempt))
-                if time.monotonic() + delay >= deadline:
-                    raise error
-                attempt += 1
-                await asyncio.sleep(delay)
-                continue
-            delay = self._backoff(attempt)
-            attempt += 1
-            await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+                ) from exc
+        except ConnectionBroken as exc:
+            # The connection broke after the request was written: a write may have been
+            # applied, so only reads are sent again.
+            self._record(method, "<error>")
+            if method != "GET" or call.attempt >= self.options.max_retries:
+                raise ConnectionFailed(
+                    f"connection to the API server at {self.server} failed during "
+                    f"{method} {url}: {exc}"
+                    + ("" if method == "GET" else " (not retried: the write may have applied)"),
+                    url=url,
+                ) from exc
+        return None
+
+    def _outcome(self, call: _Call, raw: RawResponse) -> Response | _Retry:
+        """What an answer means: the response, a retry (after a delay), or a typed error.
+
+        Raises:
+            ApiError: (a subclass of it) for an error status that is not retried: any but
+                429 and 5xx with ``Retry-After``, or one whose wait would pass the deadline,
+                or retries used up. A first 401 is retried at once with fresh credentials.
+
+        """
+        method, url, status, headers = call.method, call.url, raw.status, raw.headers
+        self._record(method, str(status))
+        for warning in headers.getall("Warning", ()):
+            # Deprecated APIs, unknown fields dropped by the server, ...: the server's
+            # advice is worth a log line, once per request.
+            log.warning("API server warning for %s %s: %s", method, url, warning)
+        if 200 <= status < 300:
+            return Response(status, headers, _decode(raw.body, raw.content_type))
+        retry_after = _retry_after(headers)
+        error: ApiError = error_from_response(
+            status,
+            _decode(raw.body, raw.content_type),
+            method=method,
+            url=url,
+            retry_after=retry_after,
+        )
+        if isinstance(error, Unauthorized) and not call.reauthenticated:
+            # Tokens expire and exec plugins rotate them: refresh once.
+            call.reauthenticated = True
+            self._credentials.invalidate()
+            return _Retry(0.0, counted=False)
+        retryable = retry_after is not None and (status == 429 or status >= 500)
+        if not retryable or call.attempt >= self.options.max_retries:
+            raise error
+        delay = max(retry_after or 0.0, self._backoff(call.attempt))
+        if self._clock.now() + delay >= call.deadline:
+            raise error
+        return _Retry(delay, counted=True)
+
+    def _time_left(self, call: _Call, at_least: float | None = None) -> float:
+        """Seconds left before ``call``'s deadline; past it, :class:`RequestTimeout`.
+
+        With ``at_least``, never raises and returns at least ``at_least`` instead.
+        """
+        left = call.deadline - self._clock.now()
+        if left > 0:
+            return left
+        if at_least is not None:
+            return at_least
+        raise self._timed_out(call)
+
+    def _timed_out(self, call: _Call, detail: str = "") -> RequestTimeout:
+        """The error for ``call`` past its deadline (the one place it is worded)."""
+        return RequestTimeout(
+            f"{call.method} {call.url} did not complete within {call.limit:.1f}s{detail}",
+            url=call.url,
+            timeout=call.limit,
+        )
 
     @contextlib.asynccontextmanager
     async def stream(

@@ -12,12 +12,12 @@ import asyncio
 import base64
 import gzip
 import ssl
-import time
 from collections.abc import AsyncIterator
 
 import pytest
 
 from setpoint.client._http import (
+    DEADLINE_TICK,
     CertificateError,
     ConnectError,
     ConnectionBroken,
@@ -36,6 +36,7 @@ from setpoint.testing.waits import eventually
 from setpoint.tls.certs import CertificateAuthority
 from tests._support.proxies import Proxy
 from tests._support.raw_http import Raw, answering, never_answers, read_request
+from tests._support.virtual_time import RecordingClock
 
 
 def ok(body: bytes = b'{"ok":true}', *extra: bytes) -> bytes:
@@ -238,28 +239,35 @@ async def test_a_cancelled_request_gives_its_slot_back(pools: list[HttpPool]) ->
 
     server = await Raw(never_answers).start()
     pool = pool_for(pools, server.url, limit=1)
-    with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.2):
-            await pool.request("GET", "/", [])
-    assert pool._open == 0
-    with pytest.raises(TimeoutError):  # the slot is free: a second request gets a connection
-        async with asyncio.timeout(0.2):
-            await pool.request("GET", "/", [])
+    for accepted in (1, 2):  # the second request gets a connection: the slot is free again
+        task = asyncio.create_task(pool.request("GET", "/", []))
+        await eventually(lambda: any(c._exchange for c in pool._all), timeout=5, interval=0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert pool._open == 0
+        assert server.accepted == accepted
     server.close()
-    assert server.accepted == 2
 
 
 async def test_a_deadline_ends_a_request_without_an_answer(pools: list[HttpPool]) -> None:
-    """A request past its deadline fails with TimeoutError and its connection is closed."""
+    """A request past its deadline fails with TimeoutError and its connection is closed.
 
+    Time is the pool's clock: the request waits while the clock stands still, is alive just
+    before its deadline and fails within one deadline check (DEADLINE_TICK) after it.
+    """
+    clock = RecordingClock()
     server = await Raw(never_answers).start()
-    pool = pool_for(pools, server.url)
-    started = time.monotonic()
+    pool = pool_for(pools, server.url, clock=clock)
+    task = asyncio.create_task(pool.request("GET", "/", [], deadline=clock.now() + 0.2))
+    await eventually(lambda: bool(pool._deadlines), timeout=5, interval=0.01)
+    clock.advance(0.19)
+    await asyncio.sleep(0)
+    assert not task.done(), "no timeout before the deadline"
+    clock.advance(DEADLINE_TICK + 0.01)
     with pytest.raises(TimeoutError):
-        await pool.request("GET", "/", [], deadline=started + 0.2)
-    elapsed = time.monotonic() - started
+        await task
     server.close()
-    assert 0.2 <= elapsed < 1.0
     assert pool._open == 0 and not pool._deadlines
 
 
@@ -278,15 +286,22 @@ async def test_a_stream_delivers_chunks_as_they_arrive(pools: list[HttpPool]) ->
         await writer.drain()
         await reader.read()
 
+    clock = RecordingClock()
     server = await Raw(watch).start()
-    pool = pool_for(pools, server.url)
-    stream = await pool.stream("GET", "/watch", [], read_timeout=0.3)
+    pool = pool_for(pools, server.url, clock=clock)
+    stream = await pool.stream("GET", "/watch", [], read_timeout=30)
     chunks = stream.chunks()
     assert await anext(chunks) == b"first"
+    clock.advance(29)  # quiet, but not for read_timeout
     go_on.set()
     assert await anext(chunks) == b"second"
+    clock.advance(29)  # 29 s since "second" arrived, not since "first"
+    third = asyncio.ensure_future(anext(chunks))
+    await asyncio.sleep(0)
+    assert not third.done()
+    clock.advance(1)
     with pytest.raises(TimeoutError):
-        await anext(chunks)
+        await third
     stream.close()
     server.close()
     assert pool._open == 0, "a stream stopped mid-body closes its connection"
@@ -307,7 +322,7 @@ async def test_a_large_stream_arrives_whole(pools: list[HttpPool]) -> None:
     server = await Raw(big).start()
     pool = pool_for(pools, server.url)
     stream = await pool.stream("GET", "/", [], read_timeout=5)
-    await asyncio.sleep(0.2)  # let the server fill the buffer past the mark
+    await eventually(lambda: stream._connection._paused, timeout=10, interval=0.01)
     received = await stream.read()
     stream.close()
     server.close()

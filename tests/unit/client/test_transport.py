@@ -17,6 +17,7 @@ import pytest_asyncio
 from aiohttp import web
 
 from setpoint.client import Client, ClientConfig, TransportOptions
+from setpoint.client._http import DEADLINE_TICK
 from setpoint.client.client import ClientOptions
 from setpoint.client.errors import (
     Conflict,
@@ -31,6 +32,7 @@ from setpoint.client.transport import Transport
 from setpoint.testing.waits import eventually
 from tests._support.proxies import Proxy
 from tests._support.raw_http import Raw, read_request
+from tests._support.virtual_time import RecordingClock, run_timers
 
 Handler = Callable[[web.Request], web.StreamResponse]
 
@@ -96,14 +98,15 @@ async def test_retries_429_honouring_retry_after(server: Scripted) -> None:
         ),
         lambda r: web.json_response({"kind": "ConfigMap", "metadata": {"name": "x"}}),
     ]
-    t = transport(server.url)
-    started = time.monotonic()
-    resp = await t.request("GET", "/api/v1/namespaces/d/configmaps/x")
-    elapsed = time.monotonic() - started
+    clock = RecordingClock()
+    t = transport(server.url, clock=clock)
+    task = asyncio.create_task(t.request("GET", "/api/v1/namespaces/d/configmaps/x"))
+    waited = await run_timers(clock, task)
     await t.close()
-    assert resp.body["metadata"]["name"] == "x"
+    assert task.result().body["metadata"]["name"] == "x"
     assert len(server.requests) == 2
-    assert elapsed >= 0.95, "Retry-After: 1 must be honoured"
+    assert 1.0 in clock.delays, "the retry waits Retry-After: 1 on the transport's clock"
+    assert waited >= 1.0
 
 
 async def test_throttling_without_retry_after_is_raised_typed(server: Scripted) -> None:
@@ -294,13 +297,13 @@ async def test_server_that_never_answers_times_out_naming_the_url(server: Script
         return web.json_response({})
 
     server.responses = [hang]
-    t = transport(server.url, request_timeout=0.5, connect_timeout=0.5)
-    started = time.monotonic()
+    clock = RecordingClock()
+    t = transport(server.url, request_timeout=0.5, connect_timeout=0.5, clock=clock)
+    started = clock.now()
     with pytest.raises(RequestTimeout) as info:
-        await t.request("GET", "/slow")
-    elapsed = time.monotonic() - started
+        await run_timers(clock, asyncio.create_task(t.request("GET", "/slow")))
     await t.close()
-    assert elapsed < 2.0
+    assert 0.5 <= clock.now() - started <= 0.5 + DEADLINE_TICK + 1e-6
     assert f"{server.url}/slow" in str(info.value)
 
 
@@ -309,13 +312,13 @@ async def test_closed_port_fails_fast_naming_the_server() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
-    t = transport(url, request_timeout=3.0, connect_timeout=1.0, max_retries=2)
-    started = time.monotonic()
+    clock = RecordingClock()
+    t = transport(url, request_timeout=3.0, connect_timeout=1.0, max_retries=2, clock=clock)
+    started = clock.now()
     with pytest.raises(ConnectionFailed) as info:
-        await t.request("GET", "/api")
-    elapsed = time.monotonic() - started
+        await run_timers(clock, asyncio.create_task(t.request("GET", "/api")))
     await t.close()
-    assert elapsed < 3.5
+    assert clock.now() - started < 0.2, "only the backoffs between attempts (0.01-0.05 s)"
     assert url in str(info.value)
     assert "3 attempts" in str(info.value)
 
