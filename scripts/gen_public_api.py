@@ -85,6 +85,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "Gone",
         "Invalid",
         "JsonPatch",
+        "Kind",
         "MergePatch",
         "NotFound",
         "Preconditions",
