@@ -63,7 +63,13 @@ from setpoint.observability.events import BroadcastRecorder, EventBroadcaster
 from setpoint.observability.metrics import Metrics, render
 from setpoint.observability.runtime import LoopLagMonitor, install_task_dump_signal, task_dump
 from setpoint.server.address import parse_bind_address
-from setpoint.server.http import HttpRequest, HttpResponse, HttpServer, HttpServerOptions
+from setpoint.server.http import (
+    SMALL_BODY_SIZE,
+    HttpRequest,
+    HttpResponse,
+    HttpServer,
+    HttpServerOptions,
+)
 from setpoint.server.tls import ServerTLS
 
 if TYPE_CHECKING:
@@ -233,18 +239,30 @@ class Manager:
                     "metrics-server",
                     metrics_at,
                     auth.wrap(self.serve_metrics),
-                    options=HttpServerOptions(tls=opts.metrics_tls or _self_signed_metrics_tls()),
+                    options=HttpServerOptions(
+                        tls=opts.metrics_tls or _self_signed_metrics_tls(),
+                        max_body_size=SMALL_BODY_SIZE,
+                    ),
                 )
             else:
                 self._metrics_server = opts.new_http_server(
-                    "metrics-server", metrics_at, self.serve_metrics
+                    "metrics-server",
+                    metrics_at,
+                    self.serve_metrics,
+                    options=HttpServerOptions(max_body_size=SMALL_BODY_SIZE),
                 )
             self.add(self._metrics_server)
         probes_at = parse_bind_address(
             opts.health_probe_bind_address, option="ManagerOptions.health_probe_bind_address"
         )
         if probes_at is not None:
-            self._probe_server = opts.new_http_server("probe-server", probes_at, self.serve_probes)
+            # Probes and scrapes are GETs: no body larger than a few KiB (issue 27, finding 1).
+            self._probe_server = opts.new_http_server(
+                "probe-server",
+                probes_at,
+                self.serve_probes,
+                options=HttpServerOptions(max_body_size=SMALL_BODY_SIZE),
+            )
             self.add(self._probe_server)
         self.loop_lag: LoopLagMonitor | None = None
         """The event loop lag monitor (``None`` when ``event_loop_lag_interval`` is)."""

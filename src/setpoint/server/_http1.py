@@ -1,7 +1,9 @@
-"""HTTP/1.1 on asyncio for :class:`~setpoint.server.http.Http1Server`: parsing, limits, timers.
+"""HTTP/1.1 on asyncio for :class:`~setpoint.server.http.Http1Server`: framing, limits, timers.
 
-One :class:`_Connection` per accepted TCP connection does everything the server promises,
-in one place and with no web framework underneath:
+Requests are parsed by llhttp (Node.js's HTTP/1.1 parser, fuzzed upstream; through
+``httptools``, as uvicorn does on the same ``asyncio.Protocol`` design), in its strict mode:
+no dangerous leniency is turned on (decision 0018). Everything around the parser is
+setpoint's own, and one :class:`_Connection` per accepted TCP connection does it:
 
 - it is counted by the :class:`ConnectionGuard` from accept (TLS handshake included) until
   it closes; beyond ``max_connections`` a new one is closed at once;
@@ -10,20 +12,32 @@ in one place and with no web framework underneath:
   within ``read_header_timeout`` (Go's ``ReadHeaderTimeout``); the headers of each later
   request on a kept-alive connection within ``idle_timeout`` of the previous answer (Go's
   ``IdleTimeout``); a body within ``body_timeout`` of its headers (408);
-- requests are parsed strictly (RFC 9112): a request line and each header line of at most
-  8,190 bytes, at most 100 headers and 64 KiB of them; no whitespace before a header's colon,
-  no folded lines, no control characters; ``Content-Length`` and ``Transfer-Encoding``
-  together, two different lengths, or a transfer coding other than ``chunked`` are refused
-  with 400 and the connection is closed (the classic request-smuggling ambiguities);
-- a body longer than ``max_body_size`` is refused with 413 before it is read (declared
-  length) or as soon as it grows past the limit (chunked), and the connection is closed;
+- llhttp refuses what RFC 9112 forbids (bare CR or LF, whitespace before a header's colon,
+  folded lines, control characters, ``Content-Length`` with ``Transfer-Encoding``, two
+  lengths, malformed chunks and trailers); on top of it the connection keeps the checks
+  llhttp does not make (:meth:`_Connection._start_message`): a request line and each header
+  line of at most 8,190 bytes, at most 100 headers and 64 KiB of them, exactly one space
+  between the request line's parts, no empty line before it, HTTP/1.0 or 1.1 only, one
+  ``Host`` (required on HTTP/1.1), no transfer coding but ``chunked`` and none on
+  HTTP/1.0, a chunk size of at most 16 hex digits; anything refused gets 400 (or its own
+  status) and the connection is closed;
+- a body longer than its path's limit (``body_limits``, else ``max_body_size``) is refused
+  with 413 before it is read (declared length) or before the chunk that would pass the
+  limit is read (chunked); a body that would take the bodies in flight on the whole server
+  past ``body_budget`` gets 503 at once; a body is held only as it arrives;
 - requests on one connection are answered one at a time, in order; while one is being
-  handled the connection stops reading (pipelined requests wait in the kernel's buffer).
+  handled the connection stops parsing (pipelined requests wait in a buffer, and in the
+  kernel's once that holds 256 KiB).
+
+The parser is fed in slices that end where a message's parts end (the head at its blank
+line, a declared body at its length, a chunk at its size), so the connection always knows
+where one request ends and the next begins, sees each request line and chunk size line as
+sent, and never lets llhttp run ahead into a request it has not yet decided to read.
 
 Why not aiohttp's server: its per-request machinery (request objects, multidicts, stream
 readers, response objects) cost about 0.35 ms of CPU per request on the webhook's hot path,
 more than the conversion itself; this module answers the same requests in a fraction of that
-(decision 0012, bench/conversion).
+(decisions 0012 and 0018, bench/conversion, bench/http_server.py).
 """
 
 from __future__ import annotations
@@ -38,11 +52,11 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, unquote, urlsplit
 
-if TYPE_CHECKING:
-    from setpoint.server.http import HttpRequest, HttpResponse
+import httptools
+
+from setpoint.server.http import HttpRequest, HttpResponse
 
 log = logging.getLogger("setpoint.server")
 
@@ -51,23 +65,17 @@ MAX_LINE = 8190
 MAX_HEADERS = 100
 """Most header lines in one request (Go's server allows more, but only up to 1 MiB of them)."""
 MAX_HEAD = 64 * 1024
-"""Most bytes from the request line to the blank line that ends the headers."""
+"""Most bytes from the request line to the blank line that ends the headers (and of a
+chunked body's trailers)."""
 
 _WARN_EVERY = 60.0
 """Seconds between two log lines about refused connections (an attack must not flood logs)."""
 
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-"""A header name or method (RFC 9110, 5.6.2)."""
-_BAD_IN_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
-"""What a header value or the request target may not hold."""
-_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
-_TOKEN_TEXT = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_BAD_IN_TEXT = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-_HEADER_LINE = re.compile(
-    r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([^\x00-\x08\x0a-\x1f\x7f]*?)[ \t]*"
-)
-"""``name: value`` (RFC 9112, 5): a token, a colon right after it, optional whitespace
-around a value without control characters (tab allowed)."""
+"""A header name (RFC 9110, 5.6.2): what an answer's header names must be."""
+_CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:;[^\r\n]*)?\r\n")
+"""A chunk size line: at most 16 hex digits (a 64-bit size; Go's limit too), no whitespace,
+then extensions (llhttp checks their syntax) and CRLF."""
 _DIGITS = re.compile(r"[0-9]{1,18}")
 
 
@@ -107,95 +115,6 @@ class Headers(Mapping[str, str]):
         return f"Headers({dict(self.items())!r})"
 
 
-class ParsedHead:
-    """The request line and headers of one request, checked."""
-
-    __slots__ = (
-        "chunked",
-        "close",
-        "content_length",
-        "expect_continue",
-        "headers",
-        "method",
-        "path",
-        "query",
-    )
-
-    def __init__(self, head: bytes) -> None:
-        # latin-1 maps every byte to one character: checks on the text are checks on bytes.
-        lines = head.decode("latin-1").split("\r\n")
-        if len(lines) - 1 > MAX_HEADERS:
-            raise RequestError(431, f"more than {MAX_HEADERS} header lines")
-        parts = lines[0].split(" ")
-        if len(parts) != 3:
-            raise RequestError(400, "malformed request line (expected: METHOD target HTTP/1.1)")
-        method, target, version = parts
-        if not _TOKEN_TEXT.fullmatch(method):
-            raise RequestError(400, "malformed request method")
-        if version not in {"HTTP/1.1", "HTTP/1.0"}:
-            if version.startswith("HTTP/"):
-                raise RequestError(505, "only HTTP/1.0 and HTTP/1.1 are served")
-            raise RequestError(400, "malformed request line (expected: METHOD target HTTP/1.1)")
-        if not target or _BAD_IN_TEXT.search(target) or "\t" in target:
-            raise RequestError(400, "malformed request target")
-        self.method = method
-        if target[0] == "/":
-            raw_path, _, raw_query = target.partition("?")
-        elif target.startswith(("http://", "https://")):  # absolute form (RFC 9112, 3.2.2)
-            split = urlsplit(target)
-            raw_path, raw_query = split.path or "/", split.query
-        elif target == "*" and method == "OPTIONS":
-            raw_path, raw_query = "*", ""
-        else:
-            raise RequestError(400, "malformed request target")
-        raw_path = raw_path.partition("#")[0]
-        self.path = unquote(raw_path) if "%" in raw_path else raw_path
-        self.query = _query(raw_query) if raw_query else {}
-        items: dict[str, tuple[str, str]] = {}
-        lengths: set[str] = set()
-        codings: list[str] = []
-        for line in lines[1:]:
-            if len(line) > MAX_LINE:
-                raise RequestError(431, f"a header line is longer than {MAX_LINE} bytes")
-            match = _HEADER_LINE.fullmatch(line)
-            if match is None:
-                # A name that is not a token, no colon, whitespace before the colon, a folded
-                # line (starts with whitespace), or a control character in the value.
-                raise RequestError(400, "malformed header line")
-            name, value = match.groups()
-            key = name.lower()
-            if key == "content-length":
-                lengths.update(v.strip() for v in value.split(","))
-            elif key == "transfer-encoding":
-                codings.extend(c.strip().lower() for c in value.split(",") if c.strip())
-            if key in items:
-                items[key] = (items[key][0], f"{items[key][1]}, {value}")
-            else:
-                items[key] = (name, value)
-        self.headers = Headers(items)
-        self.chunked = False
-        self.content_length = 0
-        if codings:
-            if lengths:
-                raise RequestError(400, "both Content-Length and Transfer-Encoding are set")
-            if codings != ["chunked"] or version == "HTTP/1.0":
-                raise RequestError(400, "only the chunked transfer coding is accepted")
-            self.chunked = True
-        elif lengths:
-            if len(lengths) != 1:
-                raise RequestError(400, "Content-Length values differ")
-            (length,) = lengths
-            if not _DIGITS.fullmatch(length):
-                raise RequestError(400, "Content-Length is not a non-negative integer")
-            self.content_length = int(length)
-        connection = items["connection"][1].lower() if "connection" in items else ""
-        if version == "HTTP/1.1":
-            self.close = "close" in connection
-        else:
-            self.close = "keep-alive" not in connection
-        self.expect_continue = "expect" in items and items["expect"][1].lower() == "100-continue"
-
-
 def _query(raw: str) -> dict[str, tuple[str, ...]]:
     """Every value of each query parameter; plain ``a=b&c`` without escapes split directly."""
     if "%" in raw or "+" in raw or ";" in raw:
@@ -208,24 +127,51 @@ def _query(raw: str) -> dict[str, tuple[str, ...]]:
     return query
 
 
+def _target(method: str, target: str) -> tuple[str, dict[str, tuple[str, ...]]]:
+    """The path and query of a request target (RFC 9112, 3.2), or :class:`RequestError`.
+
+    Origin form (``/a?b``), absolute form (``http://host/a?b``) and ``*`` for ``OPTIONS``;
+    not the authority form (``host:port``, only for ``CONNECT``, which is not served).
+    """
+    if target[:1] == "/":
+        raw_path, _, raw_query = target.partition("?")
+    elif target.startswith(("http://", "https://")):
+        split = urlsplit(target)
+        raw_path, raw_query = split.path or "/", split.query
+    elif target == "*" and method == "OPTIONS":
+        raw_path, raw_query = "*", ""
+    else:
+        raise RequestError(400, "malformed request target")
+    raw_path = raw_path.partition("#")[0]
+    path = unquote(raw_path) if "%" in raw_path else raw_path
+    return path, (_query(raw_query) if raw_query else {})
+
+
 class ConnectionGuard:
-    """Counts one server's connections and holds them to the cap.
+    """Counts one server's connections and request bodies, and holds them to their caps.
 
     Args:
         name: The server's name, for logs.
         max_connections: Open connections allowed at once.
+        body_budget: Bytes of request bodies held at once, across all connections.
 
     """
 
-    def __init__(self, name: str, *, max_connections: int) -> None:
+    def __init__(self, name: str, *, max_connections: int, body_budget: int) -> None:
         self.name = name
         self._max = max_connections
+        self.body_budget = body_budget
         self.open: set[_Connection] = set()
         """Connections accepted and not yet closed."""
         self.refused = 0
         """Connections closed at once because the server was at its cap."""
         self.timed_out = 0
         """Connections closed because a request's headers or body came too late."""
+        self.bodies = 0
+        """Bytes of request bodies reserved now (declared, or chunks announced), from their
+        headers until their answers are written."""
+        self.over_budget = 0
+        """Requests refused with 503 because their body would have passed the budget."""
         self._last_warning = 0.0
         self._none_open: asyncio.Event | None = None
 
@@ -241,6 +187,23 @@ class ConnectionGuard:
             return False
         self.open.add(connection)
         return True
+
+    def reserve(self, size: int) -> bool:
+        """Count ``size`` more bytes of bodies, or refuse (``False``) if that passes the budget."""
+        if self.bodies + size > self.body_budget:
+            self.over_budget += 1
+            self.warn(
+                f"{self.name} refused a request with 503: its body would take the bodies in "
+                f"flight past HttpServerOptions.body_budget={self.body_budget} bytes "
+                f"({self.over_budget} so far). Raise it if the clients are legitimate"
+            )
+            return False
+        self.bodies += size
+        return True
+
+    def release(self, size: int) -> None:
+        """``size`` bytes of bodies are no longer held."""
+        self.bodies -= size
 
     def forget(self, connection: _Connection) -> None:
         """``connection`` closed."""
@@ -276,8 +239,8 @@ class ConnectionGuard:
             log.warning("%s", message)
 
 
-Serve = Callable[["ParsedHead", bytes, "str | None"], Awaitable["HttpResponse"]]
-"""What a connection calls for each complete request: the head, the body, the peer address."""
+Serve = Callable[[HttpRequest], Awaitable[HttpResponse]]
+"""What a connection calls for each complete request."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -285,14 +248,16 @@ class ConnectionSettings:
     """What every connection of one server needs, gathered once."""
 
     guard: ConnectionGuard
-    """Counts the server's connections."""
+    """Counts the server's connections and bodies."""
     serve: Serve
     """Answers each complete request."""
     tls: Callable[[], ssl.SSLContext] | None
     """The current TLS context (called per connection, so a new certificate applies to new
     connections), or ``None`` for plain HTTP."""
     max_body: int
-    """Largest request body accepted, in bytes."""
+    """Largest request body accepted on a path without its own limit, in bytes."""
+    body_limits: Mapping[str, int]
+    """Exact path -> largest request body accepted on it, in bytes."""
     header_timeout: float
     """Seconds for the TLS handshake and the first request's headers."""
     idle_timeout: float
@@ -301,34 +266,43 @@ class ConnectionSettings:
     """Seconds a request's body may take after its headers."""
 
 
-_HEAD, _BODY, _CHUNKED, _HANDLING, _DRAINING, _CLOSED = range(6)
+# Connection states. Those below _HANDLING read a request: its head, a declared body, a
+# chunk size line, a chunk's data (and its CRLF), the trailers after the last chunk.
+_HEAD, _BODY, _CHUNK_SIZE, _CHUNK_DATA, _TRAILERS, _HANDLING, _DRAINING, _CLOSED = range(8)
 
 _LINGER = 2.0
 """Seconds a refused request's unread body is still read and dropped before the connection
 closes, so that the client, still sending, gets to read the refusal (a close while it sends
-would reset the connection and lose the answer; Go's server drains up to 256 KiB)."""
+would reset the connection and lose the answer; Go's server drains too). Nothing read while
+lingering is kept."""
 _LINGER_BYTES = 64 * 1024 * 1024
 """Most bytes dropped while lingering."""
 
 _HIGH_WATER = 256 * 1024
 """Bytes of pipelined requests buffered while one is handled before the connection stops reading."""
 
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
 
 class _Connection(asyncio.Protocol):
-    """One accepted TCP connection speaking HTTP/1.1 (module docstring)."""
+    """One accepted TCP connection speaking HTTP/1.1 (module docstring).
+
+    It is also the llhttp parser's callback object (``on_url``, ``on_header``, ...): the
+    callbacks only record what the parser saw; every decision is taken between two slices
+    fed to the parser, in :meth:`_consume`.
+    """
 
     def __init__(self, settings: ConnectionSettings) -> None:
         self._s = settings
+        self._parser = httptools.HttpRequestParser(self)
         self._transport: asyncio.Transport | None = None
         self._handshake: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._deadline: float | None = None
         self._deadline_kind = "head"
         self._buffer = bytearray()
+        self._scanned = 0
         self._state = _HEAD
-        self._head: ParsedHead | None = None
-        self._chunks: list[bytes] = []
-        self._chunked_size = 0
         self._remote: str | None = None
         self._secure = False
         self._handshaking = False
@@ -339,11 +313,69 @@ class _Connection(asyncio.Protocol):
         self._drained = 0
         self._drain_limit = 0
         self._task: asyncio.Task[None] | None = None
+        self._reserved = 0
+        self._reset_message()
+
+    def _reset_message(self) -> None:
+        """Forget the request just answered (or refused): the next one starts clean."""
+        self._url = b""
+        self._fields: list[tuple[bytes, bytes]] = []
+        self._chunks: list[bytes] = []
+        self._headers_done = False
+        self._message_done = False
+        self._chunk_started = False
+        self._chunk_ended = False
+        self._upgrade = False
+        self._keep_alive = False
+        self._version = ""
+        self._method = ""
+        self._head: tuple[str, str, dict[str, tuple[str, ...]], Headers] | None = None
+        self._close_after = False
+        self._limit = 0
+        self._body_size = 0
+        self._left = 0
+        self._trailer_bytes = 0
+        self._trailer_lines = 0
 
     @property
     def handling(self) -> bool:
         """Whether a request is being handled now."""
         return self._state == _HANDLING
+
+    # -- llhttp callbacks: record only ---------------------------------------------------------
+
+    def on_url(self, url: bytes) -> None:
+        """llhttp: (a piece of) the request target."""
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        """llhttp: one header field (or a trailer field, which is ignored)."""
+        if not self._headers_done:
+            self._fields.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        """llhttp: the head is complete; read what only the parser knows now."""
+        self._headers_done = True
+        parser = self._parser
+        self._keep_alive = parser.should_keep_alive()
+        self._version = parser.get_http_version()
+        self._method = parser.get_method().decode("ascii")
+
+    def on_body(self, body: bytes) -> None:
+        """llhttp: a piece of the body, held as it arrives."""
+        self._chunks.append(body)
+
+    def on_message_complete(self) -> None:
+        """llhttp: the request is complete."""
+        self._message_done = True
+
+    def on_chunk_header(self) -> None:
+        """llhttp: a chunk size line was read."""
+        self._chunk_started = True
+
+    def on_chunk_complete(self) -> None:
+        """llhttp: a chunk's data and its CRLF were read."""
+        self._chunk_ended = True
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -367,31 +399,47 @@ class _Connection(asyncio.Protocol):
             self._handshake = loop.create_task(self._start_tls(self._s.tls()))
 
     def data_received(self, data: bytes) -> None:
+        state = self._state
+        if state >= _DRAINING:
+            if state == _DRAINING:
+                self._drop(len(data))
+            return
+        if self._buffer or state == _HANDLING or self._handshaking:
+            self._buffer += data
+            if state == _HANDLING and len(self._buffer) > _HIGH_WATER and not self._paused:
+                # A client pipelining far ahead: stop reading until this answer is out.
+                self._paused = True
+                if self._transport is not None:
+                    self._transport.pause_reading()
+            # During a TLS handshake, the first request can be decrypted before start_tls()
+            # returns the TLS transport: keep it until then.
+            if state != _HANDLING and not self._handshaking:
+                self._advance()
+            return
+        used = self._consume(data)  # the common case: nothing buffered, parse in place
         if self._state >= _DRAINING:
             if self._state == _DRAINING:
-                self._drained += len(data)
-                if self._drained >= self._drain_limit:
-                    self._close()
-            return
-        self._buffer += data
-        if self._state == _HANDLING and len(self._buffer) > _HIGH_WATER and not self._paused:
-            # A client pipelining far ahead: stop reading until this answer is out.
-            self._paused = True
-            if self._transport is not None:
-                self._transport.pause_reading()
-        # During a TLS handshake, the first request can be decrypted before start_tls()
-        # returns the TLS transport: keep it until then.
-        if self._state != _HANDLING and not self._handshaking:
-            self._advance()
+                self._drop(len(data) - used)
+        elif used < len(data):
+            self._buffer += memoryview(data)[used:]
+            if self._state == _HANDLING and len(self._buffer) > _HIGH_WATER:
+                self._paused = True
+                if self._transport is not None:
+                    self._transport.pause_reading()
 
     def eof_received(self) -> bool | None:
         # A client that half-closes after sending its requests still gets the answers; then
         # the connection closes (see _answer).
         self._eof = True
-        if self._state != _HANDLING:
-            if self._state in (_HEAD, _BODY, _CHUNKED) and self._buffer:
+        if self._state == _DRAINING:
+            self._close()  # the refused body will not come: nothing left to drop
+            return None
+        if self._state < _HANDLING:
+            if self._buffer:
                 self._advance()  # a complete request may be buffered behind a handled one
-            if self._state != _HANDLING:
+            if self._state == _HEAD and self._buffer:
+                self._judge_incomplete_head()
+            if self._state < _HANDLING:
                 self._close()
                 return None
         return None if self._secure else True
@@ -399,6 +447,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._state = _CLOSED
         self._stop_timer()
+        self._release()
         if self._handshake is not None and not self._handshake.done():
             self._handshake.cancel()
         self._s.guard.forget(self)
@@ -409,6 +458,7 @@ class _Connection(asyncio.Protocol):
         """Close now, dropping anything buffered and cancelling a handler in flight."""
         self._state = _CLOSED
         self._stop_timer()
+        self._release()
         if self._handshake is not None:
             self._handshake.cancel()
         if self._task is not None:
@@ -462,125 +512,262 @@ class _Connection(asyncio.Protocol):
     # -- parsing -----------------------------------------------------------------------------
 
     def _advance(self) -> None:
-        """Parse what is buffered; start handling a request once one is complete."""
+        """Parse what is buffered (see :meth:`_consume`) and drop what was parsed."""
+        buffer = self._buffer
+        used = self._consume(buffer)
+        if self._state >= _DRAINING:
+            if self._state == _DRAINING:
+                self._drop(len(buffer) - used)
+            buffer.clear()
+        elif used:
+            del buffer[:used]
+
+    def _consume(self, data: bytes | bytearray) -> int:
+        """Feed llhttp up to the end of the next complete request; return the bytes used.
+
+        A complete request starts being handled; the rest of ``data`` waits for more bytes,
+        or for the answer.
+
+        Each slice fed ends where a part of the message ends: the head at its blank line,
+        a declared body at its length, a chunk size line at its LF, a chunk at its CRLF, a
+        trailer line at its LF. A refused request is answered here (``RequestError``).
+        """
+        pos = 0
+        end = len(data)
         try:
-            if self._state == _HEAD and not self._read_head():
-                return
-            if self._state == _BODY:
-                head = self._head
-                assert head is not None
-                if len(self._buffer) < head.content_length:
-                    return
-                body = bytes(self._buffer[: head.content_length])
-                del self._buffer[: head.content_length]
-            elif self._state == _CHUNKED:
-                chunked = self._read_chunks()
-                if chunked is None:
-                    return
-                body = chunked
-            else:
-                return
+            with memoryview(data) as view:
+                while pos < end and self._state < _HANDLING:
+                    state = self._state
+                    if state == _HEAD:
+                        size = self._head_size(data, pos)
+                        if not size:
+                            break
+                        self._feed(view[pos : pos + size])
+                        pos += size  # a refusal now drains only what follows the head
+                        self._start_message(end - pos)
+                    elif state == _BODY:
+                        take = min(self._left, end - pos)
+                        self._feed(view[pos : pos + take])
+                        pos += take
+                        self._left -= take
+                        if not self._left and not self._message_done:
+                            raise RequestError(400, "malformed request body")
+                    elif state == _CHUNK_DATA:
+                        take = min(self._left, end - pos)
+                        self._feed(view[pos : pos + take])
+                        pos += take
+                        self._left -= take
+                        if not self._left:
+                            if not self._chunk_ended:
+                                raise RequestError(400, "malformed chunk")
+                            self._state = _CHUNK_SIZE
+                    else:
+                        line_end = data.find(b"\n", pos, pos + MAX_LINE + 2)
+                        if line_end < 0:
+                            if end - pos > MAX_LINE:
+                                raise RequestError(
+                                    431 if state == _TRAILERS else 400,
+                                    "a chunk size or trailer line is too long",
+                                )
+                            break
+                        if state == _CHUNK_SIZE:
+                            self._start_chunk(data, pos, line_end + 1)
+                        else:
+                            self._trailer_bytes += line_end + 1 - pos
+                            self._trailer_lines += 1
+                            if self._trailer_bytes > MAX_HEAD or self._trailer_lines > MAX_HEADERS:
+                                raise RequestError(431, "chunked trailers too large")
+                        self._feed(view[pos : line_end + 1])
+                        pos = line_end + 1
+                        if state == _CHUNK_SIZE:
+                            self._chunk_fed()
+                    if self._message_done:
+                        self._handle()
         except RequestError as exc:
             self._refuse(exc.status, exc.reason, unread=self._unread_body())
-            return
-        self._handle(body)
+        return pos
 
-    def _read_head(self) -> bool:
-        buffer = self._buffer
-        end = buffer.find(b"\r\n\r\n")
-        if end < 0:
-            if len(buffer) > MAX_HEAD:
+    def _feed(self, piece: memoryview) -> None:
+        """Give ``piece`` to llhttp; its refusals become :class:`RequestError`."""
+        try:
+            self._parser.feed_data(piece)
+        except httptools.HttpParserUpgrade:
+            # "Connection: upgrade" (or CONNECT): llhttp stops after the head, taking any
+            # body for the new protocol's. Nothing is upgraded here; _start_message decides.
+            self._upgrade = True
+        except httptools.HttpParserError as exc:
+            reason = str(exc) or type(exc).__name__
+            status = 505 if "HTTP version" in reason else 400
+            raise RequestError(status, f"malformed request: {reason}") from None
+
+    def _head_size(self, data: bytes | bytearray, pos: int) -> int:
+        """Length of the complete head at ``pos`` (request line to blank line), or 0.
+
+        0 while the head is incomplete; heads over the limits are refused before they are
+        parsed.
+        """
+        if data[pos] in b"\r\n":
+            raise RequestError(400, "malformed request: an empty line before the request line")
+        blank = data.find(b"\r\n\r\n", pos + self._scanned, pos + MAX_HEAD + 1)
+        if blank < 0:
+            if len(data) - pos > MAX_HEAD:
                 raise RequestError(431, f"request headers larger than {MAX_HEAD} bytes")
-            first = buffer.find(b"\r\n")
-            if (first < 0 and len(buffer) > MAX_LINE) or first > MAX_LINE:
+            if data.find(b"\r\n", pos, pos + MAX_LINE + 2) < 0 and len(data) - pos > MAX_LINE:
                 raise RequestError(414, f"request line longer than {MAX_LINE} bytes")
-            return False
-        if end > MAX_HEAD:
+            self._scanned = max(0, len(data) - pos - 3)
+            return 0
+        self._scanned = 0
+        size = blank + 4 - pos
+        if size > MAX_HEAD:
             raise RequestError(431, f"request headers larger than {MAX_HEAD} bytes")
-        if buffer.find(b"\r\n", 0, end + 2) > MAX_LINE:
+        line_end = data.find(b"\r\n", pos, blank + 2)
+        if line_end - pos > MAX_LINE:
             raise RequestError(414, f"request line longer than {MAX_LINE} bytes")
-        head = ParsedHead(bytes(buffer[:end]))
-        del buffer[: end + 4]
-        self._head = head
-        self._cancel_timer()  # the header deadline (first request) or the idle one
-        if head.content_length > self._s.max_body:
-            self._state = _BODY  # its body is on the way: _refuse() drains it
-            raise RequestError(413, f"request body larger than {self._s.max_body} bytes")
-        if head.chunked:
-            self._state = _CHUNKED
-            self._chunks = []
-            self._chunked_size = 0
-        else:
-            self._state = _BODY
-        if head.chunked or len(buffer) < head.content_length:
-            if head.expect_continue and self._transport is not None:
-                self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            self._set_timer(self._s.body_timeout, kind="body")
-        return True
+        if data.count(b" ", pos, line_end) != 2:
+            raise RequestError(400, "malformed request line (expected: METHOD target HTTP/1.1)")
+        if data.count(b"\r\n", line_end, blank) > MAX_HEADERS:
+            raise RequestError(431, f"more than {MAX_HEADERS} header lines")
+        if size > MAX_LINE and max(map(len, bytes(data[line_end:blank]).split(b"\r\n"))) > MAX_LINE:
+            raise RequestError(431, f"a header line is longer than {MAX_LINE} bytes")
+        return size
 
-    def _read_chunks(self) -> bytes | None:
-        """The whole chunked body once its last chunk is in, else ``None`` (RFC 9112, 7.1)."""
-        buffer = self._buffer
-        while True:
-            line_end = buffer.find(b"\r\n")
-            if line_end < 0:
-                if len(buffer) > MAX_LINE:
-                    raise RequestError(400, "malformed chunk size line")
-                return None
-            size_text = bytes(buffer[:line_end]).partition(b";")[0].strip(b" \t")
-            if not _CHUNK_SIZE.fullmatch(size_text):
-                raise RequestError(400, "malformed chunk size line")
-            size = int(size_text, 16)
-            if size == 0:
-                trailers_end = buffer.find(b"\r\n\r\n", line_end)
-                if trailers_end == line_end:  # no trailers: "0\r\n\r\n"
-                    del buffer[: line_end + 4]
-                    return b"".join(self._chunks)
-                if trailers_end < 0:
-                    if len(buffer) > MAX_HEAD:
-                        raise RequestError(431, "chunked trailers too large")
-                    return None
-                del buffer[: trailers_end + 4]  # trailers are read and ignored
-                return b"".join(self._chunks)
-            if self._chunked_size + size > self._s.max_body:
-                raise RequestError(413, f"request body larger than {self._s.max_body} bytes")
-            start = line_end + 2
-            if len(buffer) < start + size + 2:
-                return None
-            if buffer[start + size : start + size + 2] != b"\r\n":
-                raise RequestError(400, "a chunk is not followed by CRLF")
-            self._chunks.append(bytes(buffer[start : start + size]))
-            self._chunked_size += size
-            del buffer[: start + size + 2]
+    def _start_message(self, available: int) -> None:
+        """The head was parsed: the checks llhttp does not make, then how to read the body.
+
+        ``available``: bytes already received after the head.
+        """
+        if not self._headers_done:
+            raise RequestError(400, "malformed request head")
+        self._cancel_timer()  # the header deadline (first request) or the idle one
+        version = self._version
+        if version not in {"1.1", "1.0"}:
+            raise RequestError(505, "only HTTP/1.0 and HTTP/1.1 are served")
+        method = self._method
+        target = self._url.decode("latin-1")
+        path, query = _target(method, target)
+        items: dict[str, tuple[str, str]] = {}
+        hosts = 0
+        length = ""
+        chunked = False
+        for raw_name, raw_value in self._fields:
+            name = raw_name.decode("latin-1")
+            value = raw_value.decode("latin-1").rstrip(" \t")
+            key = name.lower()
+            if key in items:
+                items[key] = (items[key][0], f"{items[key][1]}, {value}")
+            else:
+                items[key] = (name, value)
+            if key == "host":
+                hosts += 1
+            elif key == "content-length":
+                length = value
+            elif key == "transfer-encoding":
+                # llhttp takes any codings that end in chunked; only chunked alone is served.
+                if value.lower() != "chunked" or chunked:
+                    raise RequestError(400, "only the chunked transfer coding is accepted")
+                chunked = True
+        if hosts != 1 and (hosts or version == "1.1"):
+            raise RequestError(400, "a request needs exactly one Host header (HTTP/1.1)")
+        if chunked and (length or version == "1.0"):
+            raise RequestError(400, "Transfer-Encoding with Content-Length, or on HTTP/1.0")
+        if length and not _DIGITS.fullmatch(length):
+            raise RequestError(400, "Content-Length is not a non-negative integer")
+        declared = int(length) if length else 0
+        if self._upgrade and (chunked or declared):
+            raise RequestError(400, "a request asking to upgrade the connection has a body")
+        self._limit = limit = self._s.body_limits.get(path, self._s.max_body)
+        self._close_after = self._upgrade or version == "1.0" or not self._keep_alive
+        self._head = (method, path, query, Headers(items))
+        if declared:
+            self._state = _BODY
+            self._left = declared
+            if declared > limit:
+                raise _too_large(limit, path)
+            if not self._s.guard.reserve(declared):
+                raise _over_budget(self._s.guard.body_budget)
+            self._reserved += declared
+        elif chunked:
+            self._state = _CHUNK_SIZE
+        elif not self._message_done:
+            raise RequestError(400, "malformed request head")
+        if self._state != _HEAD and (chunked or available < declared):
+            expect = items.get("expect")
+            if expect is not None and expect[1].lower() == "100-continue":
+                assert self._transport is not None
+                self._transport.write(_CONTINUE)
+            self._set_timer(self._s.body_timeout, kind="body")
+
+    def _start_chunk(self, data: bytes | bytearray, start: int, stop: int) -> None:
+        """A chunk size line (LF included) is buffered: check it and count the chunk."""
+        match = _CHUNK_LINE.fullmatch(data, start, stop)
+        if match is None:
+            raise RequestError(400, "malformed chunk size line")
+        size = int(match[1], 16)
+        self._chunk_started = self._chunk_ended = False
+        if size:
+            self._body_size += size
+            if self._body_size > self._limit:
+                self._left = size + 2
+                raise _too_large(self._limit, self._head[1] if self._head else "")
+            if not self._s.guard.reserve(size):
+                raise _over_budget(self._s.guard.body_budget)
+            self._reserved += size
+            self._left = size + 2  # its data, then CRLF
+        else:
+            self._left = 0
+
+    def _chunk_fed(self) -> None:
+        """A chunk size line was fed: llhttp must agree that a chunk starts."""
+        if not self._chunk_started:
+            raise RequestError(400, "malformed chunk size line")
+        self._state = _CHUNK_DATA if self._left else _TRAILERS
+
+    def _judge_incomplete_head(self) -> None:
+        """The client half-closed in the middle of a head: 400 if it is malformed already.
+
+        Else the connection just closes (a request cut short).
+        """
+        try:
+            with memoryview(self._buffer) as view:
+                self._feed(view)
+        except RequestError as exc:
+            self._refuse(exc.status, exc.reason)
+        self._buffer.clear()
 
     # -- answering ---------------------------------------------------------------------------
 
-    def _handle(self, body: bytes) -> None:
+    def _handle(self) -> None:
         head = self._head
-        assert head is not None and self._transport is not None
+        if head is None:  # llhttp ended a message whose head was not checked
+            raise RequestError(400, "malformed request")
+        chunks = self._chunks
+        body = (chunks[0] if len(chunks) == 1 else b"".join(chunks)) if chunks else b""
+        self._chunks = []
+        request = HttpRequest(*head, body, self._remote)
         self._cancel_timer()
         self._state = _HANDLING
-        self._task = asyncio.get_running_loop().create_task(self._answer(head, body))
+        self._task = asyncio.get_running_loop().create_task(self._answer(request))
 
-    async def _answer(self, head: ParsedHead, body: bytes) -> None:
+    async def _answer(self, request: HttpRequest) -> None:
         try:
-            response = await self._s.serve(head, body, self._remote)
+            response = await self._s.serve(request)
         except Exception:  # the server's serve() answers 500 itself; this is a last resort
-            log.exception("%s failed to answer %s %s", self._s.guard.name, head.method, head.path)
-            from setpoint.server.http import HttpResponse
-
+            log.exception(
+                "%s failed to answer %s %s", self._s.guard.name, request.method, request.path
+            )
             response = HttpResponse.text(500, "internal server error\n")
         self._task = None
         self._served += 1
         if self._state == _CLOSED:
             return
-        close = head.close or self._stopping
-        self._write(head.method, response.status, response, close=close)
+        close = self._close_after or self._stopping
+        self._write(request.method, response.status, response, close=close)
+        self._release()
         if close:
             self._close()
             return
         self._state = _HEAD
-        self._head = None
+        self._reset_message()
         if self._paused and self._transport is not None:
             self._paused = False
             self._transport.resume_reading()
@@ -588,6 +775,8 @@ class _Connection(asyncio.Protocol):
             self._advance()
         if self._state == _HEAD:
             if self._eof:
+                if self._buffer:
+                    self._judge_incomplete_head()
                 self._close()  # the client sent all it will send, and has every answer
                 return
             self._set_timer(self._s.idle_timeout)
@@ -623,32 +812,46 @@ class _Connection(asyncio.Protocol):
         """Answer a request the server will not hand to its handler, and close.
 
         ``unread``: bytes of its body still on the way (-1: unknown). They are read and
-        dropped for up to ``_LINGER`` seconds first, so the client can read the answer.
+        dropped (never kept) for up to ``_LINGER`` seconds first, so the client can read the
+        answer. What the caller had buffered is dropped by the caller.
         """
-        from setpoint.server.http import HttpResponse
-
-        self._write("GET", status, HttpResponse.text(status, reason + "\n"), close=True)
+        headers = {"Retry-After": "1"} if status == 503 else {}
+        response = HttpResponse(status, (reason + "\n").encode(), headers=headers)
+        self._write("GET", status, response, close=True)
+        self._release()
+        self._chunks = []
         if unread == 0:
             self._close()
             return
         self._state = _DRAINING
-        self._buffer.clear()
         self._drained = 0
         self._drain_limit = _LINGER_BYTES if unread < 0 else min(unread, _LINGER_BYTES)
         self._set_timer(_LINGER, kind="drain")
 
+    def _drop(self, size: int) -> None:
+        """``size`` more bytes of a refused body were read while lingering."""
+        self._drained += size
+        if self._drained >= self._drain_limit:
+            self._close()
+
     def _unread_body(self) -> int:
         """Bytes of the current request's body not yet received (-1: unknown)."""
-        head = self._head
-        if self._state == _BODY and head is not None:
-            return max(0, head.content_length - len(self._buffer))
-        if self._state == _CHUNKED:
+        if self._state == _BODY:
+            return self._left
+        if self._state in (_CHUNK_SIZE, _CHUNK_DATA, _TRAILERS):
             return -1
         return 0
+
+    def _release(self) -> None:
+        """Give the body bytes this connection reserved back to the server's budget."""
+        if self._reserved:
+            self._s.guard.release(self._reserved)
+            self._reserved = 0
 
     def _close(self) -> None:
         self._state = _CLOSED
         self._stop_timer()
+        self._release()
         if self._transport is not None:
             self._transport.close()
 
@@ -709,10 +912,27 @@ class _Connection(asyncio.Protocol):
         self.abort()
 
     def _body_too_late(self) -> None:
-        if self._state not in (_BODY, _CHUNKED):
+        if self._state not in (_BODY, _CHUNK_SIZE, _CHUNK_DATA, _TRAILERS):
             return
         self._s.guard.timed_out += 1
+        self._buffer.clear()
         self._refuse(408, "request body not received in time", unread=self._unread_body())
+
+
+def _too_large(limit: int, path: str) -> RequestError:
+    return RequestError(
+        413,
+        f"request body larger than {limit} bytes, the limit on {path} (HttpServerOptions."
+        "body_limits, else max_body_size)",
+    )
+
+
+def _over_budget(budget: int) -> RequestError:
+    return RequestError(
+        503,
+        f"the server holds too many request bodies at once (HttpServerOptions.body_budget="
+        f"{budget} bytes); retry later",
+    )
 
 
 def _unsafe_header(name: str, value: str) -> bool:
@@ -742,10 +962,3 @@ _http_date = _DateHeader()
 def new_connection(settings: ConnectionSettings) -> Callable[[], asyncio.Protocol]:
     """The protocol factory for ``loop.create_server``: one connection per accept."""
     return lambda: _Connection(settings)
-
-
-def request_from(head: ParsedHead, body: bytes, remote: str | None) -> HttpRequest:
-    """The :class:`HttpRequest` endpoints see."""
-    from setpoint.server.http import HttpRequest
-
-    return HttpRequest(head.method, head.path, head.query, head.headers, body, remote)

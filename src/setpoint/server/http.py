@@ -45,7 +45,7 @@ from setpoint.server.address import BindAddress
 from setpoint.server.tls import ServerTLS
 
 if TYPE_CHECKING:
-    from setpoint.server._http1 import ConnectionGuard, ParsedHead
+    from setpoint.server._http1 import ConnectionGuard
 
 __all__ = [
     "BODY_BUDGET",
@@ -133,9 +133,9 @@ class HttpServer(Runnable, Protocol):
 class HttpServerFactory(Protocol):
     """Builds a server from ``(name, bind address, handler)`` and optional ``options``.
 
-    ``ManagerOptions.new_http_server``; :class:`Http1Server` is the default. ``options``
-    is passed only when the manager needs more than plain HTTP with the defaults (HTTPS
-    for secure metrics).
+    ``ManagerOptions.new_http_server``; :class:`Http1Server` is the default. The manager
+    passes ``options`` for its probe and metrics servers: a small body limit
+    (:data:`SMALL_BODY_SIZE`), and HTTPS for secure metrics.
     """
 
     def __call__(
@@ -335,12 +335,15 @@ class Http1Server:
 
         options = self._options
         tls = options.tls
-        guard = ConnectionGuard(self._name, max_connections=options.max_connections)
+        guard = ConnectionGuard(
+            self._name, max_connections=options.max_connections, body_budget=options.body_budget
+        )
         settings = ConnectionSettings(
             guard=guard,
             serve=self._serve,
             tls=(lambda: tls.context) if tls is not None else None,
             max_body=options.max_body_size,
+            body_limits=options.body_limits,
             header_timeout=options.read_header_timeout,
             idle_timeout=options.idle_timeout,
             body_timeout=options.body_timeout,
@@ -396,8 +399,16 @@ class Http1Server:
         """Always ``None``: the server has no background work of its own that can die."""
         return None
 
-    async def _serve(self, head: ParsedHead, body: bytes, remote: str | None) -> HttpResponse:
-        request = HttpRequest(head.method, head.path, head.query, head.headers, body, remote)
+    @property
+    def body_bytes_in_flight(self) -> int:
+        """Bytes of request bodies the server holds now (0 when not serving).
+
+        Counted against :attr:`HttpServerOptions.body_budget`: declared bodies from their
+        headers, chunked ones chunk by chunk, each until its answer is written.
+        """
+        return self._guard.bodies if self._guard is not None else 0
+
+    async def _serve(self, request: HttpRequest) -> HttpResponse:
         try:
             return await self._handler(request)
         except Exception:

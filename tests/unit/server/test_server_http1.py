@@ -13,7 +13,7 @@ import re
 import pytest
 
 from setpoint.server import BindAddress, Http1Server, HttpRequest, HttpResponse, HttpServerOptions
-from setpoint.server._http1 import MAX_HEADERS, MAX_LINE, Headers, ParsedHead, RequestError
+from setpoint.server._http1 import MAX_HEADERS, MAX_LINE
 
 LOCAL = BindAddress("127.0.0.1", 0)
 
@@ -101,24 +101,28 @@ async def test_a_chunked_body_is_reassembled() -> None:
     ("raw", "status"),
     [
         # request smuggling: both framings, two lengths, an unknown coding, a bad length
-        (b"POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
-        (b"POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400),
-        (b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 400),
-        (b"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400),
-        (b"POST / HTTP/1.1\r\nContent-Length: 0x10\r\n\r\n", 400),
+        (
+            b"POST / HTTP/1.1\r\nHost: h\r\n"
+            b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+            400,
+        ),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0x10\r\n\r\n", 400),
         # whitespace before the colon, a folded line, a control character
         (b"GET / HTTP/1.1\r\nHost : h\r\n\r\n", 400),
-        (b"GET / HTTP/1.1\r\nX-A: 1\r\n folded\r\n\r\n", 400),
-        (b"GET / HTTP/1.1\r\nX-A: 1\x00\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n folded\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\x00\r\n\r\n", 400),
         # the request line
         (b"GET /\r\n\r\n", 400),
         (b"GET  / HTTP/1.1\r\n\r\n", 400),
         (b"G(T / HTTP/1.1\r\n\r\n", 400),
         (b"GET / HTTP/2.0\r\n\r\n", 505),
-        (b"GET nohost HTTP/1.1\r\n\r\n", 400),
+        (b"GET nohost HTTP/1.1\r\nHost: h\r\n\r\n", 400),
         # a bad chunk
-        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
-        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n", 400),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n", 400),
     ],
 )
 async def test_malformed_requests_get_an_error_and_a_close(raw: bytes, status: int) -> None:
@@ -137,9 +141,12 @@ async def test_limits_on_lines_headers_and_bodies() -> None:
     many = b"".join(b"X-%d: 1\r\n" % i for i in range(MAX_HEADERS + 1))
     assert statuses(await exchange(b"GET / HTTP/1.1\r\n" + many + b"\r\n")) == [431]
     small = HttpServerOptions(max_body_size=10)
-    declared = b"POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n" + b"x" * 11
+    declared = b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\n" + b"x" * 11
     assert statuses(await exchange(declared, options=small)) == [413]
-    chunked = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nabcdef\r\n6\r\nabcdef\r\n"
+    chunked = (
+        b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"6\r\nabcdef\r\n6\r\nabcdef\r\n"
+    )
     assert statuses(await exchange(chunked, options=small)) == [413]
 
 
@@ -150,7 +157,9 @@ async def test_expect_100_continue_and_head_and_http_1_0() -> None:
     try:
         assert server.address is not None
         reader, writer = await asyncio.open_connection(*server.address)
-        writer.write(b"POST /e HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+        writer.write(
+            b"POST /e HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n"
+        )
         async with asyncio.timeout(10):
             assert await reader.readuntil(b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
             writer.write(b"ok")
@@ -158,7 +167,7 @@ async def test_expect_100_continue_and_head_and_http_1_0() -> None:
             assert head.startswith(b"HTTP/1.1 200")
             length = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
             await reader.readexactly(length)
-            writer.write(b"HEAD /h HTTP/1.1\r\n\r\n")
+            writer.write(b"HEAD /h HTTP/1.1\r\nHost: h\r\n\r\n")
             head = await reader.readuntil(b"\r\n\r\n")
             assert head.startswith(b"HTTP/1.1 200") and b"Content-Length: " in head
             writer.write(b"GET /old HTTP/1.0\r\n\r\n")
@@ -177,7 +186,7 @@ async def test_a_refused_body_is_drained_so_the_client_reads_the_refusal() -> No
         assert server.address is not None
         reader, writer = await asyncio.open_connection(*server.address)
         size = 4 * 1024 * 1024
-        writer.write(b"POST / HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % size)
+        writer.write(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n" % size)
         writer.write(b"x" * size)
         async with asyncio.timeout(10):
             await writer.drain()
@@ -202,7 +211,7 @@ async def test_stop_lets_a_request_in_flight_finish() -> None:
     assert server.address is not None
     idle_reader, idle_writer = await asyncio.open_connection(*server.address)
     reader, writer = await asyncio.open_connection(*server.address)
-    writer.write(b"GET / HTTP/1.1\r\n\r\n")
+    writer.write(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
     await writer.drain()
     async with asyncio.timeout(10):
         await entered.wait()
@@ -219,13 +228,65 @@ async def test_stop_lets_a_request_in_flight_finish() -> None:
     writer.close()
 
 
-def test_headers_are_case_insensitive_and_repeated_values_join() -> None:
-    """Headers: any case finds a header; a repeated one reads as its values joined."""
-    head = ParsedHead(b"GET / HTTP/1.1\r\nX-Many: a\r\nx-many: b\r\nContent-Type: t")
-    assert isinstance(head.headers, Headers)
-    assert head.headers["x-many"] == head.headers["X-MANY"] == "a, b"
-    assert "content-type" in head.headers
-    assert dict(head.headers) == {"X-Many": "a, b", "Content-Type": "t"}
-    with pytest.raises(RequestError) as caught:
-        ParsedHead(b"GET / HTTP/1.1\r\nBad Name: x")
-    assert caught.value.status == 400
+async def test_headers_are_case_insensitive_and_repeated_values_join() -> None:
+    """The handler's headers: any case finds a header; a repeated one reads as its values
+    joined; trailing whitespace is not part of a value."""
+    seen: list[HttpRequest] = []
+
+    async def record(request: HttpRequest) -> HttpResponse:
+        seen.append(request)
+        return HttpResponse.text(200, "ok")
+
+    server = Http1Server("test-server", LOCAL, record)
+    await server.start()
+    try:
+        assert server.address is not None
+        reader, writer = await asyncio.open_connection(*server.address)
+        writer.write(
+            b"GET / HTTP/1.1\r\nHost: h\r\nX-Many: a\r\nx-many:  b \t\r\n"
+            b"Content-Type: t\r\nConnection: close\r\n\r\n"
+        )
+        async with asyncio.timeout(10):
+            assert statuses(await reader.read()) == [200]
+        writer.close()
+    finally:
+        await server.stop(1.0)
+    [request] = seen
+    headers = request.headers
+    assert headers["x-many"] == headers["X-MANY"] == "a, b"
+    assert "content-type" in headers and "nope" not in headers
+    assert dict(headers) == {
+        "Host": "h",
+        "X-Many": "a, b",
+        "Content-Type": "t",
+        "Connection": "close",
+    }
+
+
+CHUNKED = b"POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+PROBE = b"GET /probe HTTP/1.1\r\nHost: h\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(CHUNKED + b" 5\r\nhello\r\n0\r\n\r\n" + PROBE, id="space-before-chunk-size"),
+        pytest.param(CHUNKED + b"5;a\nb\r\nhello\r\n0\r\n\r\n" + PROBE, id="bare-lf-in-extension"),
+        pytest.param(
+            CHUNKED + b"5\r\nhello\r\n0\r\nX: t\nY: u\r\n\r\n" + PROBE, id="bare-lf-trailer"
+        ),
+        pytest.param(CHUNKED + b"5\r\nhello\r\n0\r\ngarbage\r\n\r\n" + PROBE, id="garbage-trailer"),
+        pytest.param(
+            CHUNKED + b"5\r\nhello\r\n0\r\n\nGET /hidden HTTP/1.1\r\nHost: h\r\n\r\n" + PROBE,
+            id="request-hidden-as-trailers",
+        ),
+        pytest.param(b"GET /nohost HTTP/1.1\r\n\r\n" + PROBE, id="http-1.1-without-host"),
+    ],
+)
+async def test_issue_27_finding_7_lenient_inputs_are_refused(raw: bytes) -> None:
+    """Inputs llhttp and h11 both refuse get 400 and a close: no handler sees any of them or
+    what follows (after ``0\\r\\n\\n`` the next request must not be swallowed as trailers)."""
+    answer = await exchange(raw)
+    assert statuses(answer) == [400], answer
+    assert b"Connection: close" in answer
+    assert b"/hidden" not in answer and b"/probe" not in answer and b"/nohost" not in answer

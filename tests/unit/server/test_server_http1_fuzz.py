@@ -28,8 +28,8 @@ EXAMPLES = int(os.environ.get("SETPOINT_FUZZ_EXAMPLES", "150"))
 
 GOOD = [
     b"GET /a?b=c HTTP/1.1\r\nHost: h\r\n\r\n",
-    b"POST /p HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
-    b"POST /p HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    b"POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello",
+    b"POST /p HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
 ]
 
 
