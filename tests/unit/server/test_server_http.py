@@ -130,9 +130,7 @@ def test_bad_options_are_rejected_with_the_field_named() -> None:
         HttpServerOptions(body_timeout=0)
     with pytest.raises(ValueError, match=r"shutdown_timeout=-2\.0 must be a positive"):
         HttpServerOptions(shutdown_timeout=-2.0)
-    with pytest.raises(
-        ValueError, match=r"\['convert'\]: the key must be a request path"
-    ):
+    with pytest.raises(ValueError, match=r"\['convert'\]: the key must be a request path"):
         HttpServerOptions(body_limits={"convert": 10})
     with pytest.raises(ValueError, match=r"body_limits\['/a'\]=-1 must be >= 0 bytes"):
         HttpServerOptions(body_limits={"/a": -1})
