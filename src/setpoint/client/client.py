@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar
 
+from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import JsonObject, describe, name_of, namespace_of
 from setpoint.api.redaction import brief
@@ -360,7 +361,12 @@ class Client:
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind_name)
         meta = body.get("metadata") or {}
-        items = [kind.from_object(i) for i in raw_items]
+        # A GVK's objects are the dicts themselves: no call per item on a large list.
+        items: list[T] = (
+            raw_items
+            if isinstance(kind, GroupVersionKind)
+            else [kind.from_object(i) for i in raw_items]
+        )
         token = meta.get("continue")
         return ObjectList(
             items,
