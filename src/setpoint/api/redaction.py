@@ -21,6 +21,7 @@ must still keep them out of messages in the first place.
 from __future__ import annotations
 
 import binascii
+import functools
 import re
 import reprlib
 from typing import Final
@@ -149,6 +150,7 @@ _REFERENCE_SUFFIXES: Final = (
 _NAME_NOISE: Final = str.maketrans("", "", "-_. ")
 
 
+@functools.lru_cache(maxsize=4096)
 def is_credential_name(name: str) -> bool:
     """Whether a field or map key called ``name`` holds a credential, by its name alone.
 
@@ -160,7 +162,8 @@ def is_credential_name(name: str) -> bool:
     ``bearerToken``, ``ACCESS_TOKEN``). No for names that refer to a credential rather than
     hold it: ending in ``ref``, ``name``, ``namespace``, ``path``, ``file``, ``seconds`` or
     ``selector`` (``secretKeyRef``, ``secretName``, ``tokenFile``,
-    ``tokenExpirationSeconds``), and for a bare ``key`` (a label selector's).
+    ``tokenExpirationSeconds``), and for a bare ``key`` (a label selector's). Answers are
+    cached: the same few hundred field names come back in every object.
     """
     lowered = name.lower()
     if lowered.endswith(".key"):
@@ -191,6 +194,8 @@ def looks_like_credential(text: str) -> bool:
     regular-expression scan, and base64 that starts like PEM (``LS0tLS1CRUdJTi``,
     ``-----BEGIN``) is decoded to tell a key from a certificate.
     """
+    if "KEY-----" not in text and "eyJ" not in text and "LS0tLS1CRUdJTi" not in text:
+        return False  # the usual case, three substring searches: no regular expression
     for match in _CREDENTIAL_SHAPE.finditer(text):
         if not match.group().startswith("LS0t"):
             return True

@@ -208,11 +208,20 @@ def _redact(value: Any, secret: bool) -> Any:
     secret = secret or kind in _SECRET_KINDS
     out: dict[str, Any] = {}
     for key, item in value.items():
-        if key == "metadata" and isinstance(item, dict):
+        name = key if type(key) is str else str(key)  # JSON's keys are; a caller's may not be
+        # Strings first, without a call per value: most of a recording is strings.
+        if type(item) is str:
+            hidden = (
+                (secret and name in _SECRET_FIELDS)
+                or is_credential_name(name)
+                or looks_like_credential(item)
+            )
+            out[key] = REDACTED if hidden else item
+        elif name == "metadata" and isinstance(item, dict):
             out[key] = _redact_metadata(item, secret)
-        elif secret and key in _SECRET_FIELDS:
+        elif secret and name in _SECRET_FIELDS:
             out[key] = _hide_values(item)
-        elif is_credential_name(str(key)):
+        elif is_credential_name(name):
             out[key] = _hide_strings(item)
         else:
             out[key] = _redact(item, secret)

@@ -18,6 +18,7 @@ import pytest
 
 from setpoint.observability import recording
 from setpoint.observability.recording import REDACTED, Recorder
+from setpoint.tls.certs import CertificateAuthority
 
 PASSWORD = "hunter2-very-secret"
 KUBECONFIG_KEY = (
@@ -418,3 +419,18 @@ def test_redaction_is_idempotent_and_leaves_other_kinds_alone() -> None:
     once = recording.redact(ANSWER, path=SECRET_PATH)
     assert recording.redact(once, path=SECRET_PATH) == once
     assert recording.redact(ANSWER) == once  # by kind, without a path
+
+
+def test_certificates_are_kept_and_a_key_bundled_after_one_is_not() -> None:
+    """caBundles and tls.crt are public; a base64 bundle of a certificate then a key is not."""
+    pair = CertificateAuthority("redaction-test-ca").client_cert("someone")
+    bundle = b64(pair.cert_pem.decode())
+    webhook = {
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "hooks"},
+        "webhooks": [{"name": "a.example.com", "clientConfig": {"caBundle": bundle}}],
+    }
+    assert recording.redact(webhook) == webhook
+    both = b64((pair.cert_pem + pair.key_pem).decode())
+    holder = {"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"bundle.pem": both}}
+    assert recording.redact(holder)["data"] == {"bundle.pem": REDACTED}
