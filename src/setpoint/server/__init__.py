@@ -18,7 +18,7 @@ The manager serves probes and metrics with it; the webhook server serves admissi
 conversion webhooks with it. Certificates themselves are made and read by
 :mod:`setpoint.tls.certs`. The layer sits beside :mod:`setpoint.client` (see
 ``docs/architecture.md``): only these two packages speak HTTP, each with its own HTTP/1.1
-protocol on asyncio (decisions 0012 and 0016).
+protocol on asyncio (decisions 0012 and 0016), parsing with llhttp (decision 0018).
 """
 
 from setpoint.server.address import DISABLED, BindAddress, free_port, parse_bind_address

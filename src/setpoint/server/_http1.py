@@ -19,8 +19,9 @@ setpoint's own, and one :class:`_Connection` per accepted TCP connection does it
   line of at most 8,190 bytes, at most 100 headers and 64 KiB of them, exactly one space
   between the request line's parts, no empty line before it, HTTP/1.0 or 1.1 only, one
   ``Host`` (required on HTTP/1.1), no transfer coding but ``chunked`` and none on
-  HTTP/1.0, a chunk size of at most 16 hex digits; anything refused gets 400 (or its own
-  status) and the connection is closed;
+  HTTP/1.0, a chunk size of at most 16 hex digits, no more than 1,024 chunks plus one per
+  256 bytes of data; anything refused gets 400 (or its own status) and the connection is
+  closed;
 - a body longer than its path's limit (``body_limits``, else ``max_body_size``) is refused
   with 413 before it is read (declared length) or before the chunk that would pass the
   limit is read (chunked); a body that would take the bodies in flight on the whole server
@@ -77,6 +78,11 @@ _CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:;[^\r\n]*)?\r\n")
 """A chunk size line: at most 16 hex digits (a 64-bit size; Go's limit too), no whitespace,
 then extensions (llhttp checks their syntax) and CRLF."""
 _DIGITS = re.compile(r"[0-9]{1,18}")
+_FREE_CHUNKS = 1024
+"""Chunks any chunked body may have; beyond them, one more per :data:`_CHUNK_DATA_EACH` bytes
+of its data. Each chunk costs a few microseconds of the event loop whatever its size, so a
+body of one-byte chunks would otherwise cost seconds (7 MiB of them: about 7 million chunks)."""
+_CHUNK_DATA_EACH = 256
 
 
 class RequestError(Exception):
@@ -336,6 +342,7 @@ class _Connection(asyncio.Protocol):
         self._left = 0
         self._trailer_bytes = 0
         self._trailer_lines = 0
+        self._chunk_count = 0
 
     @property
     def handling(self) -> bool:
@@ -706,6 +713,9 @@ class _Connection(asyncio.Protocol):
         self._chunk_started = self._chunk_ended = False
         if size:
             self._body_size += size
+            self._chunk_count += 1
+            if self._chunk_count > _FREE_CHUNKS + self._body_size // _CHUNK_DATA_EACH:
+                raise RequestError(400, "a chunked body of too many small chunks")
             if self._body_size > self._limit:
                 self._left = size + 2
                 raise _too_large(self._limit, self._head[1] if self._head else "")

@@ -16,13 +16,18 @@ Hardening, on every server (the defaults are controller-runtime's where it has o
   kept-alive connection must send its next request within
   :attr:`HttpServerOptions.idle_timeout` (Go's ``IdleTimeout``), or it is closed: a slow or
   silent client cannot hold descriptors;
-- a request body larger than :attr:`HttpServerOptions.max_body_size` is refused with 413
-  before it is read whole, and a body that does not arrive within
-  :attr:`HttpServerOptions.body_timeout` with 408;
-- requests are parsed strictly: a request line and each header line of at most 8190 bytes,
-  at most 100 headers and 64 KiB of them, no folded or malformed header lines, and the
-  request-smuggling ambiguities (``Content-Length`` with ``Transfer-Encoding``, two different
-  lengths, an unknown transfer coding) refused with 400 and the connection closed;
+- a request body larger than its path's limit (:attr:`HttpServerOptions.body_limits`, else
+  :attr:`HttpServerOptions.max_body_size`) is refused with 413 before it is read whole, and
+  a body that does not arrive within :attr:`HttpServerOptions.body_timeout` with 408;
+- one server holds at most :attr:`HttpServerOptions.body_budget` bytes of request bodies at
+  once, across its connections: a request whose body would pass it gets 503 at once, so
+  clients sending large bodies slowly cannot take the process's memory (issue 27);
+- requests are parsed by llhttp, Node.js's parser (through ``httptools``), in its strict
+  mode, with setpoint's own limits on top: a request line and each header line of at most
+  8190 bytes, at most 100 headers and 64 KiB of them, one ``Host`` on HTTP/1.1; folded or
+  malformed lines, bare CR or LF, and the request-smuggling ambiguities
+  (``Content-Length`` with ``Transfer-Encoding``, two lengths, a transfer coding but
+  ``chunked``) are refused with 400 and the connection closed (decision 0018);
 - an exception in a handler becomes a 500 and a log line, never a dead server or a
   traceback sent to the client;
 - responses say ``X-Content-Type-Options: nosniff`` and are never cached
@@ -80,7 +85,8 @@ class HttpRequest:
     """Request headers. The server delivers a case-insensitive mapping (a repeated header's
     values joined with ``", "``); a plain dict in a test must use the case it was built with."""
     body: bytes = b""
-    """The whole request body (at most ``HttpServerOptions.max_body_size`` bytes)."""
+    """The whole request body (at most its path's limit: ``HttpServerOptions.body_limits``,
+    else ``max_body_size``)."""
     remote: str | None = None
     """The client's IP address as the socket reports it (never from a header such as
     ``X-Forwarded-For``); ``None`` when unknown. Endpoints use it to tell local callers

@@ -68,6 +68,10 @@ LONG_LINE = (
     "a line longer than 8,190 bytes (request line 414, header or chunk line 431/400): "
     "setpoint's limit since decision 0012 (nginx's and aiohttp's); h11 bounds only the head"
 )
+SMALL_CHUNKS = (
+    "more than 1,024 chunks plus one per 256 bytes of data: setpoint's own bound on what a "
+    "body costs the event loop per chunk (one-byte chunks would cost seconds); h11 has none"
+)
 MANY_HEADERS = (
     "more than 100 header (or trailer) lines: setpoint's limit since decision 0012; h11 has none"
 )
@@ -270,6 +274,9 @@ CASES: list[Case] = [
     Case(
         "chunk-extension-long", CHUNKED + b"5;" + b"a" * 9000 + b"\r\nhello\r\n0\r\n\r\n", LONG_LINE
     ),
+    # 1,024 chunks, plus one per 256 bytes: 1,028 one-byte chunks are the most
+    Case("1028-one-byte-chunks", CHUNKED + b"1\r\nx\r\n" * 1028 + b"0\r\n\r\n"),
+    Case("1029-one-byte-chunks", CHUNKED + b"1\r\nx\r\n" * 1029 + b"0\r\n\r\n", SMALL_CHUNKS),
     Case("chunk-data-too-long", CHUNKED + b"5\r\nhello!\r\n0\r\n\r\n"),
     Case("chunk-data-bare-lf", CHUNKED + b"5\r\nhello\n0\r\n\r\n"),
     Case("chunk-data-no-crlf", CHUNKED + b"5\r\nhelloXX0\r\n\r\n"),
