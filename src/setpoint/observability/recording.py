@@ -201,6 +201,8 @@ def _redact(value: Any, secret: bool) -> Any:
             for item in value
         ]
     if not isinstance(value, dict):
+        if hasattr(value, "model_dump"):  # a typed object: redact its JSON, never its repr
+            return _redact(value.model_dump(mode="json", by_alias=True), secret)
         return value
     kind = value.get("kind")
     if kind == "Status":

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from setpoint.observability import recording
 from setpoint.observability.recording import REDACTED, Recorder
@@ -434,3 +435,25 @@ def test_certificates_are_kept_and_a_key_bundled_after_one_is_not() -> None:
     both = b64((pair.cert_pem + pair.key_pem).decode())
     holder = {"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"bundle.pem": both}}
     assert recording.redact(holder)["data"] == {"bundle.pem": REDACTED}
+
+
+def test_a_typed_body_is_redacted_as_its_json_not_written_as_its_repr(tmp_path: Path) -> None:
+    """A pydantic object would otherwise reach the file through ``str()``, secrets and all."""
+
+    class Credentials(BaseModel):
+        user: str
+        password: str
+
+    def write(recorder: Recorder) -> None:
+        recorder.request(
+            "POST",
+            "/apis/example.com/v1/namespaces/prod/logins",
+            params=None,
+            body={"spec": {"login": Credentials(user="u", password=PASSWORD)}},
+            status=201,
+            response=None,
+        )
+
+    raw, entries = record(tmp_path, write)
+    assert_no_secret(raw, PASSWORD)
+    assert entries[0]["body"] == {"spec": {"login": {"user": "u", "password": REDACTED}}}
