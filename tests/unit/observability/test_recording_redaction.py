@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -457,3 +458,15 @@ def test_a_typed_body_is_redacted_as_its_json_not_written_as_its_repr(tmp_path: 
     raw, entries = record(tmp_path, write)
     assert_no_secret(raw, PASSWORD)
     assert entries[0]["body"] == {"spec": {"login": {"user": "u", "password": REDACTED}}}
+
+
+def test_kubectls_last_applied_annotation_of_another_object_is_redacted_inside() -> None:
+    """Parsed, redacted as its object, written back: the non-secret fields stay readable."""
+    annotation = "kubectl.kubernetes.io/last-applied-configuration"
+    data = {"password": PASSWORD, "mode": "fast"}
+    applied = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "data": data}) + "\n"
+    config = {"kind": "ConfigMap", "metadata": {"name": "c", "annotations": {annotation: applied}}}
+    out = recording.redact(config)["metadata"]["annotations"][annotation]
+    assert PASSWORD not in out
+    assert json.loads(out)["data"] == {"password": REDACTED, "mode": "fast"}
+    assert recording.redact(recording.redact(config)) == recording.redact(config)
