@@ -50,7 +50,6 @@ from setpoint.client._http import (
     RawResponse,
     StreamResponse,
 )
-from setpoint.client._tlsbuffer import read_buffer_on_demand
 from setpoint.client.config import ClientConfig
 from setpoint.client.credentials import Credentials, credentials_for
 from setpoint.client.errors import (
@@ -453,7 +452,7 @@ class Transport:
         if self._pool is None:
             self._client_cert = cert
             context = (
-                read_buffer_on_demand(self.config.ssl_context(client_cert=cert))
+                self.config.ssl_context(client_cert=cert)
                 if self.config.server.startswith("https://")
                 else None
             )
