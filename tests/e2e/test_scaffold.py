@@ -131,7 +131,8 @@ def steps(tmp_path: Path, wheel: Path) -> Iterator[Steps]:
     base = getattr(sys, "_base_executable", sys.executable)
     made.run("python -m venv .venv", [base, "-m", "venv", ".venv"])
     pip: list[str | Path] = [project / ".venv" / "bin" / "python", "-m", "pip", "install", "-q"]
-    made.run("pip install the setpoint wheel", [*pip, "--no-compile", wheel])
+    # As a user who scaffolds installs it: the runtime plus the tools (`setpoint init`).
+    made.run("pip install the setpoint wheel", [*pip, "--no-compile", f"{wheel}[tools]"])
     yield made
     print("step times: " + ", ".join(f"{k} {v:.0f}s" for k, v in made.times.items()))
 
