@@ -25,6 +25,7 @@ import yaml
 
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.meta import JsonObject
 from setpoint.client import Client, load_kubeconfig
 from setpoint.client.kubeconfig import kubeconfig_from_secret
 from setpoint.client.patch import ApplyPatch, JsonPatch, MergePatch, StrategicMergePatch
@@ -210,13 +211,12 @@ async def test_an_operator_run_with_recording_writes_no_secret_byte(
             )
             token = issued["status"]["token"]
             secrets.update(needles(token))
-            review = await live.create(
-                {
-                    "apiVersion": TOKEN_REVIEW.api_version,
-                    "kind": "TokenReview",
-                    "spec": {"token": token},
-                }
-            )
+            review_body: JsonObject = {
+                "apiVersion": TOKEN_REVIEW.api_version,
+                "kind": "TokenReview",
+                "spec": {"token": token},
+            }
+            review = await live.create(review_body)
             assert review["status"]["authenticated"], review
         except Exception as exc:
             problems.append(f"{type(exc).__name__}: {exc}")
