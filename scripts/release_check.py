@@ -24,6 +24,17 @@ script checks that wheel the way a user would meet it:
    and runs its unit and integration tests there with the installed pytest plugin,
    against a control plane that plugin starts. Passes only if both kinds ran and none
    failed or was skipped.
+7. The runtime alone (docs/packaging.md): installs ``<wheel>`` with no extra into a second
+   fresh virtualenv and prints its dependency list (pip's resolved set) and installed size
+   (bytes and files per distribution); none of the ``tools`` extra's distributions may be
+   in it. There: ``setpoint run --help`` works, tool commands fail in one line naming the
+   extra, the tenants operator (``examples/tenants``, copied) imports, and its unit tests
+   pass with pytest and pytest-asyncio added (not the ``testing`` extra, which brings the
+   tools).
+8. The tenants operator run by the runtime-only install against a real control plane,
+   started by the first virtualenv (the tools): the CRD from ``config/crd/bases``, one
+   Tenant made Ready (its namespace with its label), deleted through the operator's
+   finalizer, then SIGTERM: exit 0 and no traceback in the operator's log.
 
 Run: ``make release-check`` (or ``.venv/bin/python scripts/release_check.py [--keep]``).
 Each step prints its time; the total is the last line.
@@ -33,7 +44,9 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,9 +58,25 @@ import xml.etree.ElementTree as ET
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = ROOT / "examples" / "quickstart"
+# The operator a runtime-only install must run (steps 7 and 8).
+RUNTIME_OPERATOR = ROOT / "examples" / "tenants"
+# Its unit tests that use a tool: this one compares the checked-in manifests with what
+# `setpoint generate` writes (a build step, run where the tools are installed).
+TOOLS_UNIT_TESTS = ("test_unit_manifests.py",)
+# The repository's pytest settings the tenants tests rely on (pyproject.toml is not copied).
+PYTEST_SETTINGS = (
+    "--import-mode=importlib",
+    "-o",
+    "asyncio_mode=auto",
+    "-o",
+    "asyncio_default_fixture_loop_scope=session",
+    "-o",
+    "asyncio_default_test_loop_scope=session",
+)
 # Variables that could make the installed package reach back into the checkout.
 SCRUBBED = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "SETPOINT_CONTROLPLANE_SRC")
 
@@ -285,6 +314,317 @@ def operator_tests(steps: Steps, work: Path, venv: Path, env: dict[str, str]) ->
         print(f"{kind}: {len(names)} passed ({', '.join(names)})")
 
 
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirement_name(requirement: str) -> str:
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    if match is None:
+        raise CheckFailed(f"pyproject.toml: cannot read the requirement {requirement!r}")
+    return _normalized(match.group(1))
+
+
+def _extra(name: str) -> list[str]:
+    """The requirements of one of setpoint's extras in pyproject.toml, self-references left out."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    own = _normalized(project["name"])
+    requirements: list[str] = project["optional-dependencies"][name]
+    return [r for r in requirements if _requirement_name(r) != own]
+
+
+# Run in a virtualenv: each installed distribution, its version, bytes and files on disk
+# (from its RECORD), as JSON; pip, setuptools and wheel (the virtualenv's own) left out.
+_SIZES = """
+import json, sys
+from importlib import metadata
+from pathlib import Path
+rows = []
+for dist in metadata.distributions():
+    name = dist.metadata["Name"]
+    if name.lower() in ("pip", "setuptools", "wheel"):
+        continue
+    files = [Path(dist.locate_file(f)) for f in dist.files or ()]
+    files = [f for f in files if f.is_file()]
+    rows.append([name, dist.version, sum(f.stat().st_size for f in files), len(files)])
+print(json.dumps(sorted(rows, key=lambda row: -row[2])))
+"""
+
+
+def installed_sizes(
+    python: Path, work: Path, env: dict[str, str]
+) -> list[tuple[str, str, int, int]]:
+    """Each distribution installed for ``python``: name, version, bytes, files."""
+    rows = json.loads(run([python, "-c", _SIZES], cwd=work, env=env, capture=True))
+    return [(str(n), str(v), int(b), int(f)) for n, v, b, f in rows]
+
+
+def runtime_install(steps: Steps, work: Path, wheel: Path, env: dict[str, str]) -> Path:
+    """``<wheel>`` alone in a fresh virtualenv: its dependency list and size; no tool's."""
+    steps.step("the runtime alone: pip install '<wheel>' (no extra) into a fresh virtualenv")
+    venv = work / "runtime-venv"
+    base = getattr(sys, "_base_executable", sys.executable)
+    run([base, "-m", "venv", venv], cwd=work, env=env)
+    python = venv / "bin" / "python"
+    run([python, "-m", "pip", "install", "--quiet", "--no-compile", wheel], cwd=work, env=env)
+    rows = installed_sizes(python, work, env)
+    print("| distribution | version | KiB | files |")
+    print("| :--- | :--- | ---: | ---: |")
+    for name, version, size, files in rows:
+        print(f"| {name} | {version} | {size / 1024:,.0f} | {files} |")
+    total, count = sum(r[2] for r in rows), sum(r[3] for r in rows)
+    print(f"| **{len(rows)} distributions** | | **{total / 1024:,.0f}** | **{count}** |")
+    print(f"runtime-only install: {total:,} bytes ({total / 2**20:.1f} MiB), {count} files")
+    installed = {_normalized(r[0]) for r in rows}
+    tools = {_requirement_name(r) for r in _extra("tools")} & installed
+    if tools:
+        raise CheckFailed(f"the runtime-only install holds the tools extra's {sorted(tools)}")
+    print(f"none of the tools extra's distributions ({', '.join(_extra('tools'))}) installed")
+    return venv
+
+
+def _fails_naming_the_extra(command: list[str | Path], work: Path, env: dict[str, str]) -> str:
+    done = subprocess.run(
+        [str(c) for c in command],
+        cwd=work,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    shown = " ".join(str(c) for c in command[1:])
+    lines = done.stderr.strip().splitlines()
+    if (
+        done.returncode != 1
+        or len(lines) != 1
+        or "pip install 'setpoint[tools]'" not in lines[0]
+        or "Traceback" in done.stdout + done.stderr
+    ):
+        raise CheckFailed(
+            f"`setpoint {shown}` without the tools extra: exit {done.returncode}, expected 1 "
+            f"and one line naming the extra:\n{done.stdout}{done.stderr}"
+        )
+    return lines[0]
+
+
+def runtime_checks(steps: Steps, work: Path, venv: Path, env: dict[str, str]) -> Path:
+    """The runtime alone: ``run`` works, tools say what to install, the operator's unit tests."""
+    steps.step("the runtime alone: setpoint run --help; tool commands name the extra")
+    setpoint = venv / "bin" / "setpoint"
+    run([setpoint, "--version"], cwd=work, env=env)
+    usage = run([setpoint, "run", "--help"], cwd=work, env=env, capture=True)
+    if "usage: setpoint run" not in usage:
+        raise CheckFailed(f"setpoint run --help printed no usage:\n{usage}")
+    print("setpoint run --help: usage printed")
+    for command in (["crd", "diff", "old.yaml", "new.yaml"], ["generate", "crd", "tenants"]):
+        line = _fails_naming_the_extra([setpoint, *command], work, env)
+        print(f"setpoint {' '.join(command)}: {line}")
+
+    steps.step("the runtime alone: import the tenants operator; its unit tests")
+    project = work / "tenants"
+    shutil.copytree(
+        RUNTIME_OPERATOR, project, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.db")
+    )
+    operator_env = dict(env, PYTHONPATH=str(project))
+    python = venv / "bin" / "python"
+    probe = "import sys, tenants; print(tenants.setup.__module__, 're2' in sys.modules)"
+    shown = run([python, "-c", probe], cwd=project, env=operator_env, capture=True).strip()
+    if shown != "tenants False":
+        raise CheckFailed(f"importing the tenants operator printed {shown!r}")
+    print("import tenants: the operator module loads (and no RE2)")
+    pytest_requirements = _extra("testing")
+    run(
+        [python, "-m", "pip", "install", "--quiet", "--no-compile", *pytest_requirements],
+        cwd=work,
+        env=env,
+    )
+    installed = {_normalized(r[0]) for r in installed_sizes(python, work, env)}
+    if {_requirement_name(r) for r in _extra("tools")} & installed:
+        raise CheckFailed(f"installing {pytest_requirements} brought in the tools extra")
+    report = work / "runtime-unit.xml"
+    units = sorted(
+        str(p.relative_to(project))
+        for p in (project / "tests").glob("test_unit_*.py")
+        if p.name not in TOOLS_UNIT_TESTS
+    )
+    pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *PYTEST_SETTINGS]
+    run([*pytest, f"--junitxml={report}", *units], cwd=project, env=operator_env)
+    cases = list(ET.parse(report).getroot().iter("testcase"))
+    bad = [
+        f"{c.get('classname')}::{c.get('name')}"
+        for c in cases
+        if any(c.find(tag) is not None for tag in ("failure", "error", "skipped"))
+    ]
+    if not cases or bad:
+        raise CheckFailed(
+            f"the tenants unit tests in the runtime-only install: {bad or 'none ran'}"
+        )
+    print(
+        f"tenants unit tests: {len(cases)} passed with the runtime alone (+ "
+        f"{', '.join(pytest_requirements)}; not {', '.join(TOOLS_UNIT_TESTS)}, which runs a tool)"
+    )
+    return project
+
+
+def runtime_operator(
+    steps: Steps,
+    work: Path,
+    *,
+    tools_venv: Path,
+    runtime_venv: Path,
+    project: Path,
+    env: dict[str, str],
+) -> None:
+    """The runtime-only install runs the tenants operator against a real control plane."""
+    steps.step("the runtime alone runs the tenants operator on a control plane (tools start it)")
+    driver = work / "release_check.py"
+    shutil.copy(Path(__file__), driver)
+    command = [
+        tools_venv / "bin" / "python",
+        driver,
+        "--drive-operator",
+        f"--runtime-venv={runtime_venv}",
+        f"--project={project}",
+    ]
+    run(command, cwd=work, env=env)
+
+
+def drive_operator(runtime_venv: Path, project: Path) -> int:
+    """Step 8, run by the tools' virtualenv: a control plane, the CRD, one Tenant's life.
+
+    The operator itself is ``<runtime-venv>/bin/setpoint run tenants``: the runtime alone.
+    """
+    import asyncio
+    import signal
+
+    import yaml
+
+    import setpoint as sp
+    from setpoint.testing import ControlPlane, ControlPlaneOptions, serving_certificate
+
+    work = project.parent
+    crds = [
+        doc
+        for doc in yaml.safe_load_all(
+            (project / "config" / "crd" / "bases" / "tenants.setpoint.dev_tenants.yaml").read_text()
+        )
+        if doc
+    ]
+    tenant_kind = sp.GroupVersionKind("tenants.setpoint.dev", "v1", "Tenant")
+    name, namespace = "release-check", "release-check-ns"
+    log_path = work / "tenants-operator.log"
+
+    processes: list[subprocess.Popen[bytes]] = []  # the operator, once started
+
+    async def poll(what: str, check: Any, timeout: float = 90) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                value = await check()
+            except sp.NotFound:
+                value = None
+            if value:
+                return value
+            ended = [p.returncode for p in processes if p.poll() is not None]
+            if ended or time.monotonic() > deadline:
+                why = f"the operator exited {ended[0]}" if ended else f"not within {timeout:.0f}s"
+                tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-40:])
+                raise CheckFailed(f"{what}: {why}; operator log:\n{tail}")
+            await asyncio.sleep(0.25)
+
+    async def life(kubeconfig: Path) -> None:
+        async with sp.Client.from_kubeconfig(str(kubeconfig)) as client:
+
+            async def served() -> bool:
+                await client.list(tenant_kind)
+                return True
+
+            await poll("the Tenant kind served", served)
+            await client.create(
+                {
+                    "apiVersion": tenant_kind.api_version,
+                    "kind": "Tenant",
+                    "metadata": {"name": name},
+                    "spec": {"namespaces": [namespace], "adminGroup": "release-admins"},
+                }
+            )
+
+            async def ready() -> bool:
+                obj = await client.get(tenant_kind, name)
+                status = obj.get("status") or {}
+                return status.get("observedGeneration") == obj["metadata"]["generation"] and any(
+                    c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in status.get("conditions") or []
+                )
+
+            started = time.monotonic()
+            await poll(f"Tenant {name} Ready", ready)
+            print(f"Tenant {name} Ready in {time.monotonic() - started:.1f}s")
+            made = await client.get(sp.kinds.Namespace, namespace)
+            labels = made["metadata"].get("labels") or {}
+            if labels.get("tenants.setpoint.dev/tenant") != name:
+                raise CheckFailed(f"namespace {namespace} lacks the tenant label: {labels}")
+            print(f"namespace {namespace} made, labelled for {name}")
+            await client.delete(tenant_kind, name)
+
+            async def gone() -> bool:
+                try:
+                    await client.get(tenant_kind, name)
+                except sp.NotFound:
+                    return True
+                return False
+
+            await poll(f"Tenant {name} deleted (the operator's finalizer)", gone)
+            print(f"Tenant {name} deleted through the operator's finalizer")
+
+    with ControlPlane(ControlPlaneOptions(crds=crds)) as plane:
+        cert_dir = work / "webhook-certs"
+        serving_certificate(cert_dir)
+        env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
+        env.update(
+            PATH=f"{runtime_venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+            PYTHONPATH=str(project),
+            KUBECONFIG=str(plane.kubeconfig_path),
+            TENANTS_DIRECTORY_PATH=str(work / "tenants-directory.db"),
+        )
+        command = [
+            str(runtime_venv / "bin" / "setpoint"),
+            "run",
+            "tenants",
+            "--no-leader-elect",
+            "--metrics-bind-address=0",
+            "--health-probe-bind-address=0",
+            "--webhook-bind-address=127.0.0.1:0",
+            f"--webhook-cert-dir={cert_dir}",
+        ]
+        print("$ " + " ".join(command), flush=True)
+        # As the operator's image runs it: the package's parent directory is the working
+        # directory and on PYTHONPATH (examples/tenants/Dockerfile).
+        with log_path.open("wb") as log:
+            operator = subprocess.Popen(
+                command, cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+        processes.append(operator)
+        try:
+            asyncio.run(life(plane.kubeconfig_path))
+        finally:
+            if operator.poll() is None:
+                operator.send_signal(signal.SIGTERM)
+            try:
+                code = operator.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                operator.kill()
+                code = operator.wait(timeout=30)
+        output = log_path.read_text(errors="replace")
+        if code != 0 or "Traceback" in output:
+            tail = "\n".join(output.splitlines()[-40:])
+            raise CheckFailed(f"the operator exited {code} after SIGTERM; its log:\n{tail}")
+        print("the operator stopped on SIGTERM with exit 0, no traceback in its log")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every step; exit 1 with the failing step's reason."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -294,7 +634,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="build the control plane into an empty cache instead of reusing ~/.cache/setpoint",
     )
+    parser.add_argument("--drive-operator", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--runtime-venv", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--project", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.drive_operator:  # step 8, inside the tools' virtualenv (see runtime_operator)
+        try:
+            return drive_operator(args.runtime_venv, args.project)
+        except CheckFailed as exc:
+            print(f"release check: {exc}", file=sys.stderr)
+            return 1
     steps = Steps()
     work = Path(tempfile.mkdtemp(prefix="setpoint-release-check-"))
     (work / "tmp").mkdir()
@@ -311,6 +660,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         cli(steps, work, venv, env)
         control_plane(steps, work, venv, env)
         operator_tests(steps, work, venv, env)
+        runtime_env = clean_env(work, work / "runtime-venv", cache)
+        runtime_venv = runtime_install(steps, work, wheel, runtime_env)
+        project = runtime_checks(steps, work, runtime_venv, runtime_env)
+        runtime_operator(
+            steps, work, tools_venv=venv, runtime_venv=runtime_venv, project=project, env=env
+        )
     except CheckFailed as exc:
         print(f"\nrelease check FAILED after {steps.total():.0f}s: {exc}", file=sys.stderr)
         print(f"(kept {work})", file=sys.stderr)
