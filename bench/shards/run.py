@@ -305,8 +305,10 @@ async def scale_run(plane: ControlPlane, args: argparse.Namespace) -> dict[str, 
                     timeout=60,
                     description="delta holds its shard Lease",
                 )
+                started = time.monotonic()
                 caught = await cluster.foreign_relabels(client, sorted(final), args.foreign)
                 result["foreign_relabels"] = [args.foreign, caught]
+                result["foreign_seconds"] = time.monotonic() - started
                 log(f"{args.foreign} foreign relabels, {caught} of them mid-reconcile")
             done = await tracker.wait(final, n, args.timeout)
             if done is None:
@@ -358,7 +360,9 @@ def scale_main(args: argparse.Namespace) -> int:
         ["join to all converged on 3", _s(result.get("rebalance_seconds"))],
         [
             "foreign relabels during the join (mid-reconcile)",
-            "{} ({})".format(*result.get("foreign_relabels", ["-", "-"])),
+            "{} ({}), one at a time, in {}".format(
+                *result.get("foreign_relabels", ["-", "-"]), _s(result.get("foreign_seconds"))
+            ),
         ],
         ["objects per shard after", json.dumps(result.get("per_shard_after"))],
         ["cached per replica after", json.dumps(result.get("cached_after"))],

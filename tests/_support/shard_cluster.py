@@ -22,12 +22,13 @@ from typing import Any
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.meta import labels_of
 from setpoint.client.patch import MergePatch
-from setpoint.manager.sharding import shard_label
+from setpoint.manager.sharding import drain_label, shard_label
 
 SCRIPT = Path(__file__).with_name("shard_replica.py")
 GIZMO = GroupVersionKind("test.setpoint.dev", "v1", "Gizmo")
 RING = "gizmos"
 LABEL = shard_label(RING)
+DRAIN = drain_label(RING)
 WORK = "test.setpoint.dev/work"
 """Annotation ``"<seconds>#<nonce>"``: each reconcile of that Gizmo takes that long
 (shard_replica.py); a new nonce makes its owner reconcile it again."""
@@ -215,13 +216,15 @@ class ShardCluster:
     ) -> int:
         """Relabel ``count`` Gizmos of ``shards``, one at a time, each mid-reconcile.
 
-        Each goes to another shard of ``shards`` (live or not), or, every third one when
-        ``off``, loses its label (:meth:`relabel_mid_reconcile`). ``wait``: how long to wait
-        for the owner's reconcile (0 for a killed owner). Returns how many relabels landed
-        mid-reconcile.
+        Objects being drained are left out. Each goes to another shard of ``shards`` (live or
+        not), or, every third one when ``off``, loses its label (:meth:`relabel_mid_reconcile`).
+        ``wait``: how long to wait for the owner's reconcile (0 for a killed owner). Returns
+        how many relabels landed mid-reconcile.
         """
-        state = await assignment(client, self.namespace)
-        owned = sorted((name, label) for name, (label, _) in state.items() if label in shards)
+        # Objects being drained are not reconciled by their owner: not worth waiting for.
+        listed = await client.list(GIZMO, namespace=self.namespace, labels=f"!{DRAIN}")
+        labelled = ((o["metadata"]["name"], labels_of(o).get(LABEL, "")) for o in listed)
+        owned = sorted((name, label) for name, label in labelled if label in shards)
         picked = owned[:: max(1, len(owned) // max(count, 1))][:count]
         caught = 0
         for i, (name, owner) in enumerate(picked):
