@@ -98,8 +98,9 @@ STREAM_HIGH_WATER: Final = 4 * 1024 * 1024
 STREAM_PIECE: Final = 256 * 1024
 """Most decompressed bytes a compressed stream hands its reader at once."""
 _PIECE_MIN: Final = 512
-_PIECE_MAX: Final = 64 * 1024
-"""Bounds of the compressed bytes given to zlib per call (see :class:`_Inflater`)."""
+_PIECE_MAX: Final = 256 * 1024
+"""Bounds of the compressed bytes given to zlib per call (see :class:`_Inflater`); the
+upper one is asyncio's TLS read size, so one read of a single-member body is one call."""
 
 
 class HttpError(OSError):

@@ -460,3 +460,19 @@ async def test_a_pooled_connection_on_a_high_descriptor_is_reused(pools: list[Ht
     finally:
         for fd in filler:
             os.close(fd)
+
+
+async def test_a_head_answer_has_no_body_and_closes_its_connection(pools: list[HttpPool]) -> None:
+    """A HEAD answer's Content-Length announces no body: the answer ends with its head.
+
+    httptools cannot tell llhttp that an answer to HEAD has no body, so the connection is
+    closed after it rather than parsed on: the next request opens another.
+    """
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n"
+    server = await Raw(answering(head)).start()
+    pool = pool_for(pools, server.url)
+    response = await pool.request("HEAD", "/", [])
+    assert (response.status, response.body) == (200, b"")
+    assert response.headers["content-length"] == "11"
+    assert pool._open == 0, "not pooled"
+    server.close()

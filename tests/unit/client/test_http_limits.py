@@ -232,6 +232,18 @@ async def test_a_compressed_stream_is_inflated_piece_by_piece(bomb: bytes) -> No
     assert peak < 32 * MiB, f"peak {peak / MiB:.0f} MiB"
 
 
+async def test_the_error_answer_to_a_watch_is_capped(transports: list[Transport]) -> None:
+    """A watch refused with a body over the object cap fails with ResponseTooLarge."""
+    body = b'{"kind":"Status","message":"' + b"x" * 5000 + b'"}'
+    head = b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+    server = await _serve(head + b"Content-Length: %d\r\n\r\n" % len(body), body)
+    transport = _transport(transports, server.url, max_object_body=1000)
+    with pytest.raises(ResponseTooLarge, match="max_object_body"):
+        async with transport.stream("GET", "/api/v1/pods", read_timeout=30):
+            pass
+    server.close()
+
+
 def test_a_watch_event_over_its_cap_names_the_setting() -> None:
     """One watch line past ``max_line``: ResponseTooLarge (still a MalformedResponse)."""
     decoder = WatchDecoder("https://api/api/v1/pods?watch=true", max_line=100)
