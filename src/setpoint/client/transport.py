@@ -34,7 +34,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
@@ -150,35 +150,71 @@ class Response:
     body: Any
 
 
-@dataclass(slots=True, kw_only=True)
 class _Call:
-    """One request as the retry loop sees it: what to send, its deadline and its attempts."""
+    """One request as the retry loop sees it: what to send, its deadline and its attempts.
 
-    method: str
-    url: str
-    """The server URL and path, for errors and logs."""
-    target: str
-    """The request target (path and query) sent on the wire."""
-    data: bytes | None
-    content_type: str
-    accept: str
-    traced: Mapping[str, str] | None
-    limit: float
-    """The request's timeout in seconds (named in the timeout's message)."""
-    deadline: float
-    """When it ends, on the transport's clock."""
-    setting: str
-    """The ``TransportOptions`` field whose cap applies to the answer's body."""
-    max_body: int
-    attempt: int = 0
-    reauthenticated: bool = False
+    A plain class, not a dataclass: building one at import costs start-up time.
+    """
+
+    __slots__ = (
+        "accept",
+        "attempt",
+        "content_type",
+        "data",
+        "deadline",
+        "limit",
+        "max_body",
+        "method",
+        "reauthenticated",
+        "setting",
+        "target",
+        "traced",
+        "url",
+    )
+
+    def __init__(
+        self,
+        *,
+        method: str,
+        url: str,
+        target: str,
+        data: bytes | None,
+        content_type: str,
+        accept: str,
+        traced: Mapping[str, str] | None,
+        limit: float,
+        deadline: float,
+        setting: str,
+        max_body: int,
+    ) -> None:
+        self.method = method
+        self.url = url
+        """The server URL and path, for errors and logs."""
+        self.target = target
+        """The request target (path and query) sent on the wire."""
+        self.data = data
+        self.content_type = content_type
+        self.accept = accept
+        self.traced = traced
+        self.limit = limit
+        """The request's timeout in seconds (named in the timeout's message)."""
+        self.deadline = deadline
+        """When it ends, on the transport's clock."""
+        self.setting = setting
+        """The ``TransportOptions`` field whose cap applies to the answer's body."""
+        self.max_body = max_body
+        self.attempt = 0
+        self.reauthenticated = False
 
 
-class _Retry(NamedTuple):
+class _Retry:
     """Send the request again after ``delay`` seconds; ``counted``: as another attempt."""
 
-    delay: float
-    counted: bool
+    __slots__ = ("counted", "delay")
+
+    def __init__(self, delay: float, *, counted: bool) -> None:
+        self.delay = delay
+        self.counted = counted
 
 
 class _TokenBucket:
