@@ -78,6 +78,9 @@ _CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:;[^\r\n]*)?\r\n")
 """A chunk size line: at most 16 hex digits (a 64-bit size; Go's limit too), no whitespace,
 then extensions (llhttp checks their syntax) and CRLF."""
 _DIGITS = re.compile(r"[0-9]{1,18}")
+_OWS = ("", " ", "\t")
+_SINGLE = frozenset({"host", "content-length", "transfer-encoding"})
+"""Headers a request may carry once (RFC 9112 3.2 for Host; the framing headers)."""
 _FREE_CHUNKS = 1024
 """Chunks any chunked body may have; beyond them, one more per :data:`_CHUNK_DATA_EACH` bytes
 of its data. Each chunk costs a few microseconds of the event loop whatever its size, so a
@@ -653,30 +656,30 @@ class _Connection(asyncio.Protocol):
         target = self._url.decode("latin-1")
         path, query = _target(method, target)
         items: dict[str, tuple[str, str]] = {}
-        hosts = 0
-        length = ""
-        chunked = False
         for raw_name, raw_value in self._fields:
             name = raw_name.decode("latin-1")
-            value = raw_value.decode("latin-1").rstrip(" \t")
             key = name.lower()
-            if key in items:
-                items[key] = (items[key][0], f"{items[key][1]}, {value}")
-            else:
+            value = raw_value.decode("latin-1")
+            if value[-1:] in _OWS:  # llhttp drops the whitespace before a value, not after
+                value = value.rstrip(" \t")
+            prior = items.get(key)
+            if prior is None:
                 items[key] = (name, value)
-            if key == "host":
-                hosts += 1
-            elif key == "content-length":
-                length = value
-            elif key == "transfer-encoding":
-                # llhttp takes any codings that end in chunked; only chunked alone is served.
-                if value.lower() != "chunked" or chunked:
-                    raise RequestError(400, "only the chunked transfer coding is accepted")
-                chunked = True
-        if hosts != 1 and (hosts or version == "1.1"):
-            raise RequestError(400, "a request needs exactly one Host header (HTTP/1.1)")
-        if chunked and (length or version == "1.0"):
-            raise RequestError(400, "Transfer-Encoding with Content-Length, or on HTTP/1.0")
+            elif key in _SINGLE:
+                raise RequestError(400, f"more than one {name} header")
+            else:
+                items[key] = (prior[0], f"{prior[1]}, {value}")
+        if "host" not in items and version == "1.1":
+            raise RequestError(400, "an HTTP/1.1 request needs a Host header")
+        coding = items.get("transfer-encoding")
+        length = items["content-length"][1] if "content-length" in items else ""
+        chunked = coding is not None
+        if coding is not None:
+            # llhttp takes any codings that end in chunked; only chunked alone is served.
+            if coding[1].lower() != "chunked":
+                raise RequestError(400, "only the chunked transfer coding is accepted")
+            if length or version == "1.0":
+                raise RequestError(400, "Transfer-Encoding with Content-Length, or on HTTP/1.0")
         if length and not _DIGITS.fullmatch(length):
             raise RequestError(400, "Content-Length is not a non-negative integer")
         declared = int(length) if length else 0
