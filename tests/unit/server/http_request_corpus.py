@@ -319,6 +319,8 @@ CASES: list[Case] = [
     Case("request-line-bare-lf", b"GET / HTTP/1.1\nHost: h\r\n\r\n", BARE_LF),
     Case("head-end-bare-lf", b"GET / HTTP/1.1\r\nHost: h\r\n\n", BARE_LF),
     Case("all-bare-lf", b"GET / HTTP/1.1\nHost: h\n\n", BARE_LF),
+    Case("all-bare-lf-then-eof", b"GET / HTTP/1.1\nHost: h\n\n", BARE_LF, probe=False),
+    Case("head-cut-by-eof", b"GET / HTTP/1.1\r\nHost: h\r\n", probe=False),
     Case("request-line-bare-cr", b"GET / HTTP/1.1\rHost: h\r\n\r\n"),
     Case("nul-in-target", b"GET /a\x00 HTTP/1.1\r\nHost: h\r\n\r\n"),
     Case("del-in-target", b"GET /a\x7f HTTP/1.1\r\nHost: h\r\n\r\n"),

@@ -290,3 +290,15 @@ async def test_issue_27_finding_7_lenient_inputs_are_refused(raw: bytes) -> None
     assert statuses(answer) == [400], answer
     assert b"Connection: close" in answer
     assert b"/hidden" not in answer and b"/probe" not in answer and b"/nohost" not in answer
+
+
+async def test_far_pipelined_requests_are_all_answered_in_order() -> None:
+    """3,000 requests in one write (about 300 KiB: past the 256 KiB at which the connection
+    stops reading while it answers): every one is answered, in order, on one connection."""
+    raw = b"".join(
+        b"GET /%d HTTP/1.1\r\nHost: h\r\nX-Test: %d\r\n\r\n" % (i, i) for i in range(3000)
+    )
+    answer = await exchange(raw + b"GET /last HTTP/1.1\r\nHost: h\r\n" + CLOSE + b"\r\n")
+    assert statuses(answer) == [200] * 3001
+    seen = re.findall(rb"GET /(\d+|last) ", answer)
+    assert seen == [b"%d" % i for i in range(3000)] + [b"last"]
