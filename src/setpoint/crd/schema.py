@@ -37,7 +37,7 @@ import re
 import types
 import typing
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal, Union, get_args, get_origin
 
@@ -498,147 +498,274 @@ class _Builder:
     def apply(
         self, node: dict[str, Any], decl: dict[str, Any], path: SchemaPath, origin: str
     ) -> None:
-        """Apply field declarations to a typed node, checking each fits the node's type."""
-        node_type = node.get("type")
-        int_or_string = bool(node.get("x-kubernetes-int-or-string"))
-        numeric = node_type in ("integer", "number")
-        stringy = node_type == "string" or int_or_string
+        """Apply field declarations to a typed node, checking each fits the node's type.
 
-        def misplaced(what: str, applies_to: str, hint: str = "") -> None:
-            shown = node_type or ("int-or-string" if int_or_string else "untyped")
-            self.error(
-                path,
-                origin,
-                f"{what} applies to {applies_to}, but the field is {shown}",
-                hint or f"remove {what}, or declare it on a field of the right type",
-            )
+        Each declaration has one rule in :data:`_DECLARATION_RULES`; they run in that
+        order, which is also the order of the keywords in the generated schema.
+        """
+        target = _Target(node, path, origin, self.error)
+        for rule in _DECLARATION_RULES:
+            rule(target, decl)
 
-        for key, schema_key in (
-            ("minimum", "minimum"),
-            ("maximum", "maximum"),
-            ("multiple_of", "multipleOf"),
-        ):
-            if key in decl:
-                if numeric:
-                    node[schema_key] = decl[key]
-                else:
-                    misplaced(key, "integer and number fields")
-        if decl.get("exclusive_minimum") and numeric:
-            node["exclusiveMinimum"] = True
-        if decl.get("exclusive_maximum") and numeric:
-            node["exclusiveMaximum"] = True
 
-        for key, schema_key in (
-            ("min_length", "minLength"),
-            ("max_length", "maxLength"),
-            ("pattern", "pattern"),
-        ):
-            if key in decl:
-                if stringy:
-                    node[schema_key] = decl[key]
-                else:
-                    hint = (
-                        f"to constrain each item, annotate the item type: "
-                        f"list[Annotated[str, sp.field({key}=...)]]"
-                        if node_type == "array"
-                        else ""
-                    )
-                    misplaced(key, "string fields", hint)
-        # Generic lengths (pydantic min_length/max_length, annotated_types.Len) map by type.
-        for bound, by_type in (
-            ("len_min", {"string": "minLength", "array": "minItems", "object": "minProperties"}),
-            ("len_max", {"string": "maxLength", "array": "maxItems", "object": "maxProperties"}),
-        ):
-            if bound in decl:
-                target = by_type.get("string" if int_or_string else str(node_type))
-                if target:
-                    node[target] = decl[bound]
-                else:
-                    misplaced("a length limit", "strings, lists and maps")
-        if "format" in decl:
-            if node_type in ("string", "integer", "number") or int_or_string:
-                node["format"] = decl["format"]
-            else:
-                misplaced("format", "string and number fields")
-        if "enum" in decl:
-            values = list(decl["enum"])
-            expected = "string" if int_or_string else node_type
-            wrong = [v for v in values if _json_kind(v) != expected and not int_or_string]
-            if node_type not in ("string", "integer", "number", "boolean") and not int_or_string:
-                misplaced("enum", "scalar fields")
-            elif wrong:
-                self.error(
-                    path,
-                    origin,
-                    f"enum values {wrong} are not of the field's type {node_type}",
-                    "list values of the field's type",
-                )
-            else:
-                node["enum"] = values
+# -- declarations: one rule per keyword ------------------------------------------
 
-        array_keys = ("min_items", "max_items")
-        for key, schema_key in zip(array_keys, ("minItems", "maxItems"), strict=True):
-            if key in decl:
-                if node_type == "array":
-                    node[schema_key] = decl[key]
-                else:
-                    misplaced(key, "list fields")
-        list_type = decl.get("list_type") or (
-            "map" if decl.get("list_map_keys") else ("set" if decl.get("unique_items") else None)
+
+@dataclass(frozen=True)
+class _Fits:
+    """The node types a declaration applies to, and how a misfit error names them."""
+
+    applies_to: str
+    """The fields it applies to, as the error says it (``integer and number fields``)."""
+    test: Callable[[Any, bool], bool]
+    """Whether a node of this ``type`` (and int-or-string flag) takes the declaration."""
+
+
+_NUMBERS = _Fits("integer and number fields", lambda t, _ios: t in ("integer", "number"))
+_STRINGS = _Fits("string fields", lambda t, ios: t == "string" or ios)
+_SIZED = _Fits("strings, lists and maps", lambda t, ios: t in ("string", "array", "object") or ios)
+_FORMATTED = _Fits(
+    "string and number fields", lambda t, ios: t in ("string", "integer", "number") or ios
+)
+_SCALARS = _Fits(
+    "scalar fields", lambda t, ios: t in ("string", "integer", "number", "boolean") or ios
+)
+_LISTS = _Fits("list fields", lambda t, _ios: t == "array")
+_OBJECTS = _Fits("model and dict fields", lambda t, _ios: t == "object")
+_FREE_FORM = _Fits("model, dict and Any fields", lambda t, ios: t in (None, "object") and not ios)
+_EMBEDDABLE = _Fits(
+    "object fields (a Resource class or dict[str, Any])",
+    lambda t, ios: t == "object" or (t is None and not ios),
+)
+
+
+class _Target:
+    """The typed node one field's declarations apply to, and where a misfit is reported.
+
+    ``type`` and ``int_or_string`` are read once, before any declaration applies, so
+    every rule judges the node as its type annotation made it.
+    """
+
+    def __init__(
+        self,
+        node: dict[str, Any],
+        path: SchemaPath,
+        origin: str,
+        report: Callable[[SchemaPath, str | None, str, str], None],
+    ) -> None:
+        self.node = node
+        self.type: Any = node.get("type")
+        self.int_or_string = bool(node.get("x-kubernetes-int-or-string"))
+        self._path = path
+        self._origin = origin
+        self._report = report
+
+    def fits(self, fits: _Fits) -> bool:
+        """Whether the node is of a type ``fits`` names."""
+        return fits.test(self.type, self.int_or_string)
+
+    def error(self, message: str, fix: str) -> None:
+        """Report a problem with the field's declarations."""
+        self._report(self._path, self._origin, message, fix)
+
+    def misplaced(self, what: str, fits: _Fits, hint: str = "") -> None:
+        """Report ``what`` declared on a field of a type it does not apply to."""
+        shown = self.type or ("int-or-string" if self.int_or_string else "untyped")
+        self.error(
+            f"{what} applies to {fits.applies_to}, but the field is {shown}",
+            hint or f"remove {what}, or declare it on a field of the right type",
         )
-        if list_type is not None:
-            if node_type != "array":
-                misplaced("list_type/unique_items/list_map_keys", "list fields")
-            else:
-                node["x-kubernetes-list-type"] = list_type
-                items = node.get("items", {})
-                if list_type == "set":
-                    _make_set_items_atomic(items)
-                if list_type == "map":
-                    properties = items.get("properties") or {}
-                    keys = []
-                    for key in decl.get("list_map_keys", ()):
-                        # Accept Python names too; the schema needs the JSON names.
-                        derived = json_name_for(key)
-                        use_derived = key not in properties and derived in properties
-                        keys.append(derived if use_derived else key)
-                    node["x-kubernetes-list-map-keys"] = keys
-        for key, schema_key in (
-            ("min_properties", "minProperties"),
-            ("max_properties", "maxProperties"),
-        ):
-            if key in decl:
-                if node_type == "object":
-                    node[schema_key] = decl[key]
-                else:
-                    misplaced(key, "model and dict fields")
-        if "map_type" in decl:
-            if node_type == "object":
-                node["x-kubernetes-map-type"] = decl["map_type"]
-            else:
-                misplaced("map_type", "model and dict fields")
-        if decl.get("nullable"):
-            node["nullable"] = True
-        if decl.get("rules"):
-            existing = node.setdefault("x-kubernetes-validations", [])
-            existing.extend(rule.to_schema() for rule in decl["rules"])
-        if decl.get("preserve_unknown_fields"):
-            if node_type in (None, "object") and not int_or_string:
-                node["x-kubernetes-preserve-unknown-fields"] = True
-            else:
-                misplaced("preserve_unknown_fields", "model, dict and Any fields")
-        if decl.get("embedded_resource"):
-            if node_type == "object" or (node_type is None and not int_or_string):
-                node["type"] = "object"
-                node["x-kubernetes-embedded-resource"] = True
-                if "properties" not in node:
-                    node["x-kubernetes-preserve-unknown-fields"] = True
-            else:
-                misplaced("embedded_resource", "object fields (a Resource class or dict[str, Any])")
-        if "title" in decl:
-            node["title"] = decl["title"]
-        if "example" in decl:
-            node["example"] = decl["example"]
+
+
+_Rule = Callable[[_Target, Mapping[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class _Keyword:
+    """A declaration written as one schema keyword, on the node types it fits."""
+
+    key: str
+    """The declaration: a :class:`FieldSchema` attribute, or a key :func:`_declarations` adds."""
+    schema_key: str
+    """The schema keyword it becomes."""
+    fits: _Fits | None = None
+    """The node types that take it; ``None``: every node."""
+    flag: bool = False
+    """A boolean declaration: written as ``true`` when set, left out when unset or false."""
+    misfit_reported_by: str | None = None
+    """The declaration whose misfit error covers this one too (``exclusive_minimum``
+    needs ``minimum``): a misfit here is dropped instead of reported twice."""
+    item_hint: bool = False
+    """On a list field, the misfit error suggests declaring it on the item type."""
+
+    def __call__(self, target: _Target, decl: Mapping[str, Any]) -> None:
+        if self.flag:
+            if not decl.get(self.key):
+                return
+            value: Any = True
+        elif self.key in decl:
+            value = decl[self.key]
+        else:
+            return
+        if self.fits is None or target.fits(self.fits):
+            target.node[self.schema_key] = value
+        elif self.misfit_reported_by is None:
+            target.misplaced(self.key, self.fits, self._hint(target))
+
+    def _hint(self, target: _Target) -> str:
+        if not (self.item_hint and target.type == "array"):
+            return ""
+        return (
+            "to constrain each item, annotate the item type: "
+            f"list[Annotated[str, sp.field({self.key}=...)]]"
+        )
+
+
+@dataclass(frozen=True)
+class _Length:
+    """A generic length bound, written as the keyword of the node's type.
+
+    pydantic's ``min_length``/``max_length`` and ``annotated_types.Len`` bound
+    characters, items or keys, whichever the field holds.
+    """
+
+    key: str
+    """``len_min`` or ``len_max`` (see :func:`_declarations`)."""
+    by_type: Mapping[str, str]
+    """Node type -> the schema keyword (``string``, ``array`` and ``object``)."""
+
+    def __call__(self, target: _Target, decl: Mapping[str, Any]) -> None:
+        if self.key not in decl:
+            return
+        if not target.fits(_SIZED):
+            target.misplaced("a length limit", _SIZED)
+            return
+        node_type = "string" if target.int_or_string else target.type
+        target.node[self.by_type[node_type]] = decl[self.key]
+
+
+def _apply_enum(target: _Target, decl: Mapping[str, Any]) -> None:
+    """``enum`` on a scalar field, every value of the field's JSON type (any for int-or-string)."""
+    if "enum" not in decl:
+        return
+    if not target.fits(_SCALARS):
+        target.misplaced("enum", _SCALARS)
+        return
+    values = list(decl["enum"])
+    wrong = [] if target.int_or_string else [v for v in values if _json_kind(v) != target.type]
+    if wrong:
+        target.error(
+            f"enum values {wrong} are not of the field's type {target.type}",
+            "list values of the field's type",
+        )
+        return
+    target.node["enum"] = values
+
+
+def _apply_list_type(target: _Target, decl: Mapping[str, Any]) -> None:
+    """The list type (:func:`_list_type_of`) on a list field.
+
+    The object items of a set are made atomic; the keys of a map are written with
+    the items' JSON names.
+    """
+    list_type = _list_type_of(decl)
+    if list_type is None:
+        return
+    if not target.fits(_LISTS):
+        target.misplaced("list_type/unique_items/list_map_keys", _LISTS)
+        return
+    target.node["x-kubernetes-list-type"] = list_type
+    items = target.node.get("items", {})
+    if list_type == "set":
+        _make_set_items_atomic(items)
+    if list_type == "map":
+        properties = items.get("properties") or {}
+        keys = [_json_map_key(key, properties) for key in decl.get("list_map_keys", ())]
+        target.node["x-kubernetes-list-map-keys"] = keys
+
+
+def _list_type_of(decl: Mapping[str, Any]) -> str | None:
+    """The declared list type, ``None`` when none is.
+
+    ``list_type`` when given, else ``map`` when ``list_map_keys`` are named, else
+    ``set`` for ``unique_items``.
+    """
+    declared: str | None = decl.get("list_type")
+    if declared:
+        return declared
+    if decl.get("list_map_keys"):
+        return "map"
+    if decl.get("unique_items"):
+        return "set"
+    return None
+
+
+def _json_map_key(key: str, properties: Mapping[str, Any]) -> str:
+    """A map-list key as the schema names it.
+
+    A Python name becomes its JSON name when only that is a field of the items;
+    any other key is kept as declared.
+    """
+    derived = json_name_for(key)
+    return derived if key not in properties and derived in properties else key
+
+
+def _apply_rules(target: _Target, decl: Mapping[str, Any]) -> None:
+    """The field's CEL ``rules``, after those its model class declares."""
+    if decl.get("rules"):
+        existing = target.node.setdefault("x-kubernetes-validations", [])
+        existing.extend(rule.to_schema() for rule in decl["rules"])
+
+
+def _apply_embedded_resource(target: _Target, decl: Mapping[str, Any]) -> None:
+    """``embedded_resource`` on an object or untyped field: a whole Kubernetes object.
+
+    The node stays free-form unless its class declares properties.
+    """
+    if not decl.get("embedded_resource"):
+        return
+    if not target.fits(_EMBEDDABLE):
+        target.misplaced("embedded_resource", _EMBEDDABLE)
+        return
+    target.node["type"] = "object"
+    target.node["x-kubernetes-embedded-resource"] = True
+    if "properties" not in target.node:
+        target.node["x-kubernetes-preserve-unknown-fields"] = True
+
+
+_DECLARATION_RULES: tuple[_Rule, ...] = (
+    _Keyword("minimum", "minimum", _NUMBERS),
+    _Keyword("maximum", "maximum", _NUMBERS),
+    _Keyword("multiple_of", "multipleOf", _NUMBERS),
+    _Keyword(
+        "exclusive_minimum", "exclusiveMinimum", _NUMBERS, flag=True, misfit_reported_by="minimum"
+    ),
+    _Keyword(
+        "exclusive_maximum", "exclusiveMaximum", _NUMBERS, flag=True, misfit_reported_by="maximum"
+    ),
+    _Keyword("min_length", "minLength", _STRINGS, item_hint=True),
+    _Keyword("max_length", "maxLength", _STRINGS, item_hint=True),
+    _Keyword("pattern", "pattern", _STRINGS, item_hint=True),
+    _Length("len_min", {"string": "minLength", "array": "minItems", "object": "minProperties"}),
+    _Length("len_max", {"string": "maxLength", "array": "maxItems", "object": "maxProperties"}),
+    _Keyword("format", "format", _FORMATTED),
+    _apply_enum,
+    _Keyword("min_items", "minItems", _LISTS),
+    _Keyword("max_items", "maxItems", _LISTS),
+    _apply_list_type,
+    _Keyword("min_properties", "minProperties", _OBJECTS),
+    _Keyword("max_properties", "maxProperties", _OBJECTS),
+    _Keyword("map_type", "x-kubernetes-map-type", _OBJECTS),
+    _Keyword("nullable", "nullable", flag=True),
+    _apply_rules,
+    _Keyword(
+        "preserve_unknown_fields", "x-kubernetes-preserve-unknown-fields", _FREE_FORM, flag=True
+    ),
+    _apply_embedded_resource,
+    _Keyword("title", "title"),
+    _Keyword("example", "example"),
+)
+"""How each field declaration becomes schema keywords, in the order they are written."""
 
 
 def _copy(node: dict[str, Any]) -> dict[str, Any]:

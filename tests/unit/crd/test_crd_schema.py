@@ -438,3 +438,90 @@ def test_dependent_default_factories_are_errors() -> None:
 
     errors = [str(e) for e in model_schema(Holder).errors]
     assert any("depends on other fields" in e for e in errors), errors
+
+
+# ------------------------------------------------------ declarations: the rarer branches
+
+
+@pytest.mark.parametrize(
+    ("annotation", "declared", "expected"),
+    [
+        (
+            dict[str, str],
+            Field(min_length=1, max_length=4),
+            {"minProperties": 1, "maxProperties": 4},
+        ),
+        (IntOrString, Field(min_length=1, max_length=4), {"minLength": 1, "maxLength": 4}),
+        (IntOrString, field(format="int-or-string"), {"format": "int-or-string"}),
+        (IntOrString, field(enum=[1, "a"]), {"enum": [1, "a"]}),
+        (Any, field(embedded_resource=True), {"type": "object"}),
+        (list[str], field(unique_items=True, max_items=2), {"maxItems": 2}),
+    ],
+)
+def test_declarations_map_by_the_node_type(
+    annotation: Any, declared: Any, expected: dict[str, Any]
+) -> None:
+    node = node_for(annotation, declared)
+    assert {key: node.get(key) for key in expected} == expected, node
+
+
+def test_embedded_resource_keeps_declared_properties_closed() -> None:
+    class Part(Model):
+        name: str = ""
+
+    free = node_for(Any, field(embedded_resource=True))
+    assert free["x-kubernetes-preserve-unknown-fields"] is True
+    typed = node_for(Part, field(default_factory=Part, embedded_resource=True))
+    assert typed["x-kubernetes-embedded-resource"] is True
+    assert "x-kubernetes-preserve-unknown-fields" not in typed
+
+
+def test_map_list_keys_keep_json_and_unknown_names() -> None:
+    class Entry(Model):
+        port_name: str
+        value: int = 0
+
+    node = node_for(list[Entry], field(list_map_keys=["portName", "value", "other_key"]))
+    assert node["x-kubernetes-list-map-keys"] == ["portName", "value", "other_key"]
+
+
+def test_field_rules_follow_the_rules_of_the_field_class() -> None:
+    @Rule("self.a >= 0", message="class rule")
+    class Part(Model):
+        a: int = 0
+
+    node = node_for(Part, field(default_factory=Part, rules=[Rule("true", message="field rule")]))
+    assert [r["message"] for r in node["x-kubernetes-validations"]] == ["class rule", "field rule"]
+
+
+@pytest.mark.parametrize(
+    ("annotation", "declared", "expected"),
+    [
+        (
+            Any,
+            field(minimum=1),
+            "minimum applies to integer and number fields, but the field is untyped",
+        ),
+        (
+            IntOrString,
+            field(preserve_unknown_fields=True),
+            "preserve_unknown_fields applies to model, dict and Any fields, but the field is "
+            "int-or-string",
+        ),
+        (bool, Field(min_length=1), "a length limit applies to strings, lists and maps"),
+        (list[str], field(format="date"), "format applies to string and number fields"),
+        (list[str], field(min_properties=1), "min_properties applies to model and dict fields"),
+        (str, field(multiple_of=2), "multiple_of applies to integer and number fields"),
+    ],
+)
+def test_misplaced_declarations_name_what_they_apply_to(
+    annotation: Any, declared: Any, expected: str
+) -> None:
+    errors = errors_for(annotation, declared)
+    assert len(errors) == 1 and expected in errors[0], errors
+
+
+def test_an_exclusive_bound_on_a_string_is_reported_once() -> None:
+    # exclusive_minimum comes with minimum; the misplaced minimum is the one error.
+    errors = errors_for(str, Field("x", gt="a"))
+    assert len(errors) == 1 and "minimum applies to integer and number fields" in errors[0]
