@@ -685,7 +685,15 @@ def _check_root_metadata(
 def _check_extensions(
     node: Mapping[str, Any], path: SchemaPath, errors: list[StructuralError]
 ) -> None:
-    node_type = node.get("type")
+    """The ``x-kubernetes-*`` extensions, one check each (:data:`_EXTENSION_CHECKS`)."""
+    for check in _EXTENSION_CHECKS:
+        check(node, path, errors)
+
+
+def _check_preserve_unknown_fields(
+    node: Mapping[str, Any], path: SchemaPath, errors: list[StructuralError]
+) -> None:
+    """``x-kubernetes-preserve-unknown-fields`` is true or absent, never false."""
     if node.get("x-kubernetes-preserve-unknown-fields") is False:
         _err(
             errors,
@@ -693,47 +701,71 @@ def _check_extensions(
             "must be true or absent",
             "remove it (false is the default)",
         )
-    map_type = node.get("x-kubernetes-map-type")
-    if map_type is not None:
-        if node_type != "object":
+
+
+@dataclass(frozen=True)
+class _MergeType:
+    """A server-side-apply merge extension: the node type it needs and the values it takes."""
+
+    keyword: str
+    """``x-kubernetes-map-type`` or ``x-kubernetes-list-type``."""
+    node_type: str
+    """The only node type it may be declared on."""
+    values: tuple[str, ...]
+    """The values the server accepts."""
+    what: str
+    """How a message names it (``map type``)."""
+    declare_on: str
+    """The fix when it is on a node of another type."""
+    use: str
+    """The fix when its value is not one of :attr:`values`."""
+
+    def __call__(
+        self, node: Mapping[str, Any], path: SchemaPath, errors: list[StructuralError]
+    ) -> None:
+        value = node.get(self.keyword)
+        if value is None:
+            return
+        if node.get("type") != self.node_type:
             _err(
                 errors,
                 (*path, "type"),
-                "must be object if x-kubernetes-map-type is specified",
-                "declare map_type only on model or dict fields",
+                f"must be {self.node_type} if {self.keyword} is specified",
+                self.declare_on,
             )
-        if map_type not in ("atomic", "granular"):
+        if value not in self.values:
             _err(
                 errors,
-                (*path, "x-kubernetes-map-type"),
-                f"map type {_show(map_type)} is not one of atomic, granular",
-                "use map_type='atomic' or 'granular'",
+                (*path, self.keyword),
+                f"{self.what} {_show(value)} is not one of {', '.join(self.values)}",
+                self.use,
             )
-    list_type = node.get("x-kubernetes-list-type")
-    keys: list[str] = node.get("x-kubernetes-list-map-keys") or []
-    items = node.get("items") if isinstance(node.get("items"), Mapping) else None
-    if list_type is not None:
-        if node_type != "array":
-            _err(
-                errors,
-                (*path, "type"),
-                "must be array if x-kubernetes-list-type is specified",
-                "declare list_type only on list fields",
-            )
-        if list_type not in ("atomic", "set", "map"):
-            _err(
-                errors,
-                (*path, "x-kubernetes-list-type"),
-                f"list type {_show(list_type)} is not one of atomic, set, map",
-                "use list_type='atomic', 'set' or 'map'",
-            )
-    if keys and list_type != "map":
+
+
+def _check_map_keys_need_a_map_list(
+    node: Mapping[str, Any], path: SchemaPath, errors: list[StructuralError]
+) -> None:
+    """``x-kubernetes-list-map-keys`` only on a list of type map."""
+    if node.get("x-kubernetes-list-map-keys") and node.get("x-kubernetes-list-type") != "map":
         _err(
             errors,
             (*path, "x-kubernetes-list-type"),
             "must be map if x-kubernetes-list-map-keys is non-empty",
             "declare list_type='map' (or drop list_map_keys)",
         )
+
+
+def _items_of(node: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    items = node.get("items")
+    return items if isinstance(items, Mapping) else None
+
+
+def _check_keyed_list_items_not_nullable(
+    node: Mapping[str, Any], path: SchemaPath, errors: list[StructuralError]
+) -> None:
+    """The items of a set or map list are never null (they identify the entry)."""
+    list_type = node.get("x-kubernetes-list-type")
+    items = _items_of(node)
     if items is not None and list_type in ("set", "map") and items.get("nullable") is True:
         _err(
             errors,
@@ -741,88 +773,134 @@ def _check_extensions(
             f"items of a {list_type} list cannot be nullable",
             "drop nullable=True from the item type",
         )
-    if items is not None and list_type == "set":
-        if items.get("type") == "object" and items.get("x-kubernetes-map-type") != "atomic":
-            _err(
-                errors,
-                (*path, "items", "x-kubernetes-map-type"),
-                "object items of a set list must be atomic",
-                "declare the item model with map_type='atomic' (setpoint adds it for set[T])",
-            )
-        if items.get("type") == "array" and items.get("x-kubernetes-list-type") not in (
-            None,
-            "atomic",
-        ):
-            _err(
-                errors,
-                (*path, "items", "x-kubernetes-list-type"),
-                "list items of a set list must be atomic",
-                "declare the inner list with list_type='atomic'",
-            )
-    if list_type == "map":
-        if not keys:
-            _err(
-                errors,
-                (*path, "x-kubernetes-list-map-keys"),
-                "must not be empty if x-kubernetes-list-type is map",
-                "name the item fields that identify an entry with list_map_keys=[...]",
-            )
-        if items is None:
-            return
-        if items.get("type") != "object":
-            _err(
-                errors,
-                (*path, "items", "type"),
-                "items of a map list must be objects",
-                "make the items a model with the key fields",
-            )
-            return
-        raw_props = items.get("properties")
-        item_props: Mapping[Any, Any] = raw_props if isinstance(raw_props, Mapping) else {}
-        raw_required = items.get("required")
-        required = {
-            r
-            for r in (raw_required if isinstance(raw_required, list) else ())
-            if isinstance(r, str)
-        }
-        if len(set(keys)) != len(keys):
-            _err(
-                errors,
-                (*path, "x-kubernetes-list-map-keys"),
-                f"map keys {list(keys)} contain duplicates",
-                "name each key once",
-            )
-        for key in keys:
-            prop = item_props.get(key)
-            if not isinstance(prop, Mapping):
-                _err(
-                    errors,
-                    (*path, "x-kubernetes-list-map-keys"),
-                    f"map key {key!r} is not a field of the items",
-                    "name item fields by their JSON (or Python) names",
-                )
-                continue
-            if prop.get("type") in ("array", "object"):
-                _err(
-                    errors,
-                    (*path, "items", "properties", key, "type"),
-                    f"map key {key!r} must be a scalar, not {_show(prop.get('type'))}",
-                    "key the list by a string, integer or boolean field",
-                )
-            if key not in required and "default" not in prop:
-                _err(
-                    errors,
-                    (*path, "items", "properties", key, "default"),
-                    f"map key {key!r} must be required or have a default",
-                    "make the key field required (no default) or give it a default",
-                )
-            if prop.get("nullable") is True:
-                _err(
-                    errors,
-                    (*path, "items", "properties", key, "nullable"),
-                    f"map key {key!r} cannot be nullable",
-                    "drop nullable=True from the key field",
-                )
+
+
+def _check_set_items_atomic(
+    node: Mapping[str, Any], path: SchemaPath, errors: list[StructuralError]
+) -> None:
+    """Object and list items of a set list are atomic: the server compares them whole."""
+    items = _items_of(node)
+    if items is None or node.get("x-kubernetes-list-type") != "set":
+        return
+    if items.get("type") == "object" and items.get("x-kubernetes-map-type") != "atomic":
+        _err(
+            errors,
+            (*path, "items", "x-kubernetes-map-type"),
+            "object items of a set list must be atomic",
+            "declare the item model with map_type='atomic' (setpoint adds it for set[T])",
+        )
+    if items.get("type") == "array" and items.get("x-kubernetes-list-type") not in (None, "atomic"):
+        _err(
+            errors,
+            (*path, "items", "x-kubernetes-list-type"),
+            "list items of a set list must be atomic",
+            "declare the inner list with list_type='atomic'",
+        )
+
+
+def _check_map_list(
+    node: Mapping[str, Any], path: SchemaPath, errors: list[StructuralError]
+) -> None:
+    """A map list names its keys once each, its items are objects, and each key is valid."""
+    if node.get("x-kubernetes-list-type") != "map":
+        return
+    keys: list[str] = node.get("x-kubernetes-list-map-keys") or []
+    if not keys:
+        _err(
+            errors,
+            (*path, "x-kubernetes-list-map-keys"),
+            "must not be empty if x-kubernetes-list-type is map",
+            "name the item fields that identify an entry with list_map_keys=[...]",
+        )
+    items = _items_of(node)
+    if items is None:
+        return  # reported as an array without items
+    if items.get("type") != "object":
+        _err(
+            errors,
+            (*path, "items", "type"),
+            "items of a map list must be objects",
+            "make the items a model with the key fields",
+        )
+        return
+    if len(set(keys)) != len(keys):
+        _err(
+            errors,
+            (*path, "x-kubernetes-list-map-keys"),
+            f"map keys {list(keys)} contain duplicates",
+            "name each key once",
+        )
+    raw_props = items.get("properties")
+    item_props: Mapping[Any, Any] = raw_props if isinstance(raw_props, Mapping) else {}
+    raw_required = items.get("required")
+    required = {
+        r for r in (raw_required if isinstance(raw_required, list) else ()) if isinstance(r, str)
+    }
+    for key in keys:
+        _check_map_key(key, item_props.get(key), key in required, path, errors)
+
+
+def _check_map_key(
+    key: str, prop: Any, required: bool, path: SchemaPath, errors: list[StructuralError]
+) -> None:
+    """One key of a map list: an item field that is a scalar, always set and never null."""
+    if not isinstance(prop, Mapping):
+        _err(
+            errors,
+            (*path, "x-kubernetes-list-map-keys"),
+            f"map key {key!r} is not a field of the items",
+            "name item fields by their JSON (or Python) names",
+        )
+        return
+    at: SchemaPath = (*path, "items", "properties", key)
+    if prop.get("type") in ("array", "object"):
+        _err(
+            errors,
+            (*at, "type"),
+            f"map key {key!r} must be a scalar, not {_show(prop.get('type'))}",
+            "key the list by a string, integer or boolean field",
+        )
+    if not required and "default" not in prop:
+        _err(
+            errors,
+            (*at, "default"),
+            f"map key {key!r} must be required or have a default",
+            "make the key field required (no default) or give it a default",
+        )
+    if prop.get("nullable") is True:
+        _err(
+            errors,
+            (*at, "nullable"),
+            f"map key {key!r} cannot be nullable",
+            "drop nullable=True from the key field",
+        )
+
+
+_ExtensionCheck = Callable[[Mapping[str, Any], SchemaPath, list[StructuralError]], None]
+_EXTENSION_CHECKS: tuple[_ExtensionCheck, ...] = (
+    _check_preserve_unknown_fields,
+    _MergeType(
+        "x-kubernetes-map-type",
+        "object",
+        ("atomic", "granular"),
+        what="map type",
+        declare_on="declare map_type only on model or dict fields",
+        use="use map_type='atomic' or 'granular'",
+    ),
+    _MergeType(
+        "x-kubernetes-list-type",
+        "array",
+        ("atomic", "set", "map"),
+        what="list type",
+        declare_on="declare list_type only on list fields",
+        use="use list_type='atomic', 'set' or 'map'",
+    ),
+    _check_map_keys_need_a_map_list,
+    _check_keyed_list_items_not_nullable,
+    _check_set_items_atomic,
+    _check_map_list,
+)
+"""The checks of the ``x-kubernetes-*`` extensions, in the order they report."""
 
 
 def _check_validations(

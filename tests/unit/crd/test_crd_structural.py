@@ -204,6 +204,79 @@ def test_structural_rules(spec: dict[str, Any], expected: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        (
+            {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["a"],
+                    "properties": {"a": {"type": "string"}, "b": {"type": "integer", "default": 0}},
+                },
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["a", "b"],
+            },
+            [],
+        ),
+        (
+            {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["a"]},
+            [".spec an array must declare items"],
+        ),
+        (
+            {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "nullable": True,
+                    "required": ["a", "b"],
+                    "properties": {
+                        "a": {"type": "string", "nullable": True},
+                        "b": {"type": "string"},
+                    },
+                },
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["a", "b", "b"],
+            },
+            [
+                ".spec[*] items of a map list cannot be nullable",
+                ".spec[*].a map key 'a' cannot be nullable",
+                ".spec map keys ['a', 'b', 'b'] contain duplicates",
+            ],
+        ),
+        (
+            {
+                "type": "array",
+                "items": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "x-kubernetes-list-type": "set",
+                },
+                "x-kubernetes-list-type": "set",
+            },
+            [".spec[*] list items of a set list must be atomic"],
+        ),
+        (
+            {
+                "type": "array",
+                "items": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "x-kubernetes-list-type": "atomic",
+                },
+                "x-kubernetes-list-type": "set",
+            },
+            [],
+        ),
+    ],
+)
+def test_list_extensions_report_exactly_what_is_wrong(
+    spec: dict[str, Any], expected: list[str]
+) -> None:
+    assert messages(root(spec=spec)) == expected
+
+
+@pytest.mark.parametrize(
     ("rule", "expected"),
     [
         ({"rule": " "}, "rule is not specified"),
