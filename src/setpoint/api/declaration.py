@@ -283,17 +283,6 @@ class FieldSchema:
         if self.enum is not None and not self.enum:
             raise ValueError("enum=() allows no value at all; list the allowed values")
 
-    @property
-    def effective_list_type(self) -> ListType | None:
-        """The list type after applying ``unique_items`` and ``list_map_keys``."""
-        if self.list_type is not None:
-            return self.list_type
-        if self.list_map_keys:
-            return "map"
-        if self.unique_items:
-            return "set"
-        return None
-
 
 def field(
     default: Any = _MISSING,
@@ -663,11 +652,6 @@ class ResourceOptions:
     def resolved_short_names(self) -> tuple[str, ...]:
         """The short names: declared (here or on another version), else none."""
         return tuple(self.crd_wide("short_names") or ())
-
-    @property
-    def resolved_categories(self) -> tuple[str, ...]:
-        """The categories: declared (here or on another version), else none."""
-        return tuple(self.crd_wide("categories") or ())
 
     @property
     def gvk(self) -> GroupVersionKind:
