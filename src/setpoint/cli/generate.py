@@ -10,7 +10,8 @@ what was declared there and write kubebuilder-compatible files under
   MutatingWebhookConfiguration for the declared ``sp.CustomValidator`` and
   ``sp.CustomDefaulter`` classes;
 * ``generate dashboard`` -> ``config/grafana/setpoint-runtime.json`` (a Grafana dashboard of
-  the runtime metrics), ``config/prometheus/monitor.yaml`` (a ServiceMonitor) and
+  the runtime metrics), ``config/prometheus/monitor.yaml`` (a ServiceMonitor that scrapes
+  secure metrics as ``setpoint init``'s file at that path does) and
   ``config/prometheus/alerts.yaml`` (a PrometheusRule); it imports nothing of the operator.
 * ``generate sharding-policy`` -> ``config/sharding/policy.yaml``: the
   ValidatingAdmissionPolicy and binding that let only the operator change a sharding ring's
@@ -176,6 +177,8 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
             namespace=args.namespace,
             metrics_port=args.metrics_port,
             metrics_scheme=args.metrics_scheme,
+            metrics_ca_secret=args.metrics_ca_secret,
+            metrics_server_name=args.metrics_server_name,
             finalizer_pending_seconds=args.finalizer_pending_seconds,
             loop_lag_seconds=args.loop_lag_seconds,
         )
@@ -339,14 +342,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     dashboard.add_argument(
         "--metrics-port",
-        default="http",
-        help="name of the metrics Service's port to scrape (default: http)",
+        default="https",
+        help="name of the metrics Service's port to scrape (default: https, the scaffold's)",
     )
     dashboard.add_argument(
         "--metrics-scheme",
         choices=("http", "https"),
-        default="http",
-        help="scheme of the metrics endpoint (default: http)",
+        default="https",
+        help="https (default): the endpoint of `setpoint run --metrics-secure`, scraped with "
+        "Prometheus' service account token; http: an unauthenticated endpoint on a trusted "
+        "network, scraped without a token",
+    )
+    dashboard.add_argument(
+        "--metrics-ca-secret",
+        default=None,
+        metavar="SECRET",
+        help="verify the metrics certificate (served with `setpoint run --metrics-cert-dir`) "
+        "with ca.crt of this Secret in --namespace, e.g. cert-manager's; needs "
+        "--metrics-server-name (default: skip verification, for the self-signed certificate)",
+    )
+    dashboard.add_argument(
+        "--metrics-server-name",
+        default=None,
+        metavar="DNS_NAME",
+        help="with --metrics-ca-secret: the name the certificate is issued for, the metrics "
+        "Service's DNS name (<prefix>controller-manager-metrics-service.<namespace>.svc)",
     )
     dashboard.add_argument(
         "--finalizer-pending-seconds",

@@ -7,7 +7,9 @@
   leader election, webhook requests and latency, finalizers pending and the oldest one's
   age, event loop lag), as kubebuilder's Grafana plugin writes for controller-runtime;
 * :func:`service_monitor`: a prometheus-operator ``ServiceMonitor`` for the kubebuilder
-  layout's metrics Service (``control-plane: controller-manager``);
+  layout's metrics Service (``control-plane: controller-manager``); by default it scrapes
+  as ``setpoint init``'s ``config/prometheus/monitor.yaml`` does (the same path), secure
+  metrics: HTTPS on the ``https`` port with Prometheus' bearer token;
 * :func:`alerting_rules`: a ``PrometheusRule`` with alerts for the failure modes setpoint
   knows: a finalizer pending too long, reconcile errors, no leader, event loop lag.
 
@@ -25,8 +27,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
+from setpoint.api.validation import is_dns1123_subdomain
+
 __all__ = [
+    "METRICS_CA_KEY",
     "RATE_INTERVAL",
+    "SCRAPER_TOKEN_FILE",
     "AlertRule",
     "DashboardOptions",
     "Panel",
@@ -39,6 +45,15 @@ __all__ = [
 
 RATE_INTERVAL: Final = "$__rate_interval"
 """Grafana's rate window variable, used by every panel expression that takes a rate."""
+
+SCRAPER_TOKEN_FILE: Final = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+"""Where the kubelet mounts Prometheus' own service account token in its pod: the bearer token
+an HTTPS scrape sends, which the manager checks with TokenReview and SubjectAccessReview
+(``--metrics-secure``)."""
+
+METRICS_CA_KEY: Final = "ca.crt"
+"""The key of :attr:`DashboardOptions.metrics_ca_secret` holding the CA (cert-manager's and
+the ``kubernetes.io/tls`` layout's name)."""
 
 _DURATION = re.compile(r"^[0-9]+(ms|s|m|h|d)$")
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -56,11 +71,30 @@ class DashboardOptions:
     """Namespace of the ServiceMonitor and PrometheusRule (kustomize's ``namespace:``
     rewrites it, as for the rest of ``config/``)."""
 
-    metrics_port: str = "http"
-    """Name of the metrics Service's port the ServiceMonitor scrapes."""
+    metrics_port: str = "https"
+    """Name of the metrics Service's port the ServiceMonitor scrapes (the scaffold's Service
+    names its 8443 port ``https``)."""
 
-    metrics_scheme: str = "http"
-    """``http`` or ``https``: how the metrics endpoint is served."""
+    metrics_scheme: str = "https"
+    """``https`` (the default, as ``setpoint run --metrics-secure`` serves): the scrape sends
+    Prometheus' service account token (:data:`SCRAPER_TOKEN_FILE`) and verifies the server
+    with :attr:`metrics_ca_secret`, or skips verification without it. ``http``: plain HTTP,
+    no token and no TLS settings, for an endpoint served without ``--metrics-secure`` on a
+    network you trust."""
+
+    metrics_ca_secret: str | None = None
+    """A Secret in :attr:`namespace` whose ``ca.crt`` signed the metrics certificate (the
+    Secret cert-manager writes for a Certificate, mounted into the manager with
+    ``setpoint run --metrics-cert-dir``): Prometheus verifies the server with it. ``None``:
+    verification is skipped (``insecureSkipVerify``), as it must be for the self-signed
+    certificate the manager makes without ``--metrics-cert-dir``. Needs
+    :attr:`metrics_server_name`."""
+
+    metrics_server_name: str | None = None
+    """The name the metrics certificate is issued for, checked by Prometheus (which connects
+    to the Pod's IP): the metrics Service's DNS name after kustomize's ``namePrefix`` and
+    ``namespace``, e.g. ``my-op-controller-manager-metrics-service.my-op-system.svc``. Only
+    with :attr:`metrics_ca_secret`."""
 
     rate_window: str = "5m"
     """Window of the ``rate()`` in alert expressions (a Prometheus duration, e.g. ``5m``)."""
@@ -101,6 +135,38 @@ class DashboardOptions:
         if self.metrics_scheme not in ("http", "https"):
             raise ValueError(
                 f"DashboardOptions.metrics_scheme={self.metrics_scheme!r} must be 'http' or 'https'"
+            )
+        self._check_verification()
+
+    def _check_verification(self) -> None:
+        ca, server_name = self.metrics_ca_secret, self.metrics_server_name
+        if ca is None and server_name is None:
+            return
+        if server_name is None:
+            raise ValueError(
+                f"DashboardOptions.metrics_ca_secret={ca!r} needs metrics_server_name "
+                "(--metrics-server-name): the metrics Service's DNS name the certificate is "
+                "issued for, e.g. my-op-controller-manager-metrics-service.my-op-system.svc"
+            )
+        if ca is None:
+            raise ValueError(
+                f"DashboardOptions.metrics_server_name={server_name!r} needs metrics_ca_secret "
+                "(--metrics-ca-secret): the Secret whose ca.crt verifies that name"
+            )
+        if self.metrics_scheme != "https":
+            raise ValueError(
+                f"DashboardOptions.metrics_ca_secret={ca!r} verifies an HTTPS endpoint; drop it "
+                "or set metrics_scheme='https'"
+            )
+        if not isinstance(ca, str) or not is_dns1123_subdomain(ca):
+            raise ValueError(
+                f"DashboardOptions.metrics_ca_secret={ca!r} must be a Secret name (lowercase "
+                "letters, digits, '-' and '.')"
+            )
+        if not isinstance(server_name, str) or not is_dns1123_subdomain(server_name):
+            raise ValueError(
+                f"DashboardOptions.metrics_server_name={server_name!r} must be a DNS name "
+                "(lowercase letters, digits, '-' and '.')"
             )
 
 
@@ -356,8 +422,29 @@ def grafana_dashboard() -> dict[str, Any]:
 
 
 def service_monitor(options: DashboardOptions | None = None) -> dict[str, Any]:
-    """A prometheus-operator ServiceMonitor for the metrics Service of the kubebuilder layout."""
+    """A prometheus-operator ServiceMonitor for the metrics Service of the kubebuilder layout.
+
+    With the default options its endpoint is the one ``setpoint init`` scaffolds in
+    ``config/prometheus/monitor.yaml``, so writing either file over the other keeps the
+    scrape secure: HTTPS, Prometheus' bearer token (:data:`SCRAPER_TOKEN_FILE`), and
+    ``insecureSkipVerify`` for the manager's self-signed certificate, or ``tlsConfig.ca`` and
+    ``serverName`` with :attr:`DashboardOptions.metrics_ca_secret`.
+    """
     opts = options or DashboardOptions()
+    endpoint: dict[str, Any] = {
+        "path": "/metrics",
+        "port": opts.metrics_port,
+        "scheme": opts.metrics_scheme,
+    }
+    if opts.metrics_scheme == "https":
+        endpoint["bearerTokenFile"] = SCRAPER_TOKEN_FILE
+        if opts.metrics_ca_secret is None:
+            endpoint["tlsConfig"] = {"insecureSkipVerify": True}
+        else:
+            endpoint["tlsConfig"] = {
+                "ca": {"secret": {"name": opts.metrics_ca_secret, "key": METRICS_CA_KEY}},
+                "serverName": opts.metrics_server_name,
+            }
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
@@ -367,9 +454,7 @@ def service_monitor(options: DashboardOptions | None = None) -> dict[str, Any]:
             "namespace": opts.namespace,
         },
         "spec": {
-            "endpoints": [
-                {"path": "/metrics", "port": opts.metrics_port, "scheme": opts.metrics_scheme}
-            ],
+            "endpoints": [endpoint],
             "selector": {"matchLabels": {"control-plane": "controller-manager"}},
         },
     }

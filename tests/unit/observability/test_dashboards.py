@@ -20,6 +20,8 @@ from setpoint.observability.dashboards import (
 from tests._support import prometheus
 from tests.unit.observability.test_metrics_registry import EXPECTED
 
+# Prometheus' own service account token, in its pod (what the scaffold's monitor.yaml sends).
+SCRAPER_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 FILES = ("grafana/setpoint-runtime.json", "prometheus/monitor.yaml", "prometheus/alerts.yaml")
 
 # PromQL words that are not metric names: functions, aggregations, modifiers.
@@ -110,7 +112,15 @@ def test_generate_dashboard_writes_three_deterministic_files(tmp_path: Path) -> 
     assert exprs == [expr for panel in dashboard_panels() for _, expr in panel.exprs]
     monitor = yaml.safe_load((tmp_path / "a" / FILES[1]).read_text())
     assert monitor["kind"] == "ServiceMonitor"
-    assert monitor["spec"]["endpoints"] == [{"path": "/metrics", "port": "http", "scheme": "http"}]
+    assert monitor["spec"]["endpoints"] == [
+        {
+            "path": "/metrics",
+            "port": "https",
+            "scheme": "https",
+            "bearerTokenFile": SCRAPER_TOKEN_FILE,
+            "tlsConfig": {"insecureSkipVerify": True},
+        }
+    ]
     rules = yaml.safe_load((tmp_path / "a" / FILES[2]).read_text())
     assert rules["kind"] == "PrometheusRule"
     written = [r["expr"] for r in rules["spec"]["groups"][0]["rules"]]
@@ -133,7 +143,7 @@ def test_check_mode_fails_on_a_stale_or_missing_file(
 def test_options_change_thresholds_and_scrape_settings(tmp_path: Path) -> None:
     """Thresholds, namespace, port and scheme reach the alert expressions and the monitor."""
     argv = ["generate", "dashboard", "--output-dir", str(tmp_path), "--namespace", "ops"]
-    argv += ["--metrics-port", "https", "--metrics-scheme", "https"]
+    argv += ["--metrics-port", "web", "--metrics-scheme", "https"]
     argv += ["--finalizer-pending-seconds", "90", "--loop-lag-seconds", "0.25"]
     assert run(argv) == 0
     rules = yaml.safe_load((tmp_path / FILES[2]).read_text())
@@ -142,7 +152,94 @@ def test_options_change_thresholds_and_scrape_settings(tmp_path: Path) -> None:
     assert exprs["SetpointEventLoopLag"].endswith("> 0.25")
     assert rules["metadata"]["namespace"] == "ops"
     monitor = yaml.safe_load((tmp_path / FILES[1]).read_text())
+    assert monitor["metadata"]["namespace"] == "ops"
+    assert monitor["spec"]["endpoints"][0]["port"] == "web"
     assert monitor["spec"]["endpoints"][0]["scheme"] == "https"
+
+
+def test_generated_monitor_scrapes_as_the_scaffolds_does(tmp_path: Path) -> None:
+    """Finding 6 follow-up: `generate dashboard` writes the scaffold's monitor.yaml path.
+
+    In a project `setpoint init` made, it must not turn the secure scrape (HTTPS on the
+    ``https`` port with Prometheus' bearer token) back into plain HTTP: the endpoint and
+    the object's name and namespace are the scaffold's, and the selector still picks the
+    scaffold's metrics Service.
+    """
+    from setpoint.cli.scaffold.commands import init
+
+    project = tmp_path / "shop-op"
+    project.mkdir()
+    init(project, domain="example.com")
+    scaffolded = yaml.safe_load((project / "config" / FILES[1]).read_text())
+    service = yaml.safe_load((project / "config/default/metrics_service.yaml").read_text())
+    assert run(["generate", "dashboard", "--output-dir", str(tmp_path / "generated")]) == 0
+    generated = yaml.safe_load((tmp_path / "generated" / FILES[1]).read_text())
+    assert generated["spec"]["endpoints"] == scaffolded["spec"]["endpoints"]
+    assert generated["metadata"]["name"] == scaffolded["metadata"]["name"]
+    assert generated["metadata"]["namespace"] == scaffolded["metadata"]["namespace"]
+    selector = generated["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    (port,) = service["spec"]["ports"]
+    assert generated["spec"]["endpoints"][0]["port"] == port["name"]
+
+
+def test_a_ca_secret_makes_the_monitor_verify_the_metrics_certificate(tmp_path: Path) -> None:
+    """With a certificate served by --metrics-cert-dir, Prometheus verifies it: CA and name."""
+    argv = ["generate", "dashboard", "--output-dir", str(tmp_path)]
+    argv += ["--metrics-ca-secret", "metrics-server-cert"]
+    argv += ["--metrics-server-name", "op-controller-manager-metrics-service.op-system.svc"]
+    assert run(argv) == 0
+    monitor = yaml.safe_load((tmp_path / FILES[1]).read_text())
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["bearerTokenFile"] == SCRAPER_TOKEN_FILE
+    assert endpoint["tlsConfig"] == {
+        "ca": {"secret": {"name": "metrics-server-cert", "key": "ca.crt"}},
+        "serverName": "op-controller-manager-metrics-service.op-system.svc",
+    }
+
+
+def test_plain_http_scrapes_carry_no_token_or_tls_settings(tmp_path: Path) -> None:
+    """--metrics-scheme http (an unauthenticated endpoint on a trusted network): no token sent."""
+    argv = ["generate", "dashboard", "--output-dir", str(tmp_path)]
+    argv += ["--metrics-scheme", "http", "--metrics-port", "http"]
+    assert run(argv) == 0
+    monitor = yaml.safe_load((tmp_path / FILES[1]).read_text())
+    assert monitor["spec"]["endpoints"] == [{"path": "/metrics", "port": "http", "scheme": "http"}]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"metrics_ca_secret": "ca"},
+            "DashboardOptions.metrics_ca_secret='ca' needs metrics_server_name",
+        ),
+        (
+            {"metrics_server_name": "svc.ns.svc"},
+            "DashboardOptions.metrics_server_name='svc.ns.svc' needs metrics_ca_secret",
+        ),
+        (
+            {"metrics_scheme": "http", "metrics_ca_secret": "ca", "metrics_server_name": "a.b"},
+            "DashboardOptions.metrics_ca_secret='ca' verifies an HTTPS endpoint",
+        ),
+        ({"metrics_ca_secret": "Bad/Name", "metrics_server_name": "a.b"}, "a Secret name"),
+        ({"metrics_ca_secret": "ca", "metrics_server_name": "no spaces"}, "a DNS name"),
+    ],
+)
+def test_verification_settings_that_cannot_work_name_the_field(
+    options: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        DashboardOptions(**options)  # type: ignore[arg-type]
+
+
+def test_verification_settings_on_the_command_line_are_an_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["generate", "dashboard", "--output-dir", str(tmp_path), "--metrics-ca-secret", "ca"]
+    assert run(argv) == 1
+    assert "needs metrics_server_name" in capsys.readouterr().err
+    assert not (tmp_path / "prometheus").exists()
 
 
 @pytest.mark.parametrize(
