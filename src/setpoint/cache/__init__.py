@@ -32,7 +32,7 @@ from setpoint.cache.informer import (
     Transform,
     strip_managed_fields,
 )
-from setpoint.cache.selectors import FieldSelector, LabelSelector, SelectorError
+from setpoint.cache.selectors import FieldMatcher, LabelMatcher, SelectorError
 from setpoint.cache.store import (
     IndexFunc,
     Store,
@@ -50,7 +50,7 @@ __all__ = [
     "CacheSyncTimeout",
     "ConsistentReader",
     "Expectations",
-    "FieldSelector",
+    "FieldMatcher",
     "FuncHandler",
     "HandlerRegistration",
     "IndexFunc",
@@ -59,7 +59,7 @@ __all__ = [
     "InformerStats",
     "KindNotServed",
     "KindOptions",
-    "LabelSelector",
+    "LabelMatcher",
     "NotCached",
     "ReadAfterWriteTimeout",
     "ResourceEventHandler",

@@ -49,7 +49,7 @@ from setpoint.cache.errors import (
     UndecodableObject,
 )
 from setpoint.cache.informer import Informer, InformerOptions, Transform, strip_managed_fields
-from setpoint.cache.selectors import FieldSelector, LabelSelector
+from setpoint.cache.selectors import FieldMatcher, LabelMatcher
 from setpoint.cache.store import IndexFunc, mark_read
 from setpoint.client.client import Selector
 from setpoint.client.errors import NotFound
@@ -103,8 +103,8 @@ class KindOptions:
     def __post_init__(self) -> None:
         if self.resync_period is not None and self.resync_period <= 0:
             raise ValueError("KindOptions.resync_period must be > 0 seconds (or None to inherit)")
-        LabelSelector.parse(self.labels)
-        FieldSelector.parse(self.fields)
+        LabelMatcher.parse(self.labels)
+        FieldMatcher.parse(self.fields)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,8 +167,8 @@ class CacheOptions:
             raise ValueError(
                 "CacheOptions: sync_timeout and read_after_write_timeout must be > 0 seconds"
             )
-        LabelSelector.parse(self.labels)
-        FieldSelector.parse(self.fields)
+        LabelMatcher.parse(self.labels)
+        FieldMatcher.parse(self.fields)
         normalized: dict[GroupVersionKind, KindOptions] = {}
         for kind, options in self.by_kind.items():
             if not isinstance(options, KindOptions):
@@ -353,7 +353,7 @@ class Cache:
 
         """
         gvk, _ = split_kind(kind)
-        LabelSelector.parse(labels)
+        LabelMatcher.parse(labels)
         informer = self._informers.get(gvk)
         if informer is not None:
             informer.narrow(labels)
@@ -442,8 +442,8 @@ class Cache:
 
         """
         gvk, _ = split_kind(kind)
-        label_selector = LabelSelector.parse(labels)
-        field_selector = FieldSelector.parse(fields)
+        label_selector = LabelMatcher.parse(labels)
+        field_selector = FieldMatcher.parse(fields)
         informer = await self._ready_informer(kind)
         store = informer.store
         mark_read()

@@ -73,7 +73,7 @@ from setpoint.api.meta import (
 )
 from setpoint.cache.consistency import Expectations
 from setpoint.cache.errors import CacheError, CacheSyncTimeout, KindNotServed
-from setpoint.cache.selectors import FieldSelector, LabelSelector
+from setpoint.cache.selectors import FieldMatcher, LabelMatcher
 from setpoint.cache.store import IndexFunc, Store, parse_resource_version
 from setpoint.client.errors import (
     BadRequest,
@@ -249,8 +249,8 @@ class InformerOptions:
         if self.expectation_ttl <= 0:
             raise ValueError("InformerOptions.expectation_ttl must be > 0 seconds")
         # Parse now, so a malformed selector fails at construction, not in the background.
-        LabelSelector.parse(self.labels)
-        FieldSelector.parse(self.fields)
+        LabelMatcher.parse(self.labels)
+        FieldMatcher.parse(self.fields)
 
 
 @dataclass(slots=True)
@@ -313,8 +313,8 @@ class Informer:
         self._client = client
         self._kind = kind
         self._options = options if options is not None else InformerOptions()
-        self._labels = LabelSelector.parse(self._options.labels)
-        self._fields = FieldSelector.parse(self._options.fields)
+        self._labels = LabelMatcher.parse(self._options.labels)
+        self._fields = FieldMatcher.parse(self._options.fields)
         self._store = Store()
         self._handlers: list[HandlerRegistration] = []
         self._streams: dict[str | None, _Stream] = {}
@@ -452,10 +452,10 @@ class Informer:
                 f"({labels!r}) before the cache starts (build sharded controllers before "
                 "running the manager)"
             )
-        LabelSelector.parse(labels)
+        LabelMatcher.parse(labels)
         combined = ",".join(part for part in (self._options.labels, labels) if part)
         self._options = replace(self._options, labels=combined)
-        self._labels = LabelSelector.parse(combined)
+        self._labels = LabelMatcher.parse(combined)
 
     # -- lifecycle -----------------------------------------------------------------------
 

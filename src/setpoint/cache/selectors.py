@@ -15,7 +15,8 @@ same selector strings the server does:
   ``3``), with a missing field reading as ``""``.
 
 A mapping ``{"app": "web"}`` is accepted wherever a selector string is, meaning equality on
-every pair.
+every pair. :class:`LabelMatcher` and :class:`FieldMatcher` are the parsed forms; the typed
+``LabelSelector`` users put in specs is :class:`setpoint.api.labelselector.LabelSelector`.
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from setpoint.api.meta import labels_of
 from setpoint.api.validation import label_value_problem, qualified_name_problem
 
 __all__ = [
+    "FieldMatcher",
     "FieldRequirement",
-    "FieldSelector",
+    "LabelMatcher",
     "LabelRequirement",
-    "LabelSelector",
     "SelectorError",
     "field_value",
 ]
@@ -271,16 +272,19 @@ def _describe(token: str | None) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class LabelSelector:
-    """A parsed label selector: an object matches when it meets every requirement.
+class LabelMatcher:
+    """A label selector string, parsed to match objects in memory.
 
-    An empty selector matches everything.
+    An object matches when it meets every requirement; an empty selector matches
+    everything. Not the spec model users declare (:class:`setpoint.LabelSelector`,
+    ``metav1.LabelSelector``): that one renders the string this parses
+    (``LabelMatcher.parse(spec.selector.to_selector())``).
     """
 
     requirements: tuple[LabelRequirement, ...] = ()
 
     @classmethod
-    def parse(cls, selector: str | Mapping[str, str] | None) -> LabelSelector:
+    def parse(cls, selector: str | Mapping[str, str] | None) -> LabelMatcher:
         """Parse a selector string or an equality mapping (``None`` or ``""``: match all).
 
         Raises:
@@ -391,13 +395,16 @@ def _split_unescaped(text: str, separator: str) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class FieldSelector:
-    """A parsed field selector: an object matches when it meets every requirement."""
+class FieldMatcher:
+    """A field selector string, parsed to match objects in memory.
+
+    An object matches when it meets every requirement; an empty selector matches everything.
+    """
 
     requirements: tuple[FieldRequirement, ...] = ()
 
     @classmethod
-    def parse(cls, selector: str | Mapping[str, str] | None) -> FieldSelector:
+    def parse(cls, selector: str | Mapping[str, str] | None) -> FieldMatcher:
         """Parse a selector string or an equality mapping (``None`` or ``""``: match all).
 
         Raises:
@@ -436,7 +443,7 @@ class FieldSelector:
                 )
         return cls(tuple(requirements))
 
-    def require_fields(self, supported: frozenset[str], *, custom: bool) -> FieldSelector:
+    def require_fields(self, supported: frozenset[str], *, custom: bool) -> FieldMatcher:
         """Return the selector itself when the server selects on every path it names.
 
         ``custom`` picks the server's wording: custom resources answer ``field label not

@@ -30,7 +30,7 @@ from setpoint.api.meta import (
     labels_of,
     resource_version_of,
 )
-from setpoint.cache.selectors import LabelSelector
+from setpoint.cache.selectors import LabelMatcher
 
 __all__ = [
     "AddEvent",
@@ -165,7 +165,7 @@ class LabelSelectorPredicate:
     __slots__ = ("_selector",)
 
     def __init__(self, selector: str | Mapping[str, str]) -> None:
-        self._selector = LabelSelector.parse(selector)
+        self._selector = LabelMatcher.parse(selector)
 
     def __call__(self, event: Event) -> bool:
         """Whether the event's object matches the selector."""

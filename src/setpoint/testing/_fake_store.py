@@ -38,7 +38,7 @@ from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.jsonvalues import copy_json, json_equal
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import JsonObject
-from setpoint.cache.selectors import FieldSelector, LabelSelector, SelectorError
+from setpoint.cache.selectors import FieldMatcher, LabelMatcher, SelectorError
 from setpoint.client.errors import ApiError
 from setpoint.client.patch import ApplyPatch, JsonPatch, MergePatch, Patch, StrategicMergePatch
 from setpoint.testing._fake_apply import Ownership, Record, apply_configuration
@@ -280,12 +280,12 @@ class Store:
         fields: str | Mapping[str, str] | None,
         *,
         path: str,
-    ) -> tuple[LabelSelector, FieldSelector]:
+    ) -> tuple[LabelMatcher, FieldMatcher]:
         """Parse both selectors, answering a malformed one with 400 as the server does."""
         try:
             return (
-                LabelSelector.parse(labels),
-                FieldSelector.parse(fields).require_fields(rules.fields, custom=rules.custom),
+                LabelMatcher.parse(labels),
+                FieldMatcher.parse(fields).require_fields(rules.fields, custom=rules.custom),
             )
         except SelectorError as exc:
             raise api_error(400, "BadRequest", exc.reason, method="GET", path=path) from None

@@ -6,7 +6,7 @@ import pydantic
 import pytest
 
 import setpoint as sp
-from setpoint.cache.selectors import LabelSelector as ParsedSelector
+from setpoint.cache.selectors import LabelMatcher
 
 SELECTOR = {
     "matchLabels": {"team": "a"},
@@ -42,7 +42,7 @@ def test_to_selector_is_the_list_and_watch_syntax() -> None:
 def test_matches_agrees_with_the_parsed_selector(labels: dict[str, str]) -> None:
     """matches() and the server-syntax parser of the cache decide every label set alike."""
     selector = sp.LabelSelector.model_validate(SELECTOR)
-    parsed = ParsedSelector.parse(selector.to_selector())
+    parsed = LabelMatcher.parse(selector.to_selector())
     assert selector.matches(labels) == parsed.matches(labels)
 
 

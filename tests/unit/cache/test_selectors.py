@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from setpoint.cache.selectors import FieldSelector, LabelSelector, SelectorError, field_value
+from setpoint.cache.selectors import FieldMatcher, LabelMatcher, SelectorError, field_value
 
 LABELS = {"app": "web", "tier": "3", "example.com/owner": "team-a"}
 
@@ -45,7 +45,7 @@ LABELS = {"app": "web", "tier": "3", "example.com/owner": "team-a"}
     ],
 )
 def test_label_selector_semantics(selector: str, matches: bool) -> None:
-    assert LabelSelector.parse(selector).matches(LABELS) is matches
+    assert LabelMatcher.parse(selector).matches(LABELS) is matches
 
 
 @pytest.mark.parametrize("bound", ["1_000", "99999999999999999999", "9223372036854775808"])
@@ -56,7 +56,7 @@ def test_comparison_bounds_go_does_not_read_are_refused(bound: str) -> None:
     answers such a selector with a 400, so the cache must refuse it too.
     """
     with pytest.raises(SelectorError, match="the value must be an integer"):
-        LabelSelector.parse(f"size>{bound}")
+        LabelMatcher.parse(f"size>{bound}")
 
 
 @pytest.mark.parametrize(
@@ -71,21 +71,21 @@ def test_comparison_bounds_go_does_not_read_are_refused(bound: str) -> None:
 )
 def test_comparison_reads_label_values_as_go_does(value: str, matches: bool) -> None:
     """A label value strconv.ParseInt cannot read matches no `>` (the server selects the same)."""
-    assert LabelSelector.parse("size>5").matches({"size": value}) is matches
+    assert LabelMatcher.parse("size>5").matches({"size": value}) is matches
 
 
 def test_label_mapping_means_equality() -> None:
-    selector = LabelSelector.parse({"app": "web", "tier": "3"})
+    selector = LabelMatcher.parse({"app": "web", "tier": "3"})
     assert selector.matches(LABELS)
     assert not selector.matches({"app": "web"})
     assert selector.equality_pairs() == {"app": "web", "tier": "3"}
 
 
 def test_label_matches_object_metadata() -> None:
-    selector = LabelSelector.parse("app=web")
+    selector = LabelMatcher.parse("app=web")
     assert selector.matches_object({"metadata": {"labels": {"app": "web"}}})
     assert not selector.matches_object({"metadata": {}})
-    assert LabelSelector.parse(None).matches_object({})
+    assert LabelMatcher.parse(None).matches_object({})
 
 
 @pytest.mark.parametrize(
@@ -103,37 +103,37 @@ def test_label_matches_object_metadata() -> None:
 )
 def test_malformed_label_selectors_are_named(bad: str) -> None:
     with pytest.raises(SelectorError, match="label selector"):
-        LabelSelector.parse(bad)
+        LabelMatcher.parse(bad)
 
 
 def test_selector_errors_carry_the_servers_wording() -> None:
     with pytest.raises(SelectorError) as label:
-        LabelSelector.parse("x in (a b)")
+        LabelMatcher.parse("x in (a b)")
     assert label.value.reason == "unable to parse requirement: found 'b', expected: ',' or ')'"
     assert str(label.value).startswith("label selector 'x in (a b)': ")
     with pytest.raises(SelectorError) as field:
-        FieldSelector.parse("metadata.name in (a)")
+        FieldMatcher.parse("metadata.name in (a)")
     assert "can't understand 'metadata.name in (a)'" in field.value.reason
 
 
 def test_field_selectors_can_be_limited_to_the_fields_a_kind_supports() -> None:
     supported = frozenset({"metadata.name", "metadata.namespace"})
-    selector = FieldSelector.parse("metadata.name=a,,metadata.namespace!=b")
+    selector = FieldMatcher.parse("metadata.name=a,,metadata.namespace!=b")
     assert selector.require_fields(supported, custom=False) is selector
     with pytest.raises(SelectorError) as builtin:
-        FieldSelector.parse("spec.x=1").require_fields(supported, custom=False)
+        FieldMatcher.parse("spec.x=1").require_fields(supported, custom=False)
     assert builtin.value.reason == (
         '"spec.x" is not a known field selector: only "metadata.name", "metadata.namespace"'
     )
     with pytest.raises(SelectorError) as custom:
-        FieldSelector.parse("spec.x=1").require_fields(supported, custom=True)
+        FieldMatcher.parse("spec.x=1").require_fields(supported, custom=True)
     assert custom.value.reason == "field label not supported: spec.x"
 
 
 def test_label_selector_round_trips_through_str() -> None:
     text = "app=web,tier!=2,env in (dev,prod),!legacy,owner,tier>1"
-    parsed = LabelSelector.parse(text)
-    assert LabelSelector.parse(str(parsed)) == parsed
+    parsed = LabelMatcher.parse(text)
+    assert LabelMatcher.parse(str(parsed)) == parsed
 
 
 OBJ = {
@@ -159,21 +159,21 @@ OBJ = {
     ],
 )
 def test_field_selector_semantics(selector: str, matches: bool) -> None:
-    assert FieldSelector.parse(selector).matches(OBJ) is matches
+    assert FieldMatcher.parse(selector).matches(OBJ) is matches
 
 
 def test_field_selector_escapes() -> None:
     obj = {"metadata": {"name": "a,b=c\\d"}}
-    selector = FieldSelector.parse("metadata.name=a\\,b\\=c\\\\d")
+    selector = FieldMatcher.parse("metadata.name=a\\,b\\=c\\\\d")
     assert selector.requirements[0].value == "a,b=c\\d"
     assert selector.matches(obj)
-    assert FieldSelector.parse(str(selector)) == selector
+    assert FieldMatcher.parse(str(selector)) == selector
 
 
 @pytest.mark.parametrize("bad", ["metadata.name", "=x", "a=b\\q", "a=b\\"])
 def test_malformed_field_selectors_are_named(bad: str) -> None:
     with pytest.raises(SelectorError, match="field selector"):
-        FieldSelector.parse(bad)
+        FieldMatcher.parse(bad)
 
 
 def test_field_value_renders_like_the_server() -> None:
@@ -194,6 +194,6 @@ label_values = st.from_regex(r"([a-z0-9]([a-z0-9._-]{0,8}[a-z0-9])?)?", fullmatc
 def test_equality_selector_agrees_with_dict_subset(
     wanted: dict[str, str], labels: dict[str, str]
 ) -> None:
-    selector = LabelSelector.parse(wanted)
+    selector = LabelMatcher.parse(wanted)
     assert selector.matches(labels) == all(labels.get(k) == v for k, v in wanted.items())
-    assert LabelSelector.parse(str(selector)).matches(labels) == selector.matches(labels)
+    assert LabelMatcher.parse(str(selector)).matches(labels) == selector.matches(labels)

@@ -14,7 +14,7 @@ import os
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from setpoint.cache.selectors import FieldSelector, LabelSelector, SelectorError
+from setpoint.cache.selectors import FieldMatcher, LabelMatcher, SelectorError
 
 EXAMPLES = int(os.environ.get("SETPOINT_FUZZ_EXAMPLES", "300"))
 
@@ -65,22 +65,22 @@ labels = st.dictionaries(
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text, labels)
 def test_random_label_selectors(selector: str, label_set: dict[str, str]) -> None:
-    """Parse: a LabelSelector or SelectorError; a parsed one evaluates and round-trips."""
+    """Parse: a LabelMatcher or SelectorError; a parsed one evaluates and round-trips."""
     try:
-        parsed = LabelSelector.parse(selector)
+        parsed = LabelMatcher.parse(selector)
     except SelectorError:
         return
     assert isinstance(parsed.matches(label_set), bool)
-    again = LabelSelector.parse(str(parsed))
+    again = LabelMatcher.parse(str(parsed))
     assert set(again.requirements) == set(parsed.requirements)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text, st.dictionaries(st.sampled_from(["metadata", "spec"]), st.text(max_size=4)))
 def test_random_field_selectors(selector: str, obj: dict[str, str]) -> None:
-    """Parse: a FieldSelector or SelectorError; a parsed one evaluates on any object."""
+    """Parse: a FieldMatcher or SelectorError; a parsed one evaluates on any object."""
     try:
-        parsed = FieldSelector.parse(selector)
+        parsed = FieldMatcher.parse(selector)
     except SelectorError:
         return
     assert isinstance(parsed.matches(obj), bool)

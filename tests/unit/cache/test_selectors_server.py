@@ -8,17 +8,17 @@ import pytest
 
 from setpoint.api.validation import label_value_problem
 from setpoint.api.validation import qualified_name_problem as label_key_problem
-from setpoint.cache.selectors import FieldSelector, LabelSelector, SelectorError
+from setpoint.cache.selectors import FieldMatcher, LabelMatcher, SelectorError
 
 
-def parse_label_selector(selector: str | dict[str, str] | None) -> LabelSelector:
-    return LabelSelector.parse(selector)
+def parse_label_selector(selector: str | dict[str, str] | None) -> LabelMatcher:
+    return LabelMatcher.parse(selector)
 
 
 def parse_field_selector(
     selector: str | dict[str, str] | None, supported: frozenset[str], *, custom: bool
-) -> FieldSelector:
-    return FieldSelector.parse(selector).require_fields(supported, custom=custom)
+) -> FieldMatcher:
+    return FieldMatcher.parse(selector).require_fields(supported, custom=custom)
 
 
 LABELS = {

@@ -223,10 +223,10 @@ def test_terminal_condition_option_is_validated() -> None:
 
 def test_selector_error_is_exported() -> None:
     """sp.SelectorError is the error an invalid selector raises, and it is terminal."""
-    from setpoint.cache.selectors import LabelSelector
+    from setpoint.cache.selectors import LabelMatcher
 
     with pytest.raises(sp.SelectorError) as info:
-        LabelSelector.parse("not a label!")
+        LabelMatcher.parse("not a label!")
     assert terminal_reason(info.value) == "InvalidSelector"
 
 
