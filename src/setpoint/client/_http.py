@@ -46,7 +46,7 @@ raise :class:`ProtocolError` and close the connection.
 
 Errors say how far the request got, which is what decides whether it may be sent again
 (the transport's rule, :mod:`setpoint.client.transport`): :class:`ConnectError` (and its
-:class:`CertificateError`) mean nothing was sent; :class:`ConnectionBroken` means the
+:class:`UntrustedCertificate`) mean nothing was sent; :class:`ConnectionBroken` means the
 request may have reached the server; :class:`BodyTooLarge` means the answer came and was
 too large. A timeout is :class:`TimeoutError`.
 """
@@ -72,7 +72,6 @@ from setpoint.api.clock import Clock, LoopClock, TimerHandle, clock_timeout
 
 __all__ = [
     "BodyTooLarge",
-    "CertificateError",
     "ConnectError",
     "ConnectionBroken",
     "HttpError",
@@ -82,6 +81,7 @@ __all__ = [
     "RawResponse",
     "ResponseHeaders",
     "StreamResponse",
+    "UntrustedCertificate",
 ]
 
 MAX_HEAD: Final = 64 * 1024
@@ -121,8 +121,12 @@ class ConnectError(HttpError):
         return self.args[0] if self.args else "connection failed"
 
 
-class CertificateError(ConnectError):
-    """The server's TLS certificate failed verification; ``certificate_error`` says why."""
+class UntrustedCertificate(ConnectError):
+    """The server's TLS certificate failed verification; ``certificate_error`` says why.
+
+    The transport reports it as :class:`~setpoint.client.errors.TLSVerificationFailed`;
+    bad certificate input of setpoint's own is :class:`setpoint.tls.pem.CertificateError`.
+    """
 
     def __init__(self, message: str, certificate_error: ssl.SSLCertVerificationError) -> None:
         super().__init__(message, certificate_error)
@@ -1353,7 +1357,7 @@ class HttpPool:
                 self.clock, self._dial(connection, where), self._connect_timeout
             )
         except ssl.SSLCertVerificationError as exc:
-            raise CertificateError(
+            raise UntrustedCertificate(
                 f"the certificate of {where[0]} failed verification: {exc}", exc
             ) from exc
         except TimeoutError:

@@ -42,13 +42,13 @@ import orjson
 from setpoint.api.clock import Clock, LoopClock, clock_sleep, clock_timeout
 from setpoint.client._http import (
     BodyTooLarge,
-    CertificateError,
     ConnectError,
     ConnectionBroken,
     HttpPool,
     ProxyLoginRefused,
     RawResponse,
     StreamResponse,
+    UntrustedCertificate,
 )
 from setpoint.client.config import ClientConfig
 from setpoint.client.credentials import Credentials, credentials_for
@@ -523,7 +523,7 @@ class Transport:
             with contextlib.suppress(Exception):  # metrics never break a request
                 hook(method, self._host, code)
 
-    def _untrusted(self, exc: CertificateError, request: str) -> TLSVerificationFailed:
+    def _untrusted(self, exc: UntrustedCertificate, request: str) -> TLSVerificationFailed:
         """The error for a server certificate that failed verification."""
         cause = exc.certificate_error
         reason = getattr(cause, "verify_message", None) or getattr(cause, "reason", None)
@@ -806,7 +806,7 @@ class Transport:
             # The same request would bring the same answer: not retried.
             self._record(method, "<error>")
             raise self._too_large(method, url, exc, call.setting) from exc
-        except CertificateError as exc:
+        except UntrustedCertificate as exc:
             # Verification fails the same way every time: no retry, and the advice is
             # about the CA, not about whether the server runs.
             self._record(method, "<error>")
@@ -939,7 +939,7 @@ class Transport:
             resp = await pool.stream(
                 method, self._target(path, params), headers, read_timeout=read_timeout
             )
-        except CertificateError as exc:
+        except UntrustedCertificate as exc:
             self._record(method, "<error>")
             raise self._untrusted(exc, f"{method} {url}") from exc
         except ConnectError as exc:

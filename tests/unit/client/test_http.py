@@ -18,11 +18,11 @@ import pytest
 
 from setpoint.client._http import (
     DEADLINE_TICK,
-    CertificateError,
     ConnectError,
     ConnectionBroken,
     HttpPool,
     ProtocolError,
+    UntrustedCertificate,
 )
 from setpoint.server import (
     BindAddress,
@@ -363,7 +363,7 @@ async def test_tls_verifies_the_server(pools: list[HttpPool]) -> None:
         good = pool_for(pools, f"https://127.0.0.1:{port}", ssl_context=trusting)
         assert (await good.request("GET", "/tls", [])).body == b"hello /tls\n"
         bad = pool_for(pools, f"https://127.0.0.1:{port}", ssl_context=other)
-        with pytest.raises(CertificateError) as info:
+        with pytest.raises(UntrustedCertificate) as info:
             await bad.request("GET", "/tls", [])
         assert info.value.certificate_error.verify_message
     finally:
