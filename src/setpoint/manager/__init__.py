@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from setpoint.manager.builder import ManagedBuilder
     from setpoint.manager.clusters import ClusterBuilder, ClusterSet, MemberStatus
     from setpoint.manager.errors import (
-        CacheSyncTimeout,
         DuplicateCheckError,
         LeaderElectionLost,
         ManagerError,
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
         RunnableFailed,
         ShardLeaseLost,
         ShutdownIncomplete,
+        StartupSyncTimeout,
     )
     from setpoint.manager.healthz import Check, HealthChecks
     from setpoint.manager.leaderelection import LeaderElector, default_identity
@@ -61,7 +61,6 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "CacheFactory": "setpoint.manager.sharedcache",
     "CacheLike": "setpoint.manager.sharedcache",
-    "CacheSyncTimeout": "setpoint.manager.errors",
     "Check": "setpoint.manager.healthz",
     "ClusterBuilder": "setpoint.manager.clusters",
     "ClusterSet": "setpoint.manager.clusters",
@@ -89,6 +88,7 @@ _EXPORTS: dict[str, str] = {
     "ShardLeaseLost": "setpoint.manager.errors",
     "ShardingOptions": "setpoint.manager.sharding",
     "ShutdownIncomplete": "setpoint.manager.errors",
+    "StartupSyncTimeout": "setpoint.manager.errors",
     "default_identity": "setpoint.manager.leaderelection",
     "default_new_cache": "setpoint.manager.sharedcache",
 }
@@ -100,7 +100,6 @@ __getattr__, __dir__ = lazy_module("setpoint.manager", globals(), _EXPORTS)
 __all__ = [
     "CacheFactory",
     "CacheLike",
-    "CacheSyncTimeout",
     "Check",
     "ClusterBuilder",
     "ClusterSet",
@@ -128,6 +127,7 @@ __all__ = [
     "ShardLeaseLost",
     "ShardingOptions",
     "ShutdownIncomplete",
+    "StartupSyncTimeout",
     "default_identity",
     "default_new_cache",
 ]

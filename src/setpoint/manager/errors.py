@@ -11,7 +11,6 @@ from setpoint.api.errors import SetpointError
 from setpoint.cache import errors as _cache_errors
 
 __all__ = [
-    "CacheSyncTimeout",
     "DuplicateCheckError",
     "LeaderElectionLost",
     "ManagerError",
@@ -19,6 +18,7 @@ __all__ = [
     "RunnableFailed",
     "ShardLeaseLost",
     "ShutdownIncomplete",
+    "StartupSyncTimeout",
 ]
 
 
@@ -44,11 +44,12 @@ class RunnableFailed(ManagerError):
         """The failed runnable's name."""
 
 
-class CacheSyncTimeout(RunnableFailed, _cache_errors.CacheSyncTimeout):
-    """A cache did not finish its initial list within ``ManagerOptions.cache_sync_timeout``.
+class StartupSyncTimeout(RunnableFailed, _cache_errors.CacheSyncTimeout):
+    """A cache the manager started did not sync in ``ManagerOptions.cache_sync_timeout``.
 
-    It is also a :class:`setpoint.cache.CacheSyncTimeout`, so one ``except`` clause
-    catches a sync timeout whether the cache or the manager reported it.
+    A :class:`RunnableFailed` (it names the cache runnable) and a
+    :class:`setpoint.CacheSyncTimeout` (what the cache itself raises), so one ``except``
+    clause catches a sync timeout whether the cache or the manager reported it.
 
     Usually RBAC (the service account may not list/watch one of the kinds), a CRD that is not
     installed, or an API server too slow for a very large initial list.

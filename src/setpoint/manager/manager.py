@@ -48,12 +48,12 @@ from setpoint.controller.controller import Controller
 from setpoint.controller.finalizers import ADVERTISES_FINALIZERS_LABEL, OWNED_FINALIZERS_ANNOTATION
 from setpoint.manager.builder import ManagedBuilder
 from setpoint.manager.errors import (
-    CacheSyncTimeout,
     LeaderElectionLost,
     ManagerStateError,
     RunnableFailed,
     ShardLeaseLost,
     ShutdownIncomplete,
+    StartupSyncTimeout,
 )
 from setpoint.manager.healthz import Check, HealthChecks
 from setpoint.manager.options import LeadershipLossPolicy, ManagerOptions
@@ -634,7 +634,7 @@ class Manager:
         down gracefully before the cancellation propagates.
 
         Raises:
-            RunnableFailed: a runnable failed to start or its work died (``CacheSyncTimeout``
+            RunnableFailed: a runnable failed to start or its work died (``StartupSyncTimeout``
                 when a cache did not sync in time); the cause is chained.
             LeaderElectionLost: the lease was lost (``LeadershipLossPolicy.FAIL``).
             ShutdownIncomplete: everything else went well, but a runnable did not stop
@@ -962,7 +962,7 @@ class Manager:
                 await cache.wait_for_sync(timeout)
         except TimeoutError as exc:
             detail = f" ({exc})" if str(exc) else ""
-            error = CacheSyncTimeout(
+            error = StartupSyncTimeout(
                 name,
                 f"{name} did not sync within {timeout:g}s (ManagerOptions.cache_sync_timeout)"
                 f"{detail}: check that the service account may list and watch every kind it "

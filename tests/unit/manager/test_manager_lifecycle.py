@@ -13,9 +13,9 @@ from prometheus_client import CollectorRegistry
 
 from setpoint.api.clock import ManualClock
 from setpoint.api.runnable import RunnableGroup
+from setpoint.cache import CacheSyncTimeout
 from setpoint.client import Client, ClientConfig
 from setpoint.manager import (
-    CacheSyncTimeout,
     LeaderElectionLost,
     LeaderElectionOptions,
     LeadershipLossPolicy,
@@ -24,6 +24,7 @@ from setpoint.manager import (
     ManagerStateError,
     RunnableFailed,
     ShutdownIncomplete,
+    StartupSyncTimeout,
 )
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import FakeClient
@@ -156,8 +157,9 @@ async def test_a_cache_that_never_syncs_fails_startup_clearly() -> None:
     manager = Manager(FakeClient(), options(cache_sync_timeout=0.2))
     manager.add(FakeCache("informers", log))
     manager.add(FakeRunnable("ctrl", G.CONTROLLERS, log))
-    with pytest.raises(CacheSyncTimeout) as info:
+    with pytest.raises(StartupSyncTimeout) as info:
         await asyncio.wait_for(manager.run(), 10)
+    assert isinstance(info.value, CacheSyncTimeout) and isinstance(info.value, RunnableFailed)
     assert info.value.runnable == "informers"
     assert "informers did not sync within 0.2s" in str(info.value)
     assert "list and watch" in str(info.value)
