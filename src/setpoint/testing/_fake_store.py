@@ -1,6 +1,6 @@
 """The fake API server's storage: objects, one global revision, history, reads and writes.
 
-Every public method of :class:`Store` does one whole request without
+Every public method of :class:`FakeServerStore` does one whole request without
 awaiting, so under asyncio each request is atomic, as an etcd transaction is.
 The async :class:`~setpoint.testing.fake.FakeClient` wraps it. The store keeps
 objects by kind and key, assigns resourceVersions, keeps the event history that
@@ -72,9 +72,17 @@ from setpoint.testing._fake_validation import (
     normalize_metadata,
 )
 
-__all__ = ["INITIAL_EVENTS_END", "Event", "Listing", "Record", "Store", "clone", "random_token"]
+__all__ = [
+    "INITIAL_EVENTS_END",
+    "Change",
+    "FakeServerStore",
+    "Listing",
+    "Record",
+    "clone",
+    "random_token",
+]
 
-EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]
 
 # The alphabet of generateName suffixes (no vowels, no confusable characters), as the server.
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -91,11 +99,15 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
-    """One committed change: the object after it (for DELETED: the last state) and before it."""
+class Change:
+    """One committed change: the object after it (for DELETED: the last state) and before it.
+
+    What watches of the fake are made from; the client's own is
+    :class:`~setpoint.client.objects.WatchEvent`.
+    """
 
     revision: int
-    type: EventType
+    type: ChangeType
     group_kind: tuple[str, str]
     namespace: str
     obj: JsonObject
@@ -129,8 +141,12 @@ def _meta(obj: JsonObject) -> dict[str, Any]:
     return meta
 
 
-class Store:
-    """All objects of a fake cluster, one revision counter, the event history and watchers."""
+class FakeServerStore:
+    """All objects of a fake cluster, one revision counter, the event history and watchers.
+
+    The fake API server's state, behind :class:`~setpoint.testing.fake.FakeClient`; not a
+    fake of the cache's :class:`~setpoint.cache.store.Store`.
+    """
 
     def __init__(
         self,
@@ -144,10 +160,10 @@ class Store:
         """The last revision committed (``resourceVersion`` of the newest write)."""
         self.kinds: dict[GroupVersionKind, KindRules] = {}
         self._objects: dict[tuple[str, str], dict[str, Record]] = {}
-        self._log: deque[Event] = deque(maxlen=history)
+        self._log: deque[Change] = deque(maxlen=history)
         self.compacted = 0
         """Revisions up to this one are no longer in the history (watch/list from them: 410)."""
-        self._listeners: list[Callable[[Event], None]] = []
+        self._listeners: list[Callable[[Change], None]] = []
         self._require_namespaces = require_namespaces
         self._rules_by_gk: dict[tuple[str, str], KindRules] = {}
         self._conversions: dict[tuple[str, str], tuple[KindConversion, str]] = {}
@@ -420,16 +436,16 @@ class Store:
 
     # -- history and watchers ---------------------------------------------------------------
 
-    def listen(self, listener: Callable[[Event], None]) -> None:
+    def listen(self, listener: Callable[[Change], None]) -> None:
         """Call ``listener`` with every committed event from now on."""
         self._listeners.append(listener)
 
-    def unlisten(self, listener: Callable[[Event], None]) -> None:
+    def unlisten(self, listener: Callable[[Change], None]) -> None:
         """Stop calling ``listener``."""
         if listener in self._listeners:
             self._listeners.remove(listener)
 
-    def events_since(self, rules: KindRules, revision: int) -> list[Event]:
+    def events_since(self, rules: KindRules, revision: int) -> list[Change]:
         """Events of one kind newer than ``revision`` (which must not be compacted)."""
         return [e for e in self._log if e.revision > revision and e.group_kind == rules.group_kind]
 
@@ -444,11 +460,11 @@ class Store:
         return [bucket[k].obj for k in sorted(bucket)]
 
     def _emit(
-        self, kind: EventType, rules: KindRules, obj: JsonObject, previous: JsonObject | None
+        self, kind: ChangeType, rules: KindRules, obj: JsonObject, previous: JsonObject | None
     ) -> None:
         if len(self._log) == self._log.maxlen and self._log:
             self.compacted = self._log[0].revision
-        event = Event(
+        event = Change(
             self.revision,
             kind,
             rules.group_kind,

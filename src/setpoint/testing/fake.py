@@ -108,7 +108,13 @@ from setpoint.client.objects import Applied, ObjectList, WatchEvent
 from setpoint.client.patch import ApplyPatch, MergePatch, Patch
 from setpoint.testing._fake_errors import api_error
 from setpoint.testing._fake_kinds import KindRules, path_of
-from setpoint.testing._fake_store import INITIAL_EVENTS_END, Event, Store, clone, random_token
+from setpoint.testing._fake_store import (
+    INITIAL_EVENTS_END,
+    Change,
+    FakeServerStore,
+    clone,
+    random_token,
+)
 from setpoint.testing.faults import Call, Faults, kind_gvk, object_call
 
 if TYPE_CHECKING:
@@ -218,7 +224,7 @@ class FakeClient:
         """Settings of this fake."""
         self.faults = faults or Faults()
         """Fault rules applied to every call, and the log of calls."""
-        self._store = Store(
+        self._store = FakeServerStore(
             history=self.options.history,
             garbage_collection=self.options.garbage_collection,
             require_namespaces=self.options.require_namespaces,
@@ -1126,7 +1132,7 @@ class FakeWatch(Generic[T]):
     def _push(self, item: object) -> None:
         self._queue.put_nowait(item)
 
-    def _listener(self, event: Event) -> None:
+    def _listener(self, event: Change) -> None:
         self._client._deliver(self, event)
 
     def _stop(self) -> None:
@@ -1144,7 +1150,7 @@ class FakeWatch(Generic[T]):
         start = self.resource_version
         if start in ("", "0") or self._initial:
             for obj in store.current(rules):
-                self._queue.put_nowait(Event(0, "ADDED", rules.group_kind, "", obj, None))
+                self._queue.put_nowait(Change(0, "ADDED", rules.group_kind, "", obj, None))
             if self._allow_bookmarks:
                 self._queue.put_nowait(_Bookmark(store.revision, initial_events_end=True))
         else:
@@ -1177,7 +1183,7 @@ class FakeWatch(Generic[T]):
         label_sel, field_sel = self._selectors
         return label_sel.matches(meta.get("labels") or {}) and field_sel.matches(obj)
 
-    def _translate(self, event: Event) -> WatchEvent[T] | None:
+    def _translate(self, event: Change) -> WatchEvent[T] | None:
         rules = self._rules
         assert rules is not None
         if event.group_kind != rules.group_kind:
@@ -1264,7 +1270,7 @@ class FakeWatch(Generic[T]):
                     if self._allow_bookmarks:
                         yield self._bookmark(item)
                     continue
-                assert isinstance(item, Event)
+                assert isinstance(item, Change)
                 translated = self._translate(item)
                 if translated is not None:
                     yield translated
