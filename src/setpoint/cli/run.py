@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import importlib
 import inspect
@@ -41,6 +42,7 @@ from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
 from setpoint.api.errors import SetpointError
+from setpoint.api.runnable import RunnableGroup
 from setpoint.api.validation import is_dns1123_label, is_dns1123_subdomain
 from setpoint.client.config import SERVICE_ACCOUNT_DIR
 
@@ -48,7 +50,8 @@ if TYPE_CHECKING:
     from setpoint.client.protocols import ApiClient
     from setpoint.manager.options import ManagerOptions
     from setpoint.manager.sharedcache import CacheLike
-    from setpoint.webhook.server import CertificateSource
+    from setpoint.server.tls import ServerTLS
+    from setpoint.webhook.server import CertificateDirectory, CertificateSource
 
 __all__ = [
     "EXIT_ERROR",
@@ -131,6 +134,12 @@ class RunSettings:
     """Serve ``/metrics`` over HTTPS to callers the API server authenticates and authorizes
     (``ManagerOptions.metrics_secure``)."""
 
+    metrics_cert_dir: str | None = None
+    """With ``metrics_secure``: a directory with the metrics serving certificate's ``tls.crt``
+    and ``tls.key`` (a mounted ``kubernetes.io/tls`` Secret, cert-manager's for example), read
+    at start and watched for changes (``ManagerOptions.metrics_tls``), so scrapers can verify
+    the server. ``None``: a self-signed certificate made in memory."""
+
     health_probe_bind_address: str = dataclasses.field(
         default_factory=lambda: str(_manager_default("health_probe_bind_address"))
     )
@@ -209,6 +218,12 @@ class RunSettings:
                 "--webhook-cert-secret and --webhook-cert-dir are two sources of the webhook "
                 "certificate: give one (the Secret for self-managed certificates, the directory "
                 "for one mounted from cert-manager's Secret)"
+            )
+        if self.metrics_cert_dir is not None and not self.metrics_secure:
+            raise ValueError(
+                f"--metrics-cert-dir {self.metrics_cert_dir} is the certificate of secure "
+                "metrics, but /metrics is served over plain HTTP: add --metrics-secure (or "
+                "SETPOINT_METRICS_SECURE=true), or drop --metrics-cert-dir"
             )
         if self.webhook_cert_secret is None and (self.webhook_hosts or self.webhook_inject):
             raise ValueError(
@@ -416,6 +431,16 @@ def _settings_table() -> tuple[_Setting, ...]:
             "authorizes (TokenReview, SubjectAccessReview; --no-metrics-secure turns it off)",
             "false",
             _parse_bool,
+        ),
+        _Setting(
+            "metrics_cert_dir",
+            "--metrics-cert-dir",
+            "SETPOINT_METRICS_CERT_DIR",
+            "with --metrics-secure: directory holding the metrics server's tls.crt and tls.key "
+            "(a mounted kubernetes.io/tls Secret), reloaded when they change",
+            "none: a self-signed certificate made at start",
+            _parse_text,
+            "DIR",
         ),
         _Setting(
             "health_probe_bind_address",
@@ -663,6 +688,8 @@ def build_manager_options(
             return Cache(client, options=CacheOptions(namespaces=namespaces))
 
         extra["new_cache"] = new_cache
+    if settings.metrics_cert_dir is not None:
+        extra["metrics_tls"] = _metrics_tls(settings.metrics_cert_dir)
     certificate: CertificateSource
     if settings.webhook_cert_secret is not None:
         certificate = _self_managed(settings, client)
@@ -683,6 +710,97 @@ def build_manager_options(
         record=RecordOptions(path=settings.record) if settings.record else None,
         **extra,
     )
+
+
+def _metrics_tls(directory: str) -> ServerTLS:
+    """The metrics server's TLS from ``tls.crt`` and ``tls.key`` in ``directory``.
+
+    Raises:
+        CertificateError: a file is missing or unusable; the message names the flag, the file
+            and what to mount there.
+
+    """
+    from setpoint.server.tls import ServerTLS
+    from setpoint.tls.pem import CertificateError
+
+    try:
+        return ServerTLS.from_files(Path(directory) / "tls.crt", Path(directory) / "tls.key")
+    except CertificateError as exc:
+        raise CertificateError(
+            f"--metrics-cert-dir {directory}: {exc}. Mount the metrics certificate's "
+            "kubernetes.io/tls Secret (cert-manager's, for example) there, or drop "
+            "--metrics-cert-dir to serve a self-signed certificate"
+        ) from None
+
+
+class _CertificateReload:
+    """A runnable that serves every new certificate of a directory on a running ``ServerTLS``.
+
+    ``setpoint run --metrics-cert-dir`` adds one for the metrics server (which loads the
+    first pair at start): the webhook server's :class:`CertificateDirectory` watch, run in
+    the ``SERVERS`` group of every replica.
+
+    Expected flow:
+        ``start`` runs ``source.watch(tls.update)`` as a task; ``stop`` cancels it.
+
+    Guarantees:
+        A changed pair is checked completely before it replaces the served one, and serves
+        from the next handshake on (:meth:`ServerTLS.update`); a pair that does not load is
+        logged and the old one kept until the next look.
+
+    Caveats:
+        The watch compares the files with what it read when it started, so a change between
+        the first load (building the options) and ``start`` is served only at the next change.
+
+    Errors:
+        None from ``start`` or ``stop``; :meth:`failure` reports a watch that ended.
+
+    """
+
+    def __init__(self, source: CertificateDirectory, tls: ServerTLS) -> None:
+        self.source = source
+        """The watched directory."""
+        self.tls = tls
+        """The running server's certificate holder every new pair goes to."""
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def name(self) -> str:
+        """``"metrics-certificate"``."""
+        return "metrics-certificate"
+
+    @property
+    def group(self) -> RunnableGroup:
+        """``SERVERS``, with the metrics server it serves."""
+        return RunnableGroup.SERVERS
+
+    @property
+    def needs_leader_election(self) -> bool:
+        """Every replica serves metrics."""
+        return False
+
+    async def start(self) -> None:
+        """Start watching the directory."""
+        self._task = asyncio.create_task(
+            self.source.watch(self.tls.update), name="metrics-certificate-watch"
+        )
+
+    async def stop(self, timeout: float) -> None:
+        """Stop watching (the watch only sleeps and reads files: cancelling it is immediate)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def failure(self) -> BaseException | None:
+        """The error that ended the watch, if it ended; else ``None``."""
+        task = self._task
+        if task is None or not task.done() or task.cancelled():
+            return None
+        return task.exception() or RuntimeError(
+            f"the watch of {self.source.path} returned; it must run until stopped"
+        )
 
 
 def _self_managed(settings: RunSettings, client: ApiClient | None) -> CertificateSource:
@@ -923,6 +1041,11 @@ async def _serve(settings: RunSettings, operator: LoadedOperator) -> int:
     try:
         options = build_manager_options(settings, operator.name, client)
         manager = Manager(client, options)
+        if settings.metrics_cert_dir is not None and options.metrics_tls is not None:
+            from setpoint.webhook.server import CertificateDirectory
+
+            source = CertificateDirectory(settings.metrics_cert_dir)
+            manager.add(_CertificateReload(source, options.metrics_tls))
         await _call_setup(operator, manager)
         le = options.leader_election
         log.info(

@@ -179,7 +179,7 @@ class CertificateDirectory:
                 )
                 continue
             last = current
-            log.info("webhook server certificate reloaded from %s", self.path)
+            log.info("serving certificate reloaded from %s", self.path)
 
 
 class WebhookServer:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from setpoint.cli import run
 from setpoint.cli.main import build_parser, main
 from setpoint.manager import LeaderElectionLost, Manager, ManagerOptions
 from setpoint.testing.fake import FakeClient
+from setpoint.tls.pem import KeyPair
 
 # Written out, not read from run.py, so a variable dropped from the table fails the tests.
 ENV_VARS = (
@@ -24,6 +26,7 @@ ENV_VARS = (
     "SETPOINT_LOG_FORMAT",
     "SETPOINT_METRICS_BIND_ADDRESS",
     "SETPOINT_METRICS_SECURE",
+    "SETPOINT_METRICS_CERT_DIR",
     "SETPOINT_HEALTH_PROBE_BIND_ADDRESS",
     "SETPOINT_LEADER_ELECT",
     "SETPOINT_LEADER_ELECTION_NAMESPACE",
@@ -44,6 +47,7 @@ FLAGS = (
     "--metrics-bind-address",
     "--metrics-secure",
     "--no-metrics-secure",
+    "--metrics-cert-dir",
     "--health-probe-bind-address",
     "--leader-elect",
     "--no-leader-elect",
@@ -360,6 +364,144 @@ def test_equal_bind_addresses_are_rejected() -> None:
             settings("op", "--metrics-bind-address=:9000", "--health-probe-bind-address=:9000"),
             "op",
         )
+
+
+# -- the metrics serving certificate --
+
+
+def write_pair(directory: Path, common_name: str) -> KeyPair:
+    """A CA-signed serving certificate for localhost as tls.crt and tls.key in ``directory``."""
+    from setpoint.tls.certs import CertificateAuthority
+
+    pair = CertificateAuthority(f"{common_name}-ca").serving_cert(common_name, ("127.0.0.1",))
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tls.crt").write_bytes(pair.cert_pem)
+    (directory / "tls.key").write_bytes(pair.key_pem)
+    return pair
+
+
+def test_metrics_cert_dir_serves_the_directorys_certificate(tmp_path: Path) -> None:
+    """--metrics-cert-dir (or its variable): /metrics serves tls.crt/tls.key of the directory,
+    as controller-runtime's --metrics-cert-path, instead of a self-signed certificate."""
+    pair = write_pair(tmp_path / "certs", "metrics-a")
+    for resolved in (
+        settings("op", "--metrics-secure", f"--metrics-cert-dir={tmp_path / 'certs'}"),
+        settings(
+            "op",
+            env={
+                "SETPOINT_METRICS_SECURE": "true",
+                "SETPOINT_METRICS_CERT_DIR": str(tmp_path / "certs"),
+            },
+        ),
+    ):
+        assert resolved.metrics_cert_dir == str(tmp_path / "certs")
+        options = run.build_manager_options(resolved, "op")
+        assert options.metrics_tls is not None
+        assert options.metrics_tls.certificate == pair
+    assert run.build_manager_options(settings("op", "--metrics-secure"), "op").metrics_tls is None
+
+
+def test_metrics_cert_dir_without_metrics_secure_is_refused() -> None:
+    """A certificate for a plain-HTTP endpoint would be silently unused: say what to add."""
+    with pytest.raises(ValueError, match="add --metrics-secure"):
+        settings("op", "--metrics-cert-dir=/certs")
+    with pytest.raises(ValueError, match="add --metrics-secure"):
+        settings("op", "--no-metrics-secure", env={"SETPOINT_METRICS_CERT_DIR": "/certs"})
+
+
+@pytest.mark.usefixtures("clean_imports")
+def test_a_missing_metrics_certificate_exits_1_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "op_certs.py", "def setup(manager):\n    pass\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    argv = ["run", "op_certs.py", "--kubeconfig", str(kubeconfig(tmp_path)), "--metrics-secure"]
+    code = main([*argv, f"--metrics-cert-dir={empty}"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith(f"setpoint: error: --metrics-cert-dir {empty}: ")
+    assert "tls.crt" in err
+    assert "Traceback" not in err
+
+
+def served_certificate(address: tuple[str, int]) -> bytes:
+    """The DER certificate a TLS handshake with ``address`` is served (not verified)."""
+    import socket
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with (
+        socket.create_connection(address, timeout=5) as raw,
+        context.wrap_socket(raw) as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return der
+
+
+def der(pair: KeyPair) -> bytes:
+    import ssl
+
+    return ssl.PEM_cert_to_DER_cert(pair.cert_pem.decode())
+
+
+@pytest.mark.usefixtures("clean_imports")
+async def test_the_metrics_certificate_is_reloaded_when_the_directory_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`setpoint run --metrics-cert-dir` adds a watch of the directory to the manager: when
+    the kubelet swaps the mounted Secret's files (cert-manager renewed it), new handshakes on
+    /metrics get the new certificate without a restart, as the webhook server's do."""
+    from setpoint.webhook.server import CertificateDirectory
+
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "op_reload.py", "def setup(manager):\n    pass\n")
+    first = write_pair(tmp_path / "certs", "metrics-first")
+    managers: list[Manager] = []
+
+    async def capture(self: Manager) -> None:
+        managers.append(self)
+
+    monkeypatch.setattr(Manager, "run", capture)
+    argv = ["run", "op_reload.py", "--kubeconfig", str(kubeconfig(tmp_path)), "--metrics-secure"]
+    argv += ["--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=0"]
+    # main() runs its own event loop; this test's loop runs the servers afterwards.
+    code = await asyncio.to_thread(main, [*argv, f"--metrics-cert-dir={tmp_path / 'certs'}"])
+    assert code == 0
+    [manager] = managers
+    by_name = {r.name: r for r in manager.runnables}
+    server, watch = by_name["metrics-server"], by_name["metrics-certificate"]
+    assert watch.group == server.group
+    assert not watch.needs_leader_election
+    # The same watch on a short poll, so the test does not wait the default 10 s.
+    assert isinstance(watch, run._CertificateReload)
+    assert watch.tls is manager.options.metrics_tls
+    assert watch.source.path == str(tmp_path / "certs")
+    fast = run._CertificateReload(
+        CertificateDirectory(str(tmp_path / "certs"), poll_interval=0.02), watch.tls
+    )
+    await server.start()
+    await fast.start()
+    try:
+        address = manager.metrics_address
+        assert address is not None
+        assert await asyncio.to_thread(served_certificate, address) == der(first)
+        second = write_pair(tmp_path / "certs", "metrics-second")
+        served = b""
+        for _ in range(500):
+            served = await asyncio.to_thread(served_certificate, address)
+            if served == der(second):
+                break
+            await asyncio.sleep(0.02)
+        assert served == der(second)
+        assert fast.failure() is None
+    finally:
+        await fast.stop(1.0)
+        await server.stop(1.0)
 
 
 # -- loading the operator --
