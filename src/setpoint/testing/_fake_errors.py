@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from setpoint.client.errors import ApiError, error_from_response
+from setpoint.client.errors import ApiError, Cause, error_from_response
 from setpoint.testing._fake_kinds import KindRules
 
 __all__ = [
-    "Cause",
     "api_error",
     "invalid",
     "kind_details",
@@ -24,10 +23,6 @@ __all__ = [
     "resource_details",
     "stale",
 ]
-
-Cause = tuple[str, str, str]
-"""One cause of a 422: (reason, field path, message), e.g. ``("FieldValueInvalid",
-"metadata.name", 'Invalid value: "A": ...')``."""
 
 
 def api_error(
@@ -101,10 +96,12 @@ def invalid(
     rules: KindRules, name: str, causes: list[Cause], *, method: str, path: str
 ) -> ApiError:
     """422 Invalid listing ``causes``, with the server's message layout."""
-    parts = [f"{f}: {m}" for _, f, m in causes]
+    parts = [f"{c.field}: {c.message}" for c in causes]
     text = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
     details = kind_details(rules, name)
-    details["causes"] = [{"reason": r, "message": m, "field": f} for r, f, m in causes]
+    details["causes"] = [
+        {"reason": c.reason, "message": c.message, "field": c.field} for c in causes
+    ]
     return api_error(
         422,
         "Invalid",

@@ -39,7 +39,7 @@ from setpoint.api.jsonvalues import copy_json, json_equal
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import JsonObject
 from setpoint.cache.selectors import FieldMatcher, LabelMatcher, SelectorError
-from setpoint.client.errors import ApiError
+from setpoint.client.errors import ApiError, Cause
 from setpoint.client.patch import ApplyPatch, JsonPatch, MergePatch, Patch, StrategicMergePatch
 from setpoint.testing._fake_apply import Ownership, Record, apply_configuration
 from setpoint.testing._fake_errors import (
@@ -551,10 +551,10 @@ class FakeServerStore:
                 rules,
                 "",
                 [
-                    (
-                        "FieldValueRequired",
-                        "metadata.name",
-                        "Required value: name or generateName is required",
+                    Cause(
+                        reason="FieldValueRequired",
+                        field="metadata.name",
+                        message="Required value: name or generateName is required",
                     )
                 ],
                 method="POST",
@@ -747,10 +747,10 @@ class FakeServerStore:
                 rules,
                 name,
                 [
-                    (
-                        "FieldValueInvalid",
-                        "metadata.resourceVersion",
-                        "Invalid value: 0: must be specified for an update",
+                    Cause(
+                        reason="FieldValueInvalid",
+                        field="metadata.resourceVersion",
+                        message="Invalid value: 0: must be specified for an update",
                     )
                 ],
                 method=method,
@@ -830,7 +830,7 @@ class FakeServerStore:
         else:
             meta.pop("generation", None)
         check_decodable(rules, new, method=method, path=path)
-        problems: list[tuple[str, str, str]] = metadata_problems(rules, new, creating=False)
+        problems: list[Cause] = metadata_problems(rules, new, creating=False)
         problems += finalizers_added_while_deleting(old_meta, meta)
         if problems:
             raise invalid(rules, name, problems, method=method, path=path)
@@ -982,10 +982,10 @@ class FakeServerStore:
                 rules,
                 old_meta["name"],
                 [
-                    (
-                        "FieldValueInvalid",
-                        "metadata.uid",
-                        f'Invalid value: "{meta.get("uid")}": field is immutable',
+                    Cause(
+                        reason="FieldValueInvalid",
+                        field="metadata.uid",
+                        message=f'Invalid value: "{meta.get("uid")}": field is immutable',
                     )
                 ],
                 method="PATCH",

@@ -21,7 +21,8 @@ from setpoint.api.validation import (
     label_value_problem,
     qualified_name_problem,
 )
-from setpoint.testing._fake_errors import Cause, api_error
+from setpoint.client.errors import Cause
+from setpoint.testing._fake_errors import api_error
 from setpoint.testing._fake_kinds import KindRules
 
 __all__ = [
@@ -81,18 +82,18 @@ def metadata_problems(rules: KindRules, obj: JsonObject, *, creating: bool) -> l
         what = "RFC 1123 label" if label_only else "RFC 1123 subdomain"
         if label_only and "." in name:
             problems.append(
-                (
-                    "FieldValueInvalid",
-                    "metadata.name",
-                    f'Invalid value: "{name}": must not contain dots',
+                Cause(
+                    reason="FieldValueInvalid",
+                    field="metadata.name",
+                    message=f'Invalid value: "{name}": must not contain dots',
                 )
             )
         elif not valid(name):
             problems.append(
-                (
-                    "FieldValueInvalid",
-                    "metadata.name",
-                    f'Invalid value: "{name}": a lowercase {what} must consist of lower '
+                Cause(
+                    reason="FieldValueInvalid",
+                    field="metadata.name",
+                    message=f'Invalid value: "{name}": a lowercase {what} must consist of lower '
                     "case alphanumeric characters, '-'"
                     + ("" if label_only else " or '.'")
                     + f", and must start and end with an alphanumeric character (at most "
@@ -104,29 +105,29 @@ def metadata_problems(rules: KindRules, obj: JsonObject, *, creating: bool) -> l
             problem = qualified_name_problem(str(key))
             if problem is not None:
                 problems.append(
-                    (
-                        "FieldValueInvalid",
-                        f"metadata.{field_name}",
-                        f'Invalid value: "{key}": {problem}',
+                    Cause(
+                        reason="FieldValueInvalid",
+                        field=f"metadata.{field_name}",
+                        message=f'Invalid value: "{key}": {problem}',
                     )
                 )
             value_problem = label_value_problem(value) if field_name == "labels" else None
             if value_problem is not None:
                 problems.append(
-                    (
-                        "FieldValueInvalid",
-                        "metadata.labels",
-                        f'Invalid value: "{value}": {value_problem}',
+                    Cause(
+                        reason="FieldValueInvalid",
+                        field="metadata.labels",
+                        message=f'Invalid value: "{value}": {value_problem}',
                     )
                 )
     for index, ref in enumerate(meta.get("ownerReferences") or []):
         for key in ("apiVersion", "kind", "name", "uid"):
             if not (isinstance(ref, Mapping) and ref.get(key)):
                 problems.append(
-                    (
-                        "FieldValueRequired",
-                        f"metadata.ownerReferences[{index}].{key}",
-                        "Required value: must not be empty",
+                    Cause(
+                        reason="FieldValueRequired",
+                        field=f"metadata.ownerReferences[{index}].{key}",
+                        message="Required value: must not be empty",
                     )
                 )
     controllers = [
@@ -138,10 +139,10 @@ def metadata_problems(rules: KindRules, obj: JsonObject, *, creating: bool) -> l
         # The server's message (apimachinery's ValidateOwnerReferences), without its dump
         # of the references.
         problems.append(
-            (
-                "FieldValueInvalid",
-                "metadata.ownerReferences",
-                "Invalid value: Only one reference can have Controller set to true. Found "
+            Cause(
+                reason="FieldValueInvalid",
+                field="metadata.ownerReferences",
+                message="Invalid value: Only one reference can have Controller set to true. Found "
                 f'"true" in references for {controllers[0]} and {controllers[1]}',
             )
         )
@@ -168,10 +169,10 @@ def finalizers_added_while_deleting(
         return []
     quoted = ", ".join(f'"{f}"' for f in added)
     return [
-        (
-            "FieldValueForbidden",
-            "metadata.finalizers",
-            "Forbidden: no new finalizers can be added if the object is being "
+        Cause(
+            reason="FieldValueForbidden",
+            field="metadata.finalizers",
+            message="Forbidden: no new finalizers can be added if the object is being "
             f"deleted, found new finalizers []string{{{quoted}}}",
         )
     ]
