@@ -451,6 +451,11 @@ class CachedFake:
     ) -> bool:
         return False  # the fake's store is the cache: nothing is ever on its way
 
+    async def apply_outcome(self, obj: Any, **options: Any) -> Any:
+        # Written out, not left to __getattr__: from Python 3.12 on, isinstance() with a
+        # runtime protocol (CachedClient) sees only attributes that exist without calling it.
+        return await self.fake.apply_outcome(obj, **options)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.fake, name)
 
