@@ -30,7 +30,7 @@ from setpoint.api.types import TypedObject
 from setpoint.controller.predicates import (
     AddEvent,
     DeleteEvent,
-    Event,
+    InformerEvent,
     Predicate,
     UpdateEvent,
 )
@@ -176,7 +176,7 @@ class EnqueueHandler:
 
     def _handle(
         self,
-        event: Event | None,
+        event: InformerEvent | None,
         objects: tuple[JsonObject, ...],
         priority: int,
         tracing: Tracing | None,
@@ -225,7 +225,7 @@ class EnqueueHandler:
                         traced = self._trace(tracing, event)
                     self._link(key, traced)
 
-    def _trace(self, tracing: Tracing, event: Event) -> SpanContext:
+    def _trace(self, tracing: Tracing, event: InformerEvent) -> SpanContext:
         """Record the event as a span (tracing on only); its context links to the reconcile."""
         obj = event.object
         data = meta(obj)

@@ -1,10 +1,10 @@
 """Events and predicates: which informer notifications may enqueue a reconcile.
 
-A predicate is any callable taking an :data:`Event` and returning ``True`` to let it
+A predicate is any callable taking an :data:`InformerEvent` and returning ``True`` to let it
 through. Events carry objects in their JSON form (as the cache stores them; do not mutate
 them), whatever kind class the controller was built with::
 
-    def only_labelled(event: Event) -> bool:
+    def only_labelled(event: InformerEvent) -> bool:
         return "team" in labels_of(event.object)
 
     Builder("tenant").for_(Tenant, predicates=[GenerationChanged()]).with_event_filter(
@@ -36,8 +36,8 @@ __all__ = [
     "AddEvent",
     "AnnotationsChanged",
     "DeleteEvent",
-    "Event",
     "GenerationChanged",
+    "InformerEvent",
     "LabelSelectorPredicate",
     "LabelsChanged",
     "Predicate",
@@ -85,10 +85,13 @@ class DeleteEvent:
     real final state)."""
 
 
-Event: TypeAlias = AddEvent | UpdateEvent | DeleteEvent
-"""One informer notification."""
+InformerEvent: TypeAlias = AddEvent | UpdateEvent | DeleteEvent
+"""One informer notification: an add, an update or a delete of an object.
 
-Predicate: TypeAlias = Callable[[Event], bool]
+Not the Kubernetes Event kind (:data:`setpoint.api.kinds.Event`, what the Event recorder
+writes)."""
+
+Predicate: TypeAlias = Callable[[InformerEvent], bool]
 """Decides whether an event may enqueue a reconcile."""
 
 
@@ -97,7 +100,7 @@ class _Changed:
 
     __slots__ = ()
 
-    def __call__(self, event: Event) -> bool:
+    def __call__(self, event: InformerEvent) -> bool:
         if isinstance(event, UpdateEvent):
             return self.changed(event.old, event.new)
         return True
@@ -167,7 +170,7 @@ class LabelSelectorPredicate:
     def __init__(self, selector: str | Mapping[str, str]) -> None:
         self._selector = LabelMatcher.parse(selector)
 
-    def __call__(self, event: Event) -> bool:
+    def __call__(self, event: InformerEvent) -> bool:
         """Whether the event's object matches the selector."""
         return self._selector.matches_object(event.object)
 
@@ -188,7 +191,7 @@ class _Combined:
         self._mode = mode
         self._predicates = predicates
 
-    def __call__(self, event: Event) -> bool:
+    def __call__(self, event: InformerEvent) -> bool:
         if self._mode == "all":
             return all(p(event) for p in self._predicates)
         if self._mode == "any":
