@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import orjson
 
+from setpoint.api.clock import Clock, LoopClock, TimerHandle
 from setpoint.api.conditions import validate_condition
 from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind
@@ -979,24 +980,27 @@ class _Deadlines:
     cancellation is taken back with ``Task.uncancel`` when the reconcile ends, and told
     apart from a cancellation from outside, such as the controller stopping, by the task's
     cancel count); then the timer is armed again for the oldest one left.
+
+    Time and the timer are ``clock``'s (the running loop's by default; a test passes a
+    :class:`~setpoint.api.clock.ManualClock` and moves it).
     """
 
-    __slots__ = ("_running", "_timer", "timeout")
+    __slots__ = ("_clock", "_running", "_timer", "timeout")
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, clock: Clock | None = None) -> None:
         self.timeout = timeout
+        self._clock: Clock = clock if clock is not None else LoopClock()
         self._running: dict[_Deadline, None] = {}  # in start order: the oldest first
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: TimerHandle | None = None
 
     def watch(self) -> _Deadline:
         """Start the deadline of the reconcile the current task runs."""
         task = asyncio.current_task()
         assert task is not None  # reconciles run in the controller's worker tasks
-        loop = task.get_loop()
-        entry = _Deadline(task, loop.time() + self.timeout)
+        entry = _Deadline(task, self._clock.now() + self.timeout)
         self._running[entry] = None
         if self._timer is None:
-            self._timer = loop.call_at(entry.at, self._expire)
+            self._timer = self._clock.call_at(entry.at, self._expire)
         return entry
 
     def release(self, entry: _Deadline) -> bool:
@@ -1021,9 +1025,9 @@ class _Deadlines:
         self._timer = None
         now: float | None = None
         for entry in list(self._running):
-            now = entry.task.get_loop().time() if now is None else now
+            now = self._clock.now() if now is None else now
             if entry.at > now:
-                self._timer = entry.task.get_loop().call_at(entry.at, self._expire)
+                self._timer = self._clock.call_at(entry.at, self._expire)
                 return
             del self._running[entry]
             if not entry.task.done():

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from setpoint.api.clock import ManualClock
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.api.kinds import ResourceInfo
@@ -33,6 +34,7 @@ from setpoint.controller import (
     Result,
     TerminalError,
 )
+from setpoint.controller.controller import _Deadlines
 from setpoint.controller.ratelimit import RateLimiterOptions
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import FakeClient, eventually
@@ -346,39 +348,52 @@ async def test_a_reconcile_over_its_timeout_is_cancelled_and_retried(
     assert sample(metrics.reconcile_panics_total, "widgets") == 0
 
 
-async def test_a_reconcile_timeout_runs_from_its_own_start_after_earlier_ones_ended(
-    harness: Harness, reconciler: Calls, metrics: Metrics
-) -> None:
+async def test_a_reconcile_timeout_runs_from_its_own_start_after_earlier_ones_ended() -> None:
     """A reconcile started after earlier ones ended is cancelled at its own deadline, not theirs.
 
-    The controller keeps one timer for all running reconciles, armed for the oldest: here
-    it is armed for the first reconciles' deadline, finds them gone and must wait again.
+    The controller keeps one timer for all running reconciles (``_Deadlines``), armed for the
+    oldest: here it is armed for the first reconcile's deadline, finds it gone and must wait
+    again. The deadlines run on a ManualClock, driven here as the controller's workers use
+    them (``watch`` before the reconcile, ``release`` after it), so every instant is exact.
     """
-    loop = asyncio.get_running_loop()
-    spans: list[tuple[float, float]] = []
+    clock = ManualClock()
+    deadlines = _Deadlines(0.3, clock)
+    outcomes: dict[str, str] = {}
 
-    async def hang_second_time(ctx: Context, request: Request) -> None:
-        if reconciler.count("a") != 2:
-            return
-        started = loop.time()
+    async def reconcile(name: str, release: asyncio.Event) -> None:
+        watch = deadlines.watch()
         try:
-            await asyncio.Event().wait()
+            await release.wait()
         except asyncio.CancelledError:
-            spans.append((started, loop.time()))
-            raise
+            if not deadlines.release(watch):
+                raise
+            outcomes[name] = f"timed out at {clock.now():.2f}"
+            return
+        deadlines.release(watch)
+        outcomes[name] = f"ended at {clock.now():.2f}"
 
-    reconciler.behaviour["a"] = hang_second_time
-    options = builder().options.__class__(rate_limits=FAST_RETRIES, reconcile_timeout=0.3)
-    controller = await harness.start(Builder("widgets").for_(WIDGET).with_options(options))
-    await eventually(lambda: reconciler.count("a") == 1, timeout=5, description="first")
-    await asyncio.sleep(0.15)  # half the timeout: the timer is armed for the first deadline
-    controller.enqueue(ObjectKey("default", "a"))
-    await eventually(lambda: reconciler.count("a") == 3, timeout=5, description="retried")
-    assert len(spans) == 1
-    started, cancelled = spans[0]
-    assert cancelled - started >= 0.3 - 0.01  # its own deadline (loop clock granularity)
-    assert sample(metrics.reconcile_errors_total, "widgets") == 1
-    assert sample(metrics.reconcile_total, "widgets", "error") == 1
+    async def let_tasks_run() -> None:
+        for _ in range(5):  # no time passes: already runnable tasks reach their next await
+            await asyncio.sleep(0)
+
+    ended = asyncio.Event()
+    ended.set()
+    await reconcile("first", ended)  # at 0: arms the one timer for 0.3
+    assert clock.next_deadline == 0.3
+    clock.advance_to(0.15)
+    second = asyncio.create_task(reconcile("second", asyncio.Event()))
+    await let_tasks_run()  # its deadline is 0.45; the timer is still armed for 0.3
+    clock.advance_to(0.3)
+    await let_tasks_run()
+    assert not second.done(), "cancelled at the first reconcile's deadline"
+    assert clock.next_deadline == pytest.approx(0.45)  # armed again, for the second
+    clock.advance_to(0.449)
+    await let_tasks_run()
+    assert not second.done()
+    clock.advance_to(0.45)
+    await asyncio.wait_for(second, 5)
+    assert outcomes == {"first": "ended at 0.00", "second": "timed out at 0.45"}
+    assert clock.next_deadline is None
 
 
 async def test_no_key_is_ever_reconciled_twice_at_once(
