@@ -29,13 +29,13 @@ when the real client sends the request.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, cast
 
+from setpoint.api.clock import Clock, LoopClock, clock_sleep
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.meta import JsonObject, gvk_of, name_of, namespace_of
 from setpoint.api.types import TypedObject, is_typed
@@ -285,9 +285,16 @@ def _verbs(verb: str | Sequence[str]) -> frozenset[str]:
 
 
 class Faults:
-    """A set of fault rules and a log of calls. See the module docstring."""
+    """A set of fault rules and a log of calls. See the module docstring.
 
-    def __init__(self) -> None:
+    Injected latency and timeouts wait on ``clock`` (the running loop's by default); a test
+    that passes a :class:`~setpoint.api.clock.ManualClock` moves time itself instead of
+    sleeping.
+    """
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        self.clock: Clock = clock if clock is not None else LoopClock()
+        """Where injected latency and timeouts wait."""
         self.rules: list[FaultRule] = []
         """Active rules, applied in the order they were added."""
         self.calls: list[Call] = []
@@ -378,7 +385,7 @@ class Faults:
             raise ValueError(f"latency must be >= 0 seconds, not {seconds}")
 
         async def delay(call: Call) -> None:
-            await asyncio.sleep(seconds)
+            await clock_sleep(self.clock, seconds)
 
         return self._add(
             verb,
@@ -412,7 +419,7 @@ class Faults:
             raise ValueError(f"after must be >= 0 seconds, not {after}")
 
         async def time_out(call: Call) -> None:
-            await asyncio.sleep(after)
+            await clock_sleep(self.clock, after)
             method = _METHODS.get(call.verb, "GET")
             raise RequestTimeout(
                 f"injected fault: {method} fault://{call.path} did not complete within "

@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from setpoint.api import kinds
+from setpoint.api.clock import LoopClock
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import ResourceInfo
 from setpoint.client.errors import (
@@ -22,6 +23,7 @@ from setpoint.client.patch import MergePatch
 from setpoint.testing.fake import FakeClient
 from setpoint.testing.faults import Call, FaultInjectingClient, Faults
 from tests._support.stored import stored
+from tests._support.virtual_time import RecordingClock, run_timers
 
 
 def cm(name: str, **data: str) -> dict[str, Any]:
@@ -115,19 +117,22 @@ async def test_applied_failures_take_effect_first() -> None:
     assert fake.lookup(kinds.ConfigMap, "a", namespace="ns") is None
 
 
-async def test_timeouts_and_latency_use_the_loop_clock() -> None:
-    fake = FakeClient(objects=[cm("a")])
-    loop = asyncio.get_running_loop()
+async def test_timeouts_and_latency_wait_on_the_faults_clock() -> None:
+    clock = RecordingClock()
+    fake = FakeClient(objects=[cm("a")], faults=Faults(clock=clock))
     fake.faults.timeout_next("get", after=0.02)
-    started = loop.time()
+    start = clock.now()
+    get = asyncio.create_task(fake.get(kinds.ConfigMap, "a", namespace="ns"))
     with pytest.raises(RequestTimeout) as info:
-        await fake.get(kinds.ConfigMap, "a", namespace="ns")
-    assert loop.time() - started >= 0.02
+        await run_timers(clock, get)
+    assert clock.now() - start == pytest.approx(0.02)
     assert info.value.timeout == 0.02
-    fake.faults.add_latency("list", 0.02, times=1)
-    started = loop.time()
-    await fake.list(kinds.ConfigMap)
-    assert loop.time() - started >= 0.02
+    fake.faults.add_latency("list", 0.5, times=1)
+    listing = asyncio.create_task(fake.list(kinds.ConfigMap))
+    assert await run_timers(clock, listing) == pytest.approx(0.5)
+    assert clock.delays == pytest.approx([0.02, 0.5])
+    assert [o["metadata"]["name"] for o in listing.result()] == ["a"]
+    assert isinstance(Faults().clock, LoopClock)  # the running loop's clock by default
     with pytest.raises(ValueError):
         fake.faults.add_latency("get", -1)
     with pytest.raises(ValueError):
