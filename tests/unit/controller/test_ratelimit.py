@@ -264,15 +264,36 @@ def test_manual_clock_runs_timers_scheduled_by_callbacks_within_the_same_advance
         clock.advance(-1.0)
 
 
-async def test_loop_clock_reads_loop_time_and_schedules_loop_timers() -> None:
-    loop = asyncio.get_running_loop()
+class _SetTimeLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock only moves when a test sets :attr:`now`."""
+
+    now = 1234.5
+
+    def time(self) -> float:
+        return self.now
+
+
+def test_loop_clock_reads_loop_time_and_schedules_loop_timers() -> None:
+    """``now()`` is the running loop's ``time()``; ``call_at`` sets a timer on that loop."""
     clock = LoopClock()
-    before = loop.time()
-    assert before <= clock.now() <= loop.time()
-    fired: asyncio.Future[float] = loop.create_future()
-    clock.call_at(clock.now() + 0.01, lambda: fired.set_result(clock.now()))
-    fired_at = await asyncio.wait_for(fired, timeout=5.0)
-    assert fired_at >= before + 0.01
+    loop = _SetTimeLoop()
+
+    async def check() -> None:
+        assert clock.now() == 1234.5
+        fired: asyncio.Future[float] = loop.create_future()
+        handle = clock.call_at(1236.0, lambda: fired.set_result(clock.now()))
+        assert isinstance(handle, asyncio.TimerHandle) and handle.when() == 1236.0
+        await asyncio.sleep(0)
+        assert not fired.done()
+        loop.now = 1236.0
+        for _ in range(3):  # the loop moves due timers to its ready queue on its next pass
+            await asyncio.sleep(0)
+        assert fired.done() and fired.result() == 1236.0
+
+    try:
+        loop.run_until_complete(check())
+    finally:
+        loop.close()
 
 
 async def test_loop_clock_works_from_another_thread_once_used_in_the_loop() -> None:
