@@ -34,7 +34,7 @@ from setpoint.client.config import ClientConfig
 from setpoint.client.discovery import RESTMapper
 from setpoint.client.errors import ConnectionFailed, Expired, MalformedResponse
 from setpoint.client.kubeconfig import load_config, load_kubeconfig
-from setpoint.client.objects import Applied, EventType, ObjectList, WatchEvent
+from setpoint.client.objects import Applied, ObjectList, WatchEvent, WatchEventType
 from setpoint.client.patch import ApplyPatch, Patch
 from setpoint.client.transport import RequestHook, Transport, TransportOptions, quote_segment
 
@@ -56,7 +56,7 @@ Selector = str | Mapping[str, str]
 PropagationPolicy = Literal["Foreground", "Background", "Orphan"]
 """How deletion treats dependents (``metadata.ownerReferences`` pointing at the object)."""
 
-_EVENT_TYPES: dict[str, EventType] = {
+_EVENT_TYPES: dict[str, WatchEventType] = {
     "ADDED": "ADDED",
     "MODIFIED": "MODIFIED",
     "DELETED": "DELETED",

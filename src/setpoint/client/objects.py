@@ -10,14 +10,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
-__all__ = ["Applied", "EventType", "ObjectList", "WatchEvent"]
+__all__ = ["Applied", "ObjectList", "WatchEvent", "WatchEventType"]
 
 T = TypeVar("T")
 E_co = TypeVar("E_co", covariant=True)
 A = TypeVar("A")
 
-EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
-"""The ``type`` of a watch event."""
+WatchEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
+"""The ``type`` of a watch event (an Event object's ``type`` is
+:data:`setpoint.observability.events.EventType`)."""
 
 
 @dataclass(slots=True)
@@ -48,7 +49,7 @@ class WatchEvent(Generic[E_co]):
     untyped: a ``BOOKMARK`` carries a JSON dict whatever the kind.
     """
 
-    type: EventType
+    type: WatchEventType
     object: Any
     resource_version: str
 
