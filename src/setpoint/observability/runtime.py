@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
+from setpoint.api.clock import Clock, LoopClock, clock_sleep
 from setpoint.api.runnable import RunnableGroup
 
 if TYPE_CHECKING:
@@ -149,17 +150,25 @@ class LoopLagMonitor:
     under it), with the hint to take a task dump.
 
     It runs in every replica (no leader election) in the ``SERVERS`` group, so it measures
-    from the start.
+    from the start. It sleeps and reads time on ``clock``, the running loop's by default
+    (what it measures); a test passes a :class:`~setpoint.api.clock.ManualClock` and makes a
+    wake-up late by moving the clock past the timer.
     """
 
     def __init__(
-        self, metrics: Metrics, *, interval: float = 0.25, warn_after: float = 1.0
+        self,
+        metrics: Metrics,
+        *,
+        interval: float = 0.25,
+        warn_after: float = 1.0,
+        clock: Clock | None = None,
     ) -> None:
         if not interval > 0 or not warn_after > 0:
             raise ValueError(
                 "LoopLagMonitor: interval and warn_after must be positive numbers of seconds"
             )
         self._histogram = metrics.event_loop_lag_seconds
+        self._clock: Clock = clock if clock is not None else LoopClock()
         self.interval = interval
         """Seconds between two measurements."""
         self.warn_after = warn_after
@@ -222,11 +231,11 @@ class LoopLagMonitor:
             )
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
+        clock = self._clock
         while True:
-            due = loop.time() + self.interval
-            await asyncio.sleep(self.interval)
-            self.observe(loop.time() - due)
+            due = clock.now() + self.interval
+            await clock_sleep(clock, self.interval)
+            self.observe(clock.now() - due)
 
 
 # -- the task dump -------------------------------------------------------------------------------
