@@ -12,7 +12,7 @@ Expected Flow:
        from when the sharder first saw that record (leader election's expiry rule). The live
        shards form a :class:`~setpoint.manager.sharding.HashRing`; when the set changes, every
        object is looked at again, and a timer re-evaluates at the next possible expiry.
-    3. **Per object** (a work queue, ``sharder_workers`` at a time), :func:`plan` decides
+    3. **Per object** (a work queue, ``sharder_workers`` at a time), :func:`next_step` decides
        from ``desired`` (the ring's owner of the object's hash key), the shard label, the
        drain label and the hand-over record (:class:`~setpoint.manager.sharding.Handover`,
        annotation ``handover.sharding.setpoint.dev/<ring>``), whose *owner* is the shard the
@@ -119,7 +119,7 @@ if TYPE_CHECKING:
     from setpoint.client.protocols import ApiClient
     from setpoint.observability.metrics import Metrics
 
-__all__ = ["ShardState", "Sharder", "Step", "metadata_only", "plan"]
+__all__ = ["ShardState", "ShardStep", "Sharder", "metadata_only", "next_step"]
 
 log = logging.getLogger("setpoint.manager.sharder")
 
@@ -165,8 +165,8 @@ class ShardState:
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
-    """What the sharder does next about one object: the result of :func:`plan`."""
+class ShardStep:
+    """What the sharder does next about one object: the result of :func:`next_step`."""
 
     action: Literal["none", "wait", "drain", "restore", "assign"]
     """``none``: in line; ``wait``: for the owner's release; ``drain``: add the drain label;
@@ -183,14 +183,14 @@ class Step:
     """``assign``: ``drain`` or ``dead`` when it completes a hand-over (for the metric)."""
 
 
-def plan(
+def next_step(
     obj: JsonObject,
     *,
     ring: str,
     desired: str,
     alive: frozenset[str] | set[str],
     lost: Handover | None = None,
-) -> Step:
+) -> ShardStep:
     """Decide the sharder's next step for ``obj`` (the rules of the module docstring).
 
     Args:
@@ -213,17 +213,17 @@ def plan(
         if owner in alive:
             if current == owner and written:
                 if drain:
-                    return Step("wait", owner)
+                    return ShardStep("wait", owner)
                 if owner == desired:
-                    return Step("none", owner)
-                return Step("drain", owner, {drain_key: "true"})
+                    return ShardStep("none", owner)
+                return ShardStep("drain", owner, {drain_key: "true"})
             # Edited by someone other than the sharder: back to the owner, who alone may
             # have been reconciling it; a move goes through the drain from there.
             labels: dict[str, str | None] = {shard_key: owner}
             if owner != desired:
                 labels[drain_key] = "true"
-            return Step("restore", owner, labels, record)
-        return Step(
+            return ShardStep("restore", owner, labels, record)
+        return ShardStep(
             "assign",
             desired,
             {shard_key: desired, drain_key: None},
@@ -232,7 +232,7 @@ def plan(
             reason="dead",
         )
     if record is not None:  # released by its owner, after its last reconcile
-        return Step(
+        return ShardStep(
             "assign",
             desired,
             {shard_key: desired, drain_key: None},
@@ -241,14 +241,14 @@ def plan(
         )
     if current and current in alive:
         # Labelled, never confirmed: that shard refused it, and nobody else has it cached.
-        return Step(
+        return ShardStep(
             "assign",
             current,
             {shard_key: current, drain_key: None},
             Handover(current, uid, via="adopted"),
         )
     if current:
-        return Step(
+        return ShardStep(
             "assign",
             desired,
             {shard_key: desired, drain_key: None},
@@ -256,7 +256,7 @@ def plan(
             fence=current,
             reason="dead",
         )
-    return Step(
+    return ShardStep(
         "assign", desired, {shard_key: desired, drain_key: None}, Handover(desired, uid, via="new")
     )
 
@@ -587,7 +587,9 @@ class Sharder:
         ring = self._ring_name
         desired = self._ring.owner(hash_key_of(obj, self._options.key))
         assert desired is not None
-        step = plan(obj, ring=ring, desired=desired, alive=self._alive, lost=self._lost.get(item))
+        step = next_step(
+            obj, ring=ring, desired=desired, alive=self._alive, lost=self._lost.get(item)
+        )
         if step.action in ("none", "wait"):
             return None
         if step.action == "drain":
@@ -636,7 +638,7 @@ class Sharder:
             )
 
     async def _patch(
-        self, kind: GroupVersionKind, key: ObjectKey, obj: JsonObject, step: Step
+        self, kind: GroupVersionKind, key: ObjectKey, obj: JsonObject, step: ShardStep
     ) -> None:
         metadata: dict[str, Any] = {
             "resourceVersion": resource_version_of(obj),

@@ -1,4 +1,4 @@
-"""Hand-over records (issue 27, finding 5): the gate's decision and the sharder's plan.
+"""Hand-over records (issue 27, finding 5): the gate's decision and the sharder's next step.
 
 A shard label edited by anyone but the sharder must never let a second replica reconcile an
 object: a replica acts only on a label its hand-over record confirms, and the sharder gives
@@ -15,7 +15,7 @@ import pytest
 
 from setpoint.api.keys import ObjectKey
 from setpoint.cache.store import Store
-from setpoint.manager.sharder import Step, plan
+from setpoint.manager.sharder import ShardStep, next_step
 from setpoint.manager.sharding import (
     Handover,
     drain_label,
@@ -227,14 +227,14 @@ ALIVE = frozenset({"alpha", "beta"})
     ("state", "desired", "expected"),
     [
         # In line, moving by drain, waiting for the release: as before.
-        (obj("alpha", assigned("alpha")), "alpha", Step("none", "alpha")),
-        (obj("alpha", assigned("alpha")), "beta", Step("drain", "alpha", {DRAIN: "true"})),
-        (obj("alpha", assigned("alpha"), drain=True), "beta", Step("wait", "alpha")),
+        (obj("alpha", assigned("alpha")), "alpha", ShardStep("none", "alpha")),
+        (obj("alpha", assigned("alpha")), "beta", ShardStep("drain", "alpha", {DRAIN: "true"})),
+        (obj("alpha", assigned("alpha"), drain=True), "beta", ShardStep("wait", "alpha")),
         # Released by its owner: assign, recording the drain.
         (
             obj(None, released("alpha")),
             "beta",
-            Step(
+            ShardStep(
                 "assign",
                 "beta",
                 {SHARD: "beta", DRAIN: None},
@@ -246,39 +246,41 @@ ALIVE = frozenset({"alpha", "beta"})
         (
             obj(),
             "beta",
-            Step("assign", "beta", {SHARD: "beta", DRAIN: None}, assigned("beta", via="new")),
+            ShardStep("assign", "beta", {SHARD: "beta", DRAIN: None}, assigned("beta", via="new")),
         ),
     ],
 )
 def test_the_plan_of_an_undisturbed_object(
-    state: dict[str, Any], desired: str, expected: Step
+    state: dict[str, Any], desired: str, expected: ShardStep
 ) -> None:
     """Objects nobody else touched follow decision 0011's drain, then assign."""
-    assert plan(state, ring=RING, desired=desired, alive=ALIVE) == expected
+    assert next_step(state, ring=RING, desired=desired, alive=ALIVE) == expected
 
 
 def test_a_label_moved_to_another_live_shard_is_given_back_to_its_owner() -> None:
     """Relabelled alpha -> beta by someone else: back to alpha (with the drain label when it
     should move), never assigned to beta while alpha may still be reconciling."""
     edited = obj("beta", assigned("alpha"))
-    assert plan(edited, ring=RING, desired="alpha", alive=ALIVE) == Step(
+    assert next_step(edited, ring=RING, desired="alpha", alive=ALIVE) == ShardStep(
         "restore", "alpha", {SHARD: "alpha"}, assigned("alpha")
     )
-    assert plan(edited, ring=RING, desired="beta", alive=ALIVE) == Step(
+    assert next_step(edited, ring=RING, desired="beta", alive=ALIVE) == ShardStep(
         "restore", "alpha", {SHARD: "alpha", DRAIN: "true"}, assigned("alpha")
     )
 
 
 def test_a_removed_label_is_given_back_too() -> None:
     """Unlabelled by someone else (no release record): not "unassigned", but alpha's."""
-    step = plan(obj(None, assigned("alpha")), ring=RING, desired="beta", alive=ALIVE)
+    step = next_step(obj(None, assigned("alpha")), ring=RING, desired="beta", alive=ALIVE)
     assert step.action == "restore" and step.shard == "alpha"
 
 
 def test_a_label_moved_during_a_drain_goes_back_with_the_drain() -> None:
     """Mid-drain, someone relabels: back to the owner, still draining, so it releases it."""
-    step = plan(obj("beta", assigned("alpha"), drain=True), ring=RING, desired="beta", alive=ALIVE)
-    assert step == Step("restore", "alpha", {SHARD: "alpha", DRAIN: "true"}, assigned("alpha"))
+    step = next_step(
+        obj("beta", assigned("alpha"), drain=True), ring=RING, desired="beta", alive=ALIVE
+    )
+    assert step == ShardStep("restore", "alpha", {SHARD: "alpha", DRAIN: "true"}, assigned("alpha"))
 
 
 def test_a_removed_record_remembered_by_the_sharder_is_restored() -> None:
@@ -286,18 +288,18 @@ def test_a_removed_record_remembered_by_the_sharder_is_restored() -> None:
     back for its owner rather than adopting the label."""
     lost = assigned("alpha")
     for label in ("alpha", "beta", None):
-        step = plan(obj(label), ring=RING, desired="alpha", alive=ALIVE, lost=lost)
-        assert step == Step("restore", "alpha", {SHARD: "alpha"}, lost), label
+        step = next_step(obj(label), ring=RING, desired="alpha", alive=ALIVE, lost=lost)
+        assert step == ShardStep("restore", "alpha", {SHARD: "alpha"}, lost), label
     other_object = Handover("alpha", "another-uid", via="new")
-    step = plan(obj("beta"), ring=RING, desired="alpha", alive=ALIVE, lost=other_object)
+    step = next_step(obj("beta"), ring=RING, desired="alpha", alive=ALIVE, lost=other_object)
     assert step.action == "assign" and step.record == assigned("beta", via="adopted")
 
 
 def test_an_owner_that_died_is_fenced_before_anyone_else_gets_its_object() -> None:
     """The record's owner is dead (whatever the label says): fence it, then assign."""
     for label in ("gamma", "beta", None):
-        step = plan(obj(label, assigned("gamma")), ring=RING, desired="beta", alive=ALIVE)
-        assert step == Step(
+        step = next_step(obj(label, assigned("gamma")), ring=RING, desired="beta", alive=ALIVE)
+        assert step == ShardStep(
             "assign",
             "beta",
             {SHARD: "beta", DRAIN: None},
@@ -312,8 +314,8 @@ def test_an_unconfirmed_label_is_adopted_by_a_live_shard_or_fenced_from_a_dead_o
     labelled shard never reconciled it, so a live one is confirmed in place (and moved by
     drain later); a dead one is fenced first all the same."""
     restored = obj("beta", Handover("beta", "old-uid", via="new"))
-    assert plan(restored, ring=RING, desired="alpha", alive=ALIVE) == Step(
+    assert next_step(restored, ring=RING, desired="alpha", alive=ALIVE) == ShardStep(
         "assign", "beta", {SHARD: "beta", DRAIN: None}, assigned("beta", via="adopted")
     )
-    step = plan(obj("gamma"), ring=RING, desired="alpha", alive=ALIVE)
+    step = next_step(obj("gamma"), ring=RING, desired="alpha", alive=ALIVE)
     assert step.fence == "gamma" and step.shard == "alpha"
