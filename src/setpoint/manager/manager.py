@@ -670,9 +670,11 @@ class Manager:
                 if current is not None:
                     current.uncancel()  # shut down gracefully first; re-raised below
                 log.info("the task running the manager was cancelled: shutting down")
-            self._deadline = loop.time() + self.options.graceful_shutdown_timeout
+            # The shutdown budget is read on the manager's clock (a test's ManualClock
+            # then gives each stop exactly what is left of it).
+            self._deadline = self.options.clock.now() + self.options.graceful_shutdown_timeout
             if self._signals > 1:
-                self._deadline = loop.time()
+                self._deadline = self.options.clock.now()
             await _cancel_and_wait([startup, watcher])
             problems = await self._shutdown()
         finally:
@@ -1060,7 +1062,7 @@ class Manager:
 
     def _remaining(self) -> float:
         assert self._loop is not None
-        return max(self._deadline - self._loop.time(), 0.0)
+        return max(self._deadline - self.options.clock.now(), 0.0)
 
     async def _shutdown(self) -> list[tuple[str, str]]:
         self._state = _State.STOPPING
@@ -1188,7 +1190,7 @@ class Manager:
         else:
             log.warning("received %s again: stopping what remains without waiting", sig.name)
             if self._loop is not None:
-                self._deadline = self._loop.time()
+                self._deadline = self.options.clock.now()
 
 
 def _failed(name: str, message: str, cause: BaseException) -> RunnableFailed:

@@ -256,9 +256,11 @@ async def test_a_runnable_added_while_running_starts_at_once(
 
 async def test_a_stop_that_overruns_the_grace_period_is_reported() -> None:
     log: list[str] = []
+    # The budget is read on a ManualClock that stands still: the stuck runnable is given all
+    # of it, exactly (the wait itself, 0.2 s plus slack, is real: nothing asserts it).
     manager = Manager(
         FakeClient(),
-        options(graceful_shutdown_timeout=0.2),
+        options(graceful_shutdown_timeout=0.2, clock=ManualClock()),
     )
     stuck = FakeRunnable("stuck", G.OTHERS, log, stop_hangs=True)
     manager.add(stuck)
@@ -269,7 +271,7 @@ async def test_a_stop_that_overruns_the_grace_period_is_reported() -> None:
     with pytest.raises(ShutdownIncomplete, match=r"stuck: did not stop within 0\.2s") as info:
         await asyncio.wait_for(task, 10)
     assert info.value.problems[0][0] == "stuck"
-    assert stuck.stop_timeouts[0] == pytest.approx(0.2, abs=0.05)
+    assert stuck.stop_timeouts == [0.2]
     assert log[-1] == "stop:server"  # the others still stop
 
 
