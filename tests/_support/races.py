@@ -20,7 +20,7 @@ from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import JsonObject
 from setpoint.client.safe import RetryOptions, update_status
 from setpoint.testing import FakeClient
-from setpoint.testing.interleavings import Writer
+from setpoint.testing.interleavings import WriterFunc
 from tests._support.kinds import GIZMO
 
 NAME = "race"
@@ -28,7 +28,7 @@ NAME = "race"
 
 def plain_writer(
     name: str, namespace: str, between: Callable[[], Awaitable[object]] | None = None
-) -> Writer:
+) -> WriterFunc:
     """GET the Gizmo, add ``name`` to ``status.entries``, PUT the status; no retry."""
 
     async def write(client: Any) -> None:
@@ -42,7 +42,7 @@ def plain_writer(
     return write
 
 
-def safe_writer(name: str, namespace: str) -> Writer:
+def safe_writer(name: str, namespace: str) -> WriterFunc:
     """Add ``name`` to ``status.entries`` with ``update_status`` (conditional, retried)."""
 
     def add(obj: JsonObject) -> None:

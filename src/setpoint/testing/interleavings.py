@@ -6,7 +6,7 @@ a time, whose request goes next. A writer is an async function of the client it 
 controller's write); ``setup(fake)`` registers the kinds the writers need on the fake and
 returns them by name::
 
-    def setup(fake: FakeClient) -> dict[str, Writer]:
+    def setup(fake: FakeClient) -> dict[str, WriterFunc]:
         fake.register(Gizmo)
         return {"a": mark("a"), "b": mark("b")}
 
@@ -65,15 +65,16 @@ __all__ = [
     "ReplayError",
     "Step",
     "Violation",
-    "Writer",
+    "WriterFunc",
     "explore",
     "replay",
 ]
 
-Writer = Callable[[Any], Awaitable[object]]
-"""An async function that does its work through the client it is given."""
+WriterFunc = Callable[[Any], Awaitable[object]]
+"""One writer of an exploration or replay: an async function that does its work through the
+client it is given (the client's write protocol is :class:`setpoint.client.protocols.Writer`)."""
 
-Setup = Callable[[FakeClient], Mapping[str, Writer] | Awaitable[Mapping[str, Writer]]]
+Setup = Callable[[FakeClient], Mapping[str, WriterFunc] | Awaitable[Mapping[str, WriterFunc]]]
 Invariant = Callable[[FakeClient], Awaitable[None] | None]
 
 _VERB_METHODS: Final[Mapping[str, str]] = {
@@ -204,13 +205,13 @@ class _Scheduler:
     def client(self) -> _GatedClient:
         return _GatedClient(self)
 
-    def start(self, writers: Mapping[str, Writer]) -> None:
+    def start(self, writers: Mapping[str, WriterFunc]) -> None:
         for name, writer in sorted(writers.items()):
             self.tasks[name] = asyncio.create_task(
                 self._run(name, writer), name=f"setpoint-writer-{name}"
             )
 
-    async def _run(self, name: str, writer: Writer) -> None:
+    async def _run(self, name: str, writer: WriterFunc) -> None:
         with recording.actor(name):
             try:
                 await writer(self.client())

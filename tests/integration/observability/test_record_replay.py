@@ -10,7 +10,7 @@ import pytest
 from setpoint.client import Client
 from setpoint.observability import recording
 from setpoint.testing import FakeClient, pytest_plugin
-from setpoint.testing.interleavings import Writer, explore, replay
+from setpoint.testing.interleavings import WriterFunc, explore, replay
 from tests._support import races
 from tests._support.gizmos import gizmo
 
@@ -56,7 +56,7 @@ async def test_a_race_recorded_on_the_server_replays_the_same_way_every_time(
     loser = "b" if on_server == ["a"] else "a"
     assert type(outcomes[loser == "b"]).__name__ == "Conflict"
 
-    def setup(fake: FakeClient) -> dict[str, Writer]:
+    def setup(fake: FakeClient) -> dict[str, WriterFunc]:
         races.seeded_kinds(fake)
         return {name: races.plain_writer(name, namespace) for name in ("a", "b")}
 
@@ -77,11 +77,11 @@ async def test_a_race_recorded_on_the_server_replays_the_same_way_every_time(
         got = sorted(await races.entries(fake, namespace))
         assert got == ["a", "b"], f"status.entries is {got}: a write was lost"
 
-    def plain(fake: FakeClient) -> dict[str, Writer]:
+    def plain(fake: FakeClient) -> dict[str, WriterFunc]:
         races.seeded(fake, namespace)
         return {name: races.plain_writer(name, namespace) for name in ("a", "b")}
 
-    def safe(fake: FakeClient) -> dict[str, Writer]:
+    def safe(fake: FakeClient) -> dict[str, WriterFunc]:
         races.seeded(fake, namespace)
         return {name: races.safe_writer(name, namespace) for name in ("a", "b")}
 

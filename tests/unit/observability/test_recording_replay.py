@@ -10,7 +10,7 @@ from setpoint.api import kinds
 from setpoint.client.patch import MergePatch
 from setpoint.observability import recording
 from setpoint.testing import FakeClient
-from setpoint.testing.interleavings import Writer, replay
+from setpoint.testing.interleavings import WriterFunc, replay
 
 OLD, NEW = "old-password-1", "new-password-2"
 PATH = "/api/v1/namespaces/prod/secrets/db"
@@ -59,7 +59,7 @@ async def test_a_rotated_secret_replays_without_divergence(tmp_path: Path) -> No
     for value in (OLD, NEW):
         assert value.encode() not in raw and b64(value).encode() not in raw
 
-    def setup(fake: FakeClient) -> dict[str, Writer]:
+    def setup(fake: FakeClient) -> dict[str, WriterFunc]:
         return {"rotator": rotate}
 
     result = await replay(path, setup)

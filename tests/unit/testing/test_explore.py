@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from setpoint.testing import FakeClient
-from setpoint.testing.interleavings import ReplayError, Writer, explore
+from setpoint.testing.interleavings import ReplayError, WriterFunc, explore
 from tests._support import races
 
 NS = "default"
@@ -18,12 +18,12 @@ async def both_names_kept(fake: FakeClient) -> None:
     assert got == ["a", "b"], f"status.entries is {got}: a write was lost"
 
 
-def plain(fake: FakeClient) -> dict[str, Writer]:
+def plain(fake: FakeClient) -> dict[str, WriterFunc]:
     races.seeded(fake, NS)
     return {"a": races.plain_writer("a", NS), "b": races.plain_writer("b", NS)}
 
 
-def safe(fake: FakeClient) -> dict[str, Writer]:
+def safe(fake: FakeClient) -> dict[str, WriterFunc]:
     races.seeded(fake, NS)
     return {"a": races.safe_writer("a", NS), "b": races.safe_writer("b", NS)}
 
@@ -64,7 +64,7 @@ async def test_a_writer_awaiting_something_else_is_named() -> None:
     async def stuck(client: object) -> None:
         await never.wait()
 
-    def setup(fake: FakeClient) -> dict[str, Writer]:
+    def setup(fake: FakeClient) -> dict[str, WriterFunc]:
         races.seeded(fake, NS)
         return {"a": races.plain_writer("a", NS), "stuck": stuck}
 

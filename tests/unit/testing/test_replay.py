@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from setpoint.testing import FakeClient
-from setpoint.testing.interleavings import ReplayError, Writer, replay
+from setpoint.testing.interleavings import ReplayError, WriterFunc, replay
 from tests._support import races
 from tests._support.kinds import GIZMO
 
@@ -79,7 +79,7 @@ def race(tmp_path: Path) -> Path:
     )
 
 
-def plain(fake: FakeClient) -> dict[str, Writer]:
+def plain(fake: FakeClient) -> dict[str, WriterFunc]:
     races.seeded_kinds(fake)
     return {name: races.plain_writer(name, NS) for name in ("a", "b")}
 
@@ -142,7 +142,7 @@ async def test_a_conflict_answered_before_the_write_that_beat_it_replays_after_i
 
 
 async def test_writers_that_behave_differently_are_reported(race: Path) -> None:
-    def safe(fake: FakeClient) -> dict[str, Writer]:
+    def safe(fake: FakeClient) -> dict[str, WriterFunc]:
         races.seeded_kinds(fake)
         return {name: races.safe_writer(name, NS) for name in ("a", "b")}
 
@@ -152,7 +152,7 @@ async def test_writers_that_behave_differently_are_reported(race: Path) -> None:
 
 
 async def test_writers_the_recording_does_not_know_are_named(race: Path) -> None:
-    def other(fake: FakeClient) -> dict[str, Writer]:
+    def other(fake: FakeClient) -> dict[str, WriterFunc]:
         races.seeded_kinds(fake)
         return {"c": races.plain_writer("c", NS)}
 
