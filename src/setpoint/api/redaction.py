@@ -6,7 +6,7 @@ Two jobs, both pure and bounded:
   answer, a schema) in a few dozen characters. It never expands a large or aliased
   structure (a YAML "billion laughs" document), never fails on a huge integer, and is cheap
   whatever it is given.
-- :func:`redact` masks the credentials that commonly end up in exception text before that
+- :func:`redact_text` masks the credentials that commonly end up in exception text before that
   text leaves the process: bearer tokens, JWTs, PEM private keys, ``user:password@`` in
   URLs and ``password=...``-style pairs. :func:`redact_url` does the same for one URL.
 - :func:`is_credential_name` and :func:`looks_like_credential` tell, for structured data
@@ -31,7 +31,7 @@ __all__ = [
     "brief",
     "is_credential_name",
     "looks_like_credential",
-    "redact",
+    "redact_text",
     "redact_url",
 ]
 
@@ -46,7 +46,7 @@ _REPR.maxlong = 24
 _REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = _REPR.maxfrozenset = 4
 
 _SCAN_LIMIT: Final = 64 * 1024
-"""Characters of a text :func:`redact` looks at; the rest is cut (with a marker) first."""
+"""Characters of a text :func:`redact_text` looks at; the rest is cut (with a marker) first."""
 
 
 def brief(value: object, *, limit: int = 60) -> str:
@@ -79,7 +79,7 @@ _PAIR = re.compile(
 )
 
 
-def redact(text: str) -> str:
+def redact_text(text: str) -> str:
     """``text`` with the credentials it appears to contain replaced by :data:`REDACTED`.
 
     Masks: ``Bearer <token>`` and ``Basic <credentials>``, JSON Web Tokens (service-account
@@ -105,11 +105,11 @@ def redact_url(url: str) -> str:
 
     Plain string work (``setpoint.api`` does no URL parsing with I/O libraries): the
     authority is what follows ``scheme://`` up to the next ``/``, ``?`` or ``#``. A value
-    without ``://`` is passed through :func:`redact`.
+    without ``://`` is passed through :func:`redact_text`.
     """
     scheme, sep, rest = url.partition("://")
     if not sep:
-        return redact(url)
+        return redact_text(url)
     cut = min((i for i in (rest.find(c) for c in "/?#") if i != -1), default=len(rest))
     authority, tail = rest[:cut], rest[cut:]
     if "@" not in authority:

@@ -87,7 +87,7 @@ from setpoint.client.errors import (
 from setpoint.client.objects import WatchEvent
 from setpoint.client.protocols import ListWatcher
 from setpoint.observability.logging import get_logger
-from setpoint.observability.recording import active as active_recorder
+from setpoint.observability.recording import active_recorder
 
 __all__ = [
     "FuncHandler",

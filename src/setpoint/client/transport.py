@@ -61,8 +61,8 @@ from setpoint.client.errors import (
     Unauthorized,
     error_from_response,
 )
-from setpoint.observability.recording import active as active_recorder
-from setpoint.observability.tracing import active as active_tracing
+from setpoint.observability.recording import active_recorder
+from setpoint.observability.tracing import active_tracing
 
 __all__ = ["RequestHook", "Response", "Transport", "TransportOptions"]
 

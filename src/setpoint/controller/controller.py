@@ -113,8 +113,7 @@ from setpoint.controller.workqueue import ShutDown, WorkQueue, WorkQueueOptions
 from setpoint.observability.logging import Logger, RepeatedErrors, get_logger
 from setpoint.observability.metrics import Metrics
 from setpoint.observability.runtime import ReconcileInfo, reconcile_scope
-from setpoint.observability.tracing import MAX_LINKS, ReconcileSpan
-from setpoint.observability.tracing import active as active_tracing
+from setpoint.observability.tracing import MAX_LINKS, ReconcileSpan, active_tracing
 
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext

@@ -36,7 +36,7 @@ from setpoint.controller.predicates import (
 )
 from setpoint.controller.workqueue import Priority
 from setpoint.observability.logging import Logger
-from setpoint.observability.tracing import active as active_tracing
+from setpoint.observability.tracing import active_tracing
 
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext

@@ -41,7 +41,7 @@ from typing import Any
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject
-from setpoint.api.redaction import redact
+from setpoint.api.redaction import redact_text
 from setpoint.cache.errors import UndecodableObject
 from setpoint.cache.selectors import SelectorError
 from setpoint.client.errors import BadRequest, Invalid
@@ -111,12 +111,12 @@ def message_of(error: BaseException, *, limit: int = MESSAGE_LIMIT) -> str:
     """The error as Events, conditions and annotations show it: redacted, cut to ``limit``.
 
     ``<type>: <message>``, with what looks like a credential masked first
-    (:func:`setpoint.api.redaction.redact`: bearer tokens, JWTs, private keys, URL
+    (:func:`setpoint.api.redaction.redact_text`: bearer tokens, JWTs, private keys, URL
     passwords, ``password=``-style values). The text of an exception raised by user code or
     a library goes onto the object, where everyone who may read the object (and its
     Events) sees it; a token in it would leak beyond the operator.
     """
-    text = redact(f"{type(error).__name__}: {error}")
+    text = redact_text(f"{type(error).__name__}: {error}")
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return text

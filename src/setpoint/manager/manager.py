@@ -653,7 +653,7 @@ class Manager:
         restore_signals = self._install_signal_handlers() if self.options.handle_signals else None
         restore_dump = install_task_dump_signal(loop) if self.options.task_dump_signal else None
         traced = (
-            tracing.active() is None and tracing.configure_from_environment() is not None
+            tracing.active_tracing() is None and tracing.configure_from_environment() is not None
             if self.options.tracing
             else False
         )
@@ -708,7 +708,7 @@ class Manager:
         options = self.options.record
         if options is None:
             return None
-        current = recording.active()
+        current = recording.active_recorder()
         if current is not None:
             raise ManagerStateError(
                 f"ManagerOptions.record: this process already records to "

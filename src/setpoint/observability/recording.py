@@ -59,8 +59,7 @@ from typing import IO, Any, Final
 
 import orjson
 
-from setpoint.api.redaction import REDACTED, is_credential_name, looks_like_credential
-from setpoint.api.redaction import redact as redact_text
+from setpoint.api.redaction import REDACTED, is_credential_name, looks_like_credential, redact_text
 from setpoint.observability.privatefiles import create_private
 from setpoint.observability.runtime import current_reconcile
 
@@ -68,7 +67,7 @@ __all__ = [
     "REDACTED",
     "RecordOptions",
     "Recorder",
-    "active",
+    "active_recorder",
     "actor",
     "current_actor",
     "load",
@@ -102,7 +101,7 @@ class RecordOptions:
             raise ValueError(f"RecordOptions.max_bytes={self.max_bytes}: give at least 4096 bytes")
 
 
-def active() -> Recorder | None:
+def active_recorder() -> Recorder | None:
     """The recorder in use, or ``None`` when nothing is recorded (the usual case)."""
     return _active
 
@@ -166,7 +165,7 @@ def redact(value: Any, *, path: str | None = None, secret: bool = False) -> Any:
           (:func:`setpoint.api.redaction.looks_like_credential`: a PEM private key, the same
           in base64, a JWT);
         - in an error ``Status``, the credentials in its messages
-          (:func:`setpoint.api.redaction.redact`); reason, code and details stay.
+          (:func:`setpoint.api.redaction.redact_text`); reason, code and details stay.
 
     Kept, so a recording still replays and reads: kinds, names, namespaces, UIDs,
     resourceVersions, labels, other annotations, a Secret's ``type`` and the keys of its

@@ -55,7 +55,7 @@ __all__ = [
     "RequestSpan",
     "Tracing",
     "TracingUnavailable",
-    "active",
+    "active_tracing",
     "configure_from_environment",
     "current_ids",
     "set_tracing",
@@ -83,7 +83,7 @@ class TracingUnavailable(ImportError):
     """Tracing was asked for but the ``setpoint[otel]`` extra is not installed."""
 
 
-def active() -> Tracing | None:
+def active_tracing() -> Tracing | None:
     """The installed :class:`Tracing`, or ``None`` when tracing is off (the usual case)."""
     return _active
 

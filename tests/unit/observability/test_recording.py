@@ -50,7 +50,7 @@ def test_the_file_stops_at_its_bound_with_a_truncated_line(tmp_path: Path) -> No
     lines = recording.load(path)
     assert lines[-1]["type"] == "truncated"
     assert [line["seq"] for line in lines] == list(range(1, len(lines) + 1))
-    assert recording.active() is None
+    assert recording.active_recorder() is None
 
 
 async def test_actors_name_the_writer_or_the_reconcile() -> None:
@@ -90,7 +90,7 @@ async def test_a_manager_option_records_the_informer_events(tmp_path: Path) -> N
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "x"}}
         )
         await op.wait_idle(settle=0.2)
-    assert recording.active() is None  # the manager stopped it
+    assert recording.active_recorder() is None  # the manager stopped it
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     events = [(e["kind"], e["event"], e["object"]["metadata"]["name"]) for e in lines]
     assert ("v1, Kind=ConfigMap", "add", "a") in events

@@ -39,7 +39,7 @@ def test_a_planted_symlink_is_refused_and_its_target_untouched(tmp_path: Path) -
     assert isinstance(caught.value, SetpointError)
     assert target.read_text() == "keep"
     assert link.is_symlink()
-    assert recording.active() is None
+    assert recording.active_recorder() is None
 
 
 def test_a_dangling_symlink_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
@@ -60,7 +60,7 @@ def test_an_existing_file_is_refused_not_truncated(tmp_path: Path) -> None:
     ):
         pass
     assert path.read_text() == "earlier run\n"
-    assert recording.active() is None
+    assert recording.active_recorder() is None
 
 
 def test_a_missing_directory_is_named(tmp_path: Path) -> None:
@@ -86,7 +86,7 @@ async def test_a_manager_refuses_an_existing_file_before_starting_anything(
     with pytest.raises(PrivateFileError, match=r"--record.*run\.jsonl already exists"):
         await manager.run()
     assert path.read_text() == "the last run's recording\n"
-    assert recording.active() is None
+    assert recording.active_recorder() is None
     path.rename(tmp_path / "kept.jsonl")
     task = asyncio.create_task(manager.run())
     await eventually(lambda: path.exists() or task.done(), description="the recording started")

@@ -42,7 +42,7 @@ WITHOUT_OTEL = textwrap.dedent(
         line = [json.loads(l) for l in stream.getvalue().splitlines() if '"inside"' in l][0]
         assert "trace_id" not in line and line["caller"] == "<string>:15", line
         assert seen == ["a"], seen
-        assert tracing.active() is None
+        assert tracing.active_tracing() is None
         assert not tracing.otel_imported(), sorted(m for m in sys.modules if "opentelemetry" in m)
         print("ok")
 
@@ -74,13 +74,13 @@ def test_an_operator_without_otel_variables_never_imports_opentelemetry() -> Non
 )
 def test_tracing_stays_off_unless_the_variables_ask_for_it(environ: dict[str, str]) -> None:
     assert tracing.configure_from_environment(environ) is None
-    assert tracing.active() is None
+    assert tracing.active_tracing() is None
 
 
 def test_an_unknown_exporter_is_named_with_the_ones_that_work() -> None:
     with pytest.raises(ValueError, match=r"OTEL_TRACES_EXPORTER='zipkin': setpoint builds the"):
         tracing.configure_from_environment({"OTEL_TRACES_EXPORTER": "zipkin"})
-    assert tracing.active() is None
+    assert tracing.active_tracing() is None
 
 
 def test_the_console_exporter_turns_tracing_on_and_shutdown_turns_it_off() -> None:
@@ -88,9 +88,9 @@ def test_the_console_exporter_turns_tracing_on_and_shutdown_turns_it_off() -> No
         {"OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "unit"}
     )
     try:
-        assert configured is not None and tracing.active() is configured
+        assert configured is not None and tracing.active_tracing() is configured
         assert tracing.configure_from_environment({"OTEL_TRACES_EXPORTER": "console"}) is configured
         assert configured.ids() is None  # no span here
     finally:
         tracing.shutdown()
-    assert tracing.active() is None
+    assert tracing.active_tracing() is None
