@@ -191,20 +191,29 @@ class Screen:
 
     On a terminal the live table is redrawn in place with ANSI escapes. Otherwise a snapshot
     is appended when the table changed (at most one a second, plus the final one), so a CI
-    log shows the progression without thousands of lines.
+    log shows the progression without thousands of lines. ``started`` is a reading of
+    ``clock`` (``time.monotonic`` unless a test passes its own).
     """
 
-    def __init__(self, out: TextIO, *, tty: bool, started: float) -> None:
+    def __init__(
+        self,
+        out: TextIO,
+        *,
+        tty: bool,
+        started: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.out = out
         self.tty = tty
         self.started = started
+        self._clock = clock
         self._drawn = 0
         self._last: list[str] | None = None
         self._last_at = 0.0
 
     def elapsed(self) -> float:
         """Seconds since the demo started."""
-        return time.monotonic() - self.started
+        return self._clock() - self.started
 
     def line(self, text: str = "") -> None:
         """Print one line (ends a live table)."""
@@ -228,7 +237,7 @@ class Screen:
             self.out.flush()
             self._drawn = len(lines)
             return
-        now = time.monotonic()
+        now = self._clock()
         if lines == self._last or (not final and now - self._last_at < 1.0):
             return
         print(f"-- {self.elapsed():5.1f}s", file=self.out)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import sqlite3
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -71,26 +70,33 @@ def test_table_fits_100_columns_and_shows_state() -> None:
 
 def test_screen_appends_changed_snapshots_without_escapes_when_not_a_terminal() -> None:
     out = io.StringIO()
-    screen = demo.Screen(out, tty=False, started=time.monotonic())
+    now = [100.0]
+    screen = demo.Screen(out, tty=False, started=100.0, clock=lambda: now[0])
     screen.table(["T", "a 0%"])
+    now[0] = 100.999
     screen.table(["T", "a 50%"])  # within a second of the last: skipped
+    now[0] = 101.0
+    screen.table(["T", "a 60%"])  # a second after the last: shown
+    now[0] = 101.5
     screen.table(["T", "a 100%"], final=True)  # the final state is always shown
     screen.table(["T", "a 100%"], final=True)  # unchanged: not repeated
     text = out.getvalue()
     assert "\x1b[" not in text
-    assert text.count("-- ") == 2
-    assert "a 0%" in text
+    assert text.count("-- ") == 3
+    assert "--   0.0s\nT\na 0%\n" in text
     assert "a 50%" not in text
+    assert "--   1.0s\nT\na 60%\n" in text
     assert text.count("a 100%") == 1
 
 
 def test_screen_redraws_in_place_on_a_terminal() -> None:
     out = io.StringIO()
-    screen = demo.Screen(out, tty=True, started=time.monotonic())
+    screen = demo.Screen(out, tty=True, started=0.0, clock=lambda: 2.5)
     screen.table(["T", "a 0%", "b 0%"])
     screen.table(["T", "a 50%", "b 0%"])
     text = out.getvalue()
     assert text.count("\x1b[3F\x1b[J") == 1  # up over the 3 lines drawn, clear, redraw
+    assert text.count("T  [  2.5s]\n") == 2  # the elapsed time, on the clock given
     screen.end_table()
     screen.line("after")
     screen.table(["T", "c"])
