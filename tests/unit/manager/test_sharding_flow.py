@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -34,15 +33,21 @@ WORK = "test.setpoint.dev/work"
 """Annotation: seconds each reconcile of that Gizmo takes (so a test can catch one mid-way)."""
 TIMINGS: dict[str, Any] = {"lease_duration": 2, "renew_deadline": 1.5, "retry_period": 0.5}
 
-Interval = tuple[str, ObjectKey, float, float]
+Interval = tuple[str, ObjectKey, int, int]
+"""Shard, key, and the steps (in the order things happened) a reconcile began and ended at."""
 
 
 class Replicas:
-    """Managers on one fake API server, each recording its reconciles' start and end."""
+    """Managers on one fake API server, each recording its reconciles' start and end.
+
+    Starts and ends are numbered in the order they happen (one event loop: a total order),
+    not timed: two reconciles overlap when one starts before the other has ended.
+    """
 
     def __init__(self, fake: FakeClient) -> None:
         self.fake = fake
         self.intervals: list[Interval] = []
+        self.steps = itertools.count()
         self.running: dict[str, tuple[Manager, asyncio.Task[None]]] = {}
         self.reconciling: dict[ObjectKey, str] = {}
         """Keys being reconciled right now, and by which shard."""
@@ -73,10 +78,10 @@ class Replicas:
                 ),
             ),
         )
-        intervals, reconciling = self.intervals, self.reconciling
+        intervals, reconciling, steps = self.intervals, self.reconciling, self.steps
 
         async def reconcile(ctx: Context, request: ObjectKey) -> None:
-            started = time.monotonic()
+            started = next(steps)
             reconciling[request] = shard
             try:
                 try:
@@ -91,7 +96,7 @@ class Replicas:
                 )
             finally:
                 reconciling.pop(request, None)
-                intervals.append((shard, request, started, time.monotonic()))
+                intervals.append((shard, request, started, next(steps)))
 
         manager.controller("gizmo").for_(GIZMO).max_concurrent_reconciles(4).build(reconcile)
         self.running[shard] = (manager, asyncio.create_task(manager.run()))
@@ -135,7 +140,7 @@ class Replicas:
             records.sort(key=lambda r: r[2])
             for a, b in itertools.pairwise(records):
                 if a[0] != b[0] and b[2] < a[3]:
-                    found.append(f"{key}: {a[0]} until {a[3]:.3f}, {b[0]} from {b[2]:.3f}")
+                    found.append(f"{key}: {a[0]} until step {a[3]}, {b[0]} from step {b[2]}")
         return found
 
 

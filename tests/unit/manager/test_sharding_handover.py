@@ -127,8 +127,11 @@ class StubMember:
 class StubController:
     enqueued: list[ObjectKey] = field(default_factory=list)
     busy: set[ObjectKey] = field(default_factory=set)
+    asked: int = 0
+    """How often the gate asked whether a key is held."""
 
     def holds(self, key: ObjectKey) -> bool:
+        self.asked += 1
         return key in self.busy
 
     def enqueue(self, key: ObjectKey) -> None:
@@ -211,7 +214,9 @@ async def test_an_acknowledgement_gives_up_when_the_record_is_edited_while_it_wa
     controller = StubController(busy={KEY})
     gate = ShardGate(member, GIZMO, store, [controller])  # type: ignore[arg-type, list-item]
     task = asyncio.create_task(gate._acknowledge(KEY))
-    await asyncio.sleep(0.05)
+    for _ in range(5):  # no time passes: the task starts and finds the key held
+        await asyncio.sleep(0)
+    assert controller.asked >= 1 and not task.done(), "waiting for the in-flight reconcile"
     store.put(KEY, obj("beta", None, drain=True))  # record removed by someone else
     controller.busy.clear()
     await asyncio.wait_for(task, 5)  # returns without patching: member.client is None
