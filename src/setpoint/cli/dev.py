@@ -30,7 +30,7 @@ from typing import Any
 
 from setpoint.server.address import free_port
 
-__all__ = ["DevPlan", "register", "run_command"]
+__all__ = ["DevPlan", "register", "run_dev"]
 
 _CRD_KIND = ("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
 _FIELD_MANAGER = "setpoint-dev"
@@ -161,7 +161,7 @@ def _run_operator(args: argparse.Namespace, plan: DevPlan, kubeconfig: str) -> i
     return 0 if stopping and code in (0, -signal.SIGTERM, -signal.SIGINT) else code
 
 
-def run_command(args: argparse.Namespace) -> int:
+def run_dev(args: argparse.Namespace) -> int:
     """Run ``setpoint dev`` (see the module docstring); return the exit code."""
     from setpoint.testing.controlplane import ControlPlane
 
@@ -232,4 +232,4 @@ def _dispatch(args: argparse.Namespace) -> int:
     run_args: Sequence[str] = args.run_args
     if run_args and run_args[0] == "--":
         args.run_args = list(run_args[1:])
-    return run_command(args)
+    return run_dev(args)

@@ -4,7 +4,7 @@ Each command works in three steps, so a mistake never leaves a project half-writ
 
 1. check every name and the project's state (``PROJECT``), raising before any file is touched;
 2. compute every file it would write, in memory, and compare each with the disk
-   (:func:`setpoint.cli.scaffold.files.plan`);
+   (:func:`setpoint.cli.scaffold.files.plan_files`);
 3. write them all, or none when a file a person changed would be overwritten (the error
    shows the diff; ``force=True`` overwrites).
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 
-from setpoint.cli.scaffold.files import FilePlan, apply, plan
+from setpoint.cli.scaffold.files import FilePlan, apply, plan_files
 from setpoint.cli.scaffold.layout import admission_files, api_files, project_files, wiring_files
 from setpoint.cli.scaffold.names import (
     ResourceNames,
@@ -144,12 +144,12 @@ class ScaffoldResult:
 def _finish(
     root: Path, project: Project, outputs: dict[str, str], *, force: bool, next_steps: list[str]
 ) -> ScaffoldResult:
-    plans = plan(root, outputs, project.files)
+    plans = plan_files(root, outputs, project.files)
     recorded = dict(project.files)
     recorded.update({path: digest(content.encode()) for path, content in outputs.items()})
     final = replace(project, files=recorded)
     project_text = final.dump()
-    plans += plan(root, {PROJECT_FILE: project_text}, {PROJECT_FILE: _current_digest(root)})
+    plans += plan_files(root, {PROJECT_FILE: project_text}, {PROJECT_FILE: _current_digest(root)})
     apply(root, plans, force=force)
     return ScaffoldResult(plans, next_steps)
 

@@ -1,10 +1,10 @@
 """Templates in, files out: rendering, and writing without overwriting a person's work.
 
 Templates are package data (``templates/`` next to this module, shipped in the wheel).
-A template names its values as ``{{name}}``; :func:`render` fails when one is missing or
+A template names its values as ``{{name}}``; :func:`render_template` fails when one is missing or
 left over, so a half-filled file is never written.
 
-:func:`plan` compares what a command would write with what is on disk and with the
+:func:`plan_files` compares what a command would write with what is on disk and with the
 digests ``PROJECT`` recorded; :func:`apply` writes only when nothing conflicts.
 """
 
@@ -22,7 +22,7 @@ from typing import Literal
 from setpoint.api.errors import SetpointError
 from setpoint.cli.scaffold.project import digest
 
-__all__ = ["FilePlan", "ScaffoldConflict", "apply", "plan", "render", "template"]
+__all__ = ["FilePlan", "ScaffoldConflict", "apply", "plan_files", "render_template", "template"]
 
 Status = Literal["create", "update", "unchanged", "conflict"]
 
@@ -43,7 +43,7 @@ def template(name: str) -> str:
     return path.read_text("utf-8")
 
 
-def render(name: str, values: Mapping[str, str]) -> str:
+def render_template(name: str, values: Mapping[str, str]) -> str:
     """Template ``name`` with every ``{{key}}`` replaced by ``values[key]``.
 
     Raises:
@@ -77,7 +77,9 @@ class FilePlan:
     """For a conflict: unified diff from the file on disk to ``content``."""
 
 
-def plan(root: Path, outputs: Mapping[str, str], recorded: Mapping[str, str]) -> list[FilePlan]:
+def plan_files(
+    root: Path, outputs: Mapping[str, str], recorded: Mapping[str, str]
+) -> list[FilePlan]:
     """Decide, for each output, whether writing it is safe (see :class:`FilePlan`).
 
     A file on disk is setpoint's own when its SHA-256 equals the digest ``recorded`` in

@@ -8,7 +8,7 @@ Two kinds of files come out of here:
 - files written once for one kind, version or webhook (its types, controller, tests,
   sample), which then belong to the user.
 
-Both go through the same guard (:func:`setpoint.cli.scaffold.files.plan`): a file is only
+Both go through the same guard (:func:`setpoint.cli.scaffold.files.plan_files`): a file is only
 ever replaced while its content is still what setpoint wrote.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import textwrap
 
-from setpoint.cli.scaffold.files import render
+from setpoint.cli.scaffold.files import render_template
 from setpoint.cli.scaffold.project import Project, ScaffoldedResource
 
 __all__ = [
@@ -44,17 +44,17 @@ def project_files(project: Project, requirement: str, testing_requirement: str) 
     }
     pkg = project.package
     out = {
-        "pyproject.toml": render("project/pyproject.toml", values),
-        "README.md": render("project/README.md", values),
-        "Dockerfile": render("project/Dockerfile", values),
-        ".gitignore": render("project/gitignore", values),
-        ".dockerignore": render("project/dockerignore", values),
-        f"{pkg}/__init__.py": render("project/package_init.py", values),
+        "pyproject.toml": render_template("project/pyproject.toml", values),
+        "README.md": render_template("project/README.md", values),
+        "Dockerfile": render_template("project/Dockerfile", values),
+        ".gitignore": render_template("project/gitignore", values),
+        ".dockerignore": render_template("project/dockerignore", values),
+        f"{pkg}/__init__.py": render_template("project/package_init.py", values),
         f"{pkg}/py.typed": "",
-        f"{pkg}/api/__init__.py": render("project/api_init.py", values),
+        f"{pkg}/api/__init__.py": render_template("project/api_init.py", values),
         "tests/__init__.py": "",
-        "tests/conftest.py": render("project/conftest.py", values),
-        "tests/test_project.py": render("project/test_project.py", values),
+        "tests/conftest.py": render_template("project/conftest.py", values),
+        "tests/test_project.py": render_template("project/test_project.py", values),
     }
     for name in (
         "crd/kustomizeconfig.yaml",
@@ -73,7 +73,7 @@ def project_files(project: Project, requirement: str, testing_requirement: str) 
         "default/metrics_service.yaml",
         "network-policy/allow-metrics-traffic.yaml",
     ):
-        out[f"config/{name}"] = render(f"config/{name}", values)
+        out[f"config/{name}"] = render_template(f"config/{name}", values)
     return out
 
 
@@ -153,16 +153,20 @@ def api_files(project: Project, resource: ScaffoldedResource) -> dict[str, str]:
         f"# A {names.kind} to try: kubectl apply -f {sample_path(resource)}\n" + _yaml(sample)
     )
     if resource.spoke_of is None:
-        out[module] = render("api/hub.py", values)
+        out[module] = render_template("api/hub.py", values)
         if resource.controller:
-            out[f"{pkg}/controllers/{names.module}.py"] = render("controller/controller.py", values)
-            out[f"tests/test_unit_{names.module}.py"] = render(
+            out[f"{pkg}/controllers/{names.module}.py"] = render_template(
+                "controller/controller.py", values
+            )
+            out[f"tests/test_unit_{names.module}.py"] = render_template(
                 "tests/test_unit_controller.py", values
             )
-            out[f"tests/test_{names.module}.py"] = render("tests/test_controller.py", values)
+            out[f"tests/test_{names.module}.py"] = render_template(
+                "tests/test_controller.py", values
+            )
     else:
-        out[module] = render("api/spoke.py", values)
-        out[f"tests/test_{names.module}_{names.version}_conversion.py"] = render(
+        out[module] = render_template("api/spoke.py", values)
+        out[f"tests/test_{names.module}_{names.version}_conversion.py"] = render_template(
             "tests/test_conversion.py", values
         )
     return out
@@ -209,8 +213,8 @@ def admission_files(project: Project, hub: ScaffoldedResource) -> dict[str, str]
         what.append("a validator")
         parts.append("validator")
     module = f"{project.package}.webhooks.{hub.names.module}"
-    body = _join_blocks([render(f"webhook/{part}.py", values) for part in parts])
-    webhook_module = render(
+    body = _join_blocks([render_template(f"webhook/{part}.py", values) for part in parts])
+    webhook_module = render_template(
         "webhook/admission.py",
         values
         | {
@@ -221,13 +225,15 @@ def admission_files(project: Project, hub: ScaffoldedResource) -> dict[str, str]
     )
     unit_names = _isort_order([n for n in exported if n != "check"])
     third_party = "\nimport pytest\nimport setpoint as sp\n" if hooks.validation else ""
-    unit = render(
+    unit = render_template(
         "tests/test_unit_webhook.py",
         values
         | {
             "unit_imports": third_party,
             "unit_webhook_import": _from_import(module, unit_names),
-            "unit_tests": _join_blocks([render(f"tests/unit_{p}.py", values) for p in parts]),
+            "unit_tests": _join_blocks(
+                [render_template(f"tests/unit_{p}.py", values) for p in parts]
+            ),
         },
     )
     integration_imports = []
@@ -240,13 +246,13 @@ def admission_files(project: Project, hub: ScaffoldedResource) -> dict[str, str]
             )
         )
     integration_imports.append(_from_import(module, _isort_order(constants)))
-    integration = render(
+    integration = render_template(
         "tests/test_webhook.py",
         values
         | {
             "integration_imports": "\n".join(integration_imports),
             "integration_tests": _join_blocks(
-                [render(f"tests/integration_{p}.py", _cleanup(values, hub)) for p in parts]
+                [render_template(f"tests/integration_{p}.py", _cleanup(values, hub)) for p in parts]
             ),
         },
     )
@@ -274,7 +280,7 @@ def wiring_files(project: Project) -> dict[str, str]:
     out = {
         f"{pkg}/controllers/__init__.py": _controllers_init(project, controllers),
         f"{pkg}/webhooks/__init__.py": _webhooks_init(project, converting, admitting),
-        "Makefile": render(
+        "Makefile": render_template(
             "project/Makefile",
             _base_values(project)
             | {
@@ -312,7 +318,7 @@ def wiring_files(project: Project) -> dict[str, str]:
             "default/manager_webhook_patch.yaml",
             "network-policy/allow-webhook-traffic.yaml",
         ):
-            out[f"config/{name}"] = render(f"config/{name}", values)
+            out[f"config/{name}"] = render_template(f"config/{name}", values)
         inject = f"{project.name}-system/{project.name}-serving-cert"
         for hub in converting:
             out[f"config/crd/patches/cainjection_in_{hub.names.plural}.yaml"] = _yaml_with_header(
