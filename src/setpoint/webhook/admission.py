@@ -22,9 +22,13 @@ What each input gets (:meth:`AdmissionWebhook.review`):
   ``controller_runtime_webhook_panics_total``; the server stays up;
 - a body that is not an AdmissionReview (not JSON, another apiVersion or kind, no
   ``request``, no ``uid``, an unknown operation, objects that are not JSON objects): HTTP
-  400 with a message saying what is wrong.
+  400 with a message saying what is wrong;
+- a body of more JSON values than ``max_review_values``, or whose ``object`` or
+  ``oldObject`` is larger than ``max_object_size``: HTTP 413 naming it and the option.
 
-Every answer echoes the request's ``uid``.
+A review larger than ``inline_body_size`` is split (:func:`split_admission_review`): its
+``object`` and ``oldObject`` are decoded separately, each in its own call, in a review
+worker. Every answer echoes the request's ``uid``.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, cast
 
+import msgspec
 import orjson
 from pydantic import ValidationError
 
@@ -51,8 +56,19 @@ from setpoint.api.jsonvalues import json_equal
 from setpoint.api.resource import Resource
 from setpoint.client.patch import json_patch_diff
 from setpoint.server.http import HttpRequest, HttpResponse
-from setpoint.webhook.options import INLINE_BODY_SIZE, MAX_REVIEW_VALUES
-from setpoint.webhook.reviews import ReviewTooLarge, ReviewWorkers, check_review_values
+from setpoint.webhook.options import INLINE_BODY_SIZE, MAX_OBJECT_SIZE, MAX_REVIEW_VALUES
+from setpoint.webhook.reviews import (
+    ABSENT,
+    NotJSON,
+    ReviewTooLarge,
+    ReviewWorkers,
+    WrongType,
+    check_review_values,
+    json_type,
+    load_part,
+    split_part,
+    split_review,
+)
 
 if TYPE_CHECKING:
     from setpoint.observability.metrics import Metrics
@@ -63,6 +79,7 @@ __all__ = [
     "AdmissionWebhook",
     "MalformedAdmissionReview",
     "parse_admission_review",
+    "split_admission_review",
 ]
 
 log = logging.getLogger("setpoint.webhook.admission")
@@ -102,8 +119,39 @@ class AdmissionRequest:
     """``userInfo.username`` of who made the request."""
 
 
+class _RequestParts(
+    msgspec.Struct,
+    gc=False,
+    rename={"old_object": "oldObject", "dry_run": "dryRun", "user_info": "userInfo"},
+):
+    """The fields of an AdmissionReview's ``request`` a webhook reads, each undecoded."""
+
+    uid: msgspec.Raw = ABSENT
+    operation: msgspec.Raw = ABSENT
+    object: msgspec.Raw = ABSENT
+    old_object: msgspec.Raw = ABSENT
+    name: msgspec.Raw = ABSENT
+    namespace: msgspec.Raw = ABSENT
+    dry_run: msgspec.Raw = ABSENT
+    user_info: msgspec.Raw = ABSENT
+
+
+_REQUEST: Final = msgspec.json.Decoder(_RequestParts)
+_FIELDS: Final = {
+    "uid": "uid",
+    "operation": "operation",
+    "object": "object",
+    "oldObject": "old_object",
+    "name": "name",
+    "namespace": "namespace",
+    "dryRun": "dry_run",
+    "userInfo": "user_info",
+}
+"""A request field's JSON name -> its attribute in :class:`_RequestParts`."""
+
+
 def parse_admission_review(body: bytes) -> AdmissionRequest:
-    """Parse and check an AdmissionReview body.
+    """Parse and check an AdmissionReview body, decoded whole (the inline path).
 
     Raises:
         MalformedAdmissionReview: the body is not a usable ``admission.k8s.io/v1``
@@ -118,7 +166,88 @@ def parse_admission_review(body: bytes) -> AdmissionRequest:
         raise MalformedAdmissionReview(
             f"the request body is a JSON {type(review).__name__}, not an AdmissionReview object"
         )
-    api_version, kind = review.get("apiVersion"), review.get("kind")
+    _check_kind(review.get("apiVersion"), review.get("kind"))
+    request = review.get("request")
+    if not isinstance(request, dict):
+        raise MalformedAdmissionReview("request is missing or not an object")
+    return _request_of(request)
+
+
+def split_admission_review(
+    body: bytes, *, max_object_size: int = MAX_OBJECT_SIZE, path: str = "the webhook"
+) -> AdmissionRequest:
+    """:func:`parse_admission_review` for a large body: split, each field decoded alone.
+
+    Expected flow:
+        In a review worker, for a body larger than ``inline_body_size``, after
+        :func:`~setpoint.webhook.reviews.check_review_values`.
+
+    Guarantees:
+        The same result, and the same checks in the same order with the same messages, as
+        :func:`parse_admission_review`, except the wording of a JSON syntax error. msgspec
+        splits the body and ``request`` without building values; then each field is decoded
+        in its own call when the checks reach it, ``object`` and ``oldObject`` separately,
+        each at most ``max_object_size`` bytes.
+
+    Errors:
+        MalformedAdmissionReview: as :func:`parse_admission_review`.
+        ReviewTooLarge: a field larger than ``max_object_size``, naming it and the option.
+
+    """
+    try:
+        top = split_review(body)
+    except NotJSON as exc:
+        raise MalformedAdmissionReview(f"the request body is not JSON ({exc})") from None
+    except WrongType as exc:
+        raise MalformedAdmissionReview(
+            f"the request body is a JSON {exc.python_type}, not an AdmissionReview object"
+        ) from None
+    load = _Loader(max_object_size, path)
+    _check_kind(load(top.api_version, "apiVersion"), load(top.kind, "kind"))
+    if json_type(top.request) != "object":
+        raise MalformedAdmissionReview("request is missing or not an object")
+    try:
+        parts = split_part(top.request, _REQUEST)
+    except NotJSON as exc:
+        raise MalformedAdmissionReview(f"the request body is not JSON ({exc})") from None
+    return _request_of(_LazyRequest(parts, load))
+
+
+class _Loader:
+    """Decodes one part of an AdmissionReview (at most ``limit`` bytes), naming it."""
+
+    def __init__(self, limit: int, path: str) -> None:
+        self.limit = limit
+        self.path = path
+
+    def __call__(self, part: msgspec.Raw, field: str) -> Any:
+        try:
+            return load_part(
+                part, self.limit, field=field, review="AdmissionReview", path=self.path
+            )
+        except NotJSON as exc:
+            raise MalformedAdmissionReview(f"the request body is not JSON ({exc})") from None
+
+
+class _LazyRequest:
+    """A split ``request`` read like a dict: each field decoded when first asked for.
+
+    So the checks meet the fields in the same order as on a decoded body.
+    """
+
+    def __init__(self, parts: _RequestParts, load: _Loader) -> None:
+        self._parts = parts
+        self._load = load
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The field decoded, or ``default`` when the body does not hold it."""
+        part: msgspec.Raw = getattr(self._parts, _FIELDS[key])
+        if not len(part):
+            return default
+        return self._load(part, f"request.{key}")
+
+
+def _check_kind(api_version: object, kind: object) -> None:
     if kind != "AdmissionReview":
         raise MalformedAdmissionReview(f"kind is {kind!r}, not 'AdmissionReview'")
     if api_version != ADMISSION_REVIEW_API_VERSION:
@@ -126,9 +255,10 @@ def parse_admission_review(body: bytes) -> AdmissionRequest:
             f"apiVersion {api_version!r} is not served; this webhook answers "
             f"{ADMISSION_REVIEW_API_VERSION} (set admissionReviewVersions: [v1])"
         )
-    request = review.get("request")
-    if not isinstance(request, dict):
-        raise MalformedAdmissionReview("request is missing or not an object")
+
+
+def _request_of(request: dict[str, Any] | _LazyRequest) -> AdmissionRequest:
+    """The checked request, from a decoded ``request`` or a split one."""
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise MalformedAdmissionReview("request.uid is missing or not a non-empty string")
@@ -186,16 +316,19 @@ class AdmissionWebhook:
     Caveats:
         User code runs on the event loop: a slow or blocking validator delays every other
         request (and the API server gives up after ``timeout_seconds``). Make I/O async.
-        A review whose body is larger than ``inline_body_size`` is decoded, checked, turned
-        into typed objects (pydantic validation, including a model's own validators), and
-        its patch and answer encoded, in one of ``workers``' threads; user code still runs
-        on the loop in between. Smaller ones are handled on the loop.
+        A review whose body is larger than ``inline_body_size`` is split and decoded field
+        by field (``object`` and ``oldObject`` each in its own call, at most
+        ``max_object_size`` bytes), checked, turned into typed objects (pydantic
+        validation, including a model's own validators: one call per object), and its
+        patch and answer encoded, in one of ``workers``' threads; user code still runs on
+        the loop in between. Smaller ones are handled on the loop.
 
     Errors:
         MalformedAdmissionReview: only from :func:`parse_admission_review`; the handler
             answers it with HTTP 400 and raises nothing itself (the module docstring says
             what each failure answers). A body of more JSON values than
-            ``max_review_values`` is answered with 413 before it is decoded.
+            ``max_review_values`` is answered with 413 before it is decoded; so is one whose
+            ``object`` or ``oldObject`` is larger than ``max_object_size``.
 
     """
 
@@ -206,6 +339,7 @@ class AdmissionWebhook:
         metrics: Metrics | None = None,
         inline_body_size: int = INLINE_BODY_SIZE,
         max_review_values: int = MAX_REVIEW_VALUES,
+        max_object_size: int = MAX_OBJECT_SIZE,
         workers: ReviewWorkers | None = None,
     ) -> None:
         self.spec: AdmissionWebhookSpec = admission_spec_of(webhook)
@@ -214,6 +348,7 @@ class AdmissionWebhook:
         self._metrics = metrics
         self._inline_body = inline_body_size
         self._max_values = max_review_values
+        self._max_size = max_object_size
         self._workers = workers if workers is not None else ReviewWorkers(1)
 
     async def __call__(self, request: HttpRequest) -> HttpResponse:
@@ -232,12 +367,17 @@ class AdmissionWebhook:
         return await self._review(self._typed(request), large=False)
 
     def _prepare(self, body: bytes) -> _Typed | HttpResponse:
-        """The CPU-bound first half of an answer: check, parse, decode the typed objects."""
+        """The CPU-bound first half of an answer: check, parse, decode the typed objects.
+
+        A body larger than the inline size is split (:func:`split_admission_review`).
+        """
         try:
-            check_review_values(
-                body, self._max_values, review="AdmissionReview", path=self.spec.path
-            )
-            parsed = parse_admission_review(body)
+            path = self.spec.path
+            check_review_values(body, self._max_values, review="AdmissionReview", path=path)
+            if len(body) > self._inline_body:
+                parsed = split_admission_review(body, max_object_size=self._max_size, path=path)
+            else:
+                parsed = parse_admission_review(body)
         except ReviewTooLarge as exc:
             log.warning("refused an AdmissionReview too large to decode: %s", exc)
             return HttpResponse.text(413, f"{exc}\n")

@@ -17,12 +17,17 @@ What each input gets (see :meth:`ConversionWebhook.review`):
   objects not a list of objects): HTTP 400 with a message saying what is wrong;
 - an exception in a converter: a ``Failure`` like any other object failure, counted in
   ``controller_runtime_conversion_webhook_panics_total``; the server stays up;
-- a body holding more JSON values than ``max_review_values`` (counted before decoding): HTTP
-  413 naming the path, the count and the option.
+- a body holding more JSON values than ``max_review_values`` (counted before decoding), more
+  than ``max_review_objects`` objects, or an object larger than ``max_object_size``: HTTP 413
+  naming the path (or the object's index), the count or size, and the option.
 
-A review whose body is larger than ``inline_body_size`` is decoded, converted and encoded in
-a review worker thread (:class:`~setpoint.webhook.reviews.ReviewWorkers`), so the event loop
-keeps serving while it is; smaller ones are answered on the loop, the fast path.
+A review whose body is larger than ``inline_body_size`` is answered in a review worker thread
+(:class:`~setpoint.webhook.reviews.ReviewWorkers`), split rather than decoded whole: msgspec
+scans the envelope and the ``objects`` list into undecoded parts, then each object is decoded,
+converted and encoded on its own and the answer joined once at the end, so no single call
+holding the interpreter lock spans more than one object and the event loop keeps serving.
+Smaller reviews are decoded whole and answered on the loop, the fast path. Both paths give the
+same answer, byte for byte, to the same body (tests/unit/webhook/test_split_reviews.py).
 
 The conversion itself is :class:`setpoint.api.conversion.KindConversion`, the same code the
 fake client and the unit tests use.
@@ -31,16 +36,35 @@ fake client and the unit tests use.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
 import orjson
 
 from setpoint.api.conversion import CONVERT_PATH, ConversionError, KindConversion
 from setpoint.api.errors import SetpointError
 from setpoint.server.http import HttpRequest, HttpResponse
-from setpoint.webhook.options import INLINE_BODY_SIZE, MAX_REVIEW_VALUES
-from setpoint.webhook.reviews import ReviewTooLarge, ReviewWorkers, check_review_values
+from setpoint.webhook.options import (
+    INLINE_BODY_SIZE,
+    MAX_OBJECT_SIZE,
+    MAX_REVIEW_OBJECTS,
+    MAX_REVIEW_VALUES,
+)
+from setpoint.webhook.reviews import (
+    ABSENT,
+    NotJSON,
+    ReviewTooLarge,
+    ReviewWorkers,
+    WrongType,
+    check_object_count,
+    check_review_values,
+    json_type,
+    load_part,
+    split_objects,
+    split_part,
+    split_review,
+)
 
 if TYPE_CHECKING:
     from setpoint.api.resource import Resource
@@ -54,6 +78,25 @@ REVIEW_API_VERSION: Final = "apiextensions.k8s.io/v1"
 """The only ConversionReview version served (the CRDs say ``conversionReviewVersions: [v1]``)."""
 
 JSON: Final = "application/json"
+_REVIEW: Final = "ConversionReview"
+_SUCCESS_HEAD: Final = (
+    b'{"apiVersion":"' + REVIEW_API_VERSION.encode() + b'","kind":"ConversionReview",'
+    b'"response":{"uid":'
+)
+"""The bytes of a successful answer before its uid; then ``,"convertedObjects":[``, the
+objects, and :data:`_SUCCESS_TAIL` (what ``orjson.dumps`` of the whole answer writes)."""
+_SUCCESS_TAIL: Final = b'],"result":{"status":"Success"}}}'
+
+
+class _RequestParts(msgspec.Struct, gc=False, rename={"desired_api_version": "desiredAPIVersion"}):
+    """A ConversionReview's ``request``, each field undecoded (or ``ABSENT``)."""
+
+    uid: msgspec.Raw = ABSENT
+    desired_api_version: msgspec.Raw = ABSENT
+    objects: msgspec.Raw = ABSENT
+
+
+_REQUEST: Final = msgspec.json.Decoder(_RequestParts)
 
 
 class MalformedReview(SetpointError, ValueError):
@@ -78,7 +121,11 @@ class ConversionWebhook:
         than ``inline_objects`` objects, is answered in one of ``workers``' threads (the
         webhook server shares one :class:`~setpoint.webhook.reviews.ReviewWorkers` between
         all its handlers; without one the handler makes its own, of one thread). Converters
-        therefore run in a worker thread or on the loop, and must not rely on either.
+        therefore run in a worker thread or on the loop, and must not rely on either. A body
+        larger than ``inline_body_size`` is split and decoded one object at a time; one
+        object's decode (up to ``max_object_size``) is the longest the loop can wait. Keep
+        ``inline_body_size`` at most ``max_object_size`` (WebhookServerOptions checks it):
+        a body decoded whole is not split, so its objects are not measured.
 
     Errors:
         MalformedReview: from :meth:`parse` (the handler turns it into HTTP 400).
@@ -92,6 +139,8 @@ class ConversionWebhook:
         inline_objects: int = 16,
         inline_body_size: int = INLINE_BODY_SIZE,
         max_review_values: int = MAX_REVIEW_VALUES,
+        max_review_objects: int = MAX_REVIEW_OBJECTS,
+        max_object_size: int = MAX_OBJECT_SIZE,
         workers: ReviewWorkers | None = None,
     ) -> None:
         self._kinds: dict[tuple[str, str], KindConversion] = {}
@@ -99,6 +148,8 @@ class ConversionWebhook:
         self._inline = inline_objects
         self._inline_body = inline_body_size
         self._max_values = max_review_values
+        self._max_objects = max_review_objects
+        self._max_size = max_object_size
         self._workers = workers if workers is not None else ReviewWorkers(1)
         if metrics is not None:
             metrics.conversion_webhook_panics_total.inc(0)
@@ -147,8 +198,12 @@ class ConversionWebhook:
     def review(self, body: bytes) -> tuple[int, bytes]:
         """Status code and body answering ``body``, on the calling thread.
 
-        The handler's review workers call it, and so do benchmarks and tests.
+        The handler's review workers call it, and so do benchmarks and tests. A body larger
+        than ``inline_body_size`` is split and decoded one object at a time
+        (:meth:`_review_split`); a smaller one is decoded whole. Both answer alike.
         """
+        if len(body) > self._inline_body:
+            return self._review_split(body)
         try:
             review = self._checked(body)
         except (MalformedReview, ReviewTooLarge) as exc:
@@ -156,12 +211,17 @@ class ConversionWebhook:
         return 200, self.respond(review)
 
     def _checked(self, body: bytes) -> dict[str, Any]:
-        check_review_values(body, self._max_values, review="ConversionReview", path=CONVERT_PATH)
-        return self.parse(body)
+        check_review_values(body, self._max_values, review=_REVIEW, path=CONVERT_PATH)
+        review = self.parse(body)
+        count = len(review["request"]["objects"])
+        check_object_count(count, self._max_objects, review=_REVIEW, path=CONVERT_PATH)
+        return review
 
     @staticmethod
     def parse(body: bytes) -> dict[str, Any]:
-        """The ConversionReview in ``body``, checked for the fields the answer needs.
+        """The ConversionReview in ``body``, decoded whole and checked (the inline path).
+
+        Checked for the fields the answer needs; large reviews are split instead.
 
         Raises:
             MalformedReview: naming the first thing that is wrong.
@@ -173,24 +233,11 @@ class ConversionWebhook:
             raise MalformedReview(f"the body is not JSON ({exc})") from None
         if not isinstance(review, dict):
             raise MalformedReview(f"the body is a JSON {_json_type(review)}, not an object")
-        api_version, kind = review.get("apiVersion"), review.get("kind")
-        if api_version != REVIEW_API_VERSION or kind != "ConversionReview":
-            raise MalformedReview(
-                f"expected apiVersion {REVIEW_API_VERSION} kind ConversionReview, got "
-                f"apiVersion={api_version!r} kind={kind!r} (the CRD must list "
-                "conversionReviewVersions: [v1])"
-            )
+        _check_kind(review.get("apiVersion"), review.get("kind"))
         request = review.get("request")
         if not isinstance(request, dict):
             raise MalformedReview(f"request is {_json_type(request)}, expected an object")
-        uid = request.get("uid")
-        if not isinstance(uid, str) or not uid:
-            raise MalformedReview(f"request.uid is {uid!r}, expected a non-empty string")
-        desired = request.get("desiredAPIVersion")
-        if not isinstance(desired, str) or not desired:
-            raise MalformedReview(
-                f"request.desiredAPIVersion is {desired!r}, expected a group/version string"
-            )
+        _check_target(request.get("uid"), request.get("desiredAPIVersion"))
         objects = request.get("objects")
         if not isinstance(objects, list):
             raise MalformedReview(f"request.objects is {_json_type(objects)}, expected a list")
@@ -201,39 +248,132 @@ class ConversionWebhook:
                 )
         return review
 
+    def _review_split(self, body: bytes) -> tuple[int, bytes]:
+        """:meth:`review` for a large body: split, then one object at a time.
+
+        Expected flow:
+            Count the values (:func:`check_review_values`), split the envelope and
+            ``request`` (msgspec, no values built), decode and check the four strings the
+            answer needs, split ``objects`` into one undecoded part per object
+            (:func:`split_objects`), then decode, convert and encode each object in turn and
+            join the answer once.
+
+        Guarantees:
+            The same status and bytes as decoding ``body`` whole, checks in the same order
+            with the same messages, except the wording of a JSON syntax error (msgspec's, or
+            orjson's for one object, naming it). No decode call is given more than one
+            object (or one of the envelope's strings), and each at most ``max_object_size``
+            bytes.
+
+        Errors:
+            None raised: refusals are returned as 400 or 413, like :meth:`review`.
+
+        """
+        try:
+            check_review_values(body, self._max_values, review=_REVIEW, path=CONVERT_PATH)
+            uid, desired, parts = self._split(body)
+            return 200, self._answer(uid, desired, self._decoded(parts), len(parts))
+        except (MalformedReview, ReviewTooLarge) as exc:
+            return _refusal(exc)
+
+    def _split(self, body: bytes) -> tuple[str, str, list[msgspec.Raw]]:
+        """The uid, the desired version and the objects' undecoded parts, all checked."""
+        try:
+            top = split_review(body)
+        except NotJSON as exc:
+            raise MalformedReview(f"the body is not JSON ({exc})") from None
+        except WrongType as exc:
+            raise MalformedReview(f"the body is a JSON {exc.json_type}, not an object") from None
+        _check_kind(self._load(top.api_version, "apiVersion"), self._load(top.kind, "kind"))
+        if json_type(top.request) != "object":
+            raise MalformedReview(f"request is {json_type(top.request)}, expected an object")
+        try:
+            request = split_part(top.request, _REQUEST)
+        except NotJSON as exc:
+            raise MalformedReview(f"the body is not JSON ({exc})") from None
+        uid = self._load(request.uid, "request.uid")
+        desired = self._load(request.desired_api_version, "request.desiredAPIVersion")
+        _check_target(uid, desired)
+        if json_type(request.objects) != "array":
+            raise MalformedReview(
+                f"request.objects is {json_type(request.objects)}, expected a list"
+            )
+        try:
+            parts = split_objects(
+                request.objects,
+                max_objects=self._max_objects,
+                max_size=self._max_size,
+                review=_REVIEW,
+                path=CONVERT_PATH,
+            )
+        except WrongType as exc:
+            raise MalformedReview(f"{exc.where} is {exc.json_type}, expected an object") from None
+        except NotJSON as exc:
+            raise MalformedReview(f"the body is not JSON ({exc})") from None
+        return uid, desired, parts
+
+    def _load(self, part: msgspec.Raw, field: str) -> Any:
+        try:
+            return load_part(part, self._max_size, field=field, review=_REVIEW, path=CONVERT_PATH)
+        except NotJSON as exc:
+            raise MalformedReview(f"the body is not JSON ({exc})") from None
+
+    def _decoded(self, parts: list[msgspec.Raw]) -> Iterator[Any]:
+        """Each object, decoded when the conversion loop reaches it (one at a time)."""
+        for index, part in enumerate(parts):
+            yield self._load(part, f"request.objects[{index}]")
+
     def respond(self, review: Mapping[str, Any]) -> bytes:
         """The ConversionReview answering a parsed review, serialized."""
         request = review["request"]
-        uid, desired = request["uid"], request["desiredAPIVersion"]
-        converted: list[dict[str, Any]] = []
-        failures: list[str] = []
-        for obj in request["objects"]:
+        objects = request["objects"]
+        return self._answer(request["uid"], request["desiredAPIVersion"], objects, len(objects))
+
+    def _answer(self, uid: str, desired: str, objects: Iterable[Any], count: int) -> bytes:
+        """Convert ``objects`` (``count`` of them) in order; the answer, serialized.
+
+        Each converted object is encoded as soon as it is converted and the answer joined
+        once, so at most one object is held decoded; the bytes are those ``orjson.dumps``
+        gives for the whole answer. After the first failure the others are still converted
+        (the message counts them) but no longer encoded.
+        """
+        pieces: list[bytes] = [_SUCCESS_HEAD, orjson.dumps(uid), b',"convertedObjects":[']
+        failed = 0
+        first = ""
+        for obj in objects:
             try:
-                converted.append(self._convert(obj, desired))
+                converted = self._convert(obj, desired)
             except ConversionError as exc:
-                failures.append(str(exc))
+                failed += 1
+                first = first or str(exc)
                 if exc.in_user_code:
                     self._count_panic(exc)
+                continue
             except Exception as exc:
                 # A bug here or in pydantic, not a bad object: still never a crash.
                 log.exception("unexpected error converting an object to %s", desired)
-                failures.append(
+                failed += 1
+                first = first or (
                     f"internal error converting an object to {desired}: {type(exc).__name__}: {exc}"
                 )
                 self._count_panic(exc)
-        response: dict[str, Any] = {"uid": uid}
-        if failures:
-            message = failures[0]
-            if len(failures) > 1:
-                message += f" (and {len(failures) - 1} more of {len(request['objects'])} objects)"
-            response["result"] = {"status": "Failure", "message": message}
+                continue
+            if not failed:
+                pieces.append(orjson.dumps(converted))
+                pieces.append(b",")
+        if failed:
+            message = first
+            if failed > 1:
+                message += f" (and {failed - 1} more of {count} objects)"
             log.warning("conversion to %s failed: %s", desired, message)
-        else:
-            response["convertedObjects"] = converted
-            response["result"] = {"status": "Success"}
-        return orjson.dumps(
-            {"apiVersion": REVIEW_API_VERSION, "kind": "ConversionReview", "response": response}
-        )
+            response = {"uid": uid, "result": {"status": "Failure", "message": message}}
+            return orjson.dumps(
+                {"apiVersion": REVIEW_API_VERSION, "kind": _REVIEW, "response": response}
+            )
+        if count:
+            pieces.pop()  # the last comma
+        pieces.append(_SUCCESS_TAIL)
+        return b"".join(pieces)
 
     def _convert(self, obj: dict[str, Any], desired: str) -> dict[str, Any]:
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
@@ -266,6 +406,24 @@ def _refusal(exc: MalformedReview | ReviewTooLarge) -> tuple[int, bytes]:
         return 413, f"{exc}\n".encode()
     log.warning("refused a malformed ConversionReview: %s", exc)
     return 400, f"malformed ConversionReview: {exc}\n".encode()
+
+
+def _check_kind(api_version: object, kind: object) -> None:
+    if api_version != REVIEW_API_VERSION or kind != _REVIEW:
+        raise MalformedReview(
+            f"expected apiVersion {REVIEW_API_VERSION} kind ConversionReview, got "
+            f"apiVersion={api_version!r} kind={kind!r} (the CRD must list "
+            "conversionReviewVersions: [v1])"
+        )
+
+
+def _check_target(uid: object, desired: object) -> None:
+    if not isinstance(uid, str) or not uid:
+        raise MalformedReview(f"request.uid is {uid!r}, expected a non-empty string")
+    if not isinstance(desired, str) or not desired:
+        raise MalformedReview(
+            f"request.desiredAPIVersion is {desired!r}, expected a group/version string"
+        )
 
 
 def _json_type(value: object) -> str:

@@ -29,6 +29,20 @@ Where the size limits come from (issue 27, finding 2; docs/security.md):
   decoding, a review's ``{``, ``[`` and ``,`` bytes are counted (an upper bound on its
   values, cheap); past this limit it gets 413. 1.5 million bounds one decode to ~240 MiB;
   real reviews hold ~62 values per KiB (~1 million at 16 MiB).
+- **One object** (:data:`MAX_OBJECT_SIZE`, 3 MiB). A review above ``inline_body_size`` is
+  split and decoded one object at a time, so the longest the event loop waits is one
+  object's decode. No object the API server handles is larger than its request body limit:
+  kube-apiserver refuses request bodies over 3 MiB (``MaxRequestBodyBytes``, k8s.io/apiserver
+  ``pkg/server/config.go``) and etcd requests over 1.5 MiB (``DefaultMaxRequestBytes``,
+  etcd ``server/embed/config.go``), so a stored object is at most ~1.5 MiB and an object in
+  a write request at most 3 MiB. An object larger than this in a review gets 413 naming it.
+- **Objects per review** (:data:`MAX_REVIEW_OBJECTS`, 100,000). Splitting ``objects`` costs
+  one small allocation per object in a single call. A 16 MiB list as the API server sends it
+  holds 25,000-80,000 objects (every object carries its uid, resourceVersion,
+  creationTimestamp and managedFields: more than 168 bytes, the size at which 100,000 fill
+  16 MiB); more gets 413. The count is taken by a first scan that stops at the first item
+  that is not an object, so the scans of the worst review within these limits (half a
+  million ``{}``) take tens of milliseconds each (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -46,6 +60,8 @@ __all__ = [
     "ADMISSION_MAX_BODY_SIZE",
     "CONVERSION_MAX_BODY_SIZE",
     "INLINE_BODY_SIZE",
+    "MAX_OBJECT_SIZE",
+    "MAX_REVIEW_OBJECTS",
     "MAX_REVIEW_VALUES",
     "WebhookServerOptions",
 ]
@@ -68,6 +84,14 @@ MAX_REVIEW_VALUES: Final = 1_500_000
 """The default :attr:`WebhookServerOptions.max_review_values`: ~240 MiB of decoded objects
 at the worst measured ~160 bytes per value."""
 
+MAX_OBJECT_SIZE: Final = 3 * _MiB
+"""The default :attr:`WebhookServerOptions.max_object_size`: kube-apiserver's request body
+limit (twice etcd's 1.5 MiB), which no object the API server handles exceeds."""
+
+MAX_REVIEW_OBJECTS: Final = 100_000
+"""The default :attr:`WebhookServerOptions.max_review_objects`: more than a 16 MiB list of
+real objects holds (25,000-80,000)."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class WebhookServerOptions:
@@ -76,8 +100,10 @@ class WebhookServerOptions:
     The limits (the module docstring says where each figure comes from): bodies larger than
     their path's cap get 413 before they are read; bodies past :attr:`body_budget` in flight
     get 503; reviews larger than :attr:`inline_body_size` are decoded and answered in one of
-    :attr:`review_workers` threads, the others waiting their turn; reviews holding more than
-    :attr:`max_review_values` JSON values get 413 before they are decoded.
+    :attr:`review_workers` threads, the others waiting their turn, split and decoded one
+    object at a time; reviews holding more than :attr:`max_review_values` JSON values get 413
+    before they are decoded, and so do reviews of more than :attr:`max_review_objects`
+    objects or with an object larger than :attr:`max_object_size`.
     """
 
     bind_address: str = ":9443"
@@ -126,6 +152,20 @@ class WebhookServerOptions:
     before decoding); more gets 413. Decoding costs up to ~160 bytes of memory per value, so
     1.5 million bounds one decode to ~240 MiB; a real review holds ~62 values per KiB."""
 
+    max_object_size: int = MAX_OBJECT_SIZE
+    """Largest object (or other part) of a review decoded, in bytes of JSON; a review
+    carrying a larger one gets 413 naming it (``request.objects[3]``, ``request.object``).
+    A large review is decoded one object at a time, so this bounds the longest single
+    decode, the one wait the event loop still has. 3 MiB: kube-apiserver accepts no request
+    body larger (and etcd stores no object over 1.5 MiB). At least :attr:`inline_body_size`
+    (a body decoded whole holds no larger object)."""
+
+    max_review_objects: int = MAX_REVIEW_OBJECTS
+    """Most objects one ConversionReview may carry; more gets 413. Splitting a review
+    costs one small allocation per object in one call, which this bounds. 100,000: a 16 MiB
+    list as the API server sends it holds 25,000-80,000; raise it with
+    :attr:`conversion_max_body_size`."""
+
     def __post_init__(self) -> None:
         address = parse_bind_address(self.bind_address, option="WebhookServerOptions.bind_address")
         if address is None:
@@ -152,7 +192,15 @@ class WebhookServerOptions:
             ("inline_objects", 0),
             ("review_workers", 1),
             ("max_review_values", 1),
+            ("max_review_objects", 1),
         ):
             value = getattr(self, attr)
             if value < least:
                 raise ValueError(f"WebhookServerOptions.{attr}={value} must be >= {least}")
+        if self.max_object_size < self.inline_body_size:
+            raise ValueError(
+                f"WebhookServerOptions.max_object_size={self.max_object_size} is below "
+                f"inline_body_size={self.inline_body_size}: bodies up to inline_body_size are "
+                "decoded whole, so their objects would not be measured; raise "
+                "max_object_size or lower inline_body_size"
+            )

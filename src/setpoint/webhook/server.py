@@ -199,10 +199,11 @@ class WebhookServer:
         :attr:`~WebhookServerOptions.body_budget` of bodies in flight, 500 (counted and
         logged, the server stays up) when a handler raises. Paths can be registered before
         or after start. Each path's metrics exist at 0 from registration. Reviews larger
-        than :attr:`~WebhookServerOptions.inline_body_size` are decoded and answered in the
-        server's :class:`~setpoint.webhook.reviews.ReviewWorkers` (at most
-        :attr:`~WebhookServerOptions.review_workers` at once, for every handler together),
-        so a large review costs its own request, not the loop the probes and controllers run on.
+        than :attr:`~WebhookServerOptions.inline_body_size` are split, decoded one object at
+        a time and answered in the server's :class:`~setpoint.webhook.reviews.ReviewWorkers`
+        (at most :attr:`~WebhookServerOptions.review_workers` at once, for every handler
+        together), so a large review costs its own request, not the loop the probes and
+        controllers run on.
 
     Caveats:
         The certificate is read once at start. A source that also has ``watch(on_change)``
@@ -428,6 +429,8 @@ class WebhookServer:
                 inline_objects=options.inline_objects,
                 inline_body_size=options.inline_body_size,
                 max_review_values=options.max_review_values,
+                max_review_objects=options.max_review_objects,
+                max_object_size=options.max_object_size,
                 workers=self.review_workers,
             )
             self.register(CONVERT_PATH, self._conversion)
@@ -458,6 +461,7 @@ class WebhookServer:
                 metrics=self.metrics,
                 inline_body_size=options.inline_body_size,
                 max_review_values=options.max_review_values,
+                max_object_size=options.max_object_size,
                 workers=self.review_workers,
             )
             for webhook in webhooks
