@@ -49,6 +49,7 @@ from setpoint.client.errors import (
 from setpoint.client.patch import Patch
 
 if TYPE_CHECKING:
+    from setpoint.api.kinds import ResourceInfo
     from setpoint.api.types import Kind
     from setpoint.client.client import Client, Preconditions
     from setpoint.client.objects import WatchEvent
@@ -569,6 +570,18 @@ class FaultInjectingClient:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+    # The members of ApiClient that are not verbs, written out: from Python 3.12 on,
+    # isinstance() with a runtime protocol does not see what __getattr__ lends.
+    @property
+    def default_namespace(self) -> str:
+        """The wrapped client's default namespace."""
+        return str(self.inner.default_namespace)
+
+    async def resource_info(self, kind: Kind[object]) -> ResourceInfo:
+        """The wrapped client's discovery answer for ``kind``, without faults."""
+        info: ResourceInfo = await self.inner.resource_info(kind)
+        return info
 
     async def __aenter__(self) -> Self:
         return self

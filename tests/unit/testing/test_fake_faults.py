@@ -269,3 +269,31 @@ async def test_interceptor_subresource_verbs() -> None:
         "scale",
         "token",
     ]
+
+
+def test_the_fault_injecting_client_is_an_api_client_on_every_python() -> None:
+    """It satisfies ApiClient without __getattr__, as isinstance() checks from Python 3.12 on.
+
+    Python 3.12 made isinstance() with a runtime protocol look attributes up statically
+    (``inspect.getattr_static``): members lent by ``__getattr__`` stopped counting, and on
+    3.12 and 3.13 ``Cache(FaultInjectingClient(...)).tracking_client()`` said the client
+    "only lists and watches". Checked statically here so that 3.11 fails the same way.
+    """
+    import inspect
+
+    from setpoint.cache import Cache
+    from setpoint.client.protocols import ApiClient
+
+    client = FaultInjectingClient(FakeClient())
+    members = [name for name in dir(ApiClient) if not name.startswith("_")]
+    assert "default_namespace" in members
+    missing = []
+    for name in members:
+        try:
+            inspect.getattr_static(client, name)
+        except AttributeError:
+            missing.append(name)
+    assert missing == []
+    assert isinstance(client, ApiClient)
+    assert client.default_namespace == client.inner.default_namespace
+    assert Cache(client).tracking_client().wrapped is client
