@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: fuzz venv bytecode bench-deps demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane prometheus test-dashboards bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix clean
+.PHONY: fuzz venv bytecode bench-deps demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane prometheus test-dashboards bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix test-pythons clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -115,6 +115,17 @@ fuzz: $(STAMP)
 MATRIX_VERSIONS ?=
 test-matrix: $(STAMP)
 	$(PY) scripts/test_matrix.py $(if $(MATRIX_VERSIONS),--versions $(MATRIX_VERSIONS),)
+
+# The unit suite (as `make unit` runs it) on every supported Python: 3.11, 3.12 and 3.13,
+# each found in pyenv (~/.pyenv/versions) or on PATH, in its own venv outside the checkout
+# (~/.cache/setpoint/venvs/py3.X, reused while pyproject.toml is unchanged) with `.[dev]`
+# installed (scripts/test_pythons.py). Not in `make test` (a whole unit run per version, CI
+# time): run by hand before a release, its table recorded in docs/compatibility.md.
+# PYTHONS="3.12 3.13" narrows it; PYTHONS_ARGS="--commit HEAD" tests the last commit alone.
+PYTHONS ?=
+PYTHONS_ARGS ?=
+test-pythons: $(STAMP)
+	$(PY) scripts/test_pythons.py $(if $(PYTHONS),--versions $(PYTHONS),) $(PYTHONS_ARGS)
 
 # A short run of the converge benchmark (floor, setpoint, setpoint-lean; no kopf or Go
 # needed): BENCH_N Widgets, one round. The table is printed; the JSON goes to
