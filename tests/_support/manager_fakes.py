@@ -13,12 +13,7 @@ from setpoint.api.clock import ManualClock
 from setpoint.api.runnable import RunnableGroup
 from setpoint.manager import LeaderElectionRecord, LockNotInitialized
 from setpoint.server import BindAddress, HttpHandler, HttpServerOptions
-
-
-async def settle(rounds: int = 30) -> None:
-    """Let every task that is ready run (no time passes: this is not a wait)."""
-    for _ in range(rounds):
-        await asyncio.sleep(0)
+from tests._support.virtual_time import settle
 
 
 async def advance(clock: ManualClock, seconds: float, *, step: float = 0.05) -> None:

@@ -3,9 +3,10 @@
 Code under test reads time and sets its timers through a :class:`~setpoint.api.clock.Clock`;
 a test passes a :class:`RecordingClock` (a ``ManualClock`` that remembers each timer's delay)
 and moves time itself, so it can check a timeout, a backoff or a ``Retry-After`` exactly and
-without waiting: no unit test asserts elapsed wall time (issue 28). Sockets stay real: a test
-waits for I/O with ``setpoint.testing.waits.eventually`` (or :func:`run_timers`' grace) and
-for time by advancing the clock.
+without waiting: no unit test asserts elapsed wall time (issue 28;
+``tests/unit/test_no_wall_time.py`` keeps it so). Sockets stay real: a test waits for I/O with
+``setpoint.testing.waits.eventually`` (or :func:`run_timers`' grace), for time by advancing
+the clock, and for tasks that are ready to run with :func:`settle`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,16 @@ class RecordingClock(ManualClock):
         """Schedule ``callback`` at ``when`` (see :class:`ManualClock`) and record its delay."""
         self.delays.append(when - self.now())
         return super().call_at(when, callback)
+
+
+async def settle(rounds: int = 30) -> None:
+    """Let every task that is ready run up to its next await (no time passes: not a wait).
+
+    A test calls it after moving a clock, or after starting a task, before it checks what
+    the tasks did (or that they are still waiting).
+    """
+    for _ in range(rounds):
+        await asyncio.sleep(0)
 
 
 async def run_timers(clock: ManualClock, task: asyncio.Task[T], *, grace: float = 0.02) -> float:

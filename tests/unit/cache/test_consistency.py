@@ -36,6 +36,7 @@ from setpoint.client.safe import OperationResult, apply_child
 from setpoint.client.transport import Response
 from setpoint.testing import FakeClient, eventually
 from tests._support.stored import stored as stored_in
+from tests._support.virtual_time import settle
 from tests._support.widgets import (
     WIDGET,
     connection_reset,
@@ -53,12 +54,6 @@ def expected(informer: Informer, key: ObjectKey) -> ExpectedWrite:
     write = informer.expectations.get(key)
     assert write is not None, f"no write of {key} recorded"
     return write
-
-
-async def let_tasks_run() -> None:
-    """Let runnable tasks reach their next await. Not a timed wait: no time passes."""
-    for _ in range(10):
-        await asyncio.sleep(0)
 
 
 @pytest.fixture
@@ -90,7 +85,7 @@ async def test_a_read_waits_for_the_cache_to_catch_up_with_our_write(
     cache.expect_written(WIDGET, written)
 
     pending = asyncio.create_task(reader.get(WIDGET, "a", namespace="default"))
-    await let_tasks_run()
+    await settle()
     assert not pending.done()
     # Without the wait, the cache hands out the version before our write: the stale read.
     stale = await cache.get(WIDGET, "a", namespace="default")
@@ -142,7 +137,7 @@ async def test_apply_child_waits_for_its_own_write_instead_of_a_get(
     second = asyncio.create_task(
         apply_child(tracking, widget("c", data={"v": 1}), field_manager="me")
     )
-    await let_tasks_run()
+    await settle()
     assert not second.done()  # waiting for the event, not asking the server
     api.release_watch_events()
     result, _ = await asyncio.wait_for(second, 5)
@@ -191,7 +186,7 @@ async def test_a_read_waits_for_our_delete(cache: Cache, api: FakeClient) -> Non
     await remove(api, KEY)
     cache.expect_deleted(WIDGET, KEY, uid=uid)
     pending = asyncio.create_task(reader.get(WIDGET, "a", namespace="default"))
-    await let_tasks_run()
+    await settle()
     assert not pending.done()
     api.release_watch_events()
     with pytest.raises(NotFound):
@@ -227,7 +222,7 @@ async def test_a_list_waits_for_every_write_in_its_namespace(cache: Cache, api: 
     cache.expect_written(WIDGET, await put(api, widget("c", namespace="elsewhere")))
     in_default = asyncio.create_task(reader.list(WIDGET, namespace="default"))
     everywhere = asyncio.create_task(reader.list(WIDGET))
-    await let_tasks_run()
+    await settle()
     assert not in_default.done()
     assert not everywhere.done()
     api.release_watch_events()
@@ -331,7 +326,7 @@ async def test_non_integer_versions_compare_by_equality() -> None:
         pending = asyncio.create_task(
             cache.reader(read_after_write_timeout=5).get(WIDGET, "a", namespace="default")
         )
-        await let_tasks_run()
+        await settle()
         assert not pending.done()
         api.release_watch_events()
         assert (await asyncio.wait_for(pending, 5))["data"] == {"v": "opaque"}
@@ -363,7 +358,7 @@ async def test_stopping_releases_waiting_readers(api: FakeClient) -> None:
     await informer.wait_for_sync(5)
     informer.expect_written(widget("a", metadata={"resourceVersion": "100000"}))
     waiting = asyncio.create_task(informer.expectations.wait_caught_up(KEY, 30))
-    await let_tasks_run()
+    await settle()
     await informer.stop()
     with pytest.raises(Exception, match="stopped"):
         await asyncio.wait_for(waiting, 5)

@@ -39,6 +39,7 @@ from setpoint.controller.ratelimit import RateLimiterOptions
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import FakeClient, eventually
 from tests._support.stored import stored
+from tests._support.virtual_time import settle
 from tests._support.widgets import WIDGET, fake_api, put, remove, widget
 
 PARENT = GroupVersionKind("test.setpoint.dev", "v1", "Parent")
@@ -372,23 +373,19 @@ async def test_a_reconcile_timeout_runs_from_its_own_start_after_earlier_ones_en
         deadlines.release(watch)
         outcomes[name] = f"ended at {clock.now():.2f}"
 
-    async def let_tasks_run() -> None:
-        for _ in range(5):  # no time passes: already runnable tasks reach their next await
-            await asyncio.sleep(0)
-
     ended = asyncio.Event()
     ended.set()
     await reconcile("first", ended)  # at 0: arms the one timer for 0.3
     assert clock.next_deadline == 0.3
     clock.advance_to(0.15)
     second = asyncio.create_task(reconcile("second", asyncio.Event()))
-    await let_tasks_run()  # its deadline is 0.45; the timer is still armed for 0.3
+    await settle()  # its deadline is 0.45; the timer is still armed for 0.3
     clock.advance_to(0.3)
-    await let_tasks_run()
+    await settle()
     assert not second.done(), "cancelled at the first reconcile's deadline"
     assert clock.next_deadline == pytest.approx(0.45)  # armed again, for the second
     clock.advance_to(0.449)
-    await let_tasks_run()
+    await settle()
     assert not second.done()
     clock.advance_to(0.45)
     await asyncio.wait_for(second, 5)

@@ -19,6 +19,7 @@ from setpoint.controller.ratelimit import (
     RateLimiterOptions,
     default_controller_rate_limiter,
 )
+from tests._support.virtual_time import settle
 
 # --------------------------------------------------------------------------------------------
 # ItemExponentialFailureRateLimiter
@@ -286,8 +287,7 @@ def test_loop_clock_reads_loop_time_and_schedules_loop_timers() -> None:
         await asyncio.sleep(0)
         assert not fired.done()
         loop.now = 1236.0
-        for _ in range(3):  # the loop moves due timers to its ready queue on its next pass
-            await asyncio.sleep(0)
+        await settle()  # the loop moves due timers to its ready queue on its next pass
         assert fired.done() and fired.result() == 1236.0
 
     try:

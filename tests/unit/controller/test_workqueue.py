@@ -2,7 +2,7 @@
 
 Time is a ManualClock, so delays are exact and nothing sleeps. ``get()`` on a queue with a
 ready key returns without suspending; where a test needs a blocked getter it starts a task and
-lets the loop run it up to its await with :func:`let_tasks_run` (no time passes).
+lets the loop run it up to its await with :func:`settle` (no time passes).
 """
 
 from __future__ import annotations
@@ -27,14 +27,9 @@ from setpoint.controller.workqueue import (
     WorkQueue,
     WorkQueueOptions,
 )
+from tests._support.virtual_time import settle
 
 GET_TIMEOUT = 5.0
-
-
-async def let_tasks_run() -> None:
-    """Let already-runnable tasks reach their next await. Not a timed wait: no time passes."""
-    for _ in range(5):
-        await asyncio.sleep(0)
 
 
 def make_queue(
@@ -99,7 +94,7 @@ async def test_key_in_flight_is_not_handed_to_a_second_worker() -> None:
     assert (len(queue), queue.ready_count) == (1, 0)
 
     second = asyncio.create_task(queue.get())
-    await let_tasks_run()
+    await settle()
     assert not second.done()
 
     queue.done("k")  # the dirty key becomes ready again and goes to the waiting worker
@@ -283,9 +278,9 @@ async def test_add_after_makes_key_ready_exactly_at_its_deadline() -> None:
 async def test_waiting_worker_is_woken_by_the_timer() -> None:
     queue, clock = make_queue()
     worker = asyncio.create_task(queue.get())
-    await let_tasks_run()
+    await settle()
     queue.add_after("k", 3.0)
-    await let_tasks_run()
+    await settle()
     assert not worker.done()
     clock.advance(3.0)
     assert await asyncio.wait_for(worker, GET_TIMEOUT) == "k"
@@ -482,7 +477,7 @@ async def test_per_key_limit_holds_for_adds_during_processing_and_delays() -> No
 async def test_shutdown_wakes_waiting_workers_with_shutdown_error() -> None:
     queue, _ = make_queue()
     workers = [asyncio.create_task(queue.get()) for _ in range(3)]
-    await let_tasks_run()
+    await settle()
     queue.shutdown()
     results = await asyncio.wait_for(asyncio.gather(*workers, return_exceptions=True), GET_TIMEOUT)
     assert all(isinstance(result, ShutDown) for result in results)
@@ -524,10 +519,10 @@ async def test_shutdown_with_drain_returns_true_when_in_flight_work_finishes() -
     await take(queue)
     await take(queue)
     drain_task = asyncio.create_task(queue.shutdown_with_drain(timeout=30.0))
-    await let_tasks_run()
+    await settle()
     assert not drain_task.done()
     queue.done("a")
-    await let_tasks_run()
+    await settle()
     assert not drain_task.done()
     queue.done("b")
     assert await asyncio.wait_for(drain_task, GET_TIMEOUT) is True
@@ -538,9 +533,9 @@ async def test_shutdown_with_drain_reports_false_at_the_deadline() -> None:
     queue.add("stuck")
     await take(queue)
     drain_task = asyncio.create_task(queue.shutdown_with_drain(timeout=30.0))
-    await let_tasks_run()
+    await settle()
     clock.advance_to(29.9)
-    await let_tasks_run()
+    await settle()
     assert not drain_task.done()
     clock.advance_to(30.0)
     assert await asyncio.wait_for(drain_task, GET_TIMEOUT) is False
@@ -564,7 +559,7 @@ async def test_shutdown_with_drain_without_deadline_waits_for_done() -> None:
     queue.add("k")
     await take(queue)
     drain_task = asyncio.create_task(queue.shutdown_with_drain(timeout=float("inf")))
-    await let_tasks_run()
+    await settle()
     assert clock.pending_timers == 0
     queue.done("k")
     assert await asyncio.wait_for(drain_task, GET_TIMEOUT) is True
@@ -578,9 +573,9 @@ async def test_cancelled_waiting_worker_does_not_swallow_a_key() -> None:
     queue, _ = make_queue()
     cancelled = asyncio.create_task(queue.get())
     other = asyncio.create_task(queue.get())
-    await let_tasks_run()
+    await settle()
     cancelled.cancel()
-    await let_tasks_run()
+    await settle()
     queue.add("k")
     assert await asyncio.wait_for(other, GET_TIMEOUT) == "k"
     assert cancelled.cancelled()
@@ -590,7 +585,7 @@ async def test_worker_cancelled_after_being_woken_passes_the_wakeup_on() -> None
     queue, _ = make_queue()
     first = asyncio.create_task(queue.get())
     second = asyncio.create_task(queue.get())
-    await let_tasks_run()
+    await settle()
     queue.add("k")  # wakes the first worker...
     first.cancel()  # ...which is cancelled before it runs again
     assert await asyncio.wait_for(second, GET_TIMEOUT) == "k"
@@ -601,7 +596,7 @@ async def test_worker_cancelled_after_being_woken_passes_the_wakeup_on() -> None
 async def test_each_ready_key_wakes_its_own_worker() -> None:
     queue, _ = make_queue()
     workers = [asyncio.create_task(queue.get()) for _ in range(4)]
-    await let_tasks_run()
+    await settle()
     for key in "abcd":
         queue.add(key)
     got = await asyncio.wait_for(asyncio.gather(*workers), GET_TIMEOUT)

@@ -21,7 +21,8 @@ from setpoint.manager import (
     LockNotInitialized,
 )
 from setpoint.observability.metrics import Metrics
-from tests._support.manager_fakes import ConflictError, LeaseStore, MemoryLock, advance, settle
+from tests._support.manager_fakes import ConflictError, LeaseStore, MemoryLock, advance
+from tests._support.virtual_time import settle
 
 OPTIONS = LeaderElectionOptions(
     name="test-lease", lease_duration=4, renew_deadline=3, retry_period=1, request_timeout=0.5

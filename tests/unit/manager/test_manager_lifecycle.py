@@ -36,8 +36,8 @@ from tests._support.manager_fakes import (
     LeaseStore,
     MemoryLock,
     advance,
-    settle,
 )
+from tests._support.virtual_time import settle
 
 G = RunnableGroup
 

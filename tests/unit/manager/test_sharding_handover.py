@@ -26,6 +26,7 @@ from setpoint.manager.sharding import (
 )
 from setpoint.manager.shardmember import ShardGate
 from tests._support.kinds import GIZMO
+from tests._support.virtual_time import settle
 
 RING = "gizmos"
 SHARD, DRAIN, RECORD = shard_label(RING), drain_label(RING), handover_annotation(RING)
@@ -214,8 +215,7 @@ async def test_an_acknowledgement_gives_up_when_the_record_is_edited_while_it_wa
     controller = StubController(busy={KEY})
     gate = ShardGate(member, GIZMO, store, [controller])  # type: ignore[arg-type, list-item]
     task = asyncio.create_task(gate._acknowledge(KEY))
-    for _ in range(5):  # no time passes: the task starts and finds the key held
-        await asyncio.sleep(0)
+    await settle()  # the task starts and finds the key held
     assert controller.asked >= 1 and not task.done(), "waiting for the in-flight reconcile"
     store.put(KEY, obj("beta", None, drain=True))  # record removed by someone else
     controller.busy.clear()
