@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from setpoint.api.conditions import find_condition
 from setpoint.api.gvk import GroupVersionKind
-from setpoint.api.meta import JsonObject, finalizers_of, meta
+from setpoint.api.meta import JsonObject, finalizers_of, metadata_of
 from setpoint.cache import Cache, CacheOptions
 from setpoint.client import NotFound
 from setpoint.client.safe import remove_finalizer
@@ -242,7 +242,7 @@ async def delete_runs_cleanup_removes_finalizer_and_skips_reconcile(backend: Bac
 
         await eventually(only_foreign_left, timeout=20, description="our finalizer removed")
         assert op.journal.finished == [(FIN, "w1")]
-        assert not any(meta(o).get("deletionTimestamp") for o in op.journal.reconciled)
+        assert not any(metadata_of(o).get("deletionTimestamp") for o in op.journal.reconciled)
         await backend.release(GIZMO, "w1", FOREIGN)
         await eventually(lambda: backend.gone(GIZMO, "w1"), timeout=20, description="w1 gone")
         assert len(op.journal.starts(FIN, "w1")) == 1
@@ -532,7 +532,7 @@ async def cleanup_of_a_typed_kind_receives_a_typed_object(backend: Backend) -> N
         await backend.client.delete(GIZMO, "w1", namespace=backend.namespace)
         await eventually(lambda: backend.gone(GIZMO, "w1"), timeout=20, description="w1 gone")
         assert len(seen) == 1 and isinstance(seen[0], TypedGizmo)
-        assert meta(seen[0].data).get("deletionTimestamp")
+        assert metadata_of(seen[0].data).get("deletionTimestamp")
 
 
 async def two_controllers_with_different_finalizers_on_one_kind(backend: Backend) -> None:

@@ -175,7 +175,7 @@ class TenantReconciler:
                     "untouched",
                 )
                 return
-        elif sp.meta.meta(existing).get("deletionTimestamp"):
+        elif sp.meta.metadata_of(existing).get("deletionTimestamp"):
             outcome.problem(
                 "NamespaceTerminating",
                 f"namespace {ns!r} is being deleted; it is recreated once it is gone",
@@ -261,7 +261,7 @@ class TenantReconciler:
             name = sp.meta.name_of(ns)
             if name in desired or not sp.is_controlled_by(ns, tenant):
                 continue
-            if sp.meta.meta(ns).get("deletionTimestamp"):
+            if sp.meta.metadata_of(ns).get("deletionTimestamp"):
                 continue  # already going
             try:
                 await ctx.client.delete(

@@ -24,7 +24,7 @@ __all__ = [
     "gvk_of",
     "key_of",
     "labels_of",
-    "meta",
+    "metadata_of",
     "name_of",
     "namespace_of",
     "resource_version_of",
@@ -37,7 +37,7 @@ JsonObject: TypeAlias = dict[str, Any]
 _EMPTY: Mapping[str, Any] = {}
 
 
-def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """The object's ``metadata`` mapping, or an empty mapping when there is none."""
     m = obj.get("metadata")
     if type(m) is dict:  # decoded JSON: skip the (slower) abstract Mapping check
@@ -47,12 +47,12 @@ def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def name_of(obj: Mapping[str, Any]) -> str:
     """``metadata.name``, or ``""`` when unset (for example before ``generateName``)."""
-    return str(meta(obj).get("name") or "")
+    return str(metadata_of(obj).get("name") or "")
 
 
 def namespace_of(obj: Mapping[str, Any]) -> str:
     """``metadata.namespace``, or ``""`` for cluster-scoped objects."""
-    return str(meta(obj).get("namespace") or "")
+    return str(metadata_of(obj).get("namespace") or "")
 
 
 def key_of(obj: Mapping[str, Any]) -> ObjectKey:
@@ -66,29 +66,29 @@ def key_of(obj: Mapping[str, Any]) -> ObjectKey:
 
 def uid_of(obj: Mapping[str, Any]) -> str:
     """``metadata.uid``, or ``""`` before the server assigned one."""
-    return str(meta(obj).get("uid") or "")
+    return str(metadata_of(obj).get("uid") or "")
 
 
 def resource_version_of(obj: Mapping[str, Any]) -> str:
     """``metadata.resourceVersion``, or ``""`` when unset."""
-    return str(meta(obj).get("resourceVersion") or "")
+    return str(metadata_of(obj).get("resourceVersion") or "")
 
 
 def generation_of(obj: Mapping[str, Any]) -> int:
     """``metadata.generation``, or ``0`` when the server does not track it for this kind."""
-    value = meta(obj).get("generation")
+    value = metadata_of(obj).get("generation")
     return int(value) if isinstance(value, int) else 0
 
 
 def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
     """``metadata.labels`` (read-only view; empty when unset)."""
-    labels = meta(obj).get("labels")
+    labels = metadata_of(obj).get("labels")
     return labels if isinstance(labels, Mapping) else {}
 
 
 def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
     """``metadata.annotations`` (read-only view; empty when unset)."""
-    annotations = meta(obj).get("annotations")
+    annotations = metadata_of(obj).get("annotations")
     return annotations if isinstance(annotations, Mapping) else {}
 
 
@@ -98,13 +98,13 @@ def deletion_timestamp_of(obj: Mapping[str, Any]) -> str | None:
     Its presence is what "being deleted" means: the object stays until its
     finalizers are gone.
     """
-    value = meta(obj).get("deletionTimestamp")
+    value = metadata_of(obj).get("deletionTimestamp")
     return str(value) if value else None
 
 
 def finalizers_of(obj: Mapping[str, Any]) -> list[str]:
     """A copy of ``metadata.finalizers`` (empty when unset)."""
-    return list(meta(obj).get("finalizers") or [])
+    return list(metadata_of(obj).get("finalizers") or [])
 
 
 def gvk_of(obj: Mapping[str, Any]) -> GroupVersionKind:

@@ -32,7 +32,7 @@ from typing import Any
 from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind, split_api_version
 from setpoint.api.kinds import BUILTIN_RESOURCES, ResourceInfo
-from setpoint.api.meta import JsonObject, gvk_of, meta
+from setpoint.api.meta import JsonObject, gvk_of, metadata_of
 from setpoint.api.types import TypedObject, is_typed
 
 __all__ = [
@@ -100,7 +100,7 @@ def _gvk(obj: Any) -> GroupVersionKind:
 
 
 def _describe(data: Mapping[str, Any]) -> str:
-    m = meta(data)
+    m = metadata_of(data)
     where = f"{m.get('namespace')}/" if m.get("namespace") else ""
     return f"{data.get('kind') or 'object'} {where}{m.get('name') or '(unnamed)'}"
 
@@ -146,7 +146,7 @@ def _namespaced(obj: Any, data: Mapping[str, Any], info: ResourceInfo | None) ->
             return bool(typed_info().namespaced)
         except Exception:  # an undeclared class: fall back to the object itself
             pass
-    return bool(meta(data).get("namespace"))
+    return bool(metadata_of(data).get("namespace"))
 
 
 def owner_reference(
@@ -165,7 +165,7 @@ def owner_reference(
 
     """
     data = _as_json(owner)
-    m = meta(data)
+    m = metadata_of(data)
     gvk = _gvk(owner)
     if not m.get("name") or not m.get("uid"):
         raise InvalidOwner(
@@ -196,7 +196,7 @@ def _check_scope(
 ) -> None:
     if not _namespaced(owner, owner_data, owner_info):
         return  # a cluster-scoped owner may own namespaced and cluster-scoped objects alike
-    owner_ns = str(meta(owner_data).get("namespace") or "")
+    owner_ns = str(metadata_of(owner_data).get("namespace") or "")
     if not owner_ns:
         raise InvalidOwner(
             f"owner {_describe(owner_data)} is namespaced but has no metadata.namespace; "
@@ -208,7 +208,7 @@ def _check_scope(
             f"{_describe(owner_data)}: Kubernetes forbids namespaced owners of cluster-scoped "
             "objects (the garbage collector would delete it). Use a cluster-scoped owner"
         )
-    dep_ns = str(meta(dep_data).get("namespace") or "")
+    dep_ns = str(metadata_of(dep_data).get("namespace") or "")
     if not dep_ns:
         raise InvalidOwner(
             f"{_describe(dep_data)} has no metadata.namespace; set it (to {owner_ns!r}) "
@@ -228,7 +228,9 @@ def _check_scope(
 def owner_references_of(obj: JsonObject | TypedObject) -> list[JsonObject]:
     """A copy of the object's owner references, as JSON dicts."""
     data = _as_json(obj)
-    return [dict(r) for r in meta(data).get("ownerReferences") or [] if isinstance(r, Mapping)]
+    return [
+        dict(r) for r in metadata_of(data).get("ownerReferences") or [] if isinstance(r, Mapping)
+    ]
 
 
 def controller_of(obj: JsonObject | TypedObject) -> JsonObject | None:
@@ -258,7 +260,7 @@ def is_controlled_by(obj: JsonObject | TypedObject, owner: JsonObject | TypedObj
 def _identity(owner: JsonObject | TypedObject) -> JsonObject:
     data = _as_json(owner)
     gvk = _gvk(owner)
-    m = meta(data)
+    m = metadata_of(data)
     return {
         "apiVersion": gvk.api_version,
         "kind": gvk.kind,
@@ -372,7 +374,7 @@ def set_controller_reference(
         dependent_info=dependent_info,
     )
     ref = owner_reference(owner, controller=True, block_owner_deletion=block_owner_deletion)
-    if type(dependent) is dict and not meta(dependent).get("ownerReferences"):
+    if type(dependent) is dict and not metadata_of(dependent).get("ownerReferences"):
         # No references yet (a child as its controller describes it, on every apply_child):
         # nothing to compare or replace.
         dependent.setdefault("metadata", {})["ownerReferences"] = [ref]

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from setpoint.api.errors import SetpointError
 from setpoint.api.keys import ObjectKey
-from setpoint.api.meta import gvk_of, meta
+from setpoint.api.meta import gvk_of, metadata_of
 from setpoint.api.types import Kind, TypedObject, is_typed, split_kind
 
 __all__ = [
@@ -79,7 +79,7 @@ def _json(obj: Any) -> Mapping[str, Any]:
 def _owner_value(owner: Mapping[str, Any]) -> str:
     gvk = gvk_of(owner)
     kind = f"{gvk.kind}.{gvk.group}" if gvk.group else gvk.kind
-    m = meta(owner)
+    m = metadata_of(owner)
     namespace = m.get("namespace") or ""
     return f"{kind} {namespace}/{m['name']}" if namespace else f"{kind} {m['name']}"
 
@@ -98,7 +98,7 @@ def track_owner(
 
     """
     data = _json(owner)
-    m = meta(data)
+    m = metadata_of(data)
     uid, name = m.get("uid"), m.get("name")
     if not uid or not name:
         raise TrackingError(
@@ -122,7 +122,7 @@ def track_owner(
 
 
 def _refuse_another_owner(child: dict[str, Any] | TypedObject, uid: str, owner: str) -> None:
-    m = meta(_json(child))
+    m = metadata_of(_json(child))
     current = (m.get("labels") or {}).get(OWNER_UID_LABEL)
     if not current or current == uid:
         return
@@ -156,7 +156,7 @@ def tracked_owner(
     group and kind matches).
     """
     gvk, _ = split_kind(owner_kind)
-    value = (meta(_json(obj)).get("annotations") or {}).get(OWNER_ANNOTATION)
+    value = (metadata_of(_json(obj)).get("annotations") or {}).get(OWNER_ANNOTATION)
     if not isinstance(value, str) or " " not in value:
         return None
     kind, _, where = value.partition(" ")
@@ -169,7 +169,7 @@ def tracked_owner(
 
 def owner_selector(owner: Mapping[str, Any] | TypedObject) -> dict[str, str]:
     """The label selector (``labels=``) of ``owner``'s tracked children."""
-    uid = meta(_json(owner)).get("uid")
+    uid = metadata_of(_json(owner)).get("uid")
     if not uid:
         raise TrackingError("the owner has no metadata.uid; pass it as read from the server")
     return {OWNER_UID_LABEL: str(uid)}

@@ -67,7 +67,7 @@ from setpoint.api.meta import (
     finalizers_of,
     gvk_of,
     key_of,
-    meta,
+    metadata_of,
     resource_version_of,
     uid_of,
 )
@@ -531,7 +531,7 @@ class TrackingClient:
                 return
         else:
             gvk = kind.gvk
-        if meta(data).get("deletionTimestamp") and not _still_exists(data):
+        if metadata_of(data).get("deletionTimestamp") and not _still_exists(data):
             # This write removed the last finalizer of a deleting object. The server
             # answers at the old resourceVersion and deletes the object right after, so
             # waiting for "this version or newer" would accept the stale cached copy:
@@ -808,7 +808,7 @@ class TrackingClient:
 
 def _still_exists(obj: JsonObject) -> bool:
     """Whether a delete response describes an object that is still stored (being deleted)."""
-    m = meta(obj)
+    m = metadata_of(obj)
     if not m.get("deletionTimestamp"):
         return False
     grace = m.get("deletionGracePeriodSeconds")
@@ -820,7 +820,7 @@ def _with_key(result: Any, name: str, namespace: str | None) -> Any:
     data = _json(result)
     if data is None:
         return result
-    m = dict(meta(data))
+    m = dict(metadata_of(data))
     m.setdefault("name", name)
     if namespace:
         m.setdefault("namespace", namespace)

@@ -68,7 +68,7 @@ from setpoint.api.meta import (
     JsonObject,
     key_of,
     labels_of,
-    meta,
+    metadata_of,
     resource_version_of,
 )
 from setpoint.cache.consistency import Expectations
@@ -390,7 +390,7 @@ class Informer:
 
     def matches(self, obj: JsonObject) -> bool:
         """Whether ``obj`` is within this informer's scope (namespace and selectors)."""
-        namespace = str(meta(obj).get("namespace") or "")
+        namespace = str(metadata_of(obj).get("namespace") or "")
         if not self.covers_namespace(namespace):
             return False
         if not self._labels.empty and not self._labels.matches(labels_of(obj)):
@@ -960,7 +960,7 @@ class _StreamingUnsupported(Exception):
 
 
 def _ends_initial_events(bookmark: Any) -> bool:
-    annotations = meta(bookmark).get("annotations") if isinstance(bookmark, dict) else None
+    annotations = metadata_of(bookmark).get("annotations") if isinstance(bookmark, dict) else None
     return isinstance(annotations, dict) and annotations.get(INITIAL_EVENTS_END) == "true"
 
 

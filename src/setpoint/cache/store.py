@@ -27,7 +27,7 @@ import orjson
 
 from setpoint.api.gvk import GroupVersionKind, split_api_version
 from setpoint.api.keys import ObjectKey
-from setpoint.api.meta import JsonObject, labels_of, meta
+from setpoint.api.meta import JsonObject, labels_of, metadata_of
 from setpoint.cache.selectors import field_value
 
 __all__ = [
@@ -320,7 +320,7 @@ def by_owner_uid(obj: JsonObject) -> list[str]:
 
     Look up an owner's dependents with ``list_by_index(kind, "owner", uid_of(owner))``.
     """
-    refs = meta(obj).get("ownerReferences") or []
+    refs = metadata_of(obj).get("ownerReferences") or []
     return [str(ref.get("uid")) for ref in refs if isinstance(ref, dict) and ref.get("uid")]
 
 
@@ -333,7 +333,7 @@ def by_controller(owner_kind: GroupVersionKind) -> IndexFunc:
     """
 
     def index(obj: JsonObject) -> str | None:
-        for ref in meta(obj).get("ownerReferences") or []:
+        for ref in metadata_of(obj).get("ownerReferences") or []:
             if not isinstance(ref, dict) or not ref.get("controller"):
                 continue
             try:
@@ -341,7 +341,7 @@ def by_controller(owner_kind: GroupVersionKind) -> IndexFunc:
             except ValueError:
                 continue
             if group == owner_kind.group and ref.get("kind") == owner_kind.kind:
-                namespace = str(meta(obj).get("namespace") or "")
+                namespace = str(metadata_of(obj).get("namespace") or "")
                 return str(ObjectKey(namespace, str(ref.get("name") or "")))
         return None
 

@@ -43,7 +43,7 @@ import orjson
 
 from setpoint.api import kinds
 from setpoint.api.kinds import ResourceInfo
-from setpoint.api.meta import finalizers_of, meta
+from setpoint.api.meta import finalizers_of, metadata_of
 from setpoint.client.client import Client, check_continue_token
 from setpoint.client.errors import ApiError, ClientError, Expired, MethodNotAllowed, NotFound
 from setpoint.client.kubeconfig import load_kubeconfig
@@ -319,14 +319,14 @@ def owner_status(
     stuck object's ``namespace`` are considered first.
     """
     stale: OwnerStatus | None = None
-    ordered = sorted(leases, key=lambda lease: meta(lease).get("namespace") != namespace)
+    ordered = sorted(leases, key=lambda lease: metadata_of(lease).get("namespace") != namespace)
     for lease in ordered:
         owned = parse_owned_finalizers(lease)
         if owned is None or finalizer not in owned:
             continue
         raw_spec = lease.get("spec")
         spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
-        where = f"{meta(lease).get('namespace', '')}/{meta(lease).get('name', '')}"
+        where = f"{metadata_of(lease).get('namespace', '')}/{metadata_of(lease).get('name', '')}"
         holder = str(spec.get("holderIdentity") or "")
         duration = spec.get("leaseDurationSeconds")
         duration = duration if isinstance(duration, int | float) else 0
@@ -384,7 +384,7 @@ def diagnose(
     """
     stuck: list[StuckObject] = []
     for obj in objects:
-        data = meta(obj)
+        data = metadata_of(obj)
         since = _epoch(data.get("deletionTimestamp"))
         names = finalizers_of(obj)
         if since is None or not names or now - since < older_than:

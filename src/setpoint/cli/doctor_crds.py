@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from setpoint.api import kinds
-from setpoint.api.meta import meta
+from setpoint.api.meta import metadata_of
 from setpoint.cli.doctor import add_connection_options, add_output_option, print_report
 from setpoint.client.client import Client
 from setpoint.client.kubeconfig import load_kubeconfig
@@ -169,7 +169,7 @@ def crd_status(crd: Mapping[str, Any]) -> CrdStatus:
         )
     names = spec.get("names")
     return CrdStatus(
-        name=str(meta(crd).get("name") or ""),
+        name=str(metadata_of(crd).get("name") or ""),
         kind=str(names.get("kind") or "") if isinstance(names, dict) else "",
         served=served,
         storage=storage,

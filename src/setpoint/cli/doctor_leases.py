@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from setpoint.api import kinds
-from setpoint.api.meta import meta
+from setpoint.api.meta import metadata_of
 from setpoint.cli.doctor import add_connection_options, add_output_option, print_report
 from setpoint.client.client import Client
 from setpoint.client.kubeconfig import load_kubeconfig
@@ -139,7 +139,7 @@ class LeaseReport:
 
 def lease_status(lease: Mapping[str, Any], now: float) -> LeaseStatus:
     """Judge one Lease at time ``now`` (epoch seconds)."""
-    data = meta(lease)
+    data = metadata_of(lease)
     raw = lease.get("spec")
     spec: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
     holder = str(spec.get("holderIdentity") or "")
@@ -193,7 +193,7 @@ def diagnose_leases(
     """The report for ``leases`` at time ``now``, node heartbeats left out unless asked."""
     report = LeaseReport(namespace=namespace)
     for lease in leases:
-        if meta(lease).get("namespace") == NODE_LEASE_NAMESPACE and not include_node_leases:
+        if metadata_of(lease).get("namespace") == NODE_LEASE_NAMESPACE and not include_node_leases:
             report.node_leases += 1
             continue
         report.leases.append(lease_status(lease, now))

@@ -28,7 +28,7 @@ from typing import Any
 
 from setpoint.api import kinds
 from setpoint.api.gvk import GroupVersionKind
-from setpoint.api.meta import JsonObject, annotations_of, labels_of, meta
+from setpoint.api.meta import JsonObject, annotations_of, labels_of, metadata_of
 from setpoint.cli.doctor import (
     _list_metadata,
     add_connection_options,
@@ -265,7 +265,7 @@ def diagnose_ring(
     """Put one ring's Leases and its objects (metadata is enough) together."""
     report = RingReport(ring=ring, kinds=kinds_seen)
     for item in leases:
-        m = meta(item)
+        m = metadata_of(item)
         annotations = m.get("annotations") or {}
         record = LeaderElectionRecord.from_lease_spec(item.get("spec"))
         ago = _renewed_ago(record, now)
@@ -297,7 +297,7 @@ def diagnose_ring(
             drains[shard] += 1
         why = disagreement(obj, ring)
         if why:
-            m = meta(obj)
+            m = metadata_of(obj)
             where = f"{m.get('namespace')}/{m.get('name')}" if m.get("namespace") else m.get("name")
             report.disagreeing.append(
                 Disagreement(
@@ -338,7 +338,7 @@ async def scan_rings(
         ring_leases = by_ring[name]
         wanted: dict[GroupVersionKind, None] = {}
         for lease in ring_leases:
-            annotations = meta(lease).get("annotations") or {}
+            annotations = metadata_of(lease).get("annotations") or {}
             for kind in parse_kinds(str(annotations.get(ANNOTATION_KINDS, ""))):
                 wanted[kind] = None
         objects: list[JsonObject] = []

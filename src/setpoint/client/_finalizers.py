@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from typing import Any, NamedTuple
 
-from setpoint.api.meta import finalizers_of, meta
+from setpoint.api.meta import finalizers_of, metadata_of
 from setpoint.api.validation import is_qualified_name
 from setpoint.client._safebase import (
     DEFAULT_RETRY,
@@ -167,7 +167,7 @@ async def add_finalizer(
             except NotFound:
                 return FinalizerResult(FinalizerOutcome.GONE, None)
         data = as_json(current)
-        if meta(data).get("deletionTimestamp"):
+        if metadata_of(data).get("deletionTimestamp"):
             return FinalizerResult(FinalizerOutcome.DELETING, current)
         present = finalizers_of(data)
         if finalizer in present:

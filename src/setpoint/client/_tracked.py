@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
-from setpoint.api.meta import meta
+from setpoint.api.meta import metadata_of
 from setpoint.api.tracking import owner_selector
 from setpoint.api.types import Kind, TypedObject, is_typed
 from setpoint.client._safebase import SafeClient
@@ -61,7 +61,7 @@ async def delete_tracked_children(
 
 
 async def _delete(client: SafeClient, kind: Kind[object], item: Any) -> int:
-    m = meta(item.to_object() if is_typed(item) else item)
+    m = metadata_of(item.to_object() if is_typed(item) else item)
     with contextlib.suppress(NotFound):  # gone already: deleted all the same
         await client.delete(kind, m["name"], namespace=m.get("namespace") or None)
     return 1

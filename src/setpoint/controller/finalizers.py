@@ -102,7 +102,7 @@ import orjson
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.jsonvalues import copy_json
 from setpoint.api.keys import ObjectKey
-from setpoint.api.meta import JsonObject, annotations_of, finalizers_of, key_of, meta
+from setpoint.api.meta import JsonObject, annotations_of, finalizers_of, key_of, metadata_of
 from setpoint.api.types import TypedObject
 from setpoint.cache.cache import decode_typed
 from setpoint.client._finalizers import (
@@ -404,7 +404,7 @@ def classify(obj: Mapping[str, Any] | None, finalizers: Sequence[str]) -> Object
     if obj is None:
         return ObjectState.GONE
     present = set(finalizers_of(obj))
-    if meta(obj).get("deletionTimestamp"):
+    if metadata_of(obj).get("deletionTimestamp"):
         if present.intersection(finalizers):
             return ObjectState.DELETING_WITH_OURS
         return ObjectState.DELETING_WITHOUT_OURS
@@ -443,7 +443,7 @@ class PendingIndex:
 
     def _see(self, obj: JsonObject) -> None:
         key = key_of(obj)
-        since = _epoch(meta(obj).get("deletionTimestamp"))
+        since = _epoch(metadata_of(obj).get("deletionTimestamp"))
         present = finalizers_of(obj) if since is not None else ()
         for name, waiting in self._pending.items():
             if since is not None and name in present:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from setpoint.api.gvk import GroupVersionKind, split_api_version
 from setpoint.api.keys import ObjectKey
-from setpoint.api.meta import JsonObject, key_of, meta, resource_version_of
+from setpoint.api.meta import JsonObject, key_of, metadata_of, resource_version_of
 from setpoint.api.types import TypedObject
 from setpoint.controller.predicates import (
     AddEvent,
@@ -110,7 +110,7 @@ def controller_owner_key(
     namespaced owner lives in the object's namespace (owner references cannot cross
     namespaces); a cluster-scoped owner's key has no namespace.
     """
-    for ref in meta(obj).get("ownerReferences") or ():
+    for ref in metadata_of(obj).get("ownerReferences") or ():
         if not isinstance(ref, dict) or ref.get("controller") is not True:
             continue
         try:
@@ -119,7 +119,7 @@ def controller_owner_key(
             continue
         name = ref.get("name")
         if group == owner_kind.group and ref.get("kind") == owner_kind.kind and name:
-            namespace = str(meta(obj).get("namespace") or "") if owner_namespaced else ""
+            namespace = str(metadata_of(obj).get("namespace") or "") if owner_namespaced else ""
             return ObjectKey(namespace, str(name))
     return None
 
@@ -228,7 +228,7 @@ class EnqueueHandler:
     def _trace(self, tracing: Tracing, event: InformerEvent) -> SpanContext:
         """Record the event as a span (tracing on only); its context links to the reconcile."""
         obj = event.object
-        data = meta(obj)
+        data = metadata_of(obj)
         return tracing.watch_event(
             controller=self._controller,
             event=_EVENT_NAMES.get(type(event), type(event).__name__),

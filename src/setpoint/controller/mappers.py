@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from setpoint.api.keys import ObjectKey
-from setpoint.api.meta import meta
+from setpoint.api.meta import metadata_of
 from setpoint.api.tracking import tracked_owner
 from setpoint.api.types import Kind, is_typed, split_kind
 
@@ -36,7 +36,7 @@ __all__ = [
 
 
 def _metadata(obj: Any) -> Mapping[str, Any]:
-    return meta(obj.to_object() if is_typed(obj) else obj)
+    return metadata_of(obj.to_object() if is_typed(obj) else obj)
 
 
 def enqueue_tracked_owner(owner_kind: Kind[object]) -> Callable[[Any], list[ObjectKey]]:
@@ -109,7 +109,7 @@ def enqueue_all(
         listed = await reader.list(gvk, namespace=namespace)
         keys = []
         for item in listed.items:
-            m = meta(item)
+            m = metadata_of(item)
             keys.append(ObjectKey(str(m.get("namespace") or ""), str(m["name"])))
         return keys
 

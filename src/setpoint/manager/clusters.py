@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, cast, runtime_checkable
 
 from setpoint.api import kinds
 from setpoint.api.keys import ObjectKey
-from setpoint.api.meta import JsonObject, labels_of, meta
+from setpoint.api.meta import JsonObject, labels_of, metadata_of
 from setpoint.api.runnable import RunnableGroup
 from setpoint.api.validation import is_dns1123_label
 from setpoint.cache.cache import Cache, CacheOptions, KindOptions
@@ -615,10 +615,10 @@ class ClusterSet:
     @staticmethod
     def _secret_member_name(secret: JsonObject, label: str) -> str:
         value = labels_of(secret).get(label, "")
-        return value if is_dns1123_label(value) else str(meta(secret).get("name") or "")
+        return value if is_dns1123_label(value) else str(metadata_of(secret).get("name") or "")
 
     async def _join_secret(self, cache: Cache, secret: JsonObject, key: str) -> None:
-        m = meta(secret)
+        m = metadata_of(secret)
         secret_name, namespace = str(m.get("name") or ""), str(m.get("namespace") or "")
         label = next(lbl for ns, lbl, k in self._secret_watches if ns == namespace and k == key)
         name = self._secret_member_name(secret, label)
@@ -643,7 +643,7 @@ class ClusterSet:
     async def _leave_secret(self, secret: JsonObject, label: str) -> None:
         name = self._secret_member_name(secret, label)
         member = self._members.get(name)
-        m = meta(secret)
+        m = metadata_of(secret)
         source = f"Secret {m.get('namespace')}/{m.get('name')}"
         if member is not None and member.status.source == source:
             await self.remove(name)

@@ -88,7 +88,7 @@ from setpoint.api.meta import (
     JsonObject,
     annotations_of,
     key_of,
-    meta,
+    metadata_of,
     resource_version_of,
     uid_of,
 )
@@ -423,7 +423,7 @@ class Sharder:
     # -- membership ----------------------------------------------------------------------------
 
     def _lease_seen(self, lease: JsonObject) -> None:
-        name = str(meta(lease).get("name") or "")
+        name = str(metadata_of(lease).get("name") or "")
         record = LeaderElectionRecord.from_lease_spec(lease.get("spec"))
         state = self._shards.get(name)
         rv = resource_version_of(lease)
@@ -434,7 +434,7 @@ class Sharder:
         self._evaluate()
 
     def _lease_gone(self, lease: JsonObject) -> None:
-        name = str(meta(lease).get("name") or "")
+        name = str(metadata_of(lease).get("name") or "")
         self._shards.pop(name, None)
         self._fenced.add(name)  # no Lease, nobody can renew it: nothing left to fence
         self._evaluate()

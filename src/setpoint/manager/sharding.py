@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final
 
-from setpoint.api.meta import JsonObject, annotations_of, labels_of, meta, uid_of
+from setpoint.api.meta import JsonObject, annotations_of, labels_of, metadata_of, uid_of
 from setpoint.api.validation import is_dns1123_label, is_qualified_name
 
 __all__ = [
@@ -208,7 +208,7 @@ class ShardKey(Enum):
 
 def hash_key_of(obj: JsonObject, key: ShardKey) -> str:
     """The text ``obj`` is hashed by under ``key`` (its UID, or its namespace)."""
-    m = meta(obj)
+    m = metadata_of(obj)
     if key is ShardKey.NAMESPACE:
         namespace = m.get("namespace")
         if isinstance(namespace, str) and namespace:

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from setpoint.api.meta import finalizers_of, meta
+from setpoint.api.meta import finalizers_of, metadata_of
 from setpoint.client import Client, NotFound
 from setpoint.client.safe import remove_finalizer
 from setpoint.controller.finalizers import read_cleanup_records
@@ -200,7 +200,7 @@ async def test_cleanup_killed_midway_runs_again_after_restart(
     await kill(first)
 
     held = await k8s.get(GIZMO, "w1", namespace=namespace)
-    assert meta(held).get("deletionTimestamp")
+    assert metadata_of(held).get("deletionTimestamp")
     assert finalizers_of(held) == [FIN]
     assert operators.records("end") == []
 
