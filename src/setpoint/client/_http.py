@@ -69,6 +69,7 @@ from urllib.parse import unquote, urlsplit
 import httptools
 
 from setpoint.api.clock import Clock, LoopClock, TimerHandle, clock_timeout
+from setpoint.api.errors import SetpointError
 
 __all__ = [
     "BodyTooLarge",
@@ -103,8 +104,13 @@ _PIECE_MAX: Final = 256 * 1024
 upper one is asyncio's TLS read size, so one read of a single-member body is one call."""
 
 
-class HttpError(OSError):
-    """A request that got no complete HTTP answer. Subclasses say how far it got."""
+class HttpError(SetpointError, OSError):
+    """A request that got no complete HTTP answer. Subclasses say how far it got.
+
+    The transport turns each into the client's typed error
+    (:class:`~setpoint.client.errors.ClientError`); should one escape it, it is still a
+    :class:`~setpoint.SetpointError` and an ``OSError``.
+    """
 
 
 class ConnectError(HttpError):

@@ -35,7 +35,7 @@ class CRDNotReady(SetpointError, TimeoutError):
     """
 
 
-class StoredVersionInUse(ValueError):
+class StoredVersionInUse(SetpointError, ValueError):
     """A CRD would drop a version objects may still be stored at (``status.storedVersions``).
 
     The message names the CRD and the versions, and says to run

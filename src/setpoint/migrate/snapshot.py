@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.client import Client
 from setpoint.client.errors import UnknownKind
@@ -54,7 +55,7 @@ _STRIPPED_METADATA = (
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 
 
-class SnapshotError(ValueError):
+class SnapshotError(SetpointError, ValueError):
     """A kind cannot be resolved, or a file is not a snapshot; the message says which."""
 
 

@@ -74,6 +74,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from setpoint.api import kinds
+from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.meta import JsonObject
 from setpoint.client import Client
@@ -97,7 +98,7 @@ _LEFT = re.compile(r"(\d+)/(\d+) objects not yet migrated")
 _VERIFIED = re.compile(r"(\d+) objects verified migrated")
 
 
-class StorageMigrationError(RuntimeError):
+class StorageMigrationError(SetpointError, RuntimeError):
     """The storage migration cannot go on; the message names the CRD and what to do."""
 
 

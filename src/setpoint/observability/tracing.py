@@ -54,7 +54,6 @@ __all__ = [
     "ReconcileSpan",
     "RequestSpan",
     "Tracing",
-    "TracingUnavailable",
     "active_tracing",
     "configure_from_environment",
     "current_ids",
@@ -77,10 +76,6 @@ _ENABLING: Final = (
 _active: Tracing | None = None
 _owned_provider: Any = None
 _warned = False
-
-
-class TracingUnavailable(ImportError):
-    """Tracing was asked for but the ``setpoint[otel]`` extra is not installed."""
 
 
 def active_tracing() -> Tracing | None:
@@ -247,7 +242,8 @@ class Tracing:
     an SDK provider with an in-memory exporter). Building one imports OpenTelemetry.
 
     Raises:
-        TracingUnavailable: OpenTelemetry is not installed (``pip install 'setpoint[otel]'``).
+        setpoint._extras.ExtraNotInstalled: OpenTelemetry is not installed (the ``otel``
+            extra: ``pip install 'setpoint[otel]'``).
 
     """
 
@@ -255,9 +251,9 @@ class Tracing:
         try:
             from opentelemetry import context, propagate, trace
         except ImportError as exc:
-            raise TracingUnavailable(
-                "tracing needs OpenTelemetry: pip install 'setpoint[otel]'"
-            ) from exc
+            from setpoint._extras import ExtraNotInstalled, missing_distributions
+
+            raise ExtraNotInstalled("tracing", "otel", missing_distributions("otel")) from exc
         self._trace = trace
         self._context = context
         self._propagate = propagate

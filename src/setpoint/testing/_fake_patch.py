@@ -26,6 +26,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from setpoint.api.errors import SetpointError
 from setpoint.api.jsonvalues import json_equal
 
 __all__ = [
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 
-class PatchError(ValueError):
+class PatchError(SetpointError, ValueError):
     """A patch the server would refuse; the message says which operation and path failed."""
 
 

@@ -36,6 +36,7 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the testing extra
     pytest_asyncio = None  # type: ignore[assignment]
 
+from setpoint._extras import ExtraNotInstalled
 from setpoint.api import kinds
 from setpoint.api.kinds import ResourceInfo
 from setpoint.client.client import Client
@@ -160,10 +161,7 @@ def _async_fixture(**kwargs: object) -> Callable[[F], F]:
 
         @pytest.fixture(name=func.__name__, scope=scope)
         def fixture() -> None:
-            raise RuntimeError(
-                f"the {func.__name__!r} fixture needs pytest-asyncio: "
-                "pip install 'setpoint[testing]'"
-            )
+            raise ExtraNotInstalled(f"the {func.__name__!r} fixture", "testing", ["pytest-asyncio"])
 
         return fixture
 

@@ -94,3 +94,15 @@ def test_the_console_exporter_turns_tracing_on_and_shutdown_turns_it_off() -> No
     finally:
         tracing.shutdown()
     assert tracing.active_tracing() is None
+
+
+def test_tracing_without_opentelemetry_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Tracing()`` without OpenTelemetry: the error every missing extra raises, naming it."""
+    from setpoint._extras import ExtraNotInstalled
+
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # import opentelemetry fails
+    with pytest.raises(ExtraNotInstalled) as info:
+        tracing.Tracing()
+    assert info.value.extra == "otel"
+    assert "pip install 'setpoint[otel]'" in str(info.value)
+    assert isinstance(info.value, ImportError)
