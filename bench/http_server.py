@@ -198,6 +198,9 @@ async def main():
     )
     if "body_limits" in m.ConnectionSettings.__dataclass_fields__:
         settings["body_limits"] = {}
+    if "clock" in m.ConnectionSettings.__dataclass_fields__:
+        from setpoint.api.clock import LoopClock
+        settings["clock"] = LoopClock()
     protocol = m.new_connection(m.ConnectionSettings(**settings))()
     transport = Transport()
     protocol.connection_made(transport)

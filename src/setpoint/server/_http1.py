@@ -57,6 +57,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import httptools
 
+from setpoint.api.clock import Clock, TimerHandle
 from setpoint.server.http import HttpRequest, HttpResponse
 
 log = logging.getLogger("setpoint.server")
@@ -267,6 +268,8 @@ class ConnectionSettings:
     """Largest request body accepted on a path without its own limit, in bytes."""
     body_limits: Mapping[str, int]
     """Exact path -> largest request body accepted on it, in bytes."""
+    clock: Clock
+    """Where deadlines are read and set (the loop's clock, or a test's)."""
     header_timeout: float
     """Seconds for the TLS handshake and the first request's headers."""
     idle_timeout: float
@@ -306,7 +309,8 @@ class _Connection(asyncio.Protocol):
         self._parser = httptools.HttpRequestParser(self)
         self._transport: asyncio.Transport | None = None
         self._handshake: asyncio.Task[None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: TimerHandle | None = None
+        self._timer_at = 0.0
         self._deadline: float | None = None
         self._deadline_kind = "head"
         self._buffer = bytearray()
@@ -870,19 +874,20 @@ class _Connection(asyncio.Protocol):
 
     # -- timers ------------------------------------------------------------------------------
     # One deadline at a time: the headers' (first request, or the next on a kept-alive
-    # connection) or the body's. Setting or clearing it is an attribute write; the timer is
-    # re-armed lazily when it fires early, so a busy connection does not schedule and cancel
-    # a TimerHandle per request.
+    # connection) or the body's, on the server's Clock. Setting or clearing it is an
+    # attribute write; the timer is re-armed lazily when it fires early, so a busy connection
+    # does not schedule and cancel a timer per request.
 
     def _set_timer(self, seconds: float, *, kind: str = "head") -> None:
-        loop = asyncio.get_running_loop()
-        self._deadline = loop.time() + seconds
+        clock = self._s.clock
+        self._deadline = deadline = clock.now() + seconds
         self._deadline_kind = kind
         timer = self._timer
-        if timer is None or timer.when() > self._deadline:
+        if timer is None or self._timer_at > deadline:
             if timer is not None:
                 timer.cancel()
-            self._timer = loop.call_at(self._deadline, self._deadline_passed)
+            self._timer_at = deadline
+            self._timer = clock.call_at(deadline, self._deadline_passed)
 
     def _cancel_timer(self) -> None:
         self._deadline = None
@@ -898,9 +903,10 @@ class _Connection(asyncio.Protocol):
         deadline = self._deadline
         if deadline is None:
             return
-        loop = asyncio.get_running_loop()
-        if loop.time() < deadline:
-            self._timer = loop.call_at(deadline, self._deadline_passed)
+        clock = self._s.clock
+        if clock.now() < deadline:
+            self._timer_at = deadline
+            self._timer = clock.call_at(deadline, self._deadline_passed)
             return
         self._deadline = None
         if self._deadline_kind == "body":

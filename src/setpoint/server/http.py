@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from setpoint.api.clock import Clock, LoopClock
 from setpoint.api.runnable import Runnable, RunnableGroup
 from setpoint.server.address import BindAddress
 from setpoint.server.tls import ServerTLS
@@ -222,6 +223,12 @@ class HttpServerOptions:
     group: RunnableGroup = RunnableGroup.SERVERS
     """The manager's start group: ``SERVERS`` (probes, metrics: up first) or ``WEBHOOKS``."""
 
+    clock: Clock | None = None
+    """Where the connections' deadlines (header, idle, body, linger) are read and set;
+    ``None``: the running loop's clock (:class:`~setpoint.api.clock.LoopClock`). Tests pass
+    a :class:`~setpoint.api.clock.ManualClock` to move time by hand. The TLS handshake's own
+    timeout (``read_header_timeout`` too) is asyncio's and runs on the loop's clock."""
+
     shutdown_timeout: float = 1.0
     """Seconds :meth:`Http1Server.stop` lets in-flight requests finish. Short by default:
     probes are answered in well under a second, and a long wait would only delay shutdown
@@ -350,6 +357,7 @@ class Http1Server:
             tls=(lambda: tls.context) if tls is not None else None,
             max_body=options.max_body_size,
             body_limits=options.body_limits,
+            clock=options.clock if options.clock is not None else LoopClock(),
             header_timeout=options.read_header_timeout,
             idle_timeout=options.idle_timeout,
             body_timeout=options.body_timeout,

@@ -23,6 +23,7 @@ from urllib.parse import unquote, urlsplit
 
 import h11
 
+from setpoint.api.clock import LoopClock
 from setpoint.server import BODY_BUDGET, MAX_BODY_SIZE, HttpRequest, HttpResponse
 from setpoint.server._http1 import (
     MAX_HEAD,
@@ -105,6 +106,7 @@ async def setpoint_serves(pieces: Sequence[bytes], *, max_body: int = MAX_BODY_S
         tls=None,
         max_body=max_body,
         body_limits={},
+        clock=LoopClock(),
         header_timeout=30.0,
         idle_timeout=30.0,
         body_timeout=30.0,
