@@ -31,17 +31,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import importlib
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from setpoint.api import kinds
+from setpoint.api.errors import SetpointError
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import finalizers_of, metadata_of
 from setpoint.client.client import Client, check_continue_token
@@ -55,21 +58,31 @@ from setpoint.controller.finalizers import (
 )
 
 __all__ = [
+    "CHECK_MODULES",
     "CheckSummary",
     "FinalizerReport",
     "OwnerStatus",
     "StuckFinalizer",
     "StuckObject",
+    "add_check",
+    "add_connection_options",
+    "add_output_option",
+    "connect",
     "diagnose",
+    "epoch_seconds",
     "format_duration",
     "main",
     "owner_status",
     "parse_duration",
+    "print_report",
+    "problem_lines",
     "register",
     "render_summary",
     "render_table",
     "run_all",
+    "run_check",
     "scan",
+    "table_lines",
 ]
 
 _METADATA_ONLY = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"
@@ -126,6 +139,94 @@ def print_report(output: str, data: Any, table: Callable[[], str]) -> None:
         print(table())
 
 
+@contextlib.asynccontextmanager
+async def connect(args: argparse.Namespace) -> AsyncIterator[Client]:
+    """A client for the cluster ``--kubeconfig`` and ``--context`` name, closed on exit.
+
+    Errors:
+        ConfigError: the kubeconfig or context cannot be used; the message names the
+            command line's option (``--context NAME``, ``--kubeconfig``), not the Python
+            API's parameter.
+
+    """
+    config = load_kubeconfig(
+        args.kubeconfig,
+        context=args.context,
+        context_option="--context NAME",
+        path_option="--kubeconfig",
+    )
+    client = Client(config)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+_Report = TypeVar("_Report")
+
+
+def run_check(
+    args: argparse.Namespace,
+    scan: Callable[[Client], Awaitable[_Report]],
+    to_json: Callable[[_Report], Any],
+    render: Callable[[_Report], str],
+) -> int:
+    """Run one ``setpoint doctor`` check: connect (:func:`connect`), ``scan``, print.
+
+    The report is printed as ``-o`` asks: ``to_json(report)`` as indented JSON, or the
+    table ``render(report)`` draws. Returns 0: the check ran, whatever it found; an error
+    (unreachable server, bad kubeconfig) is raised for the CLI to print as one line.
+    """
+
+    async def scan_once() -> _Report:
+        async with connect(args) as client:
+            return await scan(client)
+
+    report = asyncio.run(scan_once())
+    print_report(args.output, to_json(report), lambda: render(report))
+    return 0
+
+
+def add_check(
+    checks: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    *,
+    help: str,
+    description: str,
+    run: Callable[[argparse.Namespace], int],
+) -> argparse.ArgumentParser:
+    """Add the check ``setpoint doctor <name>`` with the options every check takes.
+
+    Those are ``--kubeconfig``, ``--context`` and ``-o``; ``run`` (usually a call of
+    :func:`run_check`) runs it. The check's own options go on the parser returned.
+    """
+    parser = checks.add_parser(name, help=help, description=description)
+    add_connection_options(parser)
+    add_output_option(parser)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def table_lines(rows: Sequence[Sequence[str]], *, gap: int = 2) -> list[str]:
+    """``rows`` (the header first) as left-aligned columns ``gap`` spaces apart.
+
+    Each column is as wide as its longest cell; lines carry no trailing blanks.
+    """
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    spacer = " " * gap
+    return [
+        spacer.join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
+def problem_lines(problems: Sequence[str], healthy: str) -> list[str]:
+    """A check's closing lines: a blank line, then every problem, or ``healthy``."""
+    if not problems:
+        return ["", healthy]
+    return ["", f"{len(problems)} problem(s):", *(f"- {p}" for p in problems)]
+
+
 def format_duration(seconds: float) -> str:
     """``"3d4h"``, ``"2h5m"``, ``"4m10s"`` or ``"12s"``: two units at most, as kubectl does."""
     total = max(0, int(seconds))
@@ -141,7 +242,8 @@ def format_duration(seconds: float) -> str:
     return f"{secs}s"
 
 
-def _epoch(value: object) -> float | None:
+def epoch_seconds(value: object) -> float | None:
+    """An API timestamp (RFC 3339, ``renewTime``) in epoch seconds; ``None`` if unreadable."""
     if not isinstance(value, str) or not value:
         return None
     try:
@@ -330,7 +432,7 @@ def owner_status(
         holder = str(spec.get("holderIdentity") or "")
         duration = spec.get("leaseDurationSeconds")
         duration = duration if isinstance(duration, int | float) else 0
-        renewed = _epoch(spec.get("renewTime"))
+        renewed = epoch_seconds(spec.get("renewTime"))
         ago = now - renewed if renewed is not None else None
         controller = owned[finalizer]
         if holder and ago is not None and ago <= duration:
@@ -385,7 +487,7 @@ def diagnose(
     stuck: list[StuckObject] = []
     for obj in objects:
         data = metadata_of(obj)
-        since = _epoch(data.get("deletionTimestamp"))
+        since = epoch_seconds(data.get("deletionTimestamp"))
         names = finalizers_of(obj)
         if since is None or not names or now - since < older_than:
             continue
@@ -452,10 +554,7 @@ def render_table(report: FinalizerReport) -> str:
                         _truncate(last, 100),
                     )
                 )
-        widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header) - 1)]
-        for row in (header, *rows):
-            cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
-            lines.append("   ".join([*cells, row[-1]]).rstrip())
+        lines.extend(table_lines([header, *rows], gap=3))
         lines.append("")
         lines.append("Owners:")
         seen: set[str] = set()
@@ -619,29 +718,18 @@ async def scan(
 # -- the command --------------------------------------------------------------------------------
 
 
-async def _run_finalizers(args: argparse.Namespace) -> FinalizerReport:
-    config = load_kubeconfig(
-        args.kubeconfig,
-        context=args.context,
-        context_option="--context NAME",
-        path_option="--kubeconfig",
-    )
-    client = Client(config)
-    try:
-        return await scan(
+def _cmd_finalizers(args: argparse.Namespace) -> int:
+    return run_check(
+        args,
+        lambda client: scan(
             client,
             older_than=args.older_than,
             namespace=None if args.all_namespaces else args.namespace,
             kinds_wanted=args.kind or (),
-        )
-    finally:
-        await client.close()
-
-
-def _cmd_finalizers(args: argparse.Namespace) -> int:
-    report = asyncio.run(_run_finalizers(args))
-    print_report(args.output, report.to_json(), lambda: render_table(report))
-    return 0
+        ),
+        FinalizerReport.to_json,
+        render_table,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -769,44 +857,39 @@ def render_summary(results: Sequence[CheckSummary], server: str) -> str:
     return "\n".join(lines)
 
 
-async def _run_all(args: argparse.Namespace) -> tuple[list[CheckSummary], str]:
-    config = load_kubeconfig(
-        args.kubeconfig,
-        context=args.context,
-        context_option="--context NAME",
-        path_option="--kubeconfig",
-    )
-    client = Client(config)
-    try:
-        return await run_all(client, older_than=args.older_than), config.server
-    finally:
-        await client.close()
+def _summary_json(server: str, results: Sequence[CheckSummary]) -> dict[str, Any]:
+    return {
+        "server": server,
+        "checks": [
+            {"check": r.check, "ok": r.ok, "summary": r.summary, "problems": list(r.problems)}
+            for r in results
+        ],
+    }
 
 
 def _cmd_all(args: argparse.Namespace) -> int:
-    results, server = asyncio.run(_run_all(args))
-    if args.output == "json":
-        data = {
-            "server": server,
-            "checks": [
-                {"check": r.check, "ok": r.ok, "summary": r.summary, "problems": list(r.problems)}
-                for r in results
-            ],
-        }
-        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
-        sys.stdout.write("\n")
-    else:
-        print(render_summary(results, server))
-    return 0
+    async def every_check(client: Client) -> tuple[str, list[CheckSummary]]:
+        return client.config.server, await run_all(client, older_than=args.older_than)
+
+    return run_check(
+        args,
+        every_check,
+        lambda report: _summary_json(*report),
+        lambda report: render_summary(report[1], report[0]),
+    )
+
+
+CHECK_MODULES: tuple[str, ...] = (
+    "setpoint.cli.doctor_webhooks",
+    "setpoint.cli.doctor_leases",
+    "setpoint.cli.doctor_crds",
+    "setpoint.cli.doctor_shards",
+)
+"""The modules of the other checks; each adds its own with ``register_checks(checks)``."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``doctor`` command group: every check, or one of them by name."""
-    from setpoint.cli.doctor_crds import register_crds
-    from setpoint.cli.doctor_leases import register_leases
-    from setpoint.cli.doctor_shards import register_checks as register_shards
-    from setpoint.cli.doctor_webhooks import register_checks
-
     doctor = subparsers.add_parser(
         "doctor",
         help="diagnose setpoint operators on a cluster (CRDs, leader election, stuck "
@@ -827,7 +910,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_output_option(doctor)
     doctor.set_defaults(func=_cmd_all)
     checks = doctor.add_subparsers(dest="check", required=False, metavar="CHECK")
-    parser = checks.add_parser(
+    parser = add_check(
+        checks,
         "finalizers",
         help="list objects stuck in deletion, their last cleanup error and whether the "
         "controller owning the finalizer runs",
@@ -837,6 +921,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "per type: cheap on a local control plane, heavy on a big cluster; narrow with "
             "--kind and -n)."
         ),
+        run=_cmd_finalizers,
     )
     parser.add_argument(
         "--older-than",
@@ -845,7 +930,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="DURATION",
         help="report objects deleting for at least this long (90, 45s, 5m, 1h30m; default 5m)",
     )
-    add_connection_options(parser)
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument(
         "-n", "--namespace", default=None, help="scan only namespaced kinds in this namespace"
@@ -863,12 +947,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="scan only this resource (plural, singular, short or kind name, optionally "
         "name.group); repeatable",
     )
-    add_output_option(parser)
-    parser.set_defaults(func=_cmd_finalizers)
-    register_checks(checks)
-    register_leases(checks)
-    register_crds(checks)
-    register_shards(checks)
+    for module in CHECK_MODULES:
+        importlib.import_module(module).register_checks(checks)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -878,7 +958,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(["doctor", *(sys.argv[1:] if argv is None else argv)])
     try:
         return int(args.func(args) or 0)
-    except (ClientError, ValueError, OSError) as exc:
+    except (SetpointError, ValueError, OSError) as exc:
         print(f"setpoint: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

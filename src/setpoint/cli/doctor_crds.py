@@ -24,23 +24,21 @@ Exit status: 0 when the CRDs were read (whatever they say), 1 on an error.
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from setpoint.api import kinds
 from setpoint.api.meta import metadata_of
-from setpoint.cli.doctor import add_connection_options, add_output_option, print_report
+from setpoint.cli.doctor import add_check, problem_lines, run_check, table_lines
 from setpoint.client.client import Client
-from setpoint.client.kubeconfig import load_kubeconfig
 
 __all__ = [
     "CrdReport",
     "CrdStatus",
     "crd_status",
     "diagnose_crds",
-    "register_crds",
+    "register_checks",
     "render_crd_table",
     "scan_crds",
 ]
@@ -220,46 +218,31 @@ def render_crd_table(report: CrdReport) -> str:
                 "; ".join(unhealthy) if unhealthy else "ok",
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
-    problems = report.problems
-    lines.append("")
-    if problems:
-        lines.append(f"{len(problems)} problem(s):")
-        lines.extend(f"- {p}" for p in problems)
-    else:
-        lines.append("Every CRD is established, its names accepted and its schema structural.")
+    lines = table_lines(rows)
+    lines.extend(
+        problem_lines(
+            report.problems,
+            "Every CRD is established, its names accepted and its schema structural.",
+        )
+    )
     for c in report.crds:
         lines.extend(f"note: CRD {c.name}: {n}" for n in c.notes)
     return "\n".join(lines)
 
 
-async def _run(args: argparse.Namespace) -> CrdReport:
-    config = load_kubeconfig(
-        args.kubeconfig,
-        context=args.context,
-        context_option="--context NAME",
-        path_option="--kubeconfig",
-    )
-    client = Client(config)
-    try:
-        return await scan_crds(client, group=args.group)
-    finally:
-        await client.close()
-
-
 def _cmd_crds(args: argparse.Namespace) -> int:
-    report = asyncio.run(_run(args))
-    print_report(args.output, report.to_json(), lambda: render_crd_table(report))
-    return 0
+    return run_check(
+        args,
+        lambda client: scan_crds(client, group=args.group),
+        CrdReport.to_json,
+        render_crd_table,
+    )
 
 
-def register_crds(checks: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register_checks(checks: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``doctor crds`` to the doctor's checks."""
-    parser = checks.add_parser(
+    parser = add_check(
+        checks,
         "crds",
         help="the conditions (Established, NamesAccepted, NonStructuralSchema, ...) and "
         "stored versions of every CRD",
@@ -267,8 +250,6 @@ def register_crds(checks: argparse._SubParsersAction[argparse.ArgumentParser]) -
             "Read every CustomResourceDefinition and report conditions that are not healthy "
             "and stored versions the CRD no longer declares."
         ),
+        run=_cmd_crds,
     )
-    add_connection_options(parser)
     parser.add_argument("--group", default=None, help="only CRDs of this API group (and subgroups)")
-    add_output_option(parser)
-    parser.set_defaults(func=_cmd_crds)

@@ -18,18 +18,22 @@ Exit status: 0 when the Leases were read (whatever they say), 1 on an error.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Final
 
 from setpoint.api import kinds
 from setpoint.api.meta import metadata_of
-from setpoint.cli.doctor import add_connection_options, add_output_option, print_report
+from setpoint.cli.doctor import (
+    add_check,
+    epoch_seconds,
+    format_duration,
+    problem_lines,
+    run_check,
+    table_lines,
+)
 from setpoint.client.client import Client
-from setpoint.client.kubeconfig import load_kubeconfig
 from setpoint.controller.finalizers import parse_owned_finalizers
 
 __all__ = [
@@ -37,7 +41,7 @@ __all__ = [
     "LeaseStatus",
     "diagnose_leases",
     "lease_status",
-    "register_leases",
+    "register_checks",
     "render_lease_table",
     "scan_leases",
 ]
@@ -49,18 +53,7 @@ _FLAPPING_TRANSITIONS: Final = 10
 """More transitions than this on one Lease is worth a look (leaders keep changing)."""
 
 
-def _epoch(value: object) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value).timestamp()
-    except ValueError:
-        return None
-
-
 def _ago(seconds: float | None) -> str:
-    from setpoint.cli.doctor import format_duration
-
     return "-" if seconds is None else format_duration(seconds)
 
 
@@ -145,8 +138,8 @@ def lease_status(lease: Mapping[str, Any], now: float) -> LeaseStatus:
     holder = str(spec.get("holderIdentity") or "")
     duration_raw = spec.get("leaseDurationSeconds")
     duration = float(duration_raw) if isinstance(duration_raw, int | float) else None
-    renewed = _epoch(spec.get("renewTime"))
-    acquired = _epoch(spec.get("acquireTime"))
+    renewed = epoch_seconds(spec.get("renewTime"))
+    acquired = epoch_seconds(spec.get("acquireTime"))
     ago = now - renewed if renewed is not None else None
     transitions_raw = spec.get("leaseTransitions")
     transitions = int(transitions_raw) if isinstance(transitions_raw, int) else 0
@@ -241,11 +234,7 @@ def render_lease_table(report: LeaseReport) -> str:
                     str(s.transitions),
                 )
             )
-        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-        lines = [
-            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-            for row in rows
-        ]
+        lines = table_lines(rows)
         owners = [s for s in report.leases if s.finalizers]
         if owners:
             lines.append("")
@@ -254,13 +243,7 @@ def render_lease_table(report: LeaseReport) -> str:
                 assert s.finalizers is not None
                 handled = ", ".join(f"{f} ({c})" for f, c in sorted(s.finalizers.items()))
                 lines.append(f"  {s.namespace}/{s.name}: {handled}")
-    problems = report.problems
-    lines.append("")
-    if problems:
-        lines.append(f"{len(problems)} problem(s):")
-        lines.extend(f"- {p}" for p in problems)
-    else:
-        lines.append("Every Lease with a holder is being renewed.")
+    lines.extend(problem_lines(report.problems, "Every Lease with a holder is being renewed."))
     if report.node_leases:
         lines.append(
             f"({report.node_leases} node heartbeat Leases left out; --include-node-leases)"
@@ -268,31 +251,21 @@ def render_lease_table(report: LeaseReport) -> str:
     return "\n".join(lines)
 
 
-async def _run(args: argparse.Namespace) -> LeaseReport:
-    config = load_kubeconfig(
-        args.kubeconfig,
-        context=args.context,
-        context_option="--context NAME",
-        path_option="--kubeconfig",
-    )
-    client = Client(config)
-    try:
-        return await scan_leases(
-            client, namespace=args.namespace, include_node_leases=args.include_node_leases
-        )
-    finally:
-        await client.close()
-
-
 def _cmd_leases(args: argparse.Namespace) -> int:
-    report = asyncio.run(_run(args))
-    print_report(args.output, report.to_json(), lambda: render_lease_table(report))
-    return 0
+    return run_check(
+        args,
+        lambda client: scan_leases(
+            client, namespace=args.namespace, include_node_leases=args.include_node_leases
+        ),
+        LeaseReport.to_json,
+        render_lease_table,
+    )
 
 
-def register_leases(checks: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register_checks(checks: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``doctor leader-election`` to the doctor's checks."""
-    parser = checks.add_parser(
+    parser = add_check(
+        checks,
         "leader-election",
         help="who holds each leader election Lease, how long ago it was renewed, how often "
         "it changed hands",
@@ -300,13 +273,11 @@ def register_leases(checks: argparse._SubParsersAction[argparse.ArgumentParser])
             "Read every coordination.k8s.io Lease (node heartbeats aside) and show its holder, "
             "the age of its last renewal against its duration, and its transitions."
         ),
+        run=_cmd_leases,
     )
-    add_connection_options(parser)
     parser.add_argument("-n", "--namespace", default=None, help="only this namespace's Leases")
     parser.add_argument(
         "--include-node-leases",
         action="store_true",
         help=f"also show the kubelets' heartbeats in {NODE_LEASE_NAMESPACE}",
     )
-    add_output_option(parser)
-    parser.set_defaults(func=_cmd_leases)

@@ -20,7 +20,6 @@ Exit status: 0 when the scan ran, 1 on an error (unreachable server, bad options
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -31,14 +30,13 @@ from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.meta import JsonObject, annotations_of, labels_of, metadata_of
 from setpoint.cli.doctor import (
     _list_metadata,
-    add_connection_options,
-    add_output_option,
+    add_check,
     format_duration,
-    print_report,
+    run_check,
+    table_lines,
 )
 from setpoint.client.client import Client
 from setpoint.client.errors import ClientError
-from setpoint.client.kubeconfig import load_kubeconfig
 from setpoint.manager.resourcelock import LeaderElectionRecord
 from setpoint.manager.sharding import (
     ANNOTATION_CONTROLLERS,
@@ -389,11 +387,7 @@ def render_rings(reports: list[RingReport]) -> str:
         rows.append(("(unassigned)", "", "", "", "", str(report.unassigned), ""))
         if report.orphaned:
             rows.append(("(no Lease)", "", "", "", "", str(report.orphaned), ""))
-        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-        for row in rows:
-            out.append(
-                "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-            )
+        out.extend(table_lines(rows))
         if report.disagreeing:
             out.append(
                 f"{len(report.disagreeing)} objects whose shard label and hand-over record "
@@ -408,29 +402,19 @@ def render_rings(reports: list[RingReport]) -> str:
     return "\n".join(out).rstrip()
 
 
-async def _run(args: argparse.Namespace) -> list[RingReport]:
-    config = load_kubeconfig(
-        args.kubeconfig,
-        context=args.context,
-        context_option="--context NAME",
-        path_option="--kubeconfig",
-    )
-    client = Client(config)
-    try:
-        return await scan_rings(client, namespace=args.namespace, ring=args.ring)
-    finally:
-        await client.close()
-
-
 def _cmd_shards(args: argparse.Namespace) -> int:
-    reports = asyncio.run(_run(args))
-    print_report(args.output, [r.to_json() for r in reports], lambda: render_rings(reports))
-    return 0
+    return run_check(
+        args,
+        lambda client: scan_rings(client, namespace=args.namespace, ring=args.ring),
+        lambda reports: [r.to_json() for r in reports],
+        render_rings,
+    )
 
 
 def register_checks(checks: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``doctor shards`` to the doctor's checks."""
-    parser = checks.add_parser(
+    parser = add_check(
+        checks,
         "shards",
         help="show each sharding ring: its shard Leases, which are alive, and how many "
         "objects each shard holds",
@@ -440,11 +424,9 @@ def register_checks(checks: argparse._SubParsersAction[argparse.ArgumentParser])
             "(one metadata-only list per sharded kind), and the objects whose shard label and "
             "hand-over record disagree."
         ),
+        run=_cmd_shards,
     )
-    add_connection_options(parser)
     parser.add_argument(
         "-n", "--namespace", default=None, help="namespace of the shard Leases (default: all)"
     )
     parser.add_argument("--ring", default=None, help="show only this ring")
-    add_output_option(parser)
-    parser.set_defaults(func=_cmd_shards)

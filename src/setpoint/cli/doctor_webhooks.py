@@ -43,7 +43,7 @@ from urllib.parse import quote, urlsplit
 import orjson
 
 from setpoint.api import kinds
-from setpoint.cli.doctor import add_connection_options, add_output_option, print_report
+from setpoint.cli.doctor import add_check, run_check, table_lines
 from setpoint.client.client import Client
 from setpoint.client.errors import ApiError, ClientError
 from setpoint.tls.pem import CertificateError
@@ -732,11 +732,7 @@ def render_webhook_table(report: WebhookReport, *, now: _dt.datetime | None = No
                 _expiry(check.certificate.serving_not_after, current),
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
+    lines = table_lines(rows)
     troubled = [c for c in report.checks if c.problems]
     if troubled:
         lines.append("")
@@ -754,18 +750,13 @@ def render_webhook_table(report: WebhookReport, *, now: _dt.datetime | None = No
 # -- the command ----------------------------------------------------------------------------
 
 
-async def _run(args: argparse.Namespace) -> WebhookReport:
-    client = Client.from_kubeconfig(args.kubeconfig, context=args.context)
-    try:
-        return await scan_webhooks(client, timeout=args.timeout)
-    finally:
-        await client.close()
-
-
 def _cmd_webhooks(args: argparse.Namespace) -> int:
-    report = asyncio.run(_run(args))
-    print_report(args.output, report.to_json(), lambda: render_webhook_table(report))
-    return 0
+    return run_check(
+        args,
+        lambda client: scan_webhooks(client, timeout=args.timeout),
+        WebhookReport.to_json,
+        render_webhook_table,
+    )
 
 
 def _positive_seconds(text: str) -> float:
@@ -780,7 +771,8 @@ def _positive_seconds(text: str) -> float:
 
 def register_checks(checks: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``doctor webhooks`` to the doctor's checks."""
-    parser = checks.add_parser(
+    parser = add_check(
+        checks,
         "webhooks",
         help="check every conversion and admission webhook: does it answer, does its "
         "caBundle match its certificate, when does it expire",
@@ -789,8 +781,8 @@ def register_checks(checks: argparse._SubParsersAction[argparse.ArgumentParser])
             "sample review (dry run), check the serving certificate against the caBundle, "
             "and show when they expire."
         ),
+        run=_cmd_webhooks,
     )
-    add_connection_options(parser)
     parser.add_argument(
         "--timeout",
         type=_positive_seconds,
@@ -798,5 +790,3 @@ def register_checks(checks: argparse._SubParsersAction[argparse.ArgumentParser])
         metavar="SECONDS",
         help="how long to wait for each webhook (default 5)",
     )
-    add_output_option(parser)
-    parser.set_defaults(func=_cmd_webhooks)
