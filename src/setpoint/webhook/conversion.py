@@ -24,7 +24,7 @@ What each input gets (see :meth:`ConversionWebhook.review`):
 A review whose body is larger than ``inline_body_size`` is answered in a review worker thread
 (:class:`~setpoint.webhook.reviews.ReviewWorkers`), split rather than decoded whole: msgspec
 scans the envelope and the ``objects`` list into undecoded parts, then each object is decoded,
-converted and encoded on its own and the answer joined once at the end, so no single call
+converted and encoded on its own into one buffer, so no single call
 holding the interpreter lock spans more than one object and the event loop keeps serving.
 Smaller reviews are decoded whole and answered on the loop, the fast path. Both paths give the
 same answer, byte for byte, to the same body (tests/unit/webhook/test_split_reviews.py).
@@ -332,12 +332,16 @@ class ConversionWebhook:
     def _answer(self, uid: str, desired: str, objects: Iterable[Any], count: int) -> bytes:
         """Convert ``objects`` (``count`` of them) in order; the answer, serialized.
 
-        Each converted object is encoded as soon as it is converted and the answer joined
-        once, so at most one object is held decoded; the bytes are those ``orjson.dumps``
-        gives for the whole answer. After the first failure the others are still converted
-        (the message counts them) but no longer encoded.
+        Each converted object is encoded as soon as it is converted and appended to one
+        buffer, copied to ``bytes`` once at the end, so at most one object is held decoded;
+        the bytes are those ``orjson.dumps`` gives for the whole answer. (Not a list of the
+        encoded objects joined at the end: each ``orjson.dumps`` result keeps a buffer of
+        several KiB whatever its length, 4-8x a typical object.) After the first failure the
+        others are still converted (the message counts them) but no longer encoded.
         """
-        pieces: list[bytes] = [_SUCCESS_HEAD, orjson.dumps(uid), b',"convertedObjects":[']
+        out = bytearray(_SUCCESS_HEAD)
+        out += orjson.dumps(uid)
+        out += b',"convertedObjects":['
         failed = 0
         first = ""
         for obj in objects:
@@ -359,8 +363,8 @@ class ConversionWebhook:
                 self._count_panic(exc)
                 continue
             if not failed:
-                pieces.append(orjson.dumps(converted))
-                pieces.append(b",")
+                out += orjson.dumps(converted)
+                out += b","
         if failed:
             message = first
             if failed > 1:
@@ -371,9 +375,9 @@ class ConversionWebhook:
                 {"apiVersion": REVIEW_API_VERSION, "kind": _REVIEW, "response": response}
             )
         if count:
-            pieces.pop()  # the last comma
-        pieces.append(_SUCCESS_TAIL)
-        return b"".join(pieces)
+            del out[-1]  # the last comma
+        out += _SUCCESS_TAIL
+        return bytes(out)
 
     def _convert(self, obj: dict[str, Any], desired: str) -> dict[str, Any]:
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
