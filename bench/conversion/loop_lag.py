@@ -12,7 +12,13 @@ is its own:
 - ``at-cap``: two reviews at once, each of Tenants as the API server sends them, sized just
   under ``--cap-mib`` (the conversion cap);
 - ``hostile``: one ConversionReview of ``--hostile-mib`` MiB of empty objects ``{}`` (the
-  review of finding 2: 59 MiB).
+  review of finding 2: 59 MiB);
+- the worst shapes within the limits (``WebhookServerOptions`` defaults of this tree):
+  ``max-values``, as many ``{}`` as ``max_review_values`` allows (the longest scan of the
+  ``objects`` list); ``max-objects``, ``max_review_objects`` of them (each converted and
+  refused); ``max-object``, one Tenant of ``max_object_size`` bytes whose labels hold as
+  many keys as fit (the longest single decode); ``scalars``, ``max_review_values`` numbers
+  where objects belong.
 
 Run it against any tree: ``--tree DIR`` puts ``DIR/src`` first on the child's path (an old
 commit checked out with ``git worktree add``)::
@@ -159,6 +165,38 @@ def hostile_review(size: int) -> bytes:
     return head + (b"{}," * count)[:-1] + b"]}}"
 
 
+def envelope(objects: bytes, uid: str = "h") -> bytes:
+    """A ConversionReview to v1alpha1 around ``objects`` (the JSON list's bytes)."""
+    return (
+        b'{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":'
+        b'{"uid":"' + uid.encode() + b'","desiredAPIVersion":"tenants.setpoint.dev/v1alpha1",'
+        b'"objects":' + objects + b"}}"
+    )
+
+
+def empty_objects(count: int) -> bytes:
+    """``count`` empty objects ``{}`` in a review (two JSON values each, as counted)."""
+    return envelope(b"[" + b",".join([b"{}"] * count) + b"]")
+
+
+def scalars(count: int) -> bytes:
+    """``count`` numbers where objects belong (one JSON value each)."""
+    return envelope(b"[" + b",".join([b"1"] * count) + b"]")
+
+
+def widest_object(size: int) -> bytes:
+    """One Tenant of about ``size`` bytes whose labels hold as many short keys as fit."""
+    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(HERE.parent))
+    from run import stored
+
+    obj = stored(0)
+    one = len(json.dumps(obj, separators=(",", ":")))
+    count = (size - one - 64) // len('"k0000000":"",')
+    obj["metadata"]["labels"] = {f"k{i:07d}": "" for i in range(count)}
+    return envelope(b"[" + json.dumps(obj, separators=(",", ":")).encode() + b"]")
+
+
 class Prober(threading.Thread):
     """GET /healthz every 10 ms over one kept-alive connection; records each latency."""
 
@@ -266,12 +304,18 @@ def main() -> None:
         asyncio.run(serve(int(port), int(probe_port), cert_dir))
         return
     from setpoint.testing.webhook import serving_certificate
+    from setpoint.webhook import WebhookServerOptions
 
     mib = 1024 * 1024
+    limits = WebhookServerOptions()
     bodies = {
         "idle": lambda: [],
         "at-cap": lambda: [tenants_review(int(args.cap_mib * mib) - 4096, f"c{i}") for i in (1, 2)],
         "hostile": lambda: [hostile_review(int(args.hostile_mib * mib))],
+        "max-values": lambda: [empty_objects(limits.max_review_values // 2 - 8)],
+        "max-objects": lambda: [empty_objects(limits.max_review_objects)],
+        "max-object": lambda: [widest_object(limits.max_object_size - 512)],
+        "scalars": lambda: [scalars(limits.max_review_values - 16)],
     }
     with tempfile.TemporaryDirectory() as tmp:
         ca, _ = serving_certificate(Path(tmp))
