@@ -15,8 +15,8 @@ objects the body carries, so the event loop waits for it even when a worker thre
 call (464 ms for 7 MiB, 869 ms for 16 MiB measured on a busy machine, docs/benchmarks.md).
 msgspec scans the envelope and the ``objects`` list at memory speed, making one small
 :class:`msgspec.Raw` per part; each object is then decoded, converted and encoded alone, and
-the loop gets the interpreter between any two of those calls. :data:`~setpoint.webhook.
-options.MAX_OBJECT_SIZE` bounds the largest single decode that is left.
+the loop gets the interpreter between any two of those calls.
+:data:`~setpoint.webhook.options.MAX_OBJECT_SIZE` bounds the largest single decode left.
 
 The figures behind the defaults are in :mod:`setpoint.webhook.options`.
 """
@@ -153,14 +153,14 @@ _TYPES: Final = {
 """msgspec's name of a JSON value's type -> (JSON's name, the Python type orjson builds)."""
 
 
-class NotJSON(ValueError):
+class NotJSON(SetpointError, ValueError):
     """Bytes of a review that are not JSON; the message says what is wrong, and where.
 
     The handlers answer it as their ``Malformed...`` error (HTTP 400).
     """
 
 
-class WrongType(ValueError):
+class WrongType(SetpointError, ValueError):
     """A value that had to be a JSON object is not one; the handlers word the message."""
 
     def __init__(self, where: str, got: str) -> None:
