@@ -8,7 +8,8 @@
 - :mod:`setpoint.webhook.admission`: :class:`AdmissionWebhook`, ``admission.k8s.io/v1``
   AdmissionReviews answered by the validators and defaulters of :mod:`setpoint.api.admission`.
 - :mod:`setpoint.webhook.reviews`: :class:`ReviewWorkers`, the threads large reviews are
-  decoded and answered in, and the count that refuses a review too large to decode
+  answered in; the split that decodes a large review one object at a time (msgspec, then
+  orjson per object); and the limits that refuse a review too large to decode
   (:class:`ReviewTooLarge`, 413).
 - :mod:`setpoint.webhook.certificates`: self-managed serving certificates (a CA and a
   serving certificate in a Secret, renewed, caBundle injected), a :class:`CertificateSource`.
