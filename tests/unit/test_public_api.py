@@ -31,7 +31,8 @@ def test_a_dict_operator_loads_neither_pydantic_nor_an_http_server() -> None:
         "from setpoint import Manager, apply_child, update_status, set_condition\n"
         "import setpoint.controller, setpoint.cache, setpoint.client.safe\n"
         "print(sorted(m for m in ('pydantic', 'aiohttp.web', 'setpoint.api.resource', "
-        "'setpoint.webhook.admission', 'setpoint.webhook.conversion') if m in sys.modules))"
+        "'setpoint.webhook.admission_review', 'setpoint.webhook.conversion_review') "
+        "if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60

@@ -36,7 +36,7 @@ What each piece means:
 
 ``setpoint generate webhook`` writes the ValidatingWebhookConfiguration and
 MutatingWebhookConfiguration from these classes (:mod:`setpoint.crd.webhooks`), and
-:mod:`setpoint.webhook.admission` serves them. This module is pure data: it declares and
+:mod:`setpoint.webhook.admission_review` serves them. This module is pure data: it declares and
 checks, it serves nothing.
 """
 

@@ -50,6 +50,8 @@ marks errors a package raises and handles itself, which a caller should not see)
     │   ├── ConnectionBroken                   sent, no complete answer
     │   │   └── ProtocolError
     │   └── BodyTooLarge                       (-> ResponseTooLarge)
+    ├── RequestError                        - server (internal): a request refused before a
+    │                                         handler sees it (answered 4xx)
     ├── CacheError                          - cache
     │   ├── CacheNotStarted, NotCached, KindNotServed
     │   ├── UndecodableObject [ValueError]     a cached object its typed class refuses
@@ -68,9 +70,11 @@ marks errors a package raises and handles itself, which a caller should not see)
     │   ├── TerminalError                      not retried
     │   ├── ReconcileTimeout [TimeoutError]
     │   └── CleanupFailed                      a finalizer's cleanup
-    ├── MalformedAdmissionReview [ValueError] - webhook: a body that is no AdmissionReview
-    ├── MalformedReview [ValueError]        - webhook: a body that is no ConversionReview
+    ├── MalformedAdmissionReview [ValueError]  - webhook: a body that is no AdmissionReview
+    ├── MalformedConversionReview [ValueError] - webhook: a body that is no ConversionReview
     ├── ReviewTooLarge [ValueError]         - webhook: more JSON values than a review may hold
+    ├── NotJSON, WrongType [ValueError]     - webhook (internal): a large review's split;
+    │                                         answered as the Malformed...Review above
     ├── MigrationInputError [ValueError]    - migrate: a document it cannot migrate
     ├── DiffConfigError [ValueError]        - migrate: an invalid diff configuration
     ├── DryRunError [RuntimeError]          - migrate: the dry-run check cannot run

@@ -3,9 +3,9 @@
 - :mod:`setpoint.webhook.server`: :class:`WebhookServer`, a runnable in the manager's
   ``WEBHOOKS`` group with a route table, controller-runtime's webhook metrics and a
   :class:`CertificateSource` seam for the serving certificate.
-- :mod:`setpoint.webhook.conversion`: :class:`ConversionWebhook`, ``/convert`` for
+- :mod:`setpoint.webhook.conversion_review`: :class:`ConversionWebhook`, ``/convert`` for
   ``apiextensions.k8s.io/v1`` ConversionReviews, built on :mod:`setpoint.api.conversion`.
-- :mod:`setpoint.webhook.admission`: :class:`AdmissionWebhook`, ``admission.k8s.io/v1``
+- :mod:`setpoint.webhook.admission_review`: :class:`AdmissionWebhook`, ``admission.k8s.io/v1``
   AdmissionReviews answered by the validators and defaulters of :mod:`setpoint.api.admission`.
 - :mod:`setpoint.webhook.reviews`: :class:`ReviewWorkers`, the threads large reviews are
   answered in; the split that decodes a large review one object at a time (msgspec, then
@@ -27,16 +27,16 @@ from typing import TYPE_CHECKING
 from setpoint._lazy import lazy_module
 
 if TYPE_CHECKING:
-    from setpoint.webhook.admission import (
+    from setpoint.webhook.admission_review import (
         ADMISSION_REVIEW_API_VERSION,
         AdmissionWebhook,
         MalformedAdmissionReview,
     )
-    from setpoint.webhook.conversion import (
+    from setpoint.webhook.conversion_review import (
         CONVERT_PATH,
         REVIEW_API_VERSION,
         ConversionWebhook,
-        MalformedReview,
+        MalformedConversionReview,
     )
     from setpoint.webhook.options import WebhookServerOptions
     from setpoint.webhook.reviews import ReviewTooLarge, ReviewWorkers
@@ -52,13 +52,13 @@ if TYPE_CHECKING:
 # options, and an operator without webhooks must not pay for the server, the admission and
 # the conversion modules (the last two load pydantic, through setpoint.api.resource).
 _EXPORTS: dict[str, str] = {
-    "ADMISSION_REVIEW_API_VERSION": "setpoint.webhook.admission",
-    "AdmissionWebhook": "setpoint.webhook.admission",
-    "MalformedAdmissionReview": "setpoint.webhook.admission",
-    "CONVERT_PATH": "setpoint.webhook.conversion",
-    "REVIEW_API_VERSION": "setpoint.webhook.conversion",
-    "ConversionWebhook": "setpoint.webhook.conversion",
-    "MalformedReview": "setpoint.webhook.conversion",
+    "ADMISSION_REVIEW_API_VERSION": "setpoint.webhook.admission_review",
+    "AdmissionWebhook": "setpoint.webhook.admission_review",
+    "MalformedAdmissionReview": "setpoint.webhook.admission_review",
+    "CONVERT_PATH": "setpoint.webhook.conversion_review",
+    "REVIEW_API_VERSION": "setpoint.webhook.conversion_review",
+    "ConversionWebhook": "setpoint.webhook.conversion_review",
+    "MalformedConversionReview": "setpoint.webhook.conversion_review",
     "DEFAULT_CERT_DIR": "setpoint.webhook.server",
     "CertificateDirectory": "setpoint.webhook.server",
     "CertificateSource": "setpoint.webhook.server",
@@ -83,7 +83,7 @@ __all__ = [
     "CertificateSource",
     "ConversionWebhook",
     "MalformedAdmissionReview",
-    "MalformedReview",
+    "MalformedConversionReview",
     "ReviewTooLarge",
     "ReviewWorkers",
     "StaticCertificate",

@@ -54,8 +54,8 @@ if TYPE_CHECKING:
     from setpoint.api.admission import CustomDefaulter, CustomValidator
     from setpoint.api.resource import Resource
     from setpoint.observability.metrics import Metrics
-    from setpoint.webhook.admission import AdmissionWebhook
-    from setpoint.webhook.conversion import ConversionWebhook
+    from setpoint.webhook.admission_review import AdmissionWebhook
+    from setpoint.webhook.conversion_review import ConversionWebhook
 
 __all__ = [
     "DEFAULT_CERT_DIR",
@@ -420,7 +420,7 @@ class WebhookServer:
             ValueError: the kind is registered already.
 
         """
-        from setpoint.webhook.conversion import CONVERT_PATH, ConversionWebhook
+        from setpoint.webhook.conversion_review import CONVERT_PATH, ConversionWebhook
 
         if self._conversion is None:
             options = self.options
@@ -452,7 +452,7 @@ class WebhookServer:
             ValueError: a path is registered already (two webhooks declare the same one).
 
         """
-        from setpoint.webhook.admission import AdmissionWebhook
+        from setpoint.webhook.admission_review import AdmissionWebhook
 
         options = self.options
         handlers = [

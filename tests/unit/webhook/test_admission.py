@@ -13,7 +13,7 @@ import pytest
 from setpoint.observability.metrics import Metrics
 from setpoint.server.http import HttpRequest
 from setpoint.testing import LocalWebhook
-from setpoint.webhook.admission import AdmissionWebhook
+from setpoint.webhook.admission_review import AdmissionWebhook
 from tests._support.vessels import (
     CRASH_CAPTAIN,
     GROUP,

@@ -70,9 +70,9 @@ if TYPE_CHECKING:
     from setpoint.api.resource import Resource
     from setpoint.observability.metrics import Metrics
 
-__all__ = ["CONVERT_PATH", "REVIEW_API_VERSION", "ConversionWebhook", "MalformedReview"]
+__all__ = ["CONVERT_PATH", "REVIEW_API_VERSION", "ConversionWebhook", "MalformedConversionReview"]
 
-log = logging.getLogger("setpoint.webhook.conversion")
+log = logging.getLogger("setpoint.webhook.conversion_review")
 
 REVIEW_API_VERSION: Final = "apiextensions.k8s.io/v1"
 """The only ConversionReview version served (the CRDs say ``conversionReviewVersions: [v1]``)."""
@@ -99,7 +99,7 @@ class _RequestParts(msgspec.Struct, gc=False, rename={"desired_api_version": "de
 _REQUEST: Final = msgspec.json.Decoder(_RequestParts)
 
 
-class MalformedReview(SetpointError, ValueError):
+class MalformedConversionReview(SetpointError, ValueError):
     """The request body is not a usable ConversionReview; the message says what is wrong."""
 
 
@@ -128,7 +128,7 @@ class ConversionWebhook:
         a body decoded whole is not split, so its objects are not measured.
 
     Errors:
-        MalformedReview: from :meth:`parse` (the handler turns it into HTTP 400).
+        MalformedConversionReview: from :meth:`parse` (the handler turns it into HTTP 400).
 
     """
 
@@ -184,7 +184,7 @@ class ConversionWebhook:
         else:
             try:
                 review = self._checked(request.body)
-            except (MalformedReview, ReviewTooLarge) as exc:
+            except (MalformedConversionReview, ReviewTooLarge) as exc:
                 status, body = _refusal(exc)
             else:
                 if len(review["request"]["objects"]) > self._inline:
@@ -206,7 +206,7 @@ class ConversionWebhook:
             return self._review_split(body)
         try:
             review = self._checked(body)
-        except (MalformedReview, ReviewTooLarge) as exc:
+        except (MalformedConversionReview, ReviewTooLarge) as exc:
             return _refusal(exc)
         return 200, self.respond(review)
 
@@ -224,26 +224,30 @@ class ConversionWebhook:
         Checked for the fields the answer needs; large reviews are split instead.
 
         Raises:
-            MalformedReview: naming the first thing that is wrong.
+            MalformedConversionReview: naming the first thing that is wrong.
 
         """
         try:
             review = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            raise MalformedReview(f"the body is not JSON ({exc})") from None
+            raise MalformedConversionReview(f"the body is not JSON ({exc})") from None
         if not isinstance(review, dict):
-            raise MalformedReview(f"the body is a JSON {_json_type(review)}, not an object")
+            raise MalformedConversionReview(
+                f"the body is a JSON {_json_type(review)}, not an object"
+            )
         _check_kind(review.get("apiVersion"), review.get("kind"))
         request = review.get("request")
         if not isinstance(request, dict):
-            raise MalformedReview(f"request is {_json_type(request)}, expected an object")
+            raise MalformedConversionReview(f"request is {_json_type(request)}, expected an object")
         _check_target(request.get("uid"), request.get("desiredAPIVersion"))
         objects = request.get("objects")
         if not isinstance(objects, list):
-            raise MalformedReview(f"request.objects is {_json_type(objects)}, expected a list")
+            raise MalformedConversionReview(
+                f"request.objects is {_json_type(objects)}, expected a list"
+            )
         for index, obj in enumerate(objects):
             if not isinstance(obj, dict):
-                raise MalformedReview(
+                raise MalformedConversionReview(
                     f"request.objects[{index}] is {_json_type(obj)}, expected an object"
                 )
         return review
@@ -273,7 +277,7 @@ class ConversionWebhook:
             check_review_values(body, self._max_values, review=_REVIEW, path=CONVERT_PATH)
             uid, desired, parts = self._split(body)
             return 200, self._answer(uid, desired, self._decoded(parts), len(parts))
-        except (MalformedReview, ReviewTooLarge) as exc:
+        except (MalformedConversionReview, ReviewTooLarge) as exc:
             return _refusal(exc)
 
     def _split(self, body: bytes) -> tuple[str, str, list[msgspec.Raw]]:
@@ -281,21 +285,25 @@ class ConversionWebhook:
         try:
             top = split_review(body)
         except NotJSON as exc:
-            raise MalformedReview(f"the body is not JSON ({exc})") from None
+            raise MalformedConversionReview(f"the body is not JSON ({exc})") from None
         except WrongType as exc:
-            raise MalformedReview(f"the body is a JSON {exc.json_type}, not an object") from None
+            raise MalformedConversionReview(
+                f"the body is a JSON {exc.json_type}, not an object"
+            ) from None
         _check_kind(self._load(top.api_version, "apiVersion"), self._load(top.kind, "kind"))
         if json_type(top.request) != "object":
-            raise MalformedReview(f"request is {json_type(top.request)}, expected an object")
+            raise MalformedConversionReview(
+                f"request is {json_type(top.request)}, expected an object"
+            )
         try:
             request = split_part(top.request, _REQUEST)
         except NotJSON as exc:
-            raise MalformedReview(f"the body is not JSON ({exc})") from None
+            raise MalformedConversionReview(f"the body is not JSON ({exc})") from None
         uid = self._load(request.uid, "request.uid")
         desired = self._load(request.desired_api_version, "request.desiredAPIVersion")
         _check_target(uid, desired)
         if json_type(request.objects) != "array":
-            raise MalformedReview(
+            raise MalformedConversionReview(
                 f"request.objects is {json_type(request.objects)}, expected a list"
             )
         try:
@@ -307,16 +315,18 @@ class ConversionWebhook:
                 path=CONVERT_PATH,
             )
         except WrongType as exc:
-            raise MalformedReview(f"{exc.where} is {exc.json_type}, expected an object") from None
+            raise MalformedConversionReview(
+                f"{exc.where} is {exc.json_type}, expected an object"
+            ) from None
         except NotJSON as exc:
-            raise MalformedReview(f"the body is not JSON ({exc})") from None
+            raise MalformedConversionReview(f"the body is not JSON ({exc})") from None
         return uid, desired, parts
 
     def _load(self, part: msgspec.Raw, field: str) -> Any:
         try:
             return load_part(part, self._max_size, field=field, review=_REVIEW, path=CONVERT_PATH)
         except NotJSON as exc:
-            raise MalformedReview(f"the body is not JSON ({exc})") from None
+            raise MalformedConversionReview(f"the body is not JSON ({exc})") from None
 
     def _decoded(self, parts: list[msgspec.Raw]) -> Iterator[Any]:
         """Each object, decoded when the conversion loop reaches it (one at a time)."""
@@ -403,7 +413,7 @@ class ConversionWebhook:
         log.error("a converter failed: %s", exc)
 
 
-def _refusal(exc: MalformedReview | ReviewTooLarge) -> tuple[int, bytes]:
+def _refusal(exc: MalformedConversionReview | ReviewTooLarge) -> tuple[int, bytes]:
     """The status and text answering a review refused before conversion (logged)."""
     if isinstance(exc, ReviewTooLarge):
         log.warning("refused a ConversionReview too large to decode: %s", exc)
@@ -414,7 +424,7 @@ def _refusal(exc: MalformedReview | ReviewTooLarge) -> tuple[int, bytes]:
 
 def _check_kind(api_version: object, kind: object) -> None:
     if api_version != REVIEW_API_VERSION or kind != _REVIEW:
-        raise MalformedReview(
+        raise MalformedConversionReview(
             f"expected apiVersion {REVIEW_API_VERSION} kind ConversionReview, got "
             f"apiVersion={api_version!r} kind={kind!r} (the CRD must list "
             "conversionReviewVersions: [v1])"
@@ -423,9 +433,9 @@ def _check_kind(api_version: object, kind: object) -> None:
 
 def _check_target(uid: object, desired: object) -> None:
     if not isinstance(uid, str) or not uid:
-        raise MalformedReview(f"request.uid is {uid!r}, expected a non-empty string")
+        raise MalformedConversionReview(f"request.uid is {uid!r}, expected a non-empty string")
     if not isinstance(desired, str) or not desired:
-        raise MalformedReview(
+        raise MalformedConversionReview(
             f"request.desiredAPIVersion is {desired!r}, expected a group/version string"
         )
 

@@ -82,7 +82,7 @@ __all__ = [
     "split_admission_review",
 ]
 
-log = logging.getLogger("setpoint.webhook.admission")
+log = logging.getLogger("setpoint.webhook.admission_review")
 
 ADMISSION_REVIEW_API_VERSION: Final = "admission.k8s.io/v1"
 """The only AdmissionReview version served (generated configurations say
