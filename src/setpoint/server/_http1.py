@@ -58,6 +58,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import httptools
 
 from setpoint.api.clock import Clock, TimerHandle
+from setpoint.api.errors import SetpointError
 from setpoint.server.http import HttpRequest, HttpResponse
 
 log = logging.getLogger("setpoint.server")
@@ -89,7 +90,7 @@ body of one-byte chunks would otherwise cost seconds (7 MiB of them: about 7 mil
 _CHUNK_DATA_EACH = 256
 
 
-class RequestError(Exception):
+class RequestError(SetpointError):
     """A request the server refuses before any handler sees it: the status and why."""
 
     def __init__(self, status: int, reason: str) -> None:
