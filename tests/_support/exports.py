@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import pkgutil
 from dataclasses import dataclass
 
@@ -43,11 +44,22 @@ def exports() -> tuple[Export, ...]:
     """Every ``(module, name, object)`` of every setpoint module's ``__all__``.
 
     Importing every module is the point: a module that fails to import fails the caller's
-    test with its own traceback. Modules without ``__all__`` export nothing here.
+    test with its own traceback. A module without ``__all__`` exports the public classes
+    and functions it defines (no leading underscore), so leaving ``__all__`` out hides
+    nothing from the checks.
     """
     found: list[Export] = []
     for module_name in module_names():
         module = importlib.import_module(module_name)
-        for name in getattr(module, "__all__", ()):
+        names = getattr(module, "__all__", None)
+        if names is None:
+            names = [
+                name
+                for name, obj in vars(module).items()
+                if not name.startswith("_")
+                and (inspect.isclass(obj) or inspect.isfunction(obj))
+                and obj.__module__ == module_name
+            ]
+        for name in names:
             found.append(Export(module_name, name, getattr(module, name)))
     return tuple(found)
