@@ -200,7 +200,7 @@ class ConversionWebhook:
 
         The handler's review workers call it, and so do benchmarks and tests. A body larger
         than ``inline_body_size`` is split and decoded one object at a time
-        (:meth:`_review_split`); a smaller one is decoded whole. Both answer alike.
+        (``_review_split``); a smaller one is decoded whole. Both answer alike.
         """
         if len(body) > self._inline_body:
             return self._review_split(body)

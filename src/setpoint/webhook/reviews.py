@@ -378,7 +378,7 @@ class ReviewWorkers:
         to its end (a thread cannot be stopped), still holding its worker.
 
     Errors:
-        Whatever the function raises, re-raised to the awaiting caller.
+        Exception: whatever the function raises, re-raised to the awaiting caller.
 
     """
 
