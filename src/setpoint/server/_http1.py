@@ -27,8 +27,15 @@ setpoint's own, and one :class:`_Connection` per accepted TCP connection does it
   limit is read (chunked); a body that would take the bodies in flight on the whole server
   past ``body_budget`` gets 503 at once; a body is held only as it arrives;
 - requests on one connection are answered one at a time, in order; while one is being
-  handled the connection stops parsing (pipelined requests wait in a buffer, and in the
-  kernel's once that holds 256 KiB).
+  handled (and until its answer is written) the connection stops parsing (pipelined
+  requests wait in a buffer, and in the kernel's once that holds 256 KiB);
+- an answer is written with one ``transport.write``, unless its body is larger than
+  :data:`WRITE_PIECE` (256 KiB): then the head, then the body in slices of that size, each
+  from its own loop callback and only while the transport has not paused writing
+  (``pause_writing``, past its high-water mark). asyncio's TLS transport encrypts what it
+  is given in the callback that gives it: a 22 MB answer written at once held the loop for
+  100-200 ms, and a client that does not read would have had the whole answer buffered.
+  A client that reads none of an answer for ``idle_timeout`` is closed.
 
 The parser is fed in slices that end where a message's parts end (the head at its blank
 line, a declared body at its length, a chunk at its size), so the connection always knows
@@ -296,6 +303,10 @@ _HIGH_WATER = 256 * 1024
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
+WRITE_PIECE = 256 * 1024
+"""An answer body larger than this is written in pieces of this size, one per loop callback
+and only while the transport takes more (:meth:`_Connection._respond`)."""
+
 
 class _Connection(asyncio.Protocol):
     """One accepted TCP connection speaking HTTP/1.1 (module docstring).
@@ -328,6 +339,11 @@ class _Connection(asyncio.Protocol):
         self._drain_limit = 0
         self._task: asyncio.Task[None] | None = None
         self._reserved = 0
+        self._writing_paused = False
+        self._out: memoryview | None = None  # the rest of an answer written in pieces
+        self._out_at = 0
+        self._out_close = False
+        self._next_piece: asyncio.Handle | None = None
         self._reset_message()
 
     def _reset_message(self) -> None:
@@ -465,7 +481,25 @@ class _Connection(asyncio.Protocol):
         self._release()
         if self._handshake is not None and not self._handshake.done():
             self._handshake.cancel()
+        self._drop_answer()
         self._s.guard.forget(self)
+
+    def pause_writing(self) -> None:
+        """The transport holds more than its high-water mark: write no more pieces for now.
+
+        A client that reads nothing more of the answer for ``idle_timeout`` is closed.
+        """
+        self._writing_paused = True
+        if self._out is not None:
+            self._set_timer(self._s.idle_timeout, kind="write")
+
+    def resume_writing(self) -> None:
+        """The transport drained below its low-water mark: go on with the answer."""
+        self._writing_paused = False
+        if self._out is not None:
+            self._cancel_timer()
+            if self._next_piece is None:
+                self._next_piece = asyncio.get_running_loop().call_soon(self._write_piece)
 
     # -- control -----------------------------------------------------------------------------
 
@@ -474,6 +508,7 @@ class _Connection(asyncio.Protocol):
         self._state = _CLOSED
         self._stop_timer()
         self._release()
+        self._drop_answer()
         if self._handshake is not None:
             self._handshake.cancel()
         if self._task is not None:
@@ -778,10 +813,73 @@ class _Connection(asyncio.Protocol):
         self._served += 1
         if self._state == _CLOSED:
             return
-        close = self._close_after or self._stopping
-        self._write(request.method, response.status, response, close=close)
-        self._release()
-        if close:
+        self._respond(request.method, response, close=self._close_after or self._stopping)
+
+    def _respond(self, method: str, response: HttpResponse, *, close: bool) -> None:
+        """Write ``response``, then go on with the connection (:meth:`_answered`).
+
+        A body of at most :data:`WRITE_PIECE` bytes goes out with its head in one write.
+        A larger one is written as memoryview slices of that size, the first now and each
+        next one from its own loop callback (:meth:`_write_piece`), only while the transport
+        has not paused writing: the loop serves other connections and tasks between two
+        pieces, asyncio's TLS transport encrypts one piece per callback, and a client that
+        reads slowly holds the server to what the transport buffers. The connection stays in
+        its handling state until the last piece is out, so a pipelined request waits for
+        it, and a close comes after it.
+        """
+        transport = self._transport
+        self._release()  # the request's body is no longer held
+        if transport is None or transport.is_closing():
+            self._close()
+            return
+        body = response.body if method != "HEAD" else b""
+        head = self._head_of(response, len(response.body), close=close)
+        if len(body) <= WRITE_PIECE:
+            transport.write(head + body if body else head)
+            self._answered(close)
+            return
+        transport.write(head)
+        self._out = memoryview(body)
+        self._out_at = 0
+        self._out_close = close
+        self._write_piece()
+
+    def _write_piece(self) -> None:
+        """Write the next piece of the answer, unless the transport paused (or closed)."""
+        self._next_piece = None
+        out = self._out
+        transport = self._transport
+        if out is None:
+            return
+        if self._state == _CLOSED or transport is None or transport.is_closing():
+            self._drop_answer()
+            return
+        if self._writing_paused:  # since an earlier answer: resume_writing() calls again
+            self._set_timer(self._s.idle_timeout, kind="write")
+            return
+        at = self._out_at
+        end = at + WRITE_PIECE
+        transport.write(out[at:end])  # may pause writing, synchronously
+        if end < len(out):
+            self._out_at = end
+            if not self._writing_paused:
+                self._next_piece = asyncio.get_running_loop().call_soon(self._write_piece)
+            return
+        self._out = None
+        self._answered(self._out_close)
+
+    def _drop_answer(self) -> None:
+        """Forget the rest of an answer being written in pieces (the connection is gone)."""
+        self._out = None
+        if self._next_piece is not None:
+            self._next_piece.cancel()
+            self._next_piece = None
+
+    def _answered(self, close: bool) -> None:
+        """The answer is written: close, or read and handle the next request."""
+        if self._state == _CLOSED:
+            return
+        if close or self._stopping:
             self._close()
             return
         self._state = _HEAD
@@ -799,11 +897,9 @@ class _Connection(asyncio.Protocol):
                 return
             self._set_timer(self._s.idle_timeout)
 
-    def _write(self, method: str, status: int, response: HttpResponse, *, close: bool) -> None:
-        transport = self._transport
-        if transport is None or transport.is_closing():
-            return
-        body = response.body
+    def _head_of(self, response: HttpResponse, length: int, *, close: bool) -> bytes:
+        """The status line and headers of ``response``, whose body is ``length`` bytes."""
+        status = response.status
         try:
             phrase = http.HTTPStatus(status).phrase
         except ValueError:
@@ -817,14 +913,13 @@ class _Connection(asyncio.Protocol):
                 continue
             lines.append(f"{name}: {value}")
         lines.append(f"Content-Type: {response.content_type}")
-        lines.append(f"Content-Length: {len(body)}")
+        lines.append(f"Content-Length: {length}")
         lines.append("X-Content-Type-Options: nosniff")
         lines.append("Cache-Control: no-store")
         lines.append(f"Date: {_http_date()}")
         if close:
             lines.append("Connection: close")
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        transport.write(head + body if method != "HEAD" else head)
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     def _refuse(self, status: int, reason: str, *, unread: int = 0) -> None:
         """Answer a request the server will not hand to its handler, and close.
@@ -835,7 +930,9 @@ class _Connection(asyncio.Protocol):
         """
         headers = {"Retry-After": "1"} if status == 503 else {}
         response = HttpResponse(status, (reason + "\n").encode(), headers=headers)
-        self._write("GET", status, response, close=True)
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.write(self._head_of(response, len(response.body), close=True) + response.body)
         self._release()
         self._chunks = []
         if unread == 0:
@@ -914,6 +1011,8 @@ class _Connection(asyncio.Protocol):
             self._body_too_late()
         elif self._deadline_kind == "drain":
             self._close()
+        elif self._deadline_kind == "write":
+            self._answer_not_read()
         else:
             self._headers_too_late()
 
@@ -929,6 +1028,18 @@ class _Connection(asyncio.Protocol):
                 f"{guard.name} closed a connection that did not send its request headers in "
                 f"time ({guard.timed_out} so far)"
             )
+        self.abort()
+
+    def _answer_not_read(self) -> None:
+        if self._out is None or not self._writing_paused:
+            return
+        guard = self._s.guard
+        guard.timed_out += 1
+        guard.warn(
+            f"{guard.name} closed a connection that read none of its answer for "
+            f"{self._s.idle_timeout:g}s (HttpServerOptions.idle_timeout; {guard.timed_out} "
+            "connections timed out so far)"
+        )
         self.abort()
 
     def _body_too_late(self) -> None:

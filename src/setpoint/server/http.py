@@ -28,6 +28,11 @@ Hardening, on every server (the defaults are controller-runtime's where it has o
   malformed lines, bare CR or LF, and the request-smuggling ambiguities
   (``Content-Length`` with ``Transfer-Encoding``, two lengths, a transfer coding but
   ``chunked``) are refused with 400 and the connection closed (decision 0018);
+- an answer larger than 256 KiB is written in pieces, one per event-loop callback and only
+  while the client reads (the transport's flow control), so one large answer (a converted
+  ConversionReview of 20 MB) neither holds the loop while TLS encrypts it nor sits whole in
+  the server's buffers; a client that reads none of it for
+  :attr:`HttpServerOptions.idle_timeout` is closed;
 - an exception in a handler becomes a 500 and a log line, never a dead server or a
   traceback sent to the client;
 - responses say ``X-Content-Type-Options: nosniff`` and are never cached
@@ -210,8 +215,9 @@ class HttpServerOptions:
 
     idle_timeout: float = 90.0
     """Seconds a kept-alive connection may wait for its next request (until that request's
-    headers are in) before it is closed. 90 s, as controller-runtime's servers (Go's
-    ``IdleTimeout``, matching Go clients' keep-alive)."""
+    headers are in) before it is closed; also how long a client may read none of an answer
+    that is being written in pieces (a paused transport) before it is closed. 90 s, as
+    controller-runtime's servers (Go's ``IdleTimeout``, matching Go clients' keep-alive)."""
 
     max_connections: int = 128
     """Connections open at once, counted from accept (TLS handshakes included); a new one
