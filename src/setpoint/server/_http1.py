@@ -276,6 +276,8 @@ class ConnectionSettings:
     """Largest request body accepted on a path without its own limit, in bytes."""
     body_limits: Mapping[str, int]
     """Exact path -> largest request body accepted on it, in bytes."""
+    body_limit_hint: str = ""
+    """What a 413 answer says to raise (``HttpServerOptions.body_limit_hint``)."""
     clock: Clock
     """Where deadlines are read and set (the loop's clock, or a test's)."""
     header_timeout: float
@@ -732,7 +734,7 @@ class _Connection(asyncio.Protocol):
             self._state = _BODY
             self._left = declared
             if declared > limit:
-                raise _too_large(limit, path)
+                raise _too_large(limit, path, self._s.body_limit_hint)
             if not self._s.guard.reserve(declared):
                 raise _over_budget(self._s.guard.body_budget)
             self._reserved += declared
@@ -761,7 +763,8 @@ class _Connection(asyncio.Protocol):
                 raise RequestError(400, "a chunked body of too many small chunks")
             if self._body_size > self._limit:
                 self._left = size + 2
-                raise _too_large(self._limit, self._head[1] if self._head else "")
+                path = self._head[1] if self._head else ""
+                raise _too_large(self._limit, path, self._s.body_limit_hint)
             if not self._s.guard.reserve(size):
                 raise _over_budget(self._s.guard.body_budget)
             self._reserved += size
@@ -1050,12 +1053,9 @@ class _Connection(asyncio.Protocol):
         self._refuse(408, "request body not received in time", unread=self._unread_body())
 
 
-def _too_large(limit: int, path: str) -> RequestError:
-    return RequestError(
-        413,
-        f"request body larger than {limit} bytes, the limit on {path} (HttpServerOptions."
-        "body_limits, else max_body_size)",
-    )
+def _too_large(limit: int, path: str, hint: str) -> RequestError:
+    option = f"; {hint}" if hint else " (HttpServerOptions.body_limits, else max_body_size)"
+    return RequestError(413, f"request body larger than {limit} bytes, the limit on {path}{option}")
 
 
 def _over_budget(budget: int) -> RequestError:

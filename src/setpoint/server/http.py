@@ -197,6 +197,13 @@ class HttpServerOptions:
     :attr:`max_body_size`. A larger body gets 413 without being read. The webhook server
     sizes one per webhook path from what the API server can send there."""
 
+    body_limit_hint: str = ""
+    """What the 413 answer to a body over its limit tells the client to change, after the
+    path and the limit: a server built on this one names its own options here (the webhook
+    server: ``WebhookServerOptions.conversion_max_body_size`` and
+    ``admission_max_body_size``), since those are what its user sets. ``""``: this class's
+    own, ``(HttpServerOptions.body_limits, else max_body_size)``. One line of text."""
+
     body_budget: int = BODY_BUDGET
     """Bytes of request bodies this server holds at once, across all its connections: a
     request whose body would take the server past it gets 503 (with ``Retry-After``) at
@@ -255,6 +262,13 @@ class HttpServerOptions:
                 raise ValueError(
                     f"HttpServerOptions.body_limits[{path!r}]={limit!r} must be >= 0 bytes"
                 )
+        if not isinstance(self.body_limit_hint, str) or any(
+            c in self.body_limit_hint for c in "\r\n\0"
+        ):
+            raise ValueError(
+                f"HttpServerOptions.body_limit_hint={self.body_limit_hint!r} must be one line "
+                "of text (it is appended to 413 answers)"
+            )
         # A copy the caller cannot change under a running server.
         object.__setattr__(self, "body_limits", MappingProxyType(dict(self.body_limits)))
         largest = max([self.max_body_size, *self.body_limits.values()])
@@ -363,6 +377,7 @@ class Http1Server:
             tls=(lambda: tls.context) if tls is not None else None,
             max_body=options.max_body_size,
             body_limits=options.body_limits,
+            body_limit_hint=options.body_limit_hint,
             clock=options.clock if options.clock is not None else LoopClock(),
             header_timeout=options.read_header_timeout,
             idle_timeout=options.idle_timeout,

@@ -286,6 +286,11 @@ class WebhookServer:
                 # Every path but /convert: admission webhooks, and paths registered later.
                 max_body_size=options.admission_max_body_size,
                 body_limits={CONVERT_PATH: options.conversion_max_body_size},
+                body_limit_hint=(
+                    "if the API server sends larger reviews, raise WebhookServerOptions."
+                    f"conversion_max_body_size (for {CONVERT_PATH}) or WebhookServerOptions."
+                    "admission_max_body_size (every other path)"
+                ),
                 body_budget=options.body_budget,
                 group=RunnableGroup.WEBHOOKS,
                 shutdown_timeout=5.0,

@@ -145,6 +145,32 @@ async def test_body_limits_apply_per_path() -> None:
     assert statuses(answer) == [200]
 
 
+async def test_the_413_names_the_option_the_user_sets() -> None:
+    """Without a hint the 413 names the server's options; with ``body_limit_hint`` (a webhook
+    server's own option names) it names those instead, beside the path and the limit. A
+    chunked body past the limit gets the same text."""
+    plain = await exchange(
+        post("/x", 101) + b"x" * 101, options=HttpServerOptions(max_body_size=100)
+    )
+    assert statuses(plain) == [413]
+    assert b"the limit on /x" in plain and b"HttpServerOptions.body_limits" in plain
+    hint = "raise WebhookServerOptions.admission_max_body_size"
+    options = HttpServerOptions(max_body_size=100, body_limit_hint=hint)
+    hinted = await exchange(post("/x", 101) + b"x" * 101, options=options)
+    assert statuses(hinted) == [413]
+    assert b"100 bytes" in hinted and b"/x" in hinted and hint.encode() in hinted
+    assert b"HttpServerOptions" not in hinted
+    chunked = b"POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n"
+    answer = await exchange(chunked + b"x" * 101 + b"\r\n0\r\n\r\n", options=options)
+    assert statuses(answer) == [413] and hint.encode() in answer
+
+
+@pytest.mark.parametrize("hint", ["a\r\nb", 7])
+def test_a_hint_that_is_not_one_line_of_text_is_refused(hint: Any) -> None:
+    with pytest.raises(ValueError, match=r"HttpServerOptions\.body_limit_hint"):
+        HttpServerOptions(body_limit_hint=hint)
+
+
 def _traced_by_server() -> int:
     snapshot = tracemalloc.take_snapshot().filter_traces(
         [tracemalloc.Filter(True, "*setpoint/server/*")]

@@ -384,12 +384,15 @@ async def test_each_path_has_its_own_cap(
     status, text = await post(server.url(admission_path), context, body)
     assert status == 413, text
     assert admission_path in text and str(MIB) in text
+    assert "WebhookServerOptions.admission_max_body_size" in text, "the option a user sets"
+    assert "HttpServerOptions" not in text
     status, text = await post(server.url("/convert"), context, body)
     assert status == 200, text
     bigger = conversion_review([gauge("g", note="x" * (2 * MIB + 10))])
     status, text = await post(server.url("/convert"), context, bigger)
     assert status == 413, text
     assert "/convert" in text and str(2 * MIB) in text
+    assert "WebhookServerOptions.conversion_max_body_size" in text
 
 
 # --------------------------------------------------------------------------- options
