@@ -62,6 +62,7 @@ from setpoint.webhook.reviews import (
     NotJSON,
     ReviewTooLarge,
     ReviewWorkers,
+    TooDeepToSplit,
     WrongType,
     check_review_values,
     json_type,
@@ -136,7 +137,6 @@ class _RequestParts(
     user_info: msgspec.Raw = ABSENT
 
 
-_REQUEST: Final = msgspec.json.Decoder(_RequestParts)
 _FIELDS: Final = {
     "uid": "uid",
     "operation": "operation",
@@ -187,7 +187,12 @@ def split_admission_review(
         :func:`parse_admission_review`, except the wording of a JSON syntax error. msgspec
         splits the body and ``request`` without building values; then each field is decoded
         in its own call when the checks reach it, ``object`` and ``oldObject`` separately,
-        each at most ``max_object_size`` bytes.
+        each at most ``max_object_size`` bytes (fields no check reads are decoded alone
+        first, to be refused as decoding the whole body would refuse them). Nesting gets
+        orjson's verdict on every Python: deeper than
+        :data:`~setpoint.webhook.reviews.MAX_DEPTH` (1,024 levels) is malformed before any
+        other check; a body within it that msgspec cannot split (Python 3.11, about 1,000
+        levels) is parsed whole by :func:`parse_admission_review`, in one decode.
 
     Errors:
         MalformedAdmissionReview: as :func:`parse_admission_review`.
@@ -195,7 +200,15 @@ def split_admission_review(
 
     """
     try:
-        top = split_review(body)
+        return _split_admission(body, max_object_size, path)
+    except TooDeepToSplit:
+        return parse_admission_review(body)
+
+
+def _split_admission(body: bytes, max_object_size: int, path: str) -> AdmissionRequest:
+    """:func:`split_admission_review`, which falls back to the whole body if this cannot."""
+    try:
+        top = split_review(body, max_size=max_object_size, review="AdmissionReview", path=path)
     except NotJSON as exc:
         raise MalformedAdmissionReview(f"the request body is not JSON ({exc})") from None
     except WrongType as exc:
@@ -207,7 +220,14 @@ def split_admission_review(
     if json_type(top.request) != "object":
         raise MalformedAdmissionReview("request is missing or not an object")
     try:
-        parts = split_part(top.request, _REQUEST)
+        parts = split_part(
+            top.request,
+            _RequestParts,
+            where="request.",
+            max_size=max_object_size,
+            review="AdmissionReview",
+            path=path,
+        )
     except NotJSON as exc:
         raise MalformedAdmissionReview(f"the request body is not JSON ({exc})") from None
     return _request_of(_LazyRequest(parts, load))

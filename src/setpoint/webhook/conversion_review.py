@@ -56,6 +56,7 @@ from setpoint.webhook.reviews import (
     NotJSON,
     ReviewTooLarge,
     ReviewWorkers,
+    TooDeepToSplit,
     WrongType,
     check_object_count,
     check_review_values,
@@ -94,9 +95,6 @@ class _RequestParts(msgspec.Struct, gc=False, rename={"desired_api_version": "de
     uid: msgspec.Raw = ABSENT
     desired_api_version: msgspec.Raw = ABSENT
     objects: msgspec.Raw = ABSENT
-
-
-_REQUEST: Final = msgspec.json.Decoder(_RequestParts)
 
 
 class MalformedConversionReview(SetpointError, ValueError):
@@ -204,6 +202,10 @@ class ConversionWebhook:
         """
         if len(body) > self._inline_body:
             return self._review_split(body)
+        return self._review_whole(body)
+
+    def _review_whole(self, body: bytes) -> tuple[int, bytes]:
+        """:meth:`review` for a body decoded whole."""
         try:
             review = self._checked(body)
         except (MalformedConversionReview, ReviewTooLarge) as exc:
@@ -266,8 +268,13 @@ class ConversionWebhook:
             The same status and bytes as decoding ``body`` whole, checks in the same order
             with the same messages, except the wording of a JSON syntax error (msgspec's, or
             orjson's for one object, naming it). No decode call is given more than one
-            object (or one of the envelope's strings), and each at most ``max_object_size``
-            bytes.
+            object (or one of the envelope's strings or other fields), and each at most
+            ``max_object_size`` bytes. Nesting gets orjson's verdict on every Python: a body
+            nested deeper than :data:`~setpoint.webhook.reviews.MAX_DEPTH` (1,024 levels) is
+            refused (400) before any other check but the count of values, as decoding it
+            whole refuses it; one within that depth which msgspec cannot split (Python 3.11,
+            about 1,000 levels) is answered by decoding it whole (:meth:`_review_whole`),
+            which then holds the interpreter for that one decode, as before the split.
 
         Errors:
             None raised: refusals are returned as 400 or 413, like :meth:`review`.
@@ -277,13 +284,15 @@ class ConversionWebhook:
             check_review_values(body, self._max_values, review=_REVIEW, path=CONVERT_PATH)
             uid, desired, parts = self._split(body)
             return 200, self._answer(uid, desired, self._decoded(parts), len(parts))
+        except TooDeepToSplit:
+            return self._review_whole(body)
         except (MalformedConversionReview, ReviewTooLarge) as exc:
             return _refusal(exc)
 
     def _split(self, body: bytes) -> tuple[str, str, list[msgspec.Raw]]:
         """The uid, the desired version and the objects' undecoded parts, all checked."""
         try:
-            top = split_review(body)
+            top = split_review(body, max_size=self._max_size, review=_REVIEW, path=CONVERT_PATH)
         except NotJSON as exc:
             raise MalformedConversionReview(f"the body is not JSON ({exc})") from None
         except WrongType as exc:
@@ -296,7 +305,14 @@ class ConversionWebhook:
                 f"request is {json_type(top.request)}, expected an object"
             )
         try:
-            request = split_part(top.request, _REQUEST)
+            request = split_part(
+                top.request,
+                _RequestParts,
+                where="request.",
+                max_size=self._max_size,
+                review=_REVIEW,
+                path=CONVERT_PATH,
+            )
         except NotJSON as exc:
             raise MalformedConversionReview(f"the body is not JSON ({exc})") from None
         uid = self._load(request.uid, "request.uid")

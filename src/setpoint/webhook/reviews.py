@@ -8,7 +8,11 @@
 - the split: :func:`split_review`, :func:`split_part`, :func:`split_objects` and
   :func:`load_part` take a large review apart without building its values (msgspec, into
   :class:`msgspec.Raw` slices of the body), then decode one part at a time (orjson), so no
-  single call that holds the interpreter lock spans more than one object.
+  single call that holds the interpreter lock spans more than one object;
+- the nesting rule both paths share, orjson's (:data:`MAX_DEPTH`, :func:`exceeds_depth`):
+  the split path measures a body's depth itself, since msgspec's own limit follows the
+  interpreter, and hands a body msgspec cannot split for its depth back to the whole-body
+  path (:class:`TooDeepToSplit`).
 
 Why split: ``orjson.loads`` of a whole body is one C call that holds the GIL however many
 objects the body carries, so the event loop waits for it even when a worker thread makes the
@@ -26,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import re
 from concurrent.futures import ThreadPoolExecutor
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import msgspec
@@ -38,15 +43,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ABSENT",
+    "MAX_DEPTH",
     "THREAD_PREFIX",
     "NotJSON",
     "ReviewParts",
     "ReviewTooLarge",
     "ReviewWorkers",
+    "TooDeepToSplit",
     "WrongType",
     "check_object_count",
     "check_review_values",
     "count_review_values",
+    "exceeds_depth",
     "json_type",
     "load_part",
     "split_objects",
@@ -56,6 +64,7 @@ __all__ = [
 
 T = TypeVar("T")
 S = TypeVar("S", bound=msgspec.Struct)
+D = TypeVar("D")
 
 THREAD_PREFIX: Final = "webhook-review"
 """The name every review worker thread starts with (in thread dumps and profiles)."""
@@ -112,6 +121,112 @@ def check_review_values(body: bytes, limit: int, *, review: str, path: str) -> N
         )
 
 
+# ------------------------------------------------------------------------------ nesting
+
+MAX_DEPTH: Final = 1024
+"""The deepest nesting of arrays and objects a review may have: orjson's limit (1,024 levels
+decode, 1,025 do not), which the whole-body path applies on every Python. The split path
+applies the same rule itself (:func:`exceeds_depth`): msgspec's own limit is the
+interpreter's C recursion limit, which moves with the Python version (about 1,000 levels on
+3.11, 1,500 on 3.12, 10,000 on 3.13) and with the depth of the calling stack."""
+
+_DEPTH_BLOCK: Final = 256 * 1024
+_NOT_STRUCTURE: Final = bytes(b for b in range(256) if b not in b'[]{}"')
+"""Every byte but the brackets and the quote: what :func:`exceeds_depth` deletes first."""
+_STEP: Final = [0] * 256
+_STEP[ord("[")] = _STEP[ord("{")] = 1
+_STEP[ord("]")] = _STEP[ord("}")] = -1
+
+
+def exceeds_depth(
+    data: bytes | bytearray | memoryview, limit: int = MAX_DEPTH, *, block: int = _DEPTH_BLOCK
+) -> bool:
+    """Whether the JSON in ``data`` nests arrays and objects deeper than ``limit`` levels.
+
+    Expected flow:
+        :func:`split_review` calls it on every body it splits, before msgspec reads it, so
+        a body nested deeper than :data:`MAX_DEPTH` is refused there (400) exactly when
+        ``orjson.loads`` would refuse it on the whole-body path, on every Python, and before
+        any check that could answer otherwise (a 413 for too many objects, say).
+
+    Guarantees:
+        For valid JSON, ``True`` exactly when some array or object is nested more than
+        ``limit`` levels deep (``[[]]`` is 2 levels), counting only brackets outside
+        strings (escaped quotes and backslashes in them are followed). For bytes that are not JSON,
+        ``True`` only where ``orjson.loads`` fails too: the part of ``data`` before the first
+        bracket past ``limit`` is then either a valid prefix nested past it, or invalid.
+        The work is done ``block`` bytes at a time (256 KiB: a few C calls of at most a few
+        milliseconds each), so a thread running it yields the interpreter between blocks.
+
+    Caveats:
+        Costs about 3.5 ms per MiB of a typical review (55 ms for 16 MiB); a body built to
+        nest close to ``limit`` everywhere costs up to ten times that, still bounded by the
+        body cap and yielding between blocks (docs/benchmarks.md).
+
+    Errors:
+        None: any bytes give an answer.
+
+    """
+    view = memoryview(data).cast("B")
+    size = len(view)
+    depth = 0
+    inside = False  # whether the block starts inside a string
+    start = 0
+    while start < size:
+        end = min(start + block, size)
+        while end < size and view[end - 1] == 0x5C:  # never split a run of backslashes
+            end += 1
+        piece = view[start:end].tobytes()
+        start = end
+        if b"\\" in piece:
+            # Escaped backslashes first, then escaped quotes: every quote left delimits a
+            # string (a block never ends inside a run of backslashes).
+            piece = piece.replace(b"\\\\", b"").replace(b'\\"', b"")
+        structure = piece.translate(None, _NOT_STRUCTURE)
+        if b'"' in structure:
+            parts = structure.split(b'"')
+            brackets = b"".join(parts[1 if inside else 0 :: 2])
+            inside ^= len(parts) % 2 == 0
+        else:
+            brackets = b"" if inside else structure
+        reached = _nest(brackets, depth, limit)
+        if reached is None:
+            return True
+        depth = reached
+    return False
+
+
+def _nest(brackets: bytes, depth: int, limit: int) -> int | None:
+    """The depth after ``brackets`` (only ``[]{}``) from ``depth``; ``None`` past ``limit``.
+
+    Where ``limit`` is far, a slice of as many brackets as levels are left cannot pass it,
+    so only its net change is counted (``bytes.count``); near ``limit``, every prefix is.
+    """
+    at, end = 0, len(brackets)
+    while at < end:
+        room = limit - depth
+        if room >= 64:
+            piece = brackets[at : at + room]
+            at += room
+        else:
+            piece = brackets[at : at + 4096]
+            at += 4096
+            if max(accumulate(map(_STEP.__getitem__, piece), initial=depth)) > limit:
+                return None
+        depth += 2 * (piece.count(b"[") + piece.count(b"{")) - len(piece)
+    return depth
+
+
+class TooDeepToSplit(SetpointError, ValueError):
+    """msgspec cannot split this body for its nesting, though orjson would decode it.
+
+    Raised by the split functions when msgspec reaches the interpreter's C recursion limit
+    in a body :func:`exceeds_depth` found within :data:`MAX_DEPTH` (on Python 3.11, about
+    1,000 levels less the calling stack). The handlers then answer the body on the
+    whole-body path, whose verdict it is by definition.
+    """
+
+
 # ------------------------------------------------------------------------------ the split
 
 ABSENT: Final = msgspec.Raw(b"")
@@ -123,8 +238,8 @@ as ``dict.get`` on a decoded body would."""
 class ReviewParts(msgspec.Struct, gc=False, rename={"api_version": "apiVersion"}):
     """The top of a review (either kind), each field its undecoded bytes or :data:`ABSENT`.
 
-    Other fields are skipped: their JSON syntax is checked, their values are not built.
-    A repeated key keeps its last value, as ``orjson.loads`` does.
+    Other fields are decoded once, to be checked as ``orjson.loads`` would check them, and
+    dropped. A repeated key keeps its last value, as ``orjson.loads`` does.
     """
 
     api_version: msgspec.Raw = ABSENT
@@ -136,7 +251,7 @@ class _AnyObject(msgspec.Struct, gc=False):
     """Any JSON object, fields skipped: what the first pass over ``objects`` builds."""
 
 
-_REVIEW: Final = msgspec.json.Decoder(ReviewParts)
+_FIELDS: Final = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ANY: Final = msgspec.json.Decoder(msgspec.Raw)
 _OBJECT_LIST: Final = msgspec.json.Decoder(list[_AnyObject])
 _RAW_LIST: Final = msgspec.json.Decoder(list[msgspec.Raw])
@@ -190,7 +305,7 @@ def json_type(part: msgspec.Raw) -> str:
     }.get(first, "number")
 
 
-def split_review(body: bytes) -> ReviewParts:
+def split_review(body: bytes, *, max_size: int, review: str, path: str) -> ReviewParts:
     """The top of a review's ``body``: ``apiVersion``, ``kind`` and ``request``, undecoded.
 
     Expected flow:
@@ -199,43 +314,92 @@ def split_review(body: bytes) -> ReviewParts:
         :func:`load_part` for each value the handler reads.
 
     Guarantees:
-        One msgspec scan of the body, building three :class:`msgspec.Raw` (views into
-        ``body``) and no other value, whatever the body holds; the whole body's JSON syntax
-        is checked (strings' UTF-8 and numbers' range are checked where a part is decoded).
+        The nesting rule first: a body nested deeper than :data:`MAX_DEPTH` is refused, as
+        ``orjson.loads`` refuses it (:func:`exceeds_depth`). Then one msgspec scan of the
+        body, building one :class:`msgspec.Raw` (a view into ``body``) per top-level field
+        and no other value; the whole body's JSON syntax is checked. Fields other than the
+        three are decoded (orjson, each alone) and dropped, so what ``orjson.loads`` of the
+        whole body refuses there (bad UTF-8, a number out of range) is refused here too.
+        Strings and numbers of the three are checked where a part is decoded.
 
     Caveats:
-        msgspec nests as deep as the interpreter's recursion limit (~1,000 levels) where
-        orjson allows 1,024: a body nested between the two is refused here and not when
-        decoded whole. Kubernetes objects are nowhere near either.
+        A repeated key is checked under its last value only. A field other than the three
+        that is larger than ``max_size`` is refused (413) rather than decoded, as an object
+        that large would be.
 
     Errors:
-        NotJSON: the body is not JSON (msgspec's message says where).
+        NotJSON: the body is not JSON (msgspec's message says where), or nested too deep,
+            or a field other than the three does not decode (naming it).
         WrongType: the body is JSON but not an object (``where`` is ``""``).
+        TooDeepToSplit: msgspec cannot split the body for its nesting (decode it whole).
+        ReviewTooLarge: a field other than the three is larger than ``max_size``.
 
     """
+    if exceeds_depth(body):
+        raise NotJSON(f"arrays and objects nested deeper than {MAX_DEPTH} levels")
     try:
-        return _REVIEW.decode(body)
+        fields = _decode(_FIELDS, body)
     except msgspec.ValidationError as exc:
-        _check_syntax(body)  # not an object: first, is it JSON at all?
+        _decode(_ANY, body)  # not an object: first, is it JSON at all?
         raise _wrong_type(exc, "") from None
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise NotJSON(_syntax_error(exc)) from None
+    return _known(fields, ReviewParts, "", max_size=max_size, review=review, path=path)
 
 
-def split_part(part: msgspec.Raw, decoder: msgspec.json.Decoder[S]) -> S:
-    """``part``, a JSON object, split into ``decoder``'s Struct of :class:`msgspec.Raw`.
+def split_part(
+    part: msgspec.Raw, fields: type[S], *, where: str, max_size: int, review: str, path: str
+) -> S:
+    """``part``, a JSON object, split into ``fields``, a Struct of :class:`msgspec.Raw`.
 
-    Other fields are skipped. The caller has checked that the part is an object (its first
-    byte is ``{``, :func:`json_type`); the body's syntax was checked by :func:`split_review`.
+    Other fields are decoded alone (orjson) and dropped, as in :func:`split_review`;
+    ``where`` prefixes their names in messages (``"request."``). The caller has checked that
+    the part is an object (its first byte is ``{``, :func:`json_type`); the body's syntax
+    and depth were checked by :func:`split_review`.
 
     Errors:
-        NotJSON: only if the part is not what the caller checked (a nesting past msgspec's).
+        NotJSON: a field other than ``fields``' does not decode (naming it).
+        ReviewTooLarge: such a field is larger than ``max_size``.
+        TooDeepToSplit: msgspec cannot split the part for its nesting.
 
     """
     try:
-        return decoder.decode(part)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
-        raise NotJSON(_syntax_error(exc)) from None
+        found = _decode(_FIELDS, part)
+    except msgspec.ValidationError as exc:  # not what the caller checked
+        raise NotJSON(f"{where.rstrip('.') or 'the body'}: {exc}") from None
+    return _known(found, fields, where, max_size=max_size, review=review, path=path)
+
+
+def _known(
+    found: dict[str, msgspec.Raw],
+    fields: type[S],
+    where: str,
+    *,
+    max_size: int,
+    review: str,
+    path: str,
+) -> S:
+    """``fields`` from the parts ``found``; each other part decoded (to check it) and dropped."""
+    names = _struct_names(fields)
+    known: dict[str, msgspec.Raw] = {}
+    for key, part in found.items():
+        attr = names.get(key)
+        if attr is None:  # orjson's verdict on a field the handler does not read
+            load_part(part, max_size, field=f"{where}{key}", review=review, path=path)
+        else:
+            known[attr] = part
+    return fields(**known)
+
+
+_NAMES: dict[type[msgspec.Struct], dict[str, str]] = {}
+
+
+def _struct_names(fields: type[msgspec.Struct]) -> dict[str, str]:
+    """A Struct's JSON field names -> its attribute names."""
+    names = _NAMES.get(fields)
+    if names is None:
+        names = _NAMES[fields] = dict(
+            zip(fields.__struct_encode_fields__, fields.__struct_fields__, strict=True)
+        )
+    return names
 
 
 def load_part(part: msgspec.Raw, limit: int, *, field: str, review: str, path: str) -> Any:
@@ -299,16 +463,15 @@ def split_objects(
             ``max_size`` bytes (naming the first, its index and size), each naming the
             option that raises it.
         NotJSON: an item msgspec refuses (a number out of range).
+        TooDeepToSplit: msgspec cannot split the list for its nesting.
 
     """
     try:
-        count = len(_OBJECT_LIST.decode(part))
+        count = len(_decode(_OBJECT_LIST, part))
     except msgspec.ValidationError as exc:
         raise _wrong_type(exc, "request.objects") from None
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise NotJSON(_syntax_error(exc)) from None
     check_object_count(count, max_objects, review=review, path=path)
-    parts = _RAW_LIST.decode(part)
+    parts = _decode(_RAW_LIST, part)
     for index, item in enumerate(parts):
         if len(item) > max_size:
             load_part(item, max_size, field=f"request.objects[{index}]", review=review, path=path)
@@ -330,17 +493,22 @@ def check_object_count(count: int, limit: int, *, review: str, path: str) -> Non
         )
 
 
-def _check_syntax(body: bytes) -> None:
+def _decode(decoder: msgspec.json.Decoder[D], data: bytes | msgspec.Raw) -> D:
+    """``decoder.decode(data)``, its failures as the split's errors.
+
+    Bad syntax is :class:`NotJSON`, a nesting msgspec cannot take :class:`TooDeepToSplit`;
+    a :class:`msgspec.ValidationError` is left to the caller.
+    """
     try:
-        _ANY.decode(body)
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise NotJSON(_syntax_error(exc)) from None
-
-
-def _syntax_error(exc: BaseException) -> str:
-    if isinstance(exc, RecursionError):
-        return "nested deeper than the decoder allows"
-    return str(exc)
+        return decoder.decode(data)
+    except RecursionError:
+        raise TooDeepToSplit(
+            "msgspec cannot split a review nested this deep on this Python; it is decoded whole"
+        ) from None
+    except msgspec.ValidationError:
+        raise
+    except msgspec.DecodeError as exc:
+        raise NotJSON(str(exc)) from None
 
 
 def _wrong_type(exc: msgspec.ValidationError, where: str) -> ValueError:

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from setpoint.observability.metrics import Metrics
 from setpoint.server.http import HttpRequest
 from setpoint.webhook import AdmissionWebhook, ConversionWebhook, WebhookServerOptions
-from setpoint.webhook.reviews import ReviewWorkers
+from setpoint.webhook.reviews import ReviewWorkers, exceeds_depth
 from tests._support.machines import V1, V2, VERSIONS, hub_object
 from tests._support.vessels import GROUP as VESSEL_GROUP
 from tests._support.vessels import VesselDefaulter, VesselValidator
@@ -468,3 +468,160 @@ async def test_split_and_whole_answer_every_admission_body_alike(
         same_answer(answers[0], answers[1])
     finally:
         pool.close()
+
+
+# --------------------------------------------------------------------------- nesting
+
+DEPTHS = [*range(998, 1031), 1100, 5000]
+"""Around orjson's limit (1,024) and msgspec's, which is the interpreter's C recursion limit:
+about 1,000 on Python 3.11, 1,500 on 3.12, 10,000 on 3.13. The verdict must not move with it."""
+
+
+def deep_json(levels: int) -> bytes:
+    return b"[" * levels + b"]" * levels
+
+
+def deep_conversion_review(where: str, depth: int) -> bytes:
+    """A ConversionReview nested exactly ``depth`` levels deep, at ``where``: an extra field
+    of the envelope, of the request, or of an object (one no converter takes, so the answer
+    is the same Failure either way and nothing deep is encoded back)."""
+    marker = b'"deep":"here"'
+    if where == "envelope":
+        body = conversion_review(machines(2))
+        return body[:-1] + b"," + marker.replace(b'"here"', deep_json(depth - 1)) + b"}"
+    if where == "request":
+        body = conversion_review(machines(2))
+        return body[:-2] + b"," + marker.replace(b'"here"', deep_json(depth - 2)) + b"}}"
+    body = conversion_review([{"apiVersion": "other.dev/v1", "kind": "Nope", "deep": "here"}])
+    return body.replace(marker, marker.replace(b'"here"', deep_json(depth - 4)))
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
+@pytest.mark.parametrize("where", ["envelope", "request", "object"])
+def test_deep_conversion_reviews_get_orjsons_verdict_on_both_paths(where: str, depth: int) -> None:
+    """Nested up to 1,024 levels: answered (200); deeper: 400, not JSON. Split and whole
+    alike on every Python (before: the split refused from ~1,000 levels on 3.11, and
+    answered up to 1,500 on 3.12 and 10,000 on 3.13)."""
+    body = deep_conversion_review(where, depth)
+    assert body.count(b"[") >= depth - 4
+    whole, split = both(body)
+    assert whole[0] == (200 if depth <= 1024 else 400), whole
+    same_answer(whole, split)
+
+
+def deep_admission_review(where: str, depth: int) -> bytes:
+    """An AdmissionReview (UPDATE of a Vessel) nested exactly ``depth`` levels deep at
+    ``where``: an extra field of the envelope, ``request.options`` (which no check reads),
+    or a field of ``request.object``."""
+    marker = b'"deep":"here"'
+    body = admission_review(obj={**vessel("v"), "deep": "here"}, old=vessel("v"))
+    if where == "envelope":
+        body = body.replace(marker, b'"deep":"x"')[:-1] + b"," + marker + b"}"
+        return body.replace(b'"here"', deep_json(depth - 1))
+    if where == "request":
+        body = body.replace(marker, b'"deep":"x"')[:-2] + b',"options":"here"}}'
+        return body.replace(b'"here"', deep_json(depth - 2))
+    return body.replace(b'"here"', deep_json(depth - 3))
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
+@pytest.mark.parametrize("where", ["envelope", "request", "object"])
+async def test_deep_admission_reviews_get_orjsons_verdict_on_both_paths(
+    where: str, depth: int, workers: ReviewWorkers
+) -> None:
+    body = deep_admission_review(where, depth)
+    answers = []
+    for hook in admission_pair(VesselValidator, workers):
+        response = await hook(HttpRequest("POST", hook.spec.path, body=body))
+        answers.append((response.status, response.body))
+    assert answers[0][0] == (200 if depth <= 1024 else 400), answers[0]
+    same_answer(answers[0], answers[1])
+
+
+@pytest.mark.parametrize(
+    ("value", "levels"),
+    [
+        (b"[]", 1),
+        (b'"[[["', 0),
+        (b'{"a":"]]]","b":[["\\"[["]]}', 3),
+        (b'["\\\\",["\\\\\\"[[",[]]]', 3),
+        (b'["\\\\\\\\"]', 1),
+        (b'{"k\\"{{":{"\\u005c":[1,{"x":"\\\\"}]}}', 4),
+        (b"1", 0),
+    ],
+)
+def test_exceeds_depth_counts_brackets_outside_strings_only(value: bytes, levels: int) -> None:
+    """Escaped quotes and backslashes are followed; every block size gives the same answer
+    (a block may end anywhere but inside a run of backslashes)."""
+    orjson.loads(value)  # valid JSON
+    for block in (1, 2, 3, 5, 8, 1 << 20):
+        assert not exceeds_depth(value, levels, block=block), block
+        assert exceeds_depth(value, levels - 1, block=block) == (levels > 0), block
+
+
+def depth_of(value: Any) -> int:
+    """Nesting of arrays and objects in ``value`` (iterative: values may be deep)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+tricky_text = st.text(alphabet=st.sampled_from('[]{}"\\ab\n\u00e9'), max_size=8)
+tricky_values = st.recursive(
+    st.none() | st.integers(-(2**63), 2**63 - 1) | tricky_text,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(tricky_text, children, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=tricky_values, block=st.integers(1, 64))
+def test_exceeds_depth_agrees_with_the_nesting_of_any_value(value: Any, block: int) -> None:
+    data = orjson.dumps(value)
+    depth = depth_of(value)
+    assert not exceeds_depth(data, depth, block=block)
+    if depth:
+        assert exceeds_depth(data, depth - 1, block=block)
+
+
+def test_a_split_review_nested_past_the_limit_is_refused_before_its_objects_are_counted() -> None:
+    """Whole: orjson refuses the body (400) before the object count is checked (413); the
+    split measures the depth first, so it answers 400 too."""
+    body = conversion_review([{}] * 300)[:-2] + b',"deep":' + deep_json(1100) + b"}}"
+    whole, split = both(body, max_review_objects=200)
+    assert whole[0] == 400
+    same_answer(whole, split)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [b'"junk":1e400', b'"junk":"\xff"', b'"junk":[1,{"a":-1e999}]'],
+)
+@pytest.mark.parametrize("where", ["envelope", "request"])
+def test_fields_no_check_reads_are_refused_as_decoding_whole_refuses_them(
+    extra: bytes, where: str
+) -> None:
+    """A field the handler never reads is still decoded when the whole body is: a number out
+    of range or bad UTF-8 there is a 400 on both paths (before: the split skipped it, 200)."""
+    body = conversion_review(machines(2))
+    body = (
+        body[:-1] + b"," + extra + b"}" if where == "envelope" else body[:-2] + b"," + extra + b"}}"
+    )
+    whole, split = both(body)
+    assert whole[0] == 400, whole
+    same_answer(whole, split)
+    assert b"junk" in split[1], "the split names the field"
+
+
+def test_an_unread_field_larger_than_max_object_size_is_refused_naming_it() -> None:
+    body = conversion_review(machines(1))[:-2] + b',"junk":"' + b"x" * 5000 + b'"}}'
+    status, answer = converter(SPLIT, max_object_size=4096).review(body)
+    assert status == 413, answer
+    assert b"request.junk" in answer and b"WebhookServerOptions.max_object_size" in answer
