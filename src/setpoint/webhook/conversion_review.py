@@ -274,7 +274,8 @@ class ConversionWebhook:
             refused (400) before any other check but the count of values, as decoding it
             whole refuses it; one within that depth which msgspec cannot split (Python 3.11,
             about 1,000 levels) is answered by decoding it whole (:meth:`_review_whole`),
-            which then holds the interpreter for that one decode, as before the split.
+            which then holds the interpreter for that one decode, as before the split
+            (bounded by ``max_review_values``; :class:`~setpoint.webhook.reviews.TooDeepToSplit`).
 
         Errors:
             None raised: refusals are returned as 400 or 413, like :meth:`review`.

@@ -222,8 +222,11 @@ class TooDeepToSplit(SetpointError, ValueError):
 
     Raised by the split functions when msgspec reaches the interpreter's C recursion limit
     in a body :func:`exceeds_depth` found within :data:`MAX_DEPTH` (on Python 3.11, about
-    1,000 levels less the calling stack). The handlers then answer the body on the
-    whole-body path, whose verdict it is by definition.
+    1,000 levels less the calling stack; never on 3.12 and 3.13, whose limits are higher).
+    The handlers then answer the body on the whole-body path, whose verdict it is by
+    definition. That path decodes the body in one call, holding the interpreter (and so the
+    event loop) for it: bounded by ``max_review_values``, it measured 190 ms for a 2 MiB
+    body of 700,000 empty arrays nested 1,000 deep (Python 3.11).
     """
 
 
