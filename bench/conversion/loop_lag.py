@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import http.client
 import json
 import os
@@ -92,6 +93,17 @@ async def serve(port: int, probe_port: int, cert_dir: str) -> None:
             await asyncio.sleep(TICK)
             lags.append(loop.time() - before - TICK)
 
+    collections: list[float] = []  # seconds each full (generation 2) collection held the GIL
+    started = [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                collections.append(time.perf_counter() - started[0])
+
+    gc.callbacks.append(on_gc)
     ticker = asyncio.create_task(tick())
     print("started", flush=True)
     await stop.wait()
@@ -99,6 +111,10 @@ async def serve(port: int, probe_port: int, cert_dir: str) -> None:
     lags.sort()
     report = {
         "ticks": len(lags),
+        "late_ticks": {
+            f">{bound}ms": sum(1 for lag in lags if lag * 1e3 > bound) for bound in (10, 20, 40, 80)
+        },
+        "full_gcs_ms": [round(took * 1e3) for took in collections],
         "max_lag_ms": lags[-1] * 1e3 if lags else 0.0,
         "p99_lag_ms": lags[int(len(lags) * 0.99)] * 1e3 if lags else 0.0,
         "peak_rss_mib": _vm("VmHWM"),
@@ -298,6 +314,12 @@ def main() -> None:
     parser.add_argument("--cap-mib", type=float, default=16.0, help="conversion cap to fill")
     parser.add_argument("--hostile-mib", type=float, default=59.0)
     parser.add_argument("--scenarios", default="idle,at-cap,hostile")
+    parser.add_argument(
+        "--late",
+        action="store_true",
+        help="also print how many ticks were late by >10/20/40/80 ms, and each full garbage "
+        "collection's length",
+    )
     args = parser.parse_args()
     if args.serve:
         port, probe_port, cert_dir = args.serve
@@ -334,6 +356,11 @@ def main() -> None:
                 f"{report['peak_rss_mib']:.0f} |",
                 flush=True,
             )
+            if args.late:
+                print(
+                    f"<!-- {name}: {report['ticks']} ticks, late {report['late_ticks']}, full "
+                    f"garbage collections (ms) {report['full_gcs_ms']} -->"
+                )
 
 
 if __name__ == "__main__":
