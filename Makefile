@@ -103,7 +103,7 @@ test: controlplane prometheus check bytecode
 # client's HTTP/1.1 answer parser)
 # with far more examples than the few hundred CI runs (the admission-review test keeps its
 # fixed 100). Each may fail only with the documented error types. FUZZ_EXAMPLES=20000 for a longer run; a failing example
-# is kept in .hypothesis/ and replayed first next time.
+# is kept in ~/.cache/setpoint/hypothesis/ (tests/conftest.py) and replayed first next time.
 FUZZ_EXAMPLES ?= 5000
 fuzz: $(STAMP)
 	SETPOINT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q $(wildcard tests/unit/*/test_*fuzz.py)

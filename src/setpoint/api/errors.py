@@ -75,6 +75,8 @@ marks errors a package raises and handles itself, which a caller should not see)
     ├── ReviewTooLarge [ValueError]         - webhook: more JSON values than a review may hold
     ├── NotJSON, WrongType [ValueError]     - webhook (internal): a large review's split;
     │                                         answered as the Malformed...Review above
+    ├── TooDeepToSplit [ValueError]         - webhook (internal): a body msgspec cannot split
+    │                                         (Python 3.11); answered on the whole-body path
     ├── MigrationInputError [ValueError]    - migrate: a document it cannot migrate
     ├── DiffConfigError [ValueError]        - migrate: an invalid diff configuration
     ├── DryRunError [RuntimeError]          - migrate: the dry-run check cannot run
