@@ -249,18 +249,26 @@ def _cluster_finalizer(name: str) -> bool:
     return domain in ("kubernetes.io", "k8s.io") or domain.endswith((".kubernetes.io", ".k8s.io"))
 
 
+_NOT_SCANNED = frozenset({("", "Endpoints")})
+"""(group, kind) the teardown scan skips: v1 Endpoints is deprecated (the API server warns on
+every request for it, Kubernetes 1.33+); the EndpointSlices that replace it are scanned."""
+
+
 async def release_finalizers(client: Client, namespace: str) -> list[str]:
     """Remove every finalizer Kubernetes does not handle itself from objects in ``namespace``.
 
     For test teardown: once a test's operator stopped, nothing removes its finalizers, and
     the namespace could not be deleted. Every namespaced kind the server serves is listed
-    (preferred versions; kinds that cannot be listed are skipped). Returns
+    (preferred versions; kinds that cannot be listed are skipped, and v1 Endpoints, deprecated,
+    whose EndpointSlices are listed instead). Returns
     ``"<Kind> <name>: <finalizers>"`` for each object changed.
     """
     mapper = client.mapper
     await mapper.refresh()
     infos = []
     for info in mapper.known():
+        if (info.gvk.group, info.gvk.kind) in _NOT_SCANNED:
+            continue
         if info.namespaced and info.gvk.version == await mapper.preferred_version(
             info.gvk.group, info.gvk.kind
         ):

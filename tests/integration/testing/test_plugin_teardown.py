@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from setpoint.api import kinds
 from setpoint.client import Client, NotFound
@@ -78,3 +81,26 @@ async def test_release_finalizers_on_a_clean_namespace(k8s: Client, namespace: s
          "metadata": {"name": "plain", "namespace": namespace}}
     )  # fmt: skip
     assert await release_finalizers(k8s, namespace) == []
+
+
+async def test_release_finalizers_reads_endpointslices_not_deprecated_endpoints(
+    k8s: Client, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The teardown scan lists EndpointSlices, not v1 Endpoints: no deprecation warning.
+
+    v1 Endpoints is deprecated (Kubernetes 1.33+: the API server answers every request for
+    it with a ``Warning`` header that setpoint's client logs); listing it made every
+    integration test log ``v1 Endpoints is deprecated``. EndpointSlices carry the same
+    objects, so a finalizer left on one is still released.
+    """
+    await k8s.create(
+        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+         "metadata": {"name": "slice", "namespace": namespace,
+                      "finalizers": ["example.com/stuck"]},
+         "addressType": "IPv4", "endpoints": []}
+    )  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="setpoint.client"):
+        released = await release_finalizers(k8s, namespace)
+    assert released == ["EndpointSlice slice: example.com/stuck"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "setpoint.client"]
+    assert not [w for w in warnings if "deprecated" in w], warnings
