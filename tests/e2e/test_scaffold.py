@@ -49,7 +49,7 @@ SCRUBBED = (
 )
 
 FILLED_TO_HUB = '''    def to_hub(self) -> Frigate:
-        """Return this Frigate as v1 (the hub)."""
+        """Return this Frigate as v2 (the hub)."""
         return Frigate(
             metadata=self.metadata,
             spec=FrigateSpec(size=self.spec.size),
@@ -58,10 +58,10 @@ FILLED_TO_HUB = '''    def to_hub(self) -> Frigate:
 '''
 FILLED_FROM_HUB = '''    @classmethod
     def from_hub(cls, hub: Frigate) -> Self:
-        """The v1 Frigate ``hub`` as v2."""
+        """The v2 Frigate ``hub`` as v1."""
         return cls(
             metadata=hub.metadata,
-            spec=FrigateV2Spec(size=hub.spec.size),
+            spec=FrigateV1Spec(size=hub.spec.size),
             status=hub.status,
         )
 '''
@@ -162,7 +162,7 @@ def fill_converters(spoke: Path) -> None:
 
 
 async def reconciled(kubeconfig: Path, project: Path) -> None:
-    """Apply the samples; each kind reaches Ready; a Frigate reads at v2 (converted)."""
+    """Apply the samples; each kind reaches Ready; a v1 Frigate reads at v2 (the hub)."""
     from setpoint.testing import eventually
 
     samples = project / "config" / "samples"
@@ -215,9 +215,10 @@ def test_init_create_test_and_run_a_new_operator(steps: Steps) -> None:
     """From an empty directory to a tested, running operator with the installed setpoint.
 
     ``setpoint init``; ``create api`` twice (a namespaced Frigate, a cluster-scoped
-    Armada) and once more for Frigate v2 (a spoke); ``create webhook`` for conversion
-    and for defaulting + validation. The unit tests then fail exactly in the conversion
-    test, on the converter stubs; once the converters are written, the project's ``make
+    Armada) and once more for Frigate v2 (the newer version becomes the hub, v1 its
+    spoke); ``create webhook`` for conversion and for defaulting + validation. The unit
+    tests then fail exactly in the v1 conversion test, on the converter stubs; once the
+    converters are written, the project's ``make
     test`` (manifests, ruff, mypy --strict, unit and integration tests on the local
     control plane) passes, ``kubectl kustomize config/default`` builds, and ``make run``
     reconciles the samples, converts a Frigate to v2 and defaults an Armada.
@@ -266,11 +267,11 @@ def test_init_create_test_and_run_a_new_operator(steps: Steps) -> None:
     assert re.search(r"^=* ?1 failed, \d+ passed", unit.stdout, re.M), unit.stdout[-3000:]
     failed = [line for line in unit.stdout.splitlines() if line.startswith("FAILED ")]
     assert [line.split(" - ")[0] for line in failed] == [
-        "FAILED tests/test_frigate_v2_conversion.py::test_frigate_v2_round_trips_through_the_hub"
+        "FAILED tests/test_frigate_v1_conversion.py::test_frigate_v1_round_trips_through_the_hub"
     ], failed
-    assert "E       NotImplementedError: FrigateV2.to_hub is not written yet" in unit.stdout
+    assert "E       NotImplementedError: FrigateV1.to_hub is not written yet" in unit.stdout
 
-    fill_converters(project / "shop_op" / "api" / "ship" / "v2" / "frigate.py")
+    fill_converters(project / "shop_op" / "api" / "ship" / "v1" / "frigate.py")
     test = steps.run("make test", ["make", "test"])
     summary = re.search(r"^=* ?(\d+) passed.*$", test.stdout, re.M)
     assert summary, test.stdout[-2000:]

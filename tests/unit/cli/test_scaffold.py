@@ -153,7 +153,7 @@ def test_a_second_version_is_a_spoke_with_failing_converter_stubs(project: Path)
         create_api(project, group="fleet", version="v2", kind="Armada", namespaced=True)
     with pytest.raises(ScaffoldNameError, match="a kind name is used once per project"):
         create_api(project, group="ship", version="v1", kind="Armada")
-    result = create_api(project, group="fleet", version="v2", kind="Armada")
+    result = create_api(project, group="fleet", version="v2", kind="Armada", hub="v1")
     spoke = (project / "shop_op/api/fleet/v2/armada.py").read_text()
     assert "class ArmadaV2(sp.Resource, sp.Convertible[Armada]):" in spoke
     assert spoke.count("raise NotImplementedError(") == 2
@@ -161,6 +161,97 @@ def test_a_second_version_is_a_spoke_with_failing_converter_stubs(project: Path)
     assert (project / "tests/test_armada_v2_conversion.py").is_file()
     assert not (project / "shop_op/controllers/armada_v2.py").exists()
     assert any("create webhook --kind Armada --conversion" in s for s in result.next_steps)
+
+
+def test_a_newer_version_becomes_the_hub_by_default(project: Path) -> None:
+    """As the evolution guide and the tenants example do: v1 is the hub, v1alpha1 a spoke."""
+    create_api(project, group="fleet", version="v1alpha1", kind="Armada")
+    result = create_api(project, group="fleet", version="v1", kind="Armada")
+    hub = (project / "shop_op/api/fleet/v1/armada.py").read_text()
+    assert "class Armada(sp.Resource):" in hub and "storage=True" in hub
+    spoke = (project / "shop_op/api/fleet/v1alpha1/armada.py").read_text()
+    assert "class ArmadaV1alpha1(sp.Resource, sp.Convertible[Armada]):" in spoke
+    assert "from shop_op.api.fleet.v1.armada import (" in spoke
+    assert "storage=True" not in spoke
+    assert (project / "tests/test_armada_v1alpha1_conversion.py").is_file()
+    assert not (project / "tests/test_armada_v1_conversion.py").exists()
+    for path in (
+        "shop_op/controllers/armada.py",
+        "shop_op/controllers/__init__.py",
+        "tests/test_unit_armada.py",
+        "tests/test_armada.py",
+    ):
+        text = (project / path).read_text()
+        assert "shop_op.api.fleet.v1.armada" in text, path
+        assert "v1alpha1" not in text, path
+    entries = yaml.safe_load((project / "PROJECT").read_text())["resources"]
+    by_version = {e["version"]: e for e in entries}
+    assert by_version["v1alpha1"]["spokeOf"] == "v1"
+    assert by_version["v1alpha1"]["controller"] is False
+    assert "spokeOf" not in by_version["v1"] and by_version["v1"]["controller"] is True
+    assert any("ArmadaV1alpha1.to_hub" in s for s in result.next_steps)
+    # An older version added later is a spoke of the hub: nothing else is rewritten.
+    before = files_under(project)
+    create_api(project, group="fleet", version="v1beta1", kind="Armada")
+    assert "sp.Convertible[Armada]" in (project / "shop_op/api/fleet/v1beta1/armada.py").read_text()
+    after = files_under(project)
+    assert {p for p in before if before[p] != after[p]} == {
+        "PROJECT",
+        "config/samples/kustomization.yaml",
+    }
+
+
+def test_create_webhook_conversion_follows_the_chosen_hub(project: Path) -> None:
+    create_api(project, group="fleet", version="v1", kind="Armada")
+    create_api(project, group="fleet", version="v2", kind="Armada", hub="v2")
+    create_webhook(project, kind="Armada", conversion=True, validation=True)
+    hooks = (project / "shop_op/webhooks/__init__.py").read_text()
+    assert "from shop_op.api.fleet.v2.armada import (\n    Armada,\n)" in hooks
+    assert "from shop_op.api.fleet.v1.armada import (\n    ArmadaV1,\n)" in hooks
+    assert "add_conversion(\n        Armada,\n        ArmadaV1,\n    )" in hooks
+    entries = yaml.safe_load((project / "PROJECT").read_text())["resources"]
+    (hub,) = [e for e in entries if "spokeOf" not in e]
+    assert hub["version"] == "v2" and hub["webhooks"]["conversion"] is True
+    # A third version moves the hub again: both spokes (and the webhooks) follow it.
+    create_api(project, group="fleet", version="v3", kind="Armada")
+    hooks = (project / "shop_op/webhooks/__init__.py").read_text()
+    assert "add_conversion(\n        Armada,\n        ArmadaV1,\n        ArmadaV2,\n    )" in hooks
+    assert "ArmadaValidator()" in hooks
+    for version in ("v1", "v2"):
+        spoke = (project / f"shop_op/api/fleet/{version}/armada.py").read_text()
+        assert "from shop_op.api.fleet.v3.armada import (" in spoke, version
+    webhook = (project / "tests/test_armada_webhook.py").read_text()
+    assert '"apiVersion": "fleet.example.com/v3"' in webhook
+    rules = (project / "shop_op/webhooks/armada.py").read_text()
+    assert "from shop_op.api.fleet.v3.armada import (" in rules
+
+
+def test_moving_the_hub_never_overwrites_a_changed_file(project: Path) -> None:
+    create_api(project, group="fleet", version="v1", kind="Armada")
+    types = project / "shop_op/api/fleet/v1/armada.py"
+    types.write_text(types.read_text() + "# my fields\n")
+    before = files_under(project)
+    with pytest.raises(ScaffoldConflict) as info:
+        create_api(project, group="fleet", version="v2", kind="Armada")
+    message = str(info.value)
+    assert "making v2 the hub of Armada rewrites v1" in message
+    assert "pass --hub v1" in message
+    assert "shop_op/api/fleet/v1/armada.py (on disk)" in message
+    assert files_under(project) == before
+    with pytest.raises(ScaffoldNameError, match="it can stay there"):
+        create_api(project, group="fleet", version="v2", kind="Armada", hub="v1beta1")
+    create_api(project, group="fleet", version="v2", kind="Armada", hub="v1")
+    assert types.read_text().endswith("# my fields\n")
+
+
+def test_create_api_hub_on_the_command_line(project: Path) -> None:
+    assert main(["create", "api", "--dir", str(project), "--group", "fleet",
+                 "--version", "v1", "--kind", "Armada"]) == 0  # fmt: skip
+    with pytest.raises(ScaffoldNameError, match="drop --hub"):
+        create_api(project, group="fleet", version="v1", kind="Sloop", hub="v2")
+    assert main(["create", "api", "--dir", str(project), "--group", "fleet",
+                 "--version", "v2", "--kind", "Armada", "--hub", "v1"]) == 0  # fmt: skip
+    assert "class ArmadaV2(" in (project / "shop_op/api/fleet/v2/armada.py").read_text()
 
 
 def test_create_webhook_checks_the_kind_and_the_flags(project: Path) -> None:
@@ -243,6 +334,9 @@ def test_generated_python_passes_ruff(project: Path) -> None:
     create_api(project, group="ship", version="v2alpha1", kind="Frigate")
     create_webhook(project, kind="Frigate", conversion=True, validation=True)
     create_webhook(project, kind="Armada", defaulting=True)
+    create_api(project, group="fleet", version="v2", kind="Armada")  # moves the hub to v2
+    create_api(project, group="ship", version="v1beta1", kind="Sloop")
+    create_api(project, group="ship", version="v1alpha1", kind="Sloop")  # sorts before its hub
     for command in (["check"], ["format", "--check"]):
         result = subprocess.run(
             [str(RUFF), *command, "shop_op", "tests"],

@@ -61,6 +61,7 @@ def _cmd_api(args: argparse.Namespace) -> int:
             version=args.version,
             kind=args.kind,
             namespaced=args.namespaced,
+            hub=args.hub,
             force=args.force,
         )
     )
@@ -123,10 +124,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub = create.add_subparsers(dest="what", required=True, metavar="WHAT")
     api = sub.add_parser(
         "api",
-        help="add a kind, or another version of one (a spoke with converter stubs)",
+        help="add a kind, or another version of one (hub and spokes, with converter stubs)",
         description="Add a typed resource, its controller wired into the manager, a sample, a "
-        "unit test and an integration test. A second version of an existing kind becomes a "
-        "spoke of the first, with converter stubs that fail until written.",
+        "unit test and an integration test. Another version of an existing kind: by default "
+        "the newer of it and the current hub becomes the hub (--hub chooses), the other a "
+        "spoke with converter stubs that fail until written.",
     )
     api.add_argument("--group", required=True, help="API group, without the domain (e.g. cache)")
     api.add_argument("--version", required=True, help="API version (e.g. v1, v1alpha1)")
@@ -146,6 +148,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_const",
         const=False,
         help="the kind is cluster-scoped",
+    )
+    api.add_argument(
+        "--hub",
+        default=None,
+        metavar="VERSION",
+        help="for another version of a kind: the version the others convert through, and "
+        "the storage version: the new --version (its controller moves there, the old hub "
+        "becomes a spoke) or the current hub (the new version is a spoke); default: the "
+        "newer of the two (v2 > v1 > v1beta1 > v1alpha1)",
     )
     _common(api)
     api.set_defaults(func=_cmd_api)

@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 
-from setpoint.cli.scaffold.files import FilePlan, apply, plan_files
+from setpoint.api.declaration import version_priority
+from setpoint.cli.scaffold.files import FilePlan, ScaffoldConflict, apply, plan_files
 from setpoint.cli.scaffold.layout import admission_files, api_files, project_files, wiring_files
 from setpoint.cli.scaffold.names import (
     ResourceNames,
@@ -45,6 +46,7 @@ __all__ = [
     "SetpointSource",
     "create_api",
     "create_webhook",
+    "default_hub",
     "init",
     "setpoint_source",
 ]
@@ -234,18 +236,32 @@ def create_api(
     version: str,
     kind: str,
     namespaced: bool | None = None,
+    hub: str | None = None,
     force: bool = False,
 ) -> ScaffoldResult:
     """Add a kind, or another version of a kind, to the project in ``root``.
 
     The first version of a kind gets its types, a controller wired into the manager, a
-    FakeClient unit test, an integration test and a sample. A later version becomes a
-    spoke of the first (the hub): its types with converter stubs that raise
-    ``NotImplementedError`` until written, and a conversion test that fails until then.
+    FakeClient unit test, an integration test and a sample; it is the kind's hub (and
+    storage version). A later version has two outcomes, chosen by ``hub``:
+
+    - ``hub`` is the new version (the default when it is the newest version of the kind,
+      in Kubernetes' order: ``v2`` > ``v1`` > ``v1beta1`` > ``v1alpha1``, which is what the
+      evolution guide and the tenants example do): the new version gets the hub's types,
+      the controller and its tests move to it, and the former hub (and every spoke of it)
+      becomes a spoke of the new version, its module rewritten with converter stubs;
+    - ``hub`` is the current hub (the default when the new version is older than it): the
+      new version is a spoke of it, nothing else changes.
+
+    Every spoke's converters are stubs that raise ``NotImplementedError`` until written,
+    with a conversion test that fails until then. Moving the hub rewrites files the kind's
+    earlier commands wrote; a file changed since is a conflict, and nothing is written
+    (the error says to keep the hub with ``hub=<current hub>``, or to use ``force``).
 
     Raises:
         ScaffoldNameError: a name breaks its rule, or the kind/version is scaffolded already,
-            or ``namespaced`` contradicts the kind's first version.
+            or ``namespaced`` contradicts the kind's first version, or ``hub`` is neither
+            the new version nor the current hub.
         ProjectFileError: no project here.
         ScaffoldConflict: a file would overwrite content setpoint did not write.
 
@@ -269,8 +285,13 @@ def create_api(
                 f"--kind {kind}: the project has {kind} in group {existing.names.full_group} "
                 "already; a kind name is used once per project (modules are named after it)"
             )
-    hub = project.hub_of(names.kind, names.group)
-    if hub is None:
+    current = project.hub_of(names.kind, names.group)
+    if current is None:
+        if hub is not None and hub != names.version:
+            raise ScaffoldNameError(
+                f"--hub {hub}: {names.kind} has no version yet, so its first version "
+                f"{names.version} is its hub; drop --hub"
+            )
         resource = ScaffoldedResource(
             names=names, namespaced=True if namespaced is None else namespaced
         )
@@ -280,30 +301,118 @@ def create_api(
             "(what a reconcile does)",
             "make test",
         ]
-    else:
-        if namespaced is not None and namespaced != hub.namespaced:
-            scope = "namespaced" if hub.namespaced else "cluster-scoped"
-            raise ScaffoldNameError(
-                f"{names.kind} is {scope} (its first version {hub.names.version} says so); every "
-                "version of a kind has the kind's scope: drop --namespaced/--cluster"
-            )
-        resource = ScaffoldedResource(
-            names=names,
-            namespaced=hub.namespaced,
-            controller=False,
-            spoke_of=hub.names.version,
+        project = replace(project, resources=[*project.resources, resource])
+        outputs = api_files(project, resource)
+        outputs.update(wiring_files(project))
+        return _finish(root, project, outputs, force=force, next_steps=steps)
+    if namespaced is not None and namespaced != current.namespaced:
+        scope = "namespaced" if current.namespaced else "cluster-scoped"
+        raise ScaffoldNameError(
+            f"{names.kind} is {scope} (its hub {current.names.version} says so); every "
+            "version of a kind has the kind's scope: drop --namespaced/--cluster"
         )
-        steps = [
-            f"write {resource.names.kind}{names.version[0].upper()}{names.version[1:]}.to_hub "
-            f"and from_hub in {project.package}/api/{names.group_module}/{names.version}/"
-            f"{names.module}.py (tests/test_{names.module}_{names.version}_conversion.py fails "
-            "until then)",
-            f"setpoint create webhook --kind {names.kind} --conversion   # serve the conversion",
-        ]
+    chosen = hub if hub is not None else default_hub(current.names.version, names.version)
+    if chosen not in (names.version, current.names.version):
+        raise ScaffoldNameError(
+            f"--hub {chosen}: the hub of {names.kind} is {current.names.version}; it can stay "
+            f"there (--hub {current.names.version}) or move to the new version "
+            f"(--hub {names.version}), not to another version"
+        )
+    if chosen == current.names.version:
+        return _add_spoke(root, project, current, names, force=force)
+    return _move_hub(root, project, current, names, force=force)
+
+
+def default_hub(current: str, new: str) -> str:
+    """The hub ``setpoint create api`` picks when ``new`` joins a kind whose hub is ``current``.
+
+    The newer of the two, in Kubernetes' version order (``v2`` > ``v1`` > ``v1beta1`` >
+    ``v1alpha1``).
+    ``v1`` added to ``v1alpha1`` becomes the hub (as in the tenants example and the
+    evolution guide, where the current API is the hub and older shapes are spokes);
+    ``v1beta1`` added to ``v1`` is a spoke of it.
+    """
+    return min(current, new, key=version_priority)
+
+
+def _conversion_step(project: Project, spoke: ScaffoldedResource) -> str:
+    names = spoke.names
+    return (
+        f"write {names.kind}{names.version[0].upper()}{names.version[1:]}.to_hub "
+        f"and from_hub in {project.package}/api/{names.group_module}/{names.version}/"
+        f"{names.module}.py (tests/test_{names.module}_{names.version}_conversion.py fails "
+        "until then)"
+    )
+
+
+def _add_spoke(
+    root: Path, project: Project, hub: ScaffoldedResource, names: ResourceNames, *, force: bool
+) -> ScaffoldResult:
+    """The new version is a spoke of the current hub: only its own files are written."""
+    resource = ScaffoldedResource(
+        names=names,
+        namespaced=hub.namespaced,
+        controller=False,
+        spoke_of=hub.names.version,
+    )
+    steps = [_conversion_step(project, resource)]
+    if not hub.webhooks.conversion:
+        steps.append(
+            f"setpoint create webhook --kind {names.kind} --conversion   # serve the conversion"
+        )
     project = replace(project, resources=[*project.resources, resource])
     outputs = api_files(project, resource)
     outputs.update(wiring_files(project))
     return _finish(root, project, outputs, force=force, next_steps=steps)
+
+
+def _move_hub(
+    root: Path, project: Project, old: ScaffoldedResource, names: ResourceNames, *, force: bool
+) -> ScaffoldResult:
+    """The new version becomes the hub; the old hub and its spokes become spokes of it.
+
+    The new hub takes over what the old one had: the controller (its module and tests keep
+    their paths and now import the new version) and the webhooks recorded on the hub. The
+    old hub's module is rewritten as a spoke with converter stubs, and every spoke's module
+    and conversion test are rewritten to name the new hub.
+    """
+    new_hub = ScaffoldedResource(
+        names=names,
+        namespaced=old.namespaced,
+        controller=old.controller,
+        webhooks=old.webhooks,
+    )
+    old_spokes = project.spokes_of(old)
+    demoted = replace(old, controller=False, spoke_of=names.version, webhooks=Webhooks())
+    moved = {id(s): replace(s, spoke_of=names.version) for s in old_spokes}
+    resources = [demoted if r is old else moved.get(id(r), r) for r in project.resources]
+    project = replace(project, resources=[*resources, new_hub])
+    spokes = [demoted, *(moved[id(s)] for s in old_spokes)]
+    outputs = api_files(project, new_hub)
+    for spoke in spokes:
+        outputs.update(api_files(project, spoke))
+    if new_hub.webhooks.admission:
+        outputs.update(admission_files(project, new_hub))
+    outputs.update(wiring_files(project))
+    steps = [
+        f"move the {names.kind} fields you need into {project.package}/api/"
+        f"{names.group_module}/{names.version}/{names.module}.py (the hub, stored from now on)",
+        *(_conversion_step(project, spoke) for spoke in spokes),
+    ]
+    if not new_hub.webhooks.conversion:
+        steps.append(
+            f"setpoint create webhook --kind {names.kind} --conversion   # serve the conversion"
+        )
+    try:
+        return _finish(root, project, outputs, force=force, next_steps=steps)
+    except ScaffoldConflict as exc:
+        raise ScaffoldConflict(
+            f"making {names.version} the hub of {names.kind} rewrites {old.names.version} "
+            "(the hub until now) as a spoke of it and moves the controller and its tests to "
+            f"{names.version}. To keep {old.names.version} the hub instead and add "
+            f"{names.version} as a spoke of it, which rewrites nothing, pass "
+            f"--hub {old.names.version}. {exc}"
+        ) from None
 
 
 def create_webhook(

@@ -166,8 +166,21 @@ def api_files(project: Project, resource: ScaffoldedResource) -> dict[str, str]:
             )
     else:
         out[module] = render_template("api/spoke.py", values)
+        api = f"{pkg}.api.{names.group_module}"
+        imports = {
+            f"{api}.{resource.spoke_of}.{names.module}": names.kind,
+            f"{api}.{names.version}.{names.module}": values["class_name"],
+        }
         out[f"tests/test_{names.module}_{names.version}_conversion.py"] = render_template(
-            "tests/test_conversion.py", values
+            "tests/test_conversion.py",
+            values
+            | {
+                # isort's order: the hub may sort after the spoke (v1alpha1 before v1beta1).
+                "conversion_imports": "\n".join(
+                    _from_import(module, [imports[module]])
+                    for module in sorted(imports, key=str.lower)
+                )
+            },
         )
     return out
 

@@ -86,15 +86,15 @@ class ScaffoldedResource:
     namespaced: bool = True
     """Namespaced (``--namespaced``) or cluster-scoped (``--cluster``)."""
     controller: bool = True
-    """A controller reconciles this version (the first version of a kind; never a spoke)."""
+    """A controller reconciles this version (the kind's hub; never a spoke)."""
     spoke_of: str | None = None
-    """For a later version of a kind: the hub version it converts to and from."""
+    """For a spoke: the hub version it converts to and from (``None``: this is the hub)."""
     webhooks: Webhooks = field(default_factory=Webhooks)
     """Webhooks scaffolded for the kind (recorded on the hub version)."""
 
     @property
     def is_hub(self) -> bool:
-        """Whether this is the kind's first version (its storage version and hub)."""
+        """Whether this is the kind's hub (and storage version); ``create api --hub`` chooses it."""
         return self.spoke_of is None
 
     def to_yaml(self) -> dict[str, Any]:
@@ -188,7 +188,7 @@ class Project:
         return None
 
     def spokes_of(self, hub: ScaffoldedResource) -> list[ScaffoldedResource]:
-        """The later versions of ``hub``'s kind."""
+        """The other versions of ``hub``'s kind: the spokes that convert through it."""
         return [
             r
             for r in self.resources
