@@ -34,7 +34,13 @@ from setpoint.controller.controller import (
     ControllerOptions,
     validate_name,
 )
-from setpoint.controller.finalizers import Cleanup, CleanupRetry, FinalizerHandler, Finalizers
+from setpoint.controller.finalizers import (
+    Cleanup,
+    CleanupRetry,
+    FinalizerHandler,
+    Finalizers,
+    SyncCleanup,
+)
 from setpoint.controller.handlers import KeyMapper, Source
 from setpoint.controller.predicates import Predicate, check_predicates
 from setpoint.controller.reconcile import EventRecorder, ReconcilerLike
@@ -114,14 +120,16 @@ class Builder:
     def finalizer(
         self,
         name: str,
-        cleanup: Cleanup,
+        cleanup: Cleanup | SyncCleanup,
         *,
         deadline: float = 30.0,
         retry: CleanupRetry | None = None,
     ) -> Self:
         """Protect each ``for_`` object with finalizer ``name``; run ``cleanup`` before it goes.
 
-        ``cleanup`` is ``async def cleanup(ctx, obj) -> None``; ``obj`` is typed when the
+        ``cleanup`` is ``async def cleanup(ctx, obj) -> None``, or a plain ``def`` that may
+        block (run in the controller's threads with a
+        :class:`~setpoint.controller.blocking.SyncContext`); ``obj`` is typed when the
         ``for_`` kind is a typed class. With a finalizer registered, the controller adds it to
         every live object *before* calling reconcile, and for an object being deleted runs
         the cleanup (cancelled after ``deadline`` seconds, retried with ``retry`` backoff on
@@ -132,7 +140,7 @@ class Builder:
 
         Raises:
             ControllerError: ``name`` is not domain-qualified, was registered already, the
-                cleanup is not an async function, or ``deadline`` is not > 0.
+                cleanup is not callable, or ``deadline`` is not > 0.
 
         """
         if any(h.name == name for h in self._finalizers):
@@ -220,7 +228,9 @@ class Builder:
         """Make the controller (not started: the manager, or you, call ``start``).
 
         Args:
-            reconciler: An object with ``async reconcile(ctx, request)``, or such a function.
+            reconciler: An object with ``async reconcile(ctx, request)``, or such a function;
+                or a blocking one (plain ``def``), run in a pool of
+                ``max_concurrent_reconciles`` threads (:mod:`setpoint.controller.blocking`).
             client: The live client; ``ctx.client`` wraps it to record writes.
             cache: The shared cache the sources' informers come from.
             metrics: Where to report ``controller_runtime_*`` and ``workqueue_*`` metrics
@@ -231,7 +241,7 @@ class Builder:
 
         Raises:
             ControllerError: nothing to watch, ``owns`` or ``finalizer`` without ``for_``, or
-                a reconciler that is not async.
+                a reconciler that is not callable.
 
         """
         finalizers: Finalizers | None = None

@@ -39,6 +39,11 @@ Guarantees
   arrives meanwhile is reconciled again afterwards.
 - A worker never dies: every exception from a reconcile is recorded and handled as above. A
   reconcile that exceeds ``reconcile_timeout`` is cancelled and counts as an error.
+- A blocking reconciler (a plain ``def``) runs in the controller's pool of
+  ``max_concurrent_reconciles`` threads with a synchronous context; past its timeout its
+  context refuses further calls, and its worker keeps the key until the thread ends
+  (Python cannot interrupt a thread), reported by ``setpoint_reconcile_threads_overdue``
+  and a log line. See :mod:`setpoint.controller.blocking`.
 - A traceback is logged once per distinct error: identical repeats are counted, with an
   error-level line at the 2nd, 4th, 8th, ... repeat and debug lines in between.
 - ``ctx.reader`` never returns an object older than this process's own last write of it
@@ -68,7 +73,6 @@ import orjson
 
 from setpoint.api.clock import Clock, LoopClock, TimerHandle
 from setpoint.api.conditions import validate_condition
-from setpoint.api.errors import SetpointError
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.jsonvalues import copy_json
 from setpoint.api.keys import ObjectKey
@@ -82,6 +86,7 @@ from setpoint.cache.store import Store, changes_applied, marking_reads
 from setpoint.client.errors import ClientError, NotFound
 from setpoint.client.preflight import AccessNeed
 from setpoint.client.protocols import ApiClient
+from setpoint.controller.blocking import ReconcileThreads, is_blocking
 from setpoint.controller.finalizers import CleanupFailed, Finalizers
 from setpoint.controller.handlers import (
     EnqueueHandler,
@@ -94,12 +99,14 @@ from setpoint.controller.predicates import Predicate
 from setpoint.controller.ratelimit import RateLimiterOptions
 from setpoint.controller.reconcile import (
     Context,
+    ControllerError,
     EventRecorder,
     ReconcileError,
     ReconcileFunc,
     ReconcilerLike,
     ReconcileTimeout,
     Result,
+    SyncReconcileFunc,
     TerminalError,
 )
 from setpoint.controller.reporting import ConditionReporter
@@ -131,10 +138,6 @@ DEFAULT_CACHE_SYNC_TIMEOUT = 120.0
 """Seconds a controller waits for its informers when neither it nor a manager says."""
 
 
-class ControllerError(SetpointError):
-    """A controller was misconfigured or used out of order; the message says how to fix it."""
-
-
 def validate_name(name: str) -> str:
     """Check a controller name: it labels metrics and logs, and names the work queue."""
     # The name part of a qualified name: it must fit a metrics label and a Lease name part.
@@ -152,12 +155,15 @@ class ControllerOptions:
 
     max_concurrent_reconciles: int = 1
     """Workers reconciling in parallel (different keys only; a key is never reconciled
-    twice at once). Default 1, as controller-runtime."""
+    twice at once). Default 1, as controller-runtime. A blocking (plain ``def``)
+    reconciler gets a pool of this many threads."""
 
     reconcile_timeout: float | None = 300.0
     """Seconds one reconcile may take before it is cancelled and retried with backoff.
     Default 300; ``None`` disables the limit (not recommended: a hung await then holds a
-    worker forever)."""
+    worker forever). A blocking reconciler's thread cannot be interrupted: past the
+    timeout its context's calls raise ``CancelledError`` and the worker waits for the
+    thread (see :mod:`setpoint.controller.blocking`)."""
 
     needs_leader_election: bool = True
     """Whether the controller runs only in the replica holding the leader lease. Default
@@ -232,12 +238,14 @@ class KeyGate(Protocol):
 _EXPECTED: tuple[type[BaseException], ...] = (ReconcileError, ClientError, CacheError, TimeoutError)
 
 
-def as_reconcile_function(reconciler: ReconcilerLike) -> ReconcileFunc:
-    """The async function a reconciler stands for (its ``reconcile`` method, or itself).
+def as_reconcile_function(reconciler: ReconcilerLike) -> ReconcileFunc | SyncReconcileFunc:
+    """The function a reconciler stands for (its ``reconcile`` method, or itself).
+
+    An ``async def`` is awaited on the event loop; a plain ``def`` (:func:`is_blocking`) runs
+    in the controller's threads (:mod:`setpoint.controller.blocking`).
 
     Raises:
-        ControllerError: it is neither an object with ``reconcile`` nor a function, or the
-            function is not ``async``.
+        ControllerError: it is neither an object with ``reconcile`` nor a callable.
 
     """
     method = getattr(reconciler, "reconcile", None)
@@ -247,14 +255,8 @@ def as_reconcile_function(reconciler: ReconcilerLike) -> ReconcileFunc:
         function = reconciler
     else:
         raise ControllerError(
-            f"{reconciler!r} is not a reconciler: pass an object with an async "
-            "reconcile(ctx, request) method, or an async function (ctx, request)"
-        )
-    plain = inspect.isfunction(function) or inspect.ismethod(function)
-    if plain and not inspect.iscoroutinefunction(function):
-        raise ControllerError(
-            f"{getattr(function, '__qualname__', function)!r} is not async: a reconciler "
-            "must be 'async def' (blocking work belongs in an executor)"
+            f"{reconciler!r} is not a reconciler: pass an object with a reconcile(ctx, "
+            "request) method, or a function (ctx, request), 'async def' or plain 'def'"
         )
     return function  # type: ignore[no-any-return]
 
@@ -283,7 +285,8 @@ class Controller:
     ) -> None:
         self._name = validate_name(name)
         self._cluster = cluster
-        self._reconcile = as_reconcile_function(reconciler)
+        self._reconcile: Any = as_reconcile_function(reconciler)
+        self._blocking = is_blocking(self._reconcile)
         self._reconciler = reconciler
         self._live = client
         self._cache = cache
@@ -345,6 +348,14 @@ class Controller:
         self._for_store_: Store | None = None
         timeout = self._options.reconcile_timeout
         self._deadlines = _Deadlines(timeout) if timeout is not None else None
+        # Blocking reconcilers and cleanups run in a pool of one thread per worker.
+        self._threads: ReconcileThreads | None = None
+        if self._blocking or (finalizers is not None and finalizers.blocking):
+            self._threads = ReconcileThreads(
+                self._name, self._options.max_concurrent_reconciles, metrics=metrics
+            )
+            if finalizers is not None:
+                finalizers.use_threads(self._threads)
 
     # -- Runnable ------------------------------------------------------------------------------
 
@@ -584,6 +595,8 @@ class Controller:
                 in_flight=self._queue.in_flight_count,
                 timeout=timeout,
             )
+        if self._threads is not None:
+            self._threads.close()  # cancelled workers stop waiting for their threads
         for task in self._workers:
             if not drained:
                 task.cancel()
@@ -592,6 +605,8 @@ class Controller:
             await asyncio.wait(self._workers, timeout=remaining)
         if self._deadlines is not None:
             self._deadlines.close()
+        if self._threads is not None:
+            self._threads.shutdown()
         if self._finalizers is not None:
             self._finalizers.unpublish_metrics()
         if self._started:
@@ -809,11 +824,11 @@ class Controller:
                 return handled
         deadlines = self._deadlines
         if deadlines is None:
-            outcome = await self._reconcile(ctx, key)
+            outcome = await self._call(ctx, key)
         else:
             watch = deadlines.watch()
             try:
-                outcome = await self._reconcile(ctx, key)
+                outcome = await self._call(ctx, key)
             except asyncio.CancelledError as exc:
                 if deadlines.release(watch):
                     raise ReconcileTimeout(
@@ -833,6 +848,14 @@ class Controller:
                 "Result (or None), and raise an exception to report a failure"
             )
         return outcome
+
+    def _call(self, ctx: Context, key: ObjectKey) -> Awaitable[Result | None]:
+        """The reconciler's call: awaited on the loop, or a blocking one in a thread."""
+        threads = self._threads
+        if self._blocking and threads is not None:
+            timeout = self._options.reconcile_timeout
+            return threads.call(self._reconcile, ctx, key, limit=f"reconcile_timeout ({timeout}s)")
+        return self._reconcile(ctx, key)  # type: ignore[no-any-return]
 
     async def _terminal_failure(
         self, ctx: Context, key: ObjectKey, before: Hashable, exc: Exception, reason: str

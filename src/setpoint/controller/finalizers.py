@@ -89,7 +89,6 @@ import contextlib
 import enum
 import functools
 import hashlib
-import inspect
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -113,11 +112,13 @@ from setpoint.client._finalizers import (
 )
 from setpoint.client.errors import ClientError, NotFound
 from setpoint.client.patch import MergePatch
+from setpoint.controller.blocking import is_blocking
 from setpoint.controller.reconcile import Context, ReconcileError, Result
 from setpoint.controller.reporting import ConditionReporter
 from setpoint.controller.terminal import message_of
 
 if TYPE_CHECKING:
+    from setpoint.controller.blocking import ReconcileThreads, SyncContext
     from setpoint.observability.metrics import Metrics
 
 __all__ = [
@@ -132,6 +133,7 @@ __all__ = [
     "Finalizers",
     "ObjectState",
     "PendingIndex",
+    "SyncCleanup",
     "classify",
     "cleanup_annotation",
     "cleanup_condition_type",
@@ -146,6 +148,14 @@ Cleanup: TypeAlias = Callable[[Context, Any], Awaitable[None]]
 class when that kind is typed, else its JSON form (a private copy either way). Raise to
 report a failure; the cleanup is then retried with backoff. See the module docstring for the
 idempotency contract."""
+
+SyncCleanup: TypeAlias = Callable[["SyncContext", Any], None]
+"""``def cleanup(ctx, obj) -> None``: a blocking cleanup (a cloud SDK's delete call, say).
+
+It runs in the controller's threads with a
+:class:`~setpoint.controller.blocking.SyncContext` (see :mod:`setpoint.controller.blocking`);
+its ``deadline`` cancels it as far as threads allow: the context's calls refuse to run on,
+and a thread still running is reported and waited for."""
 
 CLEANUP_ANNOTATION_PREFIX: Final = "cleanup.setpoint.dev/"
 """Prefix of the annotations that record a finalizer's last cleanup failure on the object."""
@@ -201,8 +211,9 @@ class FinalizerHandler:
 
     name: str
     """The finalizer, domain-qualified (``tenants.example.com/directory``)."""
-    cleanup: Cleanup
-    """What runs before the finalizer is removed."""
+    cleanup: Cleanup | SyncCleanup
+    """What runs before the finalizer is removed: an ``async def``, or a plain ``def`` the
+    controller runs in a thread."""
     deadline: float = 30.0
     """Seconds one cleanup run may take before it is cancelled and counted as a failure.
     Default 30."""
@@ -223,16 +234,14 @@ class FinalizerHandler:
             )
         if not callable(self.cleanup):
             raise TypeError(
-                f"finalizer {self.name!r}: cleanup must be an async function "
-                f"(ctx, obj) -> None, not {self.cleanup!r}"
+                f"finalizer {self.name!r}: cleanup must be a function (ctx, obj) -> None, "
+                f"'async def' or plain 'def', not {self.cleanup!r}"
             )
-        plain = inspect.isfunction(self.cleanup) or inspect.ismethod(self.cleanup)
-        if plain and not inspect.iscoroutinefunction(self.cleanup):
-            raise TypeError(
-                f"finalizer {self.name!r}: cleanup "
-                f"{getattr(self.cleanup, '__qualname__', self.cleanup)!r} is not async; "
-                "write 'async def cleanup(ctx, obj)' (run blocking work in an executor)"
-            )
+
+    @property
+    def blocking(self) -> bool:
+        """Whether the cleanup is a plain ``def``, run in the controller's threads."""
+        return is_blocking(self.cleanup)
 
 
 class CleanupFailed(ReconcileError):
@@ -555,6 +564,7 @@ class Finalizers:
         self._metrics = metrics
         self._clock = clock
         self._conditions = ConditionReporter(kind)
+        self._threads: ReconcileThreads | None = None
         # (key, finalizer) -> consecutive failures in this process, and when to try again.
         self._failures: dict[tuple[ObjectKey, str], int] = {}
         self._retry_at: dict[tuple[ObjectKey, str], float] = {}
@@ -575,6 +585,15 @@ class Finalizers:
     def kind(self) -> GroupVersionKind:
         """The kind finalized (the controller's ``for_`` kind)."""
         return self._kind
+
+    @property
+    def blocking(self) -> bool:
+        """Whether a cleanup is a plain ``def`` (the controller then gives its threads)."""
+        return any(handler.blocking for handler in self._handlers)
+
+    def use_threads(self, threads: ReconcileThreads) -> None:
+        """Run blocking cleanups in ``threads`` (the controller's; it calls this once)."""
+        self._threads = threads
 
     # -- metrics ---------------------------------------------------------------------------
 
@@ -695,9 +714,23 @@ class Finalizers:
         started = time.monotonic()
         ctx.log.info("Running cleanup", finalizer=handler.name, deadline=handler.deadline)
         scope = asyncio.timeout(handler.deadline)
+        threads = self._threads
         try:
             async with scope:
-                await handler.cleanup(ctx, arg)
+                if handler.blocking:
+                    if threads is None:
+                        raise RuntimeError(
+                            f"finalizer {handler.name!r}: a blocking cleanup needs the "
+                            "controller's threads (Finalizers.use_threads)"
+                        )
+                    await threads.call(
+                        handler.cleanup,  # type: ignore[arg-type]
+                        ctx,
+                        arg,
+                        limit=f"the cleanup deadline ({handler.deadline:g}s)",
+                    )
+                else:
+                    await handler.cleanup(ctx, arg)  # type: ignore[arg-type,misc]
         except asyncio.CancelledError:
             raise  # the controller is stopping: no failure to record
         except Exception as exc:

@@ -37,10 +37,12 @@ from setpoint.observability.logging import Logger
 
 if TYPE_CHECKING:
     from setpoint.client.protocols import ApiClient, IndexReader
+    from setpoint.controller.blocking import SyncContext
 
 __all__ = [
     "ClusterRequest",
     "Context",
+    "ControllerError",
     "EventRecorder",
     "ReconcileError",
     "ReconcileFunc",
@@ -49,6 +51,8 @@ __all__ = [
     "ReconcilerLike",
     "Request",
     "Result",
+    "SyncReconcileFunc",
+    "SyncReconciler",
     "TerminalError",
 ]
 
@@ -104,6 +108,10 @@ class Result:
                 f"Result(requeue_after={value!r}): give a number of seconds > 0, or None to "
                 "wait for the next event (raise an exception to retry with backoff)"
             )
+
+
+class ControllerError(SetpointError):
+    """A controller was misconfigured or used out of order; the message says how to fix it."""
 
 
 class ReconcileError(SetpointError):
@@ -184,8 +192,26 @@ class Reconciler(Protocol):
         ...
 
 
+@runtime_checkable
+class SyncReconciler(Protocol):
+    """An object with a plain (blocking) ``reconcile(ctx, request)`` method.
+
+    It runs in a worker thread of the controller, and ``ctx`` is a
+    :class:`~setpoint.controller.blocking.SyncContext` (see :mod:`setpoint.controller.blocking`).
+    """
+
+    def reconcile(self, ctx: SyncContext, request: Request) -> Result | None:
+        """Make the world match the object named by ``request``, blocking as it needs to."""
+        ...
+
+
 ReconcileFunc = Callable[[Context, Request], Awaitable["Result | None"]]
 """A plain async function with the signature of :meth:`Reconciler.reconcile`."""
 
-ReconcilerLike = Reconciler | ReconcileFunc
-"""What a controller accepts: a :class:`Reconciler` or a plain async function."""
+SyncReconcileFunc = Callable[["SyncContext", Request], "Result | None"]
+"""A plain ``def`` function with the signature of :meth:`SyncReconciler.reconcile`: it may
+block (a cloud SDK, a database driver), and runs in a worker thread of the controller."""
+
+ReconcilerLike = Reconciler | ReconcileFunc | SyncReconciler | SyncReconcileFunc
+"""What a controller accepts: an async :class:`Reconciler` or function, or a blocking
+:class:`SyncReconciler` or function (run in threads, :mod:`setpoint.controller.blocking`)."""

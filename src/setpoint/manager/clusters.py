@@ -74,6 +74,7 @@ from setpoint.client.client import Client
 from setpoint.client.config import ClientConfig, ConfigError
 from setpoint.client.errors import ClientError
 from setpoint.client.kubeconfig import kubeconfig_from_secret, load_kubeconfig
+from setpoint.controller.blocking import is_blocking
 from setpoint.controller.builder import Builder
 from setpoint.controller.controller import (
     Controller,
@@ -183,6 +184,15 @@ def _member_controller_name(controller: str, cluster: str) -> str:
 def _for_cluster(reconciler: ClusterReconcilerLike, cluster: str) -> Any:
     """The reconciler as a single-cluster controller calls it, handing it a ClusterRequest."""
     function: Any = as_reconcile_function(cast("ReconcilerLike", reconciler))
+    if is_blocking(function):  # a plain def: the member controller runs it in its threads
+
+        def blocking(ctx: Any, request: ObjectKey) -> Result | None:
+            result: Result | None = function(
+                ctx, ClusterRequest(cluster, request.namespace, request.name)
+            )
+            return result
+
+        return blocking
 
     async def reconcile(ctx: Context, request: ObjectKey) -> Result | None:
         result: Result | None = await function(

@@ -5,8 +5,8 @@ and histogram buckets are those of controller-runtime (``pkg/internal/controller
 ``pkg/internal/metrics/workqueue.go``, ``pkg/metrics/client_go_adapter.go``,
 ``pkg/metrics/leaderelection.go``, ``pkg/webhook/internal/metrics`` and the webhook panic
 counters), so Grafana dashboards and alerts written for Go operators work unchanged. The
-``setpoint_finalizer_*``, ``setpoint_shard_*`` and ``setpoint_cluster_*`` families are
-setpoint's own.
+``setpoint_finalizer_*``, ``setpoint_shard_*``, ``setpoint_cluster_*``,
+``setpoint_reconcile_threads_*`` and ``setpoint_event_loop_*`` families are setpoint's own.
 
 Metrics live on a setpoint-owned :class:`prometheus_client.CollectorRegistry`, never on
 prometheus_client's global default registry: the manager serves :func:`default_registry`, and a
@@ -425,6 +425,17 @@ class Metrics:
     (:class:`~setpoint.observability.runtime.LoopLagMonitor`), buckets
     :data:`~setpoint.observability.runtime.EVENT_LOOP_LAG_BUCKETS`. A blocked loop stalls
     every controller at once."""
+    event_loop_blocked_total: Counter
+    """``setpoint_event_loop_blocked_total``: stalls of the event loop past the blocked-loop
+    threshold (:class:`~setpoint.observability.runtime.BlockedLoopDetector`), each logged
+    with the reconcile and the stack that blocked it."""
+    reconcile_threads_overdue: Gauge
+    """``setpoint_reconcile_threads_overdue{controller}``: blocking (plain ``def``)
+    reconciles and cleanups still running in their thread after their reconcile was
+    cancelled (timeout, cleanup deadline, stop): Python cannot interrupt a thread."""
+    reconcile_threads_overdue_total: Counter
+    """``setpoint_reconcile_threads_overdue_total{controller}``: how many such threads
+    outlived their reconcile's cancellation."""
 
     def __init__(self, registry: CollectorRegistry | None = None, *, runtime: bool = True) -> None:
         from setpoint.observability.runtime import EVENT_LOOP_LAG_BUCKETS
@@ -615,6 +626,21 @@ class Metrics:
             "How late the asyncio event loop ran a timer, in seconds; a blocked loop stalls "
             "every controller.",
             buckets=EVENT_LOOP_LAG_BUCKETS,
+        )
+        self.event_loop_blocked_total = Counter(
+            "setpoint_event_loop_blocked_total",
+            "Stalls of the asyncio event loop past the blocked-loop threshold.",
+        )
+        self.reconcile_threads_overdue = Gauge(
+            "setpoint_reconcile_threads_overdue",
+            "Blocking reconciles still running in their thread after their reconcile was "
+            "cancelled (timeout or stop).",
+            ctrl,
+        )
+        self.reconcile_threads_overdue_total = Counter(
+            "setpoint_reconcile_threads_overdue_total",
+            "Blocking reconciles whose thread outlived their reconcile's cancellation.",
+            ctrl,
         )
         self._collector = FamilyCollector(
             [v for v in vars(self).values() if isinstance(v, (Counter, Gauge, Histogram))]

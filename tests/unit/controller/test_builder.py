@@ -20,6 +20,7 @@ from setpoint.controller import (
     Request,
     Result,
 )
+from setpoint.controller.blocking import SyncContext
 from setpoint.controller.controller import Controller
 
 PARENT = GroupVersionKind("test.setpoint.dev", "v1", "Parent")
@@ -126,18 +127,17 @@ def test_watches_needs_a_mapper() -> None:
         Builder("w").watches(kinds.Secret, not_callable)
 
 
-def test_reconcilers_must_be_async() -> None:
-    def sync_reconcile(ctx: Context, request: Request) -> None:
+def test_blocking_reconcilers_are_accepted() -> None:
+    # Issue 30: a plain def (function or method) is a blocking reconciler, run in threads.
+    def sync_reconcile(ctx: SyncContext, request: Request) -> None:
         return None
 
     class SyncReconciler:
-        def reconcile(self, ctx: Context, request: Request) -> None:
+        def reconcile(self, ctx: SyncContext, request: Request) -> None:
             return None
 
-    with pytest.raises(ControllerError, match="not async"):
-        build(Builder("s").for_(PARENT), sync_reconcile)
-    with pytest.raises(ControllerError, match="not async"):
-        build(Builder("s").for_(PARENT), SyncReconciler())
+    assert build(Builder("s").for_(PARENT), sync_reconcile).controller_name == "s"
+    assert build(Builder("t").for_(PARENT), SyncReconciler()).controller_name == "t"
     with pytest.raises(ControllerError, match="not a reconciler"):
         build(Builder("s").for_(PARENT), 42)
 

@@ -21,6 +21,7 @@ from setpoint.cache import Cache
 from setpoint.client.errors import NotFound
 from setpoint.client.objects import ObjectList
 from setpoint.controller import Builder, Context, ControllerError, Result
+from setpoint.controller.blocking import SyncContext
 from setpoint.controller.finalizers import (
     ADVERTISES_FINALIZERS_LABEL,
     CLEANUP_ANNOTATION_PREFIX,
@@ -160,13 +161,13 @@ def test_handlers_are_validated() -> None:
     with pytest.raises(ValueError, match="deadline"):
         FinalizerHandler(name=FIN, cleanup=nothing, deadline=float("inf"))
 
-    def blocking(ctx: Context, obj: Any) -> None:
+    def blocking(ctx: SyncContext, obj: Any) -> None:
         return None
 
-    with pytest.raises(TypeError, match="not async"):
-        not_async: Any = blocking  # deliberately a plain function
-        FinalizerHandler(name=FIN, cleanup=not_async)
-    with pytest.raises(TypeError, match="async function"):
+    # Issue 30: a plain def is a blocking cleanup, run in the controller's threads.
+    assert FinalizerHandler(name=FIN, cleanup=blocking).blocking
+    assert not FinalizerHandler(name=FIN, cleanup=nothing).blocking
+    with pytest.raises(TypeError, match="must be a function"):
         not_callable: Any = "nope"  # deliberately the wrong type
         FinalizerHandler(name=FIN, cleanup=not_callable)
 

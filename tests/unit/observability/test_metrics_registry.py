@@ -47,6 +47,9 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "controller_runtime_webhook_panics_total": ("counter", ()),
     "controller_runtime_conversion_webhook_panics_total": ("counter", ()),
     "setpoint_event_loop_lag_seconds": ("histogram", ()),
+    "setpoint_event_loop_blocked_total": ("counter", ()),
+    "setpoint_reconcile_threads_overdue": ("gauge", ("controller",)),
+    "setpoint_reconcile_threads_overdue_total": ("counter", ("controller",)),
     "setpoint_shard_objects": ("gauge", ("ring", "shard")),
     "setpoint_shard_ring_members": ("gauge", ("ring",)),
     "setpoint_shard_ring_changes_total": ("counter", ("ring",)),
@@ -82,6 +85,8 @@ def _touch_every_metric(metrics: Metrics) -> None:
     metrics.init_webhook("/convert")
     metrics.webhook_latency_seconds.labels("/convert").observe(0.001)
     metrics.event_loop_lag_seconds.observe(0.001)
+    metrics.reconcile_threads_overdue.labels("c").set(0)
+    metrics.reconcile_threads_overdue_total.labels("c").inc()
     metrics.shard_objects.labels("r", "s").set(1)
     metrics.shard_ring_members.labels("r").set(1)
     metrics.shard_ring_changes_total.labels("r").inc()
