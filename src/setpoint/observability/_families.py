@@ -128,7 +128,13 @@ class _HistogramSeries(_Series):
         self._sum = 0.0
 
     def observe(self, amount: float) -> None:
-        """Count ``amount`` in the first bucket whose upper bound is at least ``amount``."""
+        """Count ``amount`` in the first bucket whose upper bound is at least ``amount``.
+
+        NaN is ignored: it belongs in no bucket (bisect would put it in the first), and
+        prometheus_client's way, adding it to the sum, leaves the sum NaN for good.
+        """
+        if math.isnan(amount):
+            return
         # bisect, not prometheus_client's scan of every bucket (40 for the reconcile time).
         index = bisect.bisect_left(self._bounds, amount)
         with self._lock:

@@ -136,3 +136,40 @@ def test_concurrent_increments_are_not_lost() -> None:
     for thread in threads:
         thread.join()
     assert series.get() == 80_000
+
+
+def test_a_nan_observation_counts_nowhere_and_leaves_the_sum() -> None:
+    """NaN is in no bucket (bisect put it in the first), the count and the sum stay as they were.
+
+    prometheus_client also keeps NaN out of the buckets but adds it to the sum, which then
+    reads NaN for the life of the process (every rate(sum)/rate(count) panel blank); setpoint
+    ignores the observation whole, as the issue asks ("refuse or ignore").
+    """
+    ours = fam.Histogram("n_seconds", "N.", buckets=BUCKETS)
+    ours.observe(0.05)
+    ours.observe(float("nan"))
+    samples = {
+        (name, labels.get("le", "")): value
+        for name, labels, value in ours._only().samples("n_seconds", {})
+    }
+    assert samples[("n_seconds_bucket", "0.005")] == 0
+    assert samples[("n_seconds_bucket", "0.1")] == 1
+    assert samples[("n_seconds_bucket", "+Inf")] == 1
+    assert samples[("n_seconds_count", "")] == 1
+    assert samples[("n_seconds_sum", "")] == 0.05
+
+
+def test_a_nan_observation_is_kept_out_of_the_buckets_as_prometheus_client_keeps_it() -> None:
+    """The buckets and the count agree with prometheus_client's for NaN among other values."""
+    theirs_registry, theirs, ours_registry, ours = _both()
+    for amount in (float("nan"), 0.001, float("nan"), 3.0):
+        theirs["histogram_plain"].observe(amount)
+        ours["histogram_plain"].observe(amount)
+
+    def without_sum(rendered: tuple[bytes, str]) -> list[bytes]:
+        return [line for line in rendered[0].splitlines() if b"_sum" not in line]
+
+    for accept in ("text/plain", "application/openmetrics-text"):
+        assert without_sum(render(ours_registry, accept)) == without_sum(
+            render(theirs_registry, accept)
+        )
