@@ -2,7 +2,7 @@
 
 A blocked event loop is the asyncio form of a stuck goroutine, and the first suspect when an
 operator stops converging: one synchronous call (a blocking HTTP library, a big JSON dump, a
-``time.sleep``) stalls every controller, every watch and the probes at once. Three tools
+``time.sleep``) stalls every controller, every watch and the probes at once. Four tools
 answer "is the loop stuck, and where":
 
 - :class:`LoopLagMonitor`, a runnable the manager starts: it asks the loop to wake it every
@@ -10,6 +10,12 @@ answer "is the loop stuck, and where":
   ``setpoint_event_loop_lag_seconds`` (a histogram; see
   :class:`~setpoint.observability.metrics.Metrics`). A lag above ``warn_after`` is logged
   once per episode.
+- :class:`BlockedLoopDetector`, which the lag monitor starts (``blocked_after``, 100 ms by
+  default): a watchdog *thread* that pings the loop and, when the loop has not answered for
+  the threshold, samples the loop thread's stack (``sys._current_frames()``) and logs one
+  line naming the reconcile running on the loop and the code that blocks it
+  (``setpoint_event_loop_blocked_total`` counts them). The pytest plugin's
+  ``--setpoint-blocked-loop`` fails a test during which this happens.
 - :func:`reconcile_scope`: the controller marks the task running each reconcile with the
   controller, the object key and the reconcile ID, and the *context* of the reconcile
   (:func:`current_reconcile`) carries the same, so logs, traces and recordings can name it.
@@ -46,7 +52,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EVENT_LOOP_LAG_BUCKETS",
+    "BlockedLoopDetector",
     "LoopLagMonitor",
+    "LoopStall",
     "ReconcileInfo",
     "TaskInfo",
     "collect_tasks",
@@ -66,6 +74,14 @@ EVENT_LOOP_LAG_BUCKETS: Final[tuple[float, ...]] = (
 was blocked for half a minute."""
 
 _MAX_AWAIT_DEPTH: Final = 64
+
+DEFAULT_BLOCKED_AFTER: Final = 0.1
+"""Seconds without an answer from the loop after which :class:`BlockedLoopDetector` reports
+it blocked: long enough for a large JSON decode, short enough that a blocking call stands
+out (a probe or a lease renewal waits that long behind it)."""
+
+_STALL_STACK_LIMIT: Final = 10
+_STALLS_KEPT: Final = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +169,10 @@ class LoopLagMonitor:
     from the start. It sleeps and reads time on ``clock``, the running loop's by default
     (what it measures); a test passes a :class:`~setpoint.api.clock.ManualClock` and makes a
     wake-up late by moving the clock past the timer.
+
+    While it runs, a :class:`BlockedLoopDetector` with threshold ``blocked_after`` (100 ms by
+    default; ``None`` turns it off) names what blocks the loop; set :attr:`blocked_after`
+    before the manager starts to change it (``manager.loop_lag.blocked_after = 0.5``).
     """
 
     def __init__(
@@ -161,12 +181,19 @@ class LoopLagMonitor:
         *,
         interval: float = 0.25,
         warn_after: float = 1.0,
+        blocked_after: float | None = DEFAULT_BLOCKED_AFTER,
         clock: Clock | None = None,
     ) -> None:
         if not interval > 0 or not warn_after > 0:
             raise ValueError(
                 "LoopLagMonitor: interval and warn_after must be positive numbers of seconds"
             )
+        self._metrics = metrics
+        self.blocked_after = blocked_after
+        """Seconds the loop may go without answering before the blocked-loop detector logs
+        what blocks it; ``None``: no detector. Read when the monitor starts."""
+        self.detector: BlockedLoopDetector | None = None
+        """The running blocked-loop detector, while the monitor runs with one."""
         self._histogram = metrics.event_loop_lag_seconds
         self._clock: Clock = clock if clock is not None else LoopClock()
         self.interval = interval
@@ -200,9 +227,17 @@ class LoopLagMonitor:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="setpoint-event-loop-lag")
             self._task.add_done_callback(self._done)
+            if self.blocked_after is not None and self.detector is None:
+                self.detector = BlockedLoopDetector(
+                    threshold=self.blocked_after, metrics=self._metrics
+                )
+                self.detector.start()
 
     async def stop(self, timeout: float) -> None:
         """Stop measuring."""
+        detector, self.detector = self.detector, None
+        if detector is not None:
+            detector.stop()
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -236,6 +271,201 @@ class LoopLagMonitor:
             due = clock.now() + self.interval
             await clock_sleep(clock, self.interval)
             self.observe(clock.now() - due)
+
+
+# -- the blocked-loop detector --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LoopStall:
+    """One stall of the event loop past the threshold, as the watchdog saw it."""
+
+    seconds: float
+    """How long the loop had not answered when the watchdog sampled it (>= the threshold)."""
+    threshold: float
+    """The detector's threshold."""
+    reconcile: ReconcileInfo | None
+    """The reconcile running on the loop at that moment (see :func:`reconcile_scope`)."""
+    task: str | None
+    """The name of the asyncio task running on the loop, if a task (not a callback) runs."""
+    stack: tuple[tuple[str, int, str], ...]
+    """The loop thread's stack, ``(file, line, function)`` outermost first, cut to the
+    innermost frames."""
+
+    def describe(self) -> str:
+        """The one line the detector logs."""
+        where = (
+            self.reconcile.describe()
+            if self.reconcile is not None
+            else (f"task {self.task!r}" if self.task else "no task (a callback)")
+        )
+        stack = " > ".join(f"{_short(f)}:{line} in {fn}" for f, line, fn in self.stack)
+        return (
+            f"the event loop is blocked: no answer for {self.seconds:.3f}s (threshold "
+            f"{self.threshold:g}s); running on it: {where}; blocking stack (innermost last): "
+            f"{stack or 'not available'}"
+        )
+
+
+class BlockedLoopDetector:
+    """Watches an event loop from a thread and reports each stall past ``threshold``.
+
+    Expected flow: :meth:`start` on the loop's thread (it records the loop and the thread);
+    a daemon thread then calls :meth:`poll` over and over. Each poll posts a ping to the
+    loop (``call_soon_threadsafe``) once the previous one was answered and ``threshold / 4``
+    has passed; when a ping has waited ``threshold`` seconds, the loop is blocked: the
+    watchdog samples the loop thread's stack and the task running on it, logs one WARNING
+    line (:meth:`LoopStall.describe`), counts ``setpoint_event_loop_blocked_total`` and
+    keeps the stall in :attr:`stalls`. One report per stall: the next comes after the loop
+    answered again. :meth:`stop` ends the thread.
+
+    Guarantees: a stall of ``threshold * 1.25`` or more is always reported (shorter ones
+    past ``threshold`` may be); the loop pays one callback per ping (four per threshold
+    period, about 40 a second at the default 100 ms); nothing on the loop waits for the
+    watchdog.
+
+    Caveats: the stack is sampled once, at the threshold: a loop blocked by several calls in
+    a row shows the one running then. Code holding the GIL in one C call (a huge JSON
+    decode) delays the watchdog too; the stall is reported when the call returns, with the
+    stack of whatever runs then.
+
+    Time is ``clock``'s (the loop's by default), so a test drives :meth:`poll` with a
+    :class:`~setpoint.api.clock.ManualClock` and no thread at all.
+    """
+
+    def __init__(
+        self,
+        *,
+        threshold: float = DEFAULT_BLOCKED_AFTER,
+        metrics: Metrics | None = None,
+        clock: Clock | None = None,
+        on_stall: Callable[[LoopStall], None] | None = None,
+    ) -> None:
+        if not threshold > 0:
+            raise ValueError(
+                f"BlockedLoopDetector: threshold={threshold!r} must be a positive number of seconds"
+            )
+        self.threshold = threshold
+        """Seconds without an answer from the loop that make a stall."""
+        self._metrics = metrics
+        self._clock: Clock = clock if clock is not None else LoopClock()
+        self._on_stall = on_stall
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread_id: int | None = None
+        self._lock = threading.Lock()
+        self._sent = 0  # pings posted, and answered
+        self._answered = 0
+        self._sent_at = 0.0
+        self._answered_at = 0.0
+        self._reported = False
+        self._stop = threading.Event()
+        self._wake = threading.Event()  # set by an answer (and by stop): poll again now
+        self._watchdog: threading.Thread | None = None
+        self.stalls: list[LoopStall] = []
+        """The stalls reported so far (the last 100)."""
+
+    def attach(self, loop: asyncio.AbstractEventLoop, thread_id: int) -> None:
+        """Watch ``loop``, run by thread ``thread_id``, without starting the watchdog thread.
+
+        :meth:`start` does this for the running loop; a test calls it and then :meth:`poll`.
+        """
+        self._loop = loop
+        self._thread_id = thread_id
+        self._answered_at = self._clock.now()
+
+    def start(self) -> None:
+        """Watch the running loop from a new daemon thread (call it on the loop's thread)."""
+        if self._watchdog is not None:
+            return
+        self.attach(asyncio.get_running_loop(), threading.get_ident())
+        self._stop.clear()
+        self._watchdog = threading.Thread(
+            target=self._watch, name="setpoint-loop-watchdog", daemon=True
+        )
+        self._watchdog.start()
+
+    def stop(self) -> None:
+        """End the watchdog thread (it exits within one poll interval)."""
+        self._stop.set()
+        self._wake.set()
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None and watchdog is not threading.current_thread():
+            watchdog.join(timeout=1.0)
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()  # before the poll: an answer from now on ends the wait
+            try:
+                delay = self.poll()
+            except Exception:  # the watchdog must never die of a report
+                log.exception("the blocked-loop watchdog failed; it keeps watching")
+                delay = self.threshold
+            self._wake.wait(delay)
+
+    def _pong(self, seq: int) -> None:
+        """On the loop: the ping ``seq`` was answered."""
+        with self._lock:
+            if seq > self._answered:
+                self._answered = seq
+                self._answered_at = self._clock.now()
+        self._wake.set()
+
+    def poll(self) -> float:
+        """One watchdog step: ping, or report a stall; returns the seconds until the next step."""
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError("BlockedLoopDetector.poll() before start() or attach()")
+        now = self._clock.now()
+        interval = self.threshold / 4
+        with self._lock:
+            if self._answered >= self._sent:  # nothing outstanding
+                self._reported = False
+                wait = self._answered_at + interval - now
+                if wait > 0 and self._sent:
+                    return wait
+                self._sent += 1
+                self._sent_at = now
+                seq = self._sent
+            else:
+                seq = 0
+                waited = now - self._sent_at
+                if self._reported or waited < self.threshold:
+                    return interval if self._reported else self.threshold - waited
+                self._reported = True
+        if seq:
+            try:
+                loop.call_soon_threadsafe(self._pong, seq)
+            except RuntimeError:  # the loop is closed: nothing left to watch
+                self._stop.set()
+            return self.threshold
+        self._report(loop, waited)
+        return interval
+
+    def _report(self, loop: asyncio.AbstractEventLoop, waited: float) -> None:
+        frame = sys._current_frames().get(self._thread_id) if self._thread_id else None
+        stack = (
+            tuple(
+                (entry.filename, entry.lineno or 0, entry.name)
+                for entry in traceback.extract_stack(frame)[-_STALL_STACK_LIMIT:]
+            )
+            if frame is not None
+            else ()
+        )
+        task = asyncio.current_task(loop) if loop.is_running() else None
+        stall = LoopStall(
+            seconds=waited,
+            threshold=self.threshold,
+            reconcile=_BY_TASK.get(task) if task is not None else None,
+            task=task.get_name() if task is not None else None,
+            stack=stack,
+        )
+        self.stalls.append(stall)
+        del self.stalls[:-_STALLS_KEPT]
+        if self._metrics is not None:
+            self._metrics.event_loop_blocked_total.inc()
+        log.warning("%s", stall.describe())
+        if self._on_stall is not None:
+            self._on_stall(stall)
 
 
 # -- the task dump -------------------------------------------------------------------------------
