@@ -4,13 +4,21 @@
 what it changed and what still needs a person. ``setpoint crd migrate`` wraps
 it. What it does, in order:
 
-* **v1beta1 -> v1**: top-level ``validation``, ``subresources`` and
-  ``additionalPrinterColumns`` are copied into every version (``JSONPath``
-  becomes ``jsonPath``); ``spec.version`` becomes a ``versions`` list;
-  ``conversion.webhookClientConfig`` becomes ``conversion.webhook.clientConfig``
-  with ``conversionReviewVersions`` (v1beta1's default, ``["v1beta1"]``, made
-  explicit); ``scope`` is made explicit; server-owned metadata and ``status``
-  are dropped.
+* **v1beta1 -> v1**: every default v1beta1's ``SetDefaults_CustomResourceDefinitionSpec``
+  applied, then the internal -> v1 conversion (k8s.io/apiextensions-apiserver). Top-level
+  ``validation``, ``subresources``, ``additionalPrinterColumns`` and ``selectableFields``
+  are copied into every version (``JSONPath`` becomes ``jsonPath``); ``spec.version``
+  becomes a ``versions`` list (served, storage), or is dropped, flagged when it was not
+  the first of ``versions``; ``served``/``storage`` become explicit booleans and a count of
+  storage versions other than one is flagged; ``conversion.webhookClientConfig``
+  becomes ``conversion.webhook.clientConfig`` with ``conversionReviewVersions``
+  (v1beta1's default, ``["v1beta1"]``, made explicit) and a missing strategy becomes
+  ``None``; a missing, null or empty ``scope`` becomes ``Namespaced``; a protected
+  group (``*.k8s.io``, ``*.kubernetes.io``) without the ``api-approved.kubernetes.io``
+  annotation, which v1 requires and v1beta1 did not, gets an ``unapproved, ...`` value
+  and a note; server-owned metadata and ``status`` are dropped. (``names.singular``,
+  ``names.listKind`` and the webhook service's port 443 are defaulted by v1 the same
+  way, so they are left to the server.)
 * **pruning**: v1beta1 defaulted ``preserveUnknownFields`` to true. The output
   sets it to ``false`` explicitly, because a CRD first created through
   v1beta1 keeps ``true`` on the server until a manifest says otherwise (a
@@ -64,6 +72,14 @@ _SERVER_METADATA = (
     "deletionTimestamp",
     "deletionGracePeriodSeconds",
 )
+_API_APPROVED = "api-approved.kubernetes.io"
+_TOP_LEVEL_PER_VERSION = (
+    "validation",
+    "subresources",
+    "additionalPrinterColumns",
+    "selectableFields",
+)
+"""v1beta1 spec fields that v1 only has per version (``validation`` becomes ``schema``)."""
 _SCALAR_TYPES = frozenset({"string", "integer", "number", "boolean"})
 _MAX_REF_DEPTH = 32
 
@@ -170,6 +186,7 @@ def migrate_crd(
     _migrate_spec(
         spec, from_v1beta1=api_version == _V1BETA1, notes=notes, options=options or MigrateOptions()
     )
+    _approve_protected_group(crd, notes)
     return CRDMigration(
         name=name,
         source_api_version=str(api_version),
@@ -184,27 +201,23 @@ def migrate_crd(
 def _migrate_spec(
     spec: dict[str, Any], *, from_v1beta1: bool, notes: _Notes, options: MigrateOptions
 ) -> None:
-    if "scope" not in spec:
+    if not spec.get("scope"):
+        # v1beta1's SetDefaults_CustomResourceDefinitionSpec: len(Scope) == 0 -> Namespaced,
+        # so a missing, null or "" scope was namespaced; v1 requires the field.
         spec["scope"] = "Namespaced"
         notes.add("changed", "spec.scope", "made explicit (Namespaced, v1beta1's default)")
     versions = _versions(spec, notes)
-    top_schema = _pop_top(spec, "validation")
-    top_subresources = _pop_top(spec, "subresources")
-    top_columns = _pop_top(spec, "additionalPrinterColumns")
-    if top_schema is not None:
-        notes.add("changed", "spec.validation", "moved into every version's schema")
-    if top_subresources is not None:
-        notes.add("changed", "spec.subresources", "moved into every version")
-    if top_columns is not None:
-        notes.add("changed", "spec.additionalPrinterColumns", "moved into every version")
+    # The internal -> v1 conversion copies each top-level field into every version.
+    moved = {key: _pop_top(spec, key) for key in _TOP_LEVEL_PER_VERSION}
+    for key, value in moved.items():
+        if value is not None:
+            notes.add("changed", f"spec.{key}", "moved into every version")
     for version in versions:
         vname = str(version.get("name", "?"))
-        if top_schema is not None and "schema" not in version:
-            version["schema"] = copy.deepcopy(top_schema)
-        if top_subresources is not None and "subresources" not in version:
-            version["subresources"] = copy.deepcopy(top_subresources)
-        if top_columns is not None and "additionalPrinterColumns" not in version:
-            version["additionalPrinterColumns"] = copy.deepcopy(top_columns)
+        for key, value in moved.items():
+            target = "schema" if key == "validation" else key
+            if value is not None and target not in version:
+                version[target] = copy.deepcopy(value)
         _fix_columns(version, f"spec.versions[{vname}]", notes)
     _migrate_conversion(spec, notes)
     preserve = spec.get("preserveUnknownFields")
@@ -282,14 +295,66 @@ def _versions(spec: dict[str, Any], notes: _Notes) -> list[dict[str, Any]]:
         versions = [{"name": single, "served": True, "storage": True}]
         notes.add("changed", "spec.version", f"became versions: [{single}] (served, storage)")
     elif single is not None:
-        notes.add("removed", "spec.version", "dropped; versions lists every version")
+        first = versions[0].get("name") if isinstance(versions[0], Mapping) else None
+        if single and single != first:
+            notes.add(
+                "needs-human",
+                "spec.version",
+                f"{single!r} is not the first of versions ({first!r}), which v1beta1 required; "
+                "dropped. Check that versions lists every version, in the order you want",
+            )
+        else:
+            notes.add("removed", "spec.version", "dropped; versions lists every version")
     clean: list[dict[str, Any]] = []
     for i, version in enumerate(versions):
         if not isinstance(version, dict):
             raise MigrationInputError(f"spec.versions[{i}] is not a mapping")
         clean.append(version)
+        for flag in ("served", "storage"):
+            if not isinstance(version.get(flag), bool):
+                # Both are plain bools in v1beta1 and v1: a missing one reads as false.
+                version[flag] = False
+                notes.add(
+                    "changed",
+                    f"spec.versions[{version.get('name', i)}].{flag}",
+                    "made explicit: false (a missing value reads as false)",
+                )
+    storage = [str(v.get("name")) for v in clean if v["storage"] is True]
+    if len(storage) != 1:
+        notes.add(
+            "needs-human",
+            "spec.versions",
+            f"exactly one version must be the storage version, found {storage or 'none'}; "
+            "set storage: true on the version objects are stored at",
+        )
     spec["versions"] = clean
     return clean
+
+
+def _approve_protected_group(crd: dict[str, Any], notes: _Notes) -> None:
+    """v1 refuses a CRD of a *.k8s.io or *.kubernetes.io group without the approval annotation.
+
+    v1beta1 let it be missing; the value ``unapproved, ...`` keeps the CRD acceptable the way
+    it was, and a note asks for the real approval (a link to the API review).
+    """
+    group = str(crd["spec"].get("group", ""))
+    protected = any(group == d or group.endswith("." + d) for d in ("k8s.io", "kubernetes.io"))
+    metadata = crd.setdefault("metadata", {})
+    if not protected or not isinstance(metadata, dict):
+        return
+    annotations = metadata.get("annotations")
+    if isinstance(annotations, dict) and _API_APPROVED in annotations:
+        return
+    if not isinstance(annotations, dict):
+        annotations = metadata["annotations"] = {}
+    annotations[_API_APPROVED] = "unapproved, migrated from v1beta1 by setpoint crd migrate"
+    notes.add(
+        "needs-human",
+        f"metadata.annotations[{_API_APPROVED}]",
+        f"group {group} is protected: v1 requires this annotation (v1beta1 did not). Set to "
+        "'unapproved, ...' so the server accepts the CRD; replace it with the URL of the API "
+        "review that approved the group, or move the kind to a group of your own",
+    )
 
 
 def _pop_top(spec: dict[str, Any], key: str) -> Any:
@@ -317,7 +382,10 @@ def _migrate_conversion(spec: dict[str, Any], notes: _Notes) -> None:
     conversion = spec.get("conversion")
     if not isinstance(conversion, dict):
         return
-    strategy = conversion.get("strategy", "None")
+    strategy = conversion.get("strategy") or "None"
+    if conversion.get("strategy") != strategy:
+        conversion["strategy"] = strategy
+        notes.add("changed", "spec.conversion.strategy", "made explicit: None (v1 requires it)")
     client_config = conversion.pop("webhookClientConfig", None)
     review_versions = conversion.pop("conversionReviewVersions", None)
     if strategy != "Webhook":
