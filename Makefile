@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: fuzz venv bytecode bench-deps demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane prometheus test-dashboards bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix test-pythons clean
+.PHONY: fuzz venv bytecode bench-deps demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane prometheus test-dashboards bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix test-pythons node-spike clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,14 @@ controlplane: $(STAMP)
 # ~5 CPU minutes the first time, cached afterwards).
 prometheus: $(STAMP)
 	$(PY) scripts/build_prometheus.py
+
+# Issue 29 spike, by hand only (not in test, check, release-check or CI): as root, builds
+# kubelet and kube-scheduler into ~/.cache/setpoint/nodes (~40 s with the plane's Go cache
+# warm), starts a plane, containerd and a kubelet, runs one real Pod, reads its logs, and
+# checks nothing is left behind (~15 s). Needs: apt-get install containerd runc
+# containernetworking-plugins iptables busybox-static. See docs/decisions/0021-nodes.md.
+node-spike: controlplane
+	$(PY) scripts/node_spike.py
 
 # The generated Grafana dashboard and alerting rules evaluated by a real Prometheus scraping
 # running managers (marker `dashboards`; ~8 s once the control plane is up; also in `make test`).
