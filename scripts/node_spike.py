@@ -65,6 +65,9 @@ NODE_IP = "10.213.0.2"
 CNI_BRIDGE = "spcni0"
 """The CNI bridge the Pods' veths are attached to."""
 
+CGROUP_ROOT = "/setpoint-spike-node"
+"""The kubelet's ``cgroupRoot``; its ``kubepods`` tree goes below it in every hierarchy."""
+
 POD_CIDR = "10.244.0.0/24"
 """The Pods' addresses (CNI ``host-local``)."""
 
@@ -209,10 +212,25 @@ def _cgroup_dirs() -> set[str]:
     root = Path("/sys/fs/cgroup")
     found: set[str] = set()
     for hierarchy in root.iterdir():
-        for name in ("kubepods", "kubepods.slice", "k8s.io"):
+        for name in ("kubepods", "kubepods.slice", "k8s.io", CGROUP_ROOT.strip("/")):
             if (hierarchy / name).is_dir():
                 found.add(str(hierarchy / name))
     return found
+
+
+def make_cgroup_root() -> None:
+    """Create :data:`CGROUP_ROOT` in every hierarchy: the kubelet requires it to exist.
+
+    A new cpuset cgroup starts with no CPUs and no memory nodes; it gets its parent's.
+    """
+    for hierarchy in Path("/sys/fs/cgroup").iterdir():
+        if not hierarchy.is_dir():
+            continue
+        target = hierarchy / CGROUP_ROOT.strip("/")
+        target.mkdir(exist_ok=True)
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            if (target / name).exists() and not (target / name).read_text().strip():
+                (target / name).write_text((hierarchy / name).read_text())
 
 
 def host_state() -> dict[str, Any]:
@@ -542,6 +560,9 @@ kind: KubeletConfiguration
 failCgroupV1: false
 # containerd 1.6 has no RuntimeConfig CRI call, so the kubelet uses this (and logs it).
 cgroupDriver: cgroupfs
+# The node's Pods under a cgroup of their own, not /kubepods: a kubelet removes the pod
+# cgroups it does not know, so two nodes on one host must not share a root.
+cgroupRoot: {CGROUP_ROOT}
 containerRuntimeEndpoint: unix://{node}/containerd.sock
 address: {NODE_IP}
 port: 10250
@@ -686,6 +707,7 @@ class Spike:
         self.timings["images build + import"] = time.monotonic() - t
         log("images imported: " + ", ".join(self.ctr("images", "ls", "-q").split()[:2]))
 
+        make_cgroup_root()
         (self.node / "kubelet/config.yaml").write_text(kubelet_config(self.node))
         t = time.monotonic()
         kubelet = Daemon(
@@ -767,6 +789,17 @@ class Spike:
             return GREETING in logs
 
         wait_for("the Pod's output in kubectl logs", has_logs, 20)
+        # Where runc put the Pod's processes: below the node's own cgroup root.
+        for line in self.ctr("tasks", "ls").splitlines()[1:]:
+            pid = line.split()[1]
+            for entry in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+                if ":memory:" in entry:
+                    path = entry.split(":", 2)[2]
+                    if not path.startswith(CGROUP_ROOT + "/kubepods/"):
+                        raise SpikeError(
+                            f"pid {pid} is in memory cgroup {path}, not below {CGROUP_ROOT}"
+                        )
+                    log(f"pid {pid}: memory cgroup {path}")
         return logs
 
     def teardown(self) -> list[str]:
