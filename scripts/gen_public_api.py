@@ -153,6 +153,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "Request",
         "Result",
         "ResourceVersionChanged",
+        "SyncContext",
         "TerminalError",
         "all_of",
         "any_of",

@@ -11,11 +11,15 @@
         reconcile, client=client, cache=cache
     )
 
+A reconciler may also be a plain ``def`` taking a :class:`SyncContext`: it runs in the
+controller's threads (:mod:`setpoint.controller.blocking`).
+
 See :mod:`setpoint.controller.controller` for the lifecycle and outcome semantics,
 :mod:`setpoint.controller.builder` for the builder, :mod:`setpoint.controller.predicates`
 for event filters and :mod:`setpoint.controller.workqueue` for the queue.
 """
 
+from setpoint.controller.blocking import SyncClient, SyncContext, SyncReader, run_blocking
 from setpoint.controller.builder import Builder
 from setpoint.controller.controller import (
     Controller,
@@ -63,6 +67,8 @@ from setpoint.controller.reconcile import (
     ReconcileTimeout,
     Request,
     Result,
+    SyncReconcileFunc,
+    SyncReconciler,
     TerminalError,
 )
 from setpoint.controller.workqueue import Priority, WorkQueue, WorkQueueOptions
@@ -100,6 +106,11 @@ __all__ = [
     "ResourceVersionChanged",
     "Result",
     "Source",
+    "SyncClient",
+    "SyncContext",
+    "SyncReader",
+    "SyncReconcileFunc",
+    "SyncReconciler",
     "TerminalError",
     "UpdateEvent",
     "WorkQueue",
@@ -112,4 +123,5 @@ __all__ = [
     "enqueue_from_label",
     "enqueue_tracked_owner",
     "not_",
+    "run_blocking",
 ]
