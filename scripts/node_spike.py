@@ -21,6 +21,10 @@ What this machine needs and why is written up in docs/decisions/0021-nodes.md.
 Usage::
 
     sudo .venv/bin/python scripts/node_spike.py [--kubeconfig PATH] [--keep-workdir]
+
+With ``--kubeconfig`` (an admin kubeconfig of a running plane) the node joins that plane;
+``kubectl logs`` then works only if its kube-apiserver runs with
+``--kubelet-preferred-address-types=InternalIP`` (the node's name does not resolve).
 """
 
 from __future__ import annotations
@@ -785,10 +789,24 @@ class Spike:
 
         def has_logs() -> bool:
             nonlocal logs
-            logs = self.kc("logs", "spike", check=False)
+            try:
+                logs = self.kc("logs", "spike")
+            except SpikeError as exc:
+                logs = str(exc)
             return GREETING in logs
 
-        wait_for("the Pod's output in kubectl logs", has_logs, 20)
+        try:
+            wait_for("the Pod's output in kubectl logs", has_logs, 20)
+        except SpikeError as exc:
+            hint = ""
+            if "no such host" in logs:
+                hint = (
+                    "\nkube-apiserver reaches kubelets by their Hostname address first, which"
+                    " does not resolve here: give it --kubelet-preferred-address-types="
+                    "InternalIP (the spike's own plane has it; `setpoint controlplane up`"
+                    " does not), or run without --kubeconfig"
+                )
+            raise SpikeError(f"{exc}; last answer: {logs.strip()[-400:]}{hint}") from exc
         # Where runc put the Pod's processes: below the node's own cgroup root.
         for line in self.ctr("tasks", "ls").splitlines()[1:]:
             pid = line.split()[1]
