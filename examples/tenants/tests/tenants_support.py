@@ -195,6 +195,7 @@ async def running_operator(
         lambda manager: setup(manager, settings),
         kubeconfig=kubeconfig,
         leader_election=election,
+        namespaces=(),  # a Tenant's children live in its namespaces: watch them all
     ) as running:
         yield Operator(running)
 

@@ -191,6 +191,12 @@ class ControllerOptions:
     :mod:`setpoint.controller.terminal`. Default ``"Stalled"``; ``None``: no condition
     (the Event and the log line remain)."""
 
+    clock: Clock | None = None
+    """Where the work queue (``Result(requeue_after=...)`` requeues, retry backoff) and the
+    reconcile timeout read time and set timers (a test seam). ``None``: the manager's
+    ``ManagerOptions.clock`` for a controller built with ``manager.controller(...)``, else
+    the running loop's clock."""
+
     def __post_init__(self) -> None:
         if isinstance(self.max_concurrent_reconciles, bool) or self.max_concurrent_reconciles < 1:
             raise ValueError(
@@ -320,6 +326,7 @@ class Controller:
             self._name,
             WorkQueueOptions(rate_limits=self._options.rate_limits),
             metrics=metrics,
+            clock=self._options.clock,
         )
         self._client = cache.tracking_client(client)
         self._reader = cache.reader(read_after_write_timeout=self._options.read_after_write_timeout)
@@ -347,7 +354,7 @@ class Controller:
         self._gate: KeyGate | None = None
         self._for_store_: Store | None = None
         timeout = self._options.reconcile_timeout
-        self._deadlines = _Deadlines(timeout) if timeout is not None else None
+        self._deadlines = _Deadlines(timeout, self._options.clock) if timeout is not None else None
         # Blocking reconcilers and cleanups run in a pool of one thread per worker.
         self._threads: ReconcileThreads | None = None
         if self._blocking or (finalizers is not None and finalizers.blocking):

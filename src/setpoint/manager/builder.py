@@ -87,7 +87,7 @@ class ManagedBuilder(Builder):
 
         Defaults: ``manager.client``, ``manager.cache``, ``manager.metrics`` and
         ``manager.event_recorder(<controller name>)``; a controller without its own
-        ``cache_sync_timeout`` takes the manager's.
+        ``cache_sync_timeout`` or ``clock`` takes the manager's.
 
         Raises:
             ControllerError: as :meth:`Builder.build`.
@@ -105,6 +105,8 @@ class ManagedBuilder(Builder):
             self._options = dataclasses.replace(
                 self.options, cache_sync_timeout=manager.options.cache_sync_timeout
             )
+        if self.options.clock is None:
+            self._options = dataclasses.replace(self.options, clock=manager.options.clock)
         controller = super().build(
             reconciler,
             client=client if client is not None else manager.client,

@@ -292,8 +292,9 @@ class ManagerOptions:
     HTTP/1.1 server (:class:`~setpoint.server.http.Http1Server`)."""
 
     clock: Clock = field(default_factory=LoopClock)
-    """Where leader election reads time and sets timers, and the shutdown reads what is left
-    of ``graceful_shutdown_timeout`` (a test seam)."""
+    """Where leader election reads time and sets timers, the shutdown reads what is left
+    of ``graceful_shutdown_timeout``, and the controllers' work queues and reconcile timeouts
+    run (unless their ``ControllerOptions.clock`` says otherwise): a test seam."""
 
     webhook_server: WebhookServerOptions = field(default_factory=WebhookServerOptions)
     """Address and certificate of the webhook server, built on first use of

@@ -28,6 +28,7 @@ __all__ = [
     "FaultRule",
     "Faults",
     "LocalWebhook",
+    "ManualClock",
     "RecordedEvent",
     "Replay",
     "ReplayError",
@@ -50,6 +51,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
+    from setpoint.api.clock import ManualClock
     from setpoint.server.address import free_port
     from setpoint.testing.context import FakeRecorder, RecordedEvent, context_for
     from setpoint.testing.controlplane import (
@@ -94,6 +96,7 @@ _EXPORTS: dict[str, str] = {
     "FaultRule": "setpoint.testing.faults",
     "Faults": "setpoint.testing.faults",
     "LocalWebhook": "setpoint.testing.webhook",
+    "ManualClock": "setpoint.api.clock",
     "RecordedEvent": "setpoint.testing.context",
     "Replay": "setpoint.testing.interleavings",
     "ReplayError": "setpoint.testing.interleavings",

@@ -10,7 +10,8 @@ setpoint gets these fixtures:
 - ``k8s`` (session): an async :class:`~setpoint.client.Client` on it.
 - ``namespace`` (function): a fresh namespace, deleted after the test. Finalizers the
   test left behind (its operator stopped before its objects went) are removed first, so
-  the namespace does not stay ``Terminating``; the end of the run lists them.
+  the namespace does not stay ``Terminating``; the end of the run lists them. An operator
+  ``run_operator`` starts in such a test watches only this namespace.
 
 There is no skipping: if the plane cannot start, every test that needs it
 errors with the reason (missing binaries, a component's log tail). A run where
@@ -44,6 +45,7 @@ from setpoint.client.errors import ClientError, NotFound
 from setpoint.client.kubeconfig import load_kubeconfig
 from setpoint.client.patch import MergePatch
 from setpoint.observability.logging import FIELDS_ATTR
+from setpoint.testing._test_scope import current_test_namespace, set_test_namespace
 from setpoint.testing.controlplane import ControlPlane, ControlPlaneError
 
 __all__ = ["ExistingCluster", "FieldsFormatter", "release_finalizers"]
@@ -200,17 +202,32 @@ async def _dispose(client: Client, name: str) -> None:
         await client.delete(kinds.Namespace, name)
 
 
+def _namespace_name(test_name: str) -> str:
+    base = "".join(c if c.isalnum() else "-" for c in test_name.lower())[:40].strip("-")
+    return f"{base}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Name the test's namespace before its fixtures run (``run_operator`` watches it)."""
+    uses = "namespace" in getattr(item, "fixturenames", ())
+    set_test_namespace(_namespace_name(item.name) if uses else None)
+
+
 @_async_fixture(loop_scope="session")
 async def namespace(k8s: Client, request: pytest.FixtureRequest) -> AsyncIterator[str]:
     """A fresh namespace for one test, named after it; deleted (not awaited) afterwards.
+
+    An operator the test starts with :func:`~setpoint.testing.run_operator` watches only
+    this namespace (its ``namespaces`` argument says otherwise).
 
     First, finalizers the test left on its objects are removed (their controller stopped
     with the test, so nothing else would, and the namespace would stay ``Terminating``);
     the end of the run lists each one (see :func:`release_finalizers`). This happens in the
     background, while the next tests run.
     """
-    base = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
-    name = f"{base}-{uuid.uuid4().hex[:6]}"
+    name = current_test_namespace() or _namespace_name(request.node.name)
+    set_test_namespace(name)
     await k8s.create(
         {
             "apiVersion": "v1",
@@ -221,6 +238,7 @@ async def namespace(k8s: Client, request: pytest.FixtureRequest) -> AsyncIterato
     try:
         yield name
     finally:
+        set_test_namespace(None)
         task = asyncio.create_task(_dispose(k8s, name), name=f"setpoint-teardown-{name}")
         _TEARDOWNS.add(task)
         task.add_done_callback(_TEARDOWNS.discard)

@@ -138,7 +138,8 @@ async def test_a_mirror_keeps_exact_copies_in_selected_namespaces(
             owner = copy["metadata"]["annotations"]["setpoint.dev/owner"]
             assert owner == f"SecretMirror.{GROUP} {namespace}/copy-db"
 
-    async with run_operator(setup, kubeconfig=kubeconfig_path) as op:
+    # The mirror writes into other namespaces: its operator watches them all.
+    async with run_operator(setup, kubeconfig=kubeconfig_path, namespaces=()) as op:
         created: dict[str, Any] = await k8s.create(
             {"apiVersion": f"{GROUP}/v1", "kind": "SecretMirror",
              "metadata": {"name": "copy-db", "namespace": namespace},

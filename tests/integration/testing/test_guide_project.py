@@ -27,12 +27,13 @@ def page_files() -> dict[str, str]:
 
 
 def test_the_page_describes_a_whole_project() -> None:
-    """The page's files are the layout it draws: settings, operator, fixtures, two tests."""
+    """The page's files are the layout it draws: settings, operator, fixtures, three tests."""
     assert sorted(page_files()) == [
         "greeter/__init__.py",
         "pyproject.toml",
         "tests/conftest.py",
         "tests/test_cluster.py",
+        "tests/test_periodic.py",
         "tests/test_unit.py",
     ]
 
@@ -56,7 +57,7 @@ def test_the_guide_project_type_checks(tmp_path: Path) -> None:
 
 
 def test_the_guide_project_passes_its_tests(kubeconfig_path: Path, tmp_path: Path) -> None:
-    """The project the page builds passes: two in-memory tests and one on the control plane."""
+    """The project the page builds passes: three in-memory tests and one on the control plane."""
     write_project(tmp_path)
     env = {
         **os.environ,
@@ -70,4 +71,4 @@ def test_the_guide_project_passes_its_tests(kubeconfig_path: Path, tmp_path: Pat
     )  # fmt: skip
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
-    assert "3 passed" in done.stdout, output
+    assert "4 passed" in done.stdout, output
