@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: fuzz venv bytecode bench-deps demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane prometheus test-dashboards bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix test-pythons node-spike clean
+.PHONY: dist fuzz venv bytecode bench-deps demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane prometheus test-dashboards bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix test-pythons node-spike clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -170,6 +170,16 @@ bench-latency: controlplane bench-deps
 release-check: $(STAMP) controlplane
 	$(PY) scripts/release_check.py
 	$(PY) -m pytest -q -m release
+
+# The sdist and the wheel (the README's install step), into build/dist/, which is ignored:
+# nothing lands in the checkout's tracked tree. Needs only python3: the .venv it makes has
+# `build`. Stale setuptools staging (build/lib) is removed first, so no old file slips into
+# the wheel. Then: pip install 'build/dist/setpoint-<version>-py3-none-any.whl[testing]'.
+DIST_OUT := build/dist
+dist: $(STAMP)
+	rm -rf $(DIST_OUT) build/lib build/bdist.*
+	$(PY) -m build --outdir $(DIST_OUT) .
+	@echo "wheel: $$(ls $(DIST_OUT)/*.whl)"
 
 # Every dependency at the lowest version its range allows, then the unit tests
 # (scripts/min_deps.py; last result in docs/packaging.md).
