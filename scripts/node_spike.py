@@ -481,7 +481,7 @@ def build_images(work: Path, pause: Path) -> list[Path]:
         "tmp": (None, 0o1777, None),
         "bin/busybox": (busybox.read_bytes(), 0o755, None),
     }
-    for applet in ("sh", "echo", "sleep", "cat", "id", "ls", "hostname"):
+    for applet in ("sh", "echo", "sleep", "cat", "id", "ls", "hostname", "nc", "wget"):
         files[f"bin/{applet}"] = (None, 0o777, "busybox")
     test_archive = work / "busybox.oci.tar"
     write_oci_archive(
@@ -818,6 +818,10 @@ class Spike:
                             f"pid {pid} is in memory cgroup {path}, not below {CGROUP_ROOT}"
                         )
                     log(f"pid {pid}: memory cgroup {path}")
+        for daemon in self.daemons:
+            status = Path(f"/proc/{daemon.proc.pid}/status").read_text()
+            rss = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS"))
+            log(f"{daemon.name} RSS {int(rss) / 1024:.0f} MiB")
         return logs
 
     def teardown(self) -> list[str]:
