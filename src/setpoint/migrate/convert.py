@@ -602,7 +602,9 @@ class _SchemaFixer:
             branches = node.get(junctor)
             if isinstance(branches, list):
                 node[junctor] = [
-                    self.fix(b, f"{path}.{junctor}[{i}]", level="junctor", ref_stack=ref_stack)
+                    b
+                    if _sanctioned_int_or_string(node, junctor, i)
+                    else self.fix(b, f"{path}.{junctor}[{i}]", level="junctor", ref_stack=ref_stack)
                     for i, b in enumerate(branches)
                 ]
         if isinstance(node.get("not"), Mapping):
@@ -837,6 +839,30 @@ class _SchemaFixer:
                 "an object without declared fields relied on pruning being off: marked "
                 "x-kubernetes-preserve-unknown-fields",
             )
+
+
+_INT_OR_STRING_ANY_OF = [{"type": "integer"}, {"type": "string"}]
+"""The one junctor with types v1 allows: beside ``x-kubernetes-int-or-string`` (controller-gen)."""
+
+
+def _sanctioned_int_or_string(node: Mapping[str, Any], junctor: str, index: int) -> bool:
+    """Whether ``node[junctor][index]`` is the int-or-string pattern the structural rules allow.
+
+    ``anyOf: [{type: integer}, {type: string}]`` on an int-or-string node, or that anyOf as
+    the first ``allOf`` branch, as :func:`setpoint.crd.validate_structural` accepts it.
+    """
+    if node.get("x-kubernetes-int-or-string") is not True:
+        return False
+    if junctor == "anyOf":
+        return node.get("anyOf") == _INT_OR_STRING_ANY_OF
+    branches = node.get("allOf")
+    return (
+        junctor == "allOf"
+        and index == 0
+        and isinstance(branches, list)
+        and isinstance(branches[0], Mapping)
+        and branches[0].get("anyOf") == _INT_OR_STRING_ANY_OF
+    )
 
 
 def _short(value: Any) -> str:

@@ -8,10 +8,13 @@ The rules come from k8s.io/apiextensions-apiserver: pkg/apis/apiextensions/v1bet
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from setpoint.crd import validate_structural
 from setpoint.migrate.convert import migrate_crd
 
 SCHEMA = {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object"}}}}
@@ -153,3 +156,72 @@ def test_unprotected_or_approved_groups_are_left_alone() -> None:
         "api-approved.kubernetes.io": "https://x.invalid/pull/1"
     }
     assert migration.needs_human == ()
+
+
+def test_controller_gen_int_or_string_pattern_is_kept() -> None:
+    """anyOf [integer, string] beside x-kubernetes-int-or-string is the sanctioned v1 form.
+
+    controller-gen writes it for every IntOrString field (prometheus-operator v0.38's rule
+    ``expr``); the migration kept the anyOf but emptied its branches and asked a human.
+    """
+    int_or_string = {
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "x-kubernetes-int-or-string": True,
+    }
+    wrapped: dict[str, Any] = {
+        "allOf": [{"anyOf": [{"type": "integer"}, {"type": "string"}]}],
+        "x-kubernetes-int-or-string": True,
+    }
+    doc = legacy(
+        validation={
+            "openAPIV3Schema": {
+                "type": "object",
+                "properties": {
+                    "spec": {
+                        "type": "object",
+                        "properties": {"expr": int_or_string, "port": wrapped},
+                    }
+                },
+            }
+        },
+        preserveUnknownFields=False,
+    )
+    migration = migrate_crd(doc)
+    spec = migration.crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["properties"]["expr"] == int_or_string
+    assert spec["properties"]["port"] == wrapped
+    assert migration.needs_human == ()
+
+
+LEGACY = Path(__file__).resolve().parents[2] / "data" / "legacy_crds"
+
+
+@pytest.mark.parametrize("path", sorted(LEGACY.glob("*.yaml")), ids=lambda p: p.stem)
+def test_legacy_corpus_migrates_to_structural_v1(path: Path) -> None:
+    """Each real legacy CRD names its source, is v1beta1, and migrates to a structural v1 CRD.
+
+    The server-side half (applied, Established, example created) is
+    tests/integration/migrate/test_migrate_legacy_corpus.py.
+    """
+    text = path.read_text()
+    assert text.startswith("# Source: https://github.com/"), path.name
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    legacy = docs[0]
+    assert legacy["apiVersion"] == "apiextensions.k8s.io/v1beta1"
+    assert len(docs) >= 2, f"{path.name}: an example object follows the CRD"
+    crd = migrate_crd(legacy).crd
+    assert crd["spec"]["scope"] in ("Namespaced", "Cluster")
+    storage = [v["name"] for v in crd["spec"]["versions"] if v["storage"]]
+    assert len(storage) == 1
+    for version in crd["spec"]["versions"]:
+        schema = version["schema"]["openAPIV3Schema"]
+        status = "status" in (version.get("subresources") or {})
+        assert validate_structural(schema, status_subresource=status) == [], version["name"]
+
+
+def test_legacy_corpus_is_several_projects() -> None:
+    """The corpus stays within its intended size: 8 to 15 files, 6 or more projects."""
+    files = sorted(LEGACY.glob("*.yaml"))
+    projects = {f.read_text().split()[2] for f in files}
+    assert 8 <= len(files) <= 15
+    assert len(projects) >= 6
