@@ -34,6 +34,7 @@ import asyncio
 import contextvars
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -81,6 +82,7 @@ it blocked: long enough for a large JSON decode, short enough that a blocking ca
 out (a probe or a lease renewal waits that long behind it)."""
 
 _STALL_STACK_LIMIT: Final = 10
+_STDLIB: Final = re.compile(r"/lib/python\d+\.\d+/")
 _STALLS_KEPT: Final = 100
 
 
@@ -359,6 +361,7 @@ class BlockedLoopDetector:
         self._answered_at = 0.0
         self._reported = False
         self._stop = threading.Event()
+        self._go = threading.Event()  # the loop ran a callback after start(): watch from then
         self._wake = threading.Event()  # set by an answer (and by stop): poll again now
         self._watchdog: threading.Thread | None = None
         self.stalls: list[LoopStall] = []
@@ -377,8 +380,13 @@ class BlockedLoopDetector:
         """Watch the running loop from a new daemon thread (call it on the loop's thread)."""
         if self._watchdog is not None:
             return
-        self.attach(asyncio.get_running_loop(), threading.get_ident())
+        loop = asyncio.get_running_loop()
+        self.attach(loop, threading.get_ident())
         self._stop.clear()
+        # The first ping waits until the loop runs again: starting a thread can itself hold
+        # the loop's thread for a while on a loaded machine, and that is not the code's stall.
+        self._go.clear()
+        loop.call_soon(self._go.set)
         self._watchdog = threading.Thread(
             target=self._watch, name="setpoint-loop-watchdog", daemon=True
         )
@@ -387,12 +395,16 @@ class BlockedLoopDetector:
     def stop(self) -> None:
         """End the watchdog thread (it exits within one poll interval)."""
         self._stop.set()
+        self._go.set()
         self._wake.set()
         watchdog, self._watchdog = self._watchdog, None
         if watchdog is not None and watchdog is not threading.current_thread():
             watchdog.join(timeout=1.0)
 
     def _watch(self) -> None:
+        self._go.wait()
+        with self._lock:
+            self._answered_at = self._clock.now()
         while not self._stop.is_set():
             self._wake.clear()  # before the poll: an answer from now on ends the wait
             try:
@@ -566,6 +578,9 @@ def _short(path: str) -> str:
     for marker in ("site-packages/", "/src/"):
         if marker in path:
             return path.rsplit(marker, 1)[1]
+    stdlib = _STDLIB.search(path)
+    if stdlib is not None:
+        return path[stdlib.end() :]
     return path
 
 

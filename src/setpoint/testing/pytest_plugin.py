@@ -13,6 +13,14 @@ setpoint gets these fixtures:
   the namespace does not stay ``Terminating``; the end of the run lists them. An operator
   ``run_operator`` starts in such a test watches only this namespace.
 
+And one option: ``--setpoint-blocked-loop=SECONDS`` (or ``setpoint_blocked_loop = SECONDS``
+in the ini options) fails every async test during which the event loop blocked for longer
+than ``SECONDS``: an ``async def`` that calls something blocking (``time.sleep``, a
+synchronous SDK), caught by :class:`~setpoint.observability.runtime.BlockedLoopDetector`,
+whose report (the reconcile and the blocking stack) becomes the failure. It watches the
+loop of the test's fixtures (``asyncio_default_fixture_loop_scope``); a test on a loop of
+another scope is not watched.
+
 There is no skipping: if the plane cannot start, every test that needs it
 errors with the reason (missing binaries, a component's log tail). A run where
 the integration suite silently did nothing is worse than a red one.
@@ -22,7 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
+import math
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -45,6 +55,7 @@ from setpoint.client.errors import ClientError, NotFound
 from setpoint.client.kubeconfig import load_kubeconfig
 from setpoint.client.patch import MergePatch
 from setpoint.observability.logging import FIELDS_ATTR
+from setpoint.observability.runtime import BlockedLoopDetector
 from setpoint.testing._test_scope import current_test_namespace, set_test_namespace
 from setpoint.testing.controlplane import ControlPlane, ControlPlaneError
 
@@ -75,6 +86,54 @@ def _use_existing() -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     """Register setpoint's markers."""
     config.addinivalue_line("markers", "integration: runs against a real Kubernetes API server")
+
+
+_BLOCKED_LOOP_FIXTURE = "_setpoint_blocked_loop"
+_WATCHED = pytest.StashKey["BlockedLoopDetector"]()
+_STALLS_FAILED = pytest.StashKey[int]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--setpoint-blocked-loop=SECONDS`` and its ini twin ``setpoint_blocked_loop``."""
+    help = (
+        "fail an async test during which the event loop was blocked for more than SECONDS "
+        "(a blocking call in async code); the failure names the blocking stack. 0: off"
+    )
+    parser.getgroup("setpoint").addoption(
+        "--setpoint-blocked-loop", dest="setpoint_blocked_loop", metavar="SECONDS", help=help
+    )
+    parser.addini("setpoint_blocked_loop", help, default="")
+
+
+def _blocked_loop_threshold(config: pytest.Config) -> float | None:
+    """The option's seconds (the command line wins over the ini), or ``None`` when off."""
+    raw = config.getoption("setpoint_blocked_loop", None) or config.getini("setpoint_blocked_loop")
+    if not raw:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise pytest.UsageError(
+            f"--setpoint-blocked-loop={raw!r}: give a number of seconds (0.1), or 0 for off"
+        ) from None
+    if not seconds >= 0 or math.isinf(seconds):
+        raise pytest.UsageError(f"--setpoint-blocked-loop={raw!r}: seconds must be finite, >= 0")
+    return seconds or None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With ``--setpoint-blocked-loop``, watch the event loop of every async test."""
+    if _blocked_loop_threshold(config) is None:
+        return
+    for item in items:
+        function = getattr(item, "obj", None)
+        names = getattr(item, "fixturenames", None)
+        if (
+            inspect.iscoroutinefunction(function)
+            and isinstance(names, list)
+            and _BLOCKED_LOOP_FIXTURE not in names
+        ):
+            names.insert(0, _BLOCKED_LOOP_FIXTURE)  # first up, last down: covers the others
 
 
 class FieldsFormatter(logging.Formatter):
@@ -242,6 +301,53 @@ async def namespace(k8s: Client, request: pytest.FixtureRequest) -> AsyncIterato
         task = asyncio.create_task(_dispose(k8s, name), name=f"setpoint-teardown-{name}")
         _TEARDOWNS.add(task)
         task.add_done_callback(_TEARDOWNS.discard)
+
+
+def _stalls_message(detector: BlockedLoopDetector, first: int = 0) -> str:
+    stalls = "\n".join(f"  {stall.describe()}" for stall in detector.stalls[first:])
+    return (
+        f"the event loop was blocked for more than {detector.threshold:g}s during this test "
+        "(--setpoint-blocked-loop): something in async code blocks (time.sleep, a "
+        "synchronous SDK call); await it, or run it in a thread (a plain 'def' reconciler "
+        f"runs in one)\n{stalls}"
+    )
+
+
+@_async_fixture()
+async def _setpoint_blocked_loop(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """Watch the test's event loop; fail the test if it blocked past the option's seconds.
+
+    A stall during the test's call fails the test itself (``pytest_runtest_makereport``);
+    one during its fixtures' set-up or teardown fails the teardown.
+    """
+    threshold = _blocked_loop_threshold(request.config)
+    if threshold is None:
+        yield
+        return
+    detector = BlockedLoopDetector(threshold=threshold)
+    detector.start()
+    request.node.stash[_WATCHED] = detector
+    try:
+        yield
+    finally:
+        detector.stop()
+    failed = request.node.stash.get(_STALLS_FAILED, 0)
+    if len(detector.stalls) > failed:
+        pytest.fail(_stalls_message(detector, failed), pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Turn a passing call into a failure when the event loop blocked during it."""
+    outcome: Any = yield
+    detector = item.stash.get(_WATCHED, None)
+    if call.when != "call" or detector is None or not detector.stalls:
+        return
+    report = outcome.get_result()
+    item.stash[_STALLS_FAILED] = len(detector.stalls)
+    if report.passed:
+        report.outcome = "failed"
+        report.longrepr = _stalls_message(detector)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

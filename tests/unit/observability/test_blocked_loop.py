@@ -157,6 +157,7 @@ async def test_the_lag_monitor_runs_the_watchdog_thread_that_catches_a_time_slee
     try:
         detector = monitor.detector
         assert detector is not None
+        await asyncio.sleep(0)  # the watchdog pings once the loop has run after start()
         info = ReconcileInfo("buckets", "", "logs", "rid-2", time.monotonic())
         with reconcile_scope(info):
             time.sleep(0.4)  # noqa: ASYNC251 - the point: an async reconcile that blocks
