@@ -267,7 +267,11 @@ class Manager:
         self.loop_lag: LoopLagMonitor | None = None
         """The event loop lag monitor (``None`` when ``event_loop_lag_interval`` is)."""
         if opts.event_loop_lag_interval is not None:
-            self.loop_lag = LoopLagMonitor(self.metrics, interval=opts.event_loop_lag_interval)
+            self.loop_lag = LoopLagMonitor(
+                self.metrics,
+                interval=opts.event_loop_lag_interval,
+                blocked_after=opts.blocked_loop_threshold,
+            )
             self.add(self.loop_lag)
 
     @classmethod

@@ -305,6 +305,13 @@ class ManagerOptions:
     (``setpoint_event_loop_lag_seconds``, :class:`~setpoint.observability.runtime.LoopLagMonitor`);
     one timer wake-up each time, nothing else. ``None`` disables the measurement."""
 
+    blocked_loop_threshold: float | None = 0.1
+    """Seconds the event loop may go without running a callback before the blocked-loop
+    detector (:class:`~setpoint.observability.runtime.BlockedLoopDetector`, a watchdog
+    thread) logs the reconcile running on it and the stack that blocks it, and counts
+    ``setpoint_event_loop_blocked_total``. Default 0.1. ``None`` turns it off; it runs
+    only with the lag measurement (``event_loop_lag_interval``)."""
+
     task_dump_signal: bool = True
     """On ``SIGUSR1``, write every asyncio task with its await chain and the reconcile it
     serves to stderr, plus the code running on the loop's thread at that moment (what blocks
@@ -370,6 +377,14 @@ class ManagerOptions:
             raise ValueError(
                 f"ManagerOptions.event_loop_lag_interval={lag!r} must be a positive number of "
                 "seconds, or None to turn the measurement off"
+            )
+        blocked = self.blocked_loop_threshold
+        if blocked is not None and (
+            isinstance(blocked, bool) or not math.isfinite(blocked) or blocked <= 0
+        ):
+            raise ValueError(
+                f"ManagerOptions.blocked_loop_threshold={blocked!r} must be a positive number "
+                "of seconds, or None to turn the blocked-loop detector off"
             )
         for attr in (
             "graceful_shutdown_timeout",

@@ -173,8 +173,8 @@ class LoopLagMonitor:
     wake-up late by moving the clock past the timer.
 
     While it runs, a :class:`BlockedLoopDetector` with threshold ``blocked_after`` (100 ms by
-    default; ``None`` turns it off) names what blocks the loop; set :attr:`blocked_after`
-    before the manager starts to change it (``manager.loop_lag.blocked_after = 0.5``).
+    default; ``None`` turns it off) names what blocks the loop; the manager passes
+    ``ManagerOptions.blocked_loop_threshold``.
     """
 
     def __init__(

@@ -14,11 +14,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from setpoint.api.clock import ManualClock
+from setpoint.manager import Manager, ManagerOptions
 from setpoint.observability.metrics import Metrics
 from setpoint.observability.runtime import (
     BlockedLoopDetector,
@@ -26,7 +28,7 @@ from setpoint.observability.runtime import (
     ReconcileInfo,
     reconcile_scope,
 )
-from setpoint.testing import eventually
+from setpoint.testing import FakeClient, eventually
 
 HOLD = 30.0  # seconds the held loop waits at most, so a failing test cannot hang
 
@@ -175,3 +177,21 @@ async def test_the_lag_monitor_runs_the_watchdog_thread_that_catches_a_time_slee
         assert off.detector is None
     finally:
         await off.stop(1.0)
+
+
+def test_the_manager_option_sets_the_detectors_threshold() -> None:
+    def lag_monitor(**options: Any) -> LoopLagMonitor | None:
+        manager = Manager(
+            FakeClient(),
+            ManagerOptions(metrics=Metrics(CollectorRegistry()), handle_signals=False, **options),
+        )
+        return manager.loop_lag
+
+    default = lag_monitor()
+    assert default is not None and default.blocked_after == 0.1
+    tuned = lag_monitor(blocked_loop_threshold=0.5)
+    assert tuned is not None and tuned.blocked_after == 0.5
+    off = lag_monitor(blocked_loop_threshold=None)
+    assert off is not None and off.blocked_after is None
+    with pytest.raises(ValueError, match=r"blocked_loop_threshold=0 must be a positive number"):
+        ManagerOptions(blocked_loop_threshold=0)
