@@ -25,7 +25,14 @@ from setpoint.api.meta import annotations_of
 from setpoint.cache import Cache
 from setpoint.client.patch import MergePatch
 from setpoint.client.protocols import ApiClient, IndexReader
-from setpoint.controller import Builder, ControllerError, Request, Result
+from setpoint.controller import (
+    Builder,
+    CleanupRetry,
+    ClusterRequest,
+    ControllerError,
+    Request,
+    Result,
+)
 from setpoint.controller.blocking import (
     SyncClient,
     SyncContext,
@@ -35,6 +42,7 @@ from setpoint.controller.blocking import (
 )
 from setpoint.controller.controller import Controller, ControllerOptions
 from setpoint.controller.ratelimit import RateLimiterOptions
+from setpoint.manager.clusters import _for_cluster
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import FakeClient, FakeRecorder, context_for, eventually
 from tests._support.widgets import WIDGET, fake_api, put, widget
@@ -369,3 +377,57 @@ async def test_an_error_in_the_thread_is_raised_to_the_controller_as_it_is() -> 
 
     with pytest.raises(NotFound):
         await run_blocking(reconcile, ctx, ctx.request)
+
+
+async def test_a_blocking_cleanup_past_its_deadline_is_waited_for_and_retried(
+    api: FakeClient, cache: Cache, metrics: Metrics, started: Started
+) -> None:
+    release = threading.Event()
+    runs: list[bool] = []
+
+    def cleanup(ctx: SyncContext, obj: Any) -> None:
+        runs.append(True)
+        if len(runs) == 1:
+            assert release.wait(HOLD)  # an SDK call that outlives the deadline
+
+    async def reconcile(ctx: Any, request: Request) -> None:
+        return None
+
+    retry = CleanupRetry(base_delay=0.01, max_delay=0.05)
+    await started.start(
+        Builder("widgets").for_(WIDGET).finalizer(FIN, cleanup, deadline=0.05, retry=retry),
+        reconcile,
+    )
+
+    async def has_finalizer() -> bool:
+        a = await api.get(WIDGET, "a", namespace="default")
+        return FIN in a["metadata"].get("finalizers", [])
+
+    await eventually(has_finalizer, timeout=10, description="finalizer added")
+    await api.delete(WIDGET, "a", namespace="default")
+    overdue = metrics.reconcile_threads_overdue
+    await eventually(lambda: sample(overdue, "widgets") == 1, timeout=10, description="overdue")
+    assert runs == [True]  # the object's key is held: no second cleanup meanwhile
+    release.set()
+
+    async def gone() -> bool:
+        return "a" not in [o["metadata"]["name"] for o in await api.list(WIDGET)]
+
+    await eventually(gone, timeout=10, description="retried, then deleted")
+    assert runs == [True, True]
+    failures = metrics.finalizer_cleanup_failures_total
+    assert sample(failures, "widgets", FIN) == 1  # the deadline, counted once
+    assert sample(overdue, "widgets") == 0
+
+
+def test_a_blocking_multi_cluster_reconciler_gets_its_cluster_request() -> None:
+    seen: list[ClusterRequest] = []
+
+    def reconcile(ctx: SyncContext, request: ClusterRequest) -> None:
+        seen.append(request)
+
+    wrapped = _for_cluster(reconcile, "east")  # type: ignore[arg-type]
+    assert is_blocking(wrapped)
+    ctx: Any = object()
+    assert wrapped(ctx, ObjectKey("prod", "web")) is None
+    assert seen == [ClusterRequest("east", "prod", "web")]
