@@ -97,7 +97,7 @@ from setpoint.observability.logging import Logger
 
 if TYPE_CHECKING:
     from setpoint.client.client import Preconditions, PropagationPolicy, Selector
-    from setpoint.client.protocols import ApiClient, IndexReader
+    from setpoint.client.protocols import ApiClient, IndexReader, Reader
     from setpoint.observability.metrics import Metrics
 
 __all__ = [
@@ -212,25 +212,20 @@ class _Portal:
 # -- the facades -------------------------------------------------------------------------------
 
 
-class SyncReader:
-    """``ctx.reader`` for blocking code: the reconcile's cached reader, without ``await``.
+class _SyncReads:
+    """``get`` and ``list`` through the loop: what the reader and the client facades share."""
 
-    Each method calls the same method of the async reader on the event loop (so reads keep
-    their read-after-write guarantee) and waits for it; errors (``NotFound``, ...) are raised
-    in the calling thread as they are. Only for the thread a controller runs a plain ``def``
-    reconciler or cleanup in (see the module docstring).
-    """
+    __slots__ = ("_name", "_portal", "_source")
 
-    __slots__ = ("_portal", "_reader")
-
-    def __init__(self, reader: IndexReader, portal: _Portal) -> None:
-        self._reader = reader
+    def __init__(self, source: Reader, portal: _Portal, name: str) -> None:
+        self._source = source
         self._portal = portal
+        self._name = name
 
     def get(self, kind: Kind[T], name: str, *, namespace: str | None = None) -> T:
         """Read one object; raise ``NotFound`` if it does not exist."""
         return self._portal.call(
-            "ctx.reader.get", self._reader.get, kind, name, namespace=namespace
+            f"{self._name}.get", self._source.get, kind, name, namespace=namespace
         )
 
     def list(
@@ -243,13 +238,29 @@ class SyncReader:
     ) -> ObjectList[T]:
         """List matching objects (iterable, with ``items`` and ``resource_version``)."""
         return self._portal.call(
-            "ctx.reader.list",
-            self._reader.list,
+            f"{self._name}.list",
+            self._source.list,
             kind,
             namespace=namespace,
             labels=labels,
             fields=fields,
         )
+
+
+class SyncReader(_SyncReads):
+    """``ctx.reader`` for blocking code: the reconcile's cached reader, without ``await``.
+
+    Each method calls the same method of the async reader on the event loop (so reads keep
+    their read-after-write guarantee) and waits for it; errors (``NotFound``, ...) are raised
+    in the calling thread as they are. Only for the thread a controller runs a plain ``def``
+    reconciler or cleanup in (see the module docstring).
+    """
+
+    __slots__ = ("_reader",)
+
+    def __init__(self, reader: IndexReader, portal: _Portal) -> None:
+        super().__init__(reader, portal, "ctx.reader")
+        self._reader = reader
 
     def list_by_index(self, kind: Kind[T], index: str, value: str) -> ObjectList[T]:
         """List the objects of ``kind`` whose index ``index`` includes ``value``."""
@@ -258,7 +269,7 @@ class SyncReader:
         )
 
 
-class SyncClient:
+class SyncClient(_SyncReads):
     """``ctx.client`` for blocking code: the reconcile's tracking client, without ``await``.
 
     The methods of :class:`~setpoint.client.protocols.ApiClient`, each with the protocol's
@@ -268,40 +279,16 @@ class SyncClient:
     controller owns the client). Errors are raised in the calling thread as they are.
     """
 
-    __slots__ = ("_client", "_portal")
+    __slots__ = ("_client",)
 
     def __init__(self, client: ApiClient, portal: _Portal) -> None:
+        super().__init__(client, portal, "ctx.client")
         self._client = client
-        self._portal = portal
 
     @property
     def default_namespace(self) -> str:
         """The namespace calls use when none is given (the kubeconfig context's)."""
         return self._client.default_namespace
-
-    def get(self, kind: Kind[T], name: str, *, namespace: str | None = None) -> T:
-        """Read one object from the API server; raise ``NotFound`` if it does not exist."""
-        return self._portal.call(
-            "ctx.client.get", self._client.get, kind, name, namespace=namespace
-        )
-
-    def list(
-        self,
-        kind: Kind[T],
-        *,
-        namespace: str | None = None,
-        labels: Selector | None = None,
-        fields: Selector | None = None,
-    ) -> ObjectList[T]:
-        """List matching objects from the API server."""
-        return self._portal.call(
-            "ctx.client.list",
-            self._client.list,
-            kind,
-            namespace=namespace,
-            labels=labels,
-            fields=fields,
-        )
 
     def create(self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None) -> Obj:
         """Create an object; raise ``AlreadyExists`` if the name is taken."""
@@ -568,11 +555,19 @@ def _run_in_thread(
     """What a pool thread runs: the function, its outcome captured (never raised)."""
     portal.thread_id = threading.get_ident()
     try:
-        return True, function(ctx, arg)
+        result = function(ctx, arg)
     except BaseException as exc:  # handed to the loop, which raises it
         return False, exc
     finally:
         portal.thread_id = None
+    if inspect.iscoroutine(result):  # a plain def that hands back async work
+        result.close()
+        name = getattr(function, "__qualname__", function)
+        return False, TypeError(
+            f"{name!r} is a plain 'def' (run in a thread) but returned a coroutine: declare it "
+            "'async def' to run on the event loop, or call the async code with ctx.run(...)"
+        )
+    return True, result
 
 
 def _thread_stack(thread_id: int | None) -> str:

@@ -431,3 +431,17 @@ def test_a_blocking_multi_cluster_reconciler_gets_its_cluster_request() -> None:
     ctx: Any = object()
     assert wrapped(ctx, ObjectKey("prod", "web")) is None
     assert seen == [ClusterRequest("east", "prod", "web")]
+
+
+async def test_a_plain_def_that_returns_a_coroutine_is_told_to_be_async() -> None:
+    fake = fake_api()
+    ctx = context_for(fake, ObjectKey("default", "a"))
+
+    async def the_real_work(ctx: Any, request: Request) -> None:
+        return None
+
+    def reconcile(ctx: SyncContext, request: Request) -> Any:
+        return the_real_work(ctx, request)
+
+    with pytest.raises(TypeError, match="returned a coroutine: declare it 'async def'"):
+        await run_blocking(reconcile, ctx, ctx.request)

@@ -167,10 +167,12 @@ async def test_the_lag_monitor_runs_the_watchdog_thread_that_catches_a_time_slee
         stall = detector.stalls[0]
         assert stall.reconcile == info
         assert any("test_blocked_loop.py" in f for f, _, _ in stall.stack)
+        watchdog = detector._watchdog
+        assert watchdog is not None and watchdog.is_alive()
     finally:
         await monitor.stop(1.0)
     assert monitor.detector is None
-    assert not any(t.name == "setpoint-loop-watchdog" for t in threading.enumerate())
+    assert not watchdog.is_alive()
     off = LoopLagMonitor(metrics, blocked_after=None)
     await off.start()
     try:
