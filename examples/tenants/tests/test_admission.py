@@ -11,14 +11,21 @@ from pathlib import Path
 import orjson
 import pytest_asyncio
 import tenants.webhooks
+from tenants import Tenant, TenantV1Alpha1
 
 import setpoint as sp
 from setpoint import kinds
-from setpoint.crd import WebhookClientConfig, find_admission_webhooks, webhook_configurations
+from setpoint.crd import (
+    WebhookClientConfig,
+    crd_for,
+    find_admission_webhooks,
+    webhook_configurations,
+)
+from setpoint.migrate.install import apply_crd
 from setpoint.testing import eventually
 from setpoint.testing.controlplane import find_binaries
 
-from .tenants_support import Operator, Tenants, tenant_manifest, unique
+from .tenants_support import CONFIG_DIR, Operator, Tenants, load_yaml, tenant_manifest, unique
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -117,3 +124,36 @@ async def test_risky_changes_pass_with_warnings_kubectl_prints(
         )
     finally:
         await owners.delete_all()
+
+
+async def test_a_v1alpha1_client_is_told_about_the_hubs_fields(
+    validating: str, k8s: sp.Client, operator: Operator, kubeconfig_path: Path
+) -> None:
+    """A v1alpha1 request is validated as v1: the warning names v1's field, not the client's.
+
+    The webhook is registered for v1 (the hub) with matchPolicy Equivalent, so the API
+    server converts a v1alpha1 Tenant with network Open to v1 first, and kubectl shows its
+    client the warning about spec.isolated, a field that client never wrote. The webhooks
+    guide tells validator authors to word such messages for every version's clients.
+    """
+    await apply_crd(
+        k8s, crd_for(Tenant, TenantV1Alpha1, webhook=operator.running.webhook_client_config())
+    )
+    try:
+        name = unique("old-client")
+        old = {
+            "apiVersion": TenantV1Alpha1.gvk.api_version,
+            "kind": "Tenant",
+            "metadata": {"name": name},
+            "spec": {"namespaces": [name], "admins": "ops", "network": "Open"},
+        }
+        code, stdout, stderr = await kubectl(
+            kubeconfig_path, "create", "--dry-run=server", "-f", "-", stdin=orjson.dumps(old)
+        )
+        assert code == 0, stderr
+        assert "created (server dry run)" in stdout
+        assert "Warning: spec.isolated is false" in stderr, stderr
+        assert "network" not in stderr
+    finally:
+        (generated,) = load_yaml(CONFIG_DIR / "crd" / "bases" / "tenants.setpoint.dev_tenants.yaml")
+        await apply_crd(k8s, generated)
