@@ -7,7 +7,10 @@
 * ``setpoint crd diff OLD NEW`` lists the incompatible changes between two
   versions of CRDs, each named by the check that found it (see
   :mod:`setpoint.migrate.diff`); ``--against-cluster`` also lists the live
-  objects the new schema rejects. Exit code: 1 when anything is at level
+  objects the new schema rejects, at the versions the cluster serves and,
+  after converting them, at the versions NEW adds (strategy None: relabelled
+  as the server does; Webhook: through the converters of NEW's Python types,
+  else reported as not checked). Exit code: 1 when anything is at level
   error (or an object is rejected), else 0.
 
 * ``setpoint crd migrate-storage KIND`` rewrites every stored object of a CRD
@@ -34,7 +37,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -47,6 +50,10 @@ from setpoint.migrate.convert import (
     migrate_crd,
 )
 from setpoint.migrate.diff import DiffConfig, DiffConfigError, Finding, diff_crds
+
+if TYPE_CHECKING:
+    from setpoint.api.resource import Resource
+    from setpoint.migrate.dryrun import Converter
 
 __all__ = ["EXIT_NEEDS_HUMAN", "register"]
 
@@ -195,9 +202,7 @@ def _load_input(spec: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         name = spec[len(_KUBE) :]
         return [asyncio.run(_live_crd(name, args))]
     path = Path(spec)
-    if path.suffix in (".yaml", ".yml", ".json") or (
-        path.is_dir() and any(path.glob("*.y*ml")) and not (path / "__init__.py").exists()
-    ):
+    if not _is_python(spec):
         files = (
             sorted(path.glob("**/*.y*ml")) + sorted(path.glob("**/*.json"))
             if path.is_dir()
@@ -227,34 +232,73 @@ async def _live_crd(name: str, args: argparse.Namespace) -> dict[str, Any]:
     return crd
 
 
-def _python_crds(spec: str) -> list[dict[str, Any]]:
-    from setpoint.crd import (
-        CRDGenerationError,
-        LoadError,
-        find_resources,
-        generate_crds,
-        import_targets,
+def _is_python(spec: str) -> bool:
+    path = Path(spec)
+    return not spec.startswith(_KUBE) and not (
+        path.suffix in (".yaml", ".yml", ".json")
+        or (path.is_dir() and any(path.glob("*.y*ml")) and not (path / "__init__.py").exists())
     )
 
-    target, _, class_name = spec.partition(":")
+
+def _python_crds(spec: str) -> list[dict[str, Any]]:
+    from setpoint.crd import CRDGenerationError, LoadError, generate_crds
+
     try:
-        modules = import_targets([target])
-        resources = find_resources(modules)
-        if class_name:
-            chosen = [r for r in resources if r.__name__ == class_name]
-            if not chosen:
-                raise InputError(f"{spec}: no resource class {class_name!r} in {target}")
-            gvk = chosen[0].declaration().gvk
-            resources = [
-                r
-                for r in resources
-                if r.declaration().gvk.group == gvk.group and r.declaration().gvk.kind == gvk.kind
-            ]
-        if not resources:
-            raise InputError(f"{spec}: no @sp.resource classes found")
-        return [m.documents[0] for m in generate_crds(resources)]
+        return [m.documents[0] for m in generate_crds(_python_resources(spec))]
     except (LoadError, CRDGenerationError) as exc:
         raise InputError(f"{spec}: {exc}") from None
+
+
+def _python_converters(spec: str, crds: list[dict[str, Any]]) -> dict[str, Converter]:
+    """Per CRD name, the conversion of its Python version classes (for ``--against-cluster``)."""
+    from setpoint.api.conversion import KindConversion
+    from setpoint.api.declaration import DeclarationError
+    from setpoint.crd import LoadError
+
+    try:
+        resources = _python_resources(spec)
+    except LoadError as exc:
+        raise InputError(f"{spec}: {exc}") from None
+    converters: dict[str, Converter] = {}
+    for crd in crds:
+        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+        classes = [
+            r
+            for r in resources
+            if (r.declaration().gvk.group, r.declaration().gvk.kind) == (group, kind)
+        ]
+        try:
+            converters[crd["metadata"]["name"]] = KindConversion.of(*classes).convert
+        except DeclarationError as exc:
+            raise InputError(f"{spec}: {exc}") from None
+    return converters
+
+
+def _python_resources(spec: str) -> list[type[Resource]]:
+    """The resource classes ``MODULE[:Class]`` names (with a class: every version of its kind).
+
+    Raises:
+        LoadError: the module cannot be imported.
+        InputError: no such class, or no resource classes.
+
+    """
+    from setpoint.crd import find_resources, import_targets
+
+    target, _, class_name = spec.partition(":")
+    resources = find_resources(import_targets([target]))
+    if class_name:
+        chosen = [r for r in resources if r.__name__ == class_name]
+        if not chosen:
+            raise InputError(f"{spec}: no resource class {class_name!r} in {target}")
+        gvk = chosen[0].declaration().gvk
+        resources = [
+            r
+            for r in resources
+            if r.declaration().gvk.group == gvk.group and r.declaration().gvk.kind == gvk.kind
+        ]
+    if not resources:
+        raise InputError(f"{spec}: no @sp.resource classes found")
+    return list(resources)
 
 
 def _md(text: str) -> str:
@@ -315,11 +359,18 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     print(_render(findings, args.format))
     failed = any(f.level == "error" for f in findings)
     if args.against_cluster:
-        failed = asyncio.run(_against_cluster(new, args)) or failed
+        try:
+            converters = _python_converters(args.new, new) if _is_python(args.new) else {}
+        except InputError as exc:
+            print(f"setpoint: error: {exc}", file=sys.stderr)
+            return 1
+        failed = asyncio.run(_against_cluster(new, args, converters)) or failed
     return 1 if failed else 0
 
 
-async def _against_cluster(new: list[dict[str, Any]], args: argparse.Namespace) -> bool:
+async def _against_cluster(
+    new: list[dict[str, Any]], args: argparse.Namespace, converters: dict[str, Converter]
+) -> bool:
     from setpoint.migrate.dryrun import DryRunError, objects_rejected_by
 
     rejected = False
@@ -327,18 +378,24 @@ async def _against_cluster(new: list[dict[str, Any]], args: argparse.Namespace) 
         for crd in new:
             name = crd["metadata"]["name"]
             try:
-                report = await objects_rejected_by(client, crd)
+                report = await objects_rejected_by(client, crd, converter=converters.get(name))
             except DryRunError as exc:
                 print(f"{name}: {exc}")
                 continue
+            notes = []
+            if report.converted_versions:
+                notes.append(
+                    f"new versions {list(report.converted_versions)} checked after converting "
+                    f"from {report.converted_from}"
+                )
+            if report.skipped_versions:
+                notes.append(
+                    f"new versions {list(report.skipped_versions)} are converted by a webhook: "
+                    "not checked; give NEW as Python types to run their converters"
+                )
             print(
                 f"{name}: {report.checked} live object(s) checked against the new schema, "
-                f"{len(report.rejections)} rejected"
-                + (
-                    f" (versions {list(report.skipped_versions)} are new: not checked)"
-                    if report.skipped_versions
-                    else ""
-                )
+                f"{len(report.rejections)} rejected" + (f" ({'; '.join(notes)})" if notes else "")
             )
             for rejection in report.rejections:
                 print(f"  REJECTED {rejection}")
@@ -453,7 +510,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--against-cluster",
         action="store_true",
         help="also dry-run every live object of each NEW CRD against its new schema and "
-        "list the ones the server would reject",
+        "list the ones the server would reject; a version NEW adds is checked after "
+        "converting (strategy None: relabelled; Webhook: the converters of NEW's Python types)",
     )
     diff.add_argument("--kubeconfig", default=None, help="kubeconfig file (default $KUBECONFIG)")
     diff.add_argument("--context", default=None, help="kubeconfig context (default: current)")

@@ -8,7 +8,8 @@
 * :func:`diff_crds` lists the incompatible changes between two versions of
   CRDs, one named check per schema keyword, failing closed on anything no
   check understands (``setpoint crd diff``); :func:`objects_rejected_by`
-  lists the live objects a new schema rejects (``--against-cluster``).
+  lists the live objects a new schema rejects (``--against-cluster``), new
+  versions included, after converting the objects to them.
 * :func:`migrate_storage` rewrites every stored object at the storage version
   (the in-tree StorageVersionMigration where served, else resumable no-op
   writes) and then cleans ``status.storedVersions``
@@ -31,7 +32,13 @@ from setpoint.migrate.convert import (
     migrate_crd,
 )
 from setpoint.migrate.diff import CHECKS, DiffConfig, DiffConfigError, Finding, diff_crds
-from setpoint.migrate.dryrun import DryRunError, DryRunReport, Rejection, objects_rejected_by
+from setpoint.migrate.dryrun import (
+    Converter,
+    DryRunError,
+    DryRunReport,
+    Rejection,
+    objects_rejected_by,
+)
 from setpoint.migrate.install import CRDNotReady, StoredVersionInUse, apply_crd
 from setpoint.migrate.pygen import python_module_for
 from setpoint.migrate.snapshot import Difference, SnapshotError, diff_snapshots, take_snapshot
@@ -47,6 +54,7 @@ __all__ = [
     "CHECKS",
     "CRDMigration",
     "CRDNotReady",
+    "Converter",
     "DiffConfig",
     "DiffConfigError",
     "Difference",

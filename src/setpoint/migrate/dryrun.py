@@ -7,17 +7,27 @@ dry-run write validated by the *new* schema. The server runs everything it
 would run on a real write: types, bounds, patterns, enums, required fields,
 CEL rules (their cost limits included), defaulting and pruning.
 
+A version the new CRD adds is checked too, after converting: every live
+object is read at the live storage version and converted to the new version
+the way the new CRD says objects will reach it. With conversion strategy
+``None`` that is what the API server does, relabelling ``apiVersion``; with
+``Webhook`` it is the ``converter`` the caller passes (``setpoint crd diff``
+passes the :class:`~setpoint.api.conversion.KindConversion` of the Python
+types when NEW is given as Python). So a converter's output is validated
+against the schema it must satisfy.
+
 Expected Flow:
     1. Read the live CRD (it must exist: no live objects, nothing to check).
-    2. For each version served by both the live and the new CRD, create a
-       temporary *shadow* CRD in a group of its own
-       (``<version>.<plural>.dryrun-<token>.setpoint.dev``) holding only that
-       version with the new schema: storage, no conversion, no status
-       subresource (so ``status`` is validated with the rest), and wait until
-       it is served.
-    3. List the live objects at that version page by page and dry-run create
-       each one as the shadow kind; a 422 is a rejection, recorded with the
-       server's causes.
+    2. For each version the new CRD serves, create a temporary *shadow* CRD
+       in a group of its own (``<version>.<plural>.dryrun-<token>.setpoint.dev``)
+       holding only that version with the new schema: storage, no conversion,
+       no status subresource (so ``status`` is validated with the rest), and
+       wait until it is served.
+    3. List the live objects page by page: at that version when the cluster
+       serves it, else at the live storage version, converting each one (a
+       conversion that fails is a rejection, with the converter's message).
+       Dry-run create each as the shadow kind; a 422 is a rejection,
+       recorded with the server's causes.
     4. Delete the shadow CRD, whatever happened.
 
 Guarantees:
@@ -32,8 +42,10 @@ Caveats:
       A listed object is one that cannot be written as it is under the new
       schema; an unchanged no-op update of it may still pass thanks to
       ratcheting, but any change to the offending fields will not.
-    - A version the new CRD adds is not checked (objects reach it only through
-      conversion, which the new converters decide).
+    - A version the new CRD adds and converts by webhook is not checked
+      without a ``converter`` (it is listed in ``skipped_versions``). Objects
+      are converted from the live storage version; one stored at an older
+      version reaches a ``None`` conversion from that version instead.
     - It needs the right to create and delete CRDs and to list the kind.
 
 Errors:
@@ -47,7 +59,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +70,11 @@ from setpoint.client import Client
 from setpoint.client.errors import Invalid, NotFound
 from setpoint.migrate.install import apply_crd
 
-__all__ = ["DryRunError", "DryRunReport", "Rejection", "objects_rejected_by"]
+__all__ = ["Converter", "DryRunError", "DryRunReport", "Rejection", "objects_rejected_by"]
+
+Converter = Callable[[Mapping[str, Any], str], dict[str, Any]]
+"""Converts one object (JSON form, any version of its kind) to an ``apiVersion``, as
+:meth:`setpoint.api.conversion.KindConversion.convert` does; raises when it cannot."""
 
 _SHADOW_DOMAIN = "setpoint.dev"
 
@@ -94,13 +110,27 @@ class DryRunReport:
     rejections: tuple[Rejection, ...]
     """The objects the new schema rejects."""
     skipped_versions: tuple[str, ...]
-    """Versions the new CRD serves that the cluster does not serve yet."""
+    """Versions the new CRD adds that could not be checked: converted by a webhook and
+    no ``converter`` given."""
+    converted_versions: tuple[str, ...] = ()
+    """Versions the new CRD adds, checked after converting the live objects to them."""
+    converted_from: str | None = None
+    """The live version those objects were read at (the live storage version)."""
 
 
 async def objects_rejected_by(
-    client: Client, new_crd: Mapping[str, Any], *, page_size: int = 500
+    client: Client,
+    new_crd: Mapping[str, Any],
+    *,
+    page_size: int = 500,
+    converter: Converter | None = None,
 ) -> DryRunReport:
-    """Dry-run every live object of ``new_crd``'s kind against its new schema (module docstring)."""
+    """Dry-run every live object of ``new_crd``'s kind against its new schema (module docstring).
+
+    ``converter`` converts objects to a version the new CRD adds when the new CRD converts
+    by webhook (``KindConversion.convert`` of the kind's Python types); with strategy
+    ``None`` the server's relabelling is used and ``converter`` is not needed.
+    """
     name = str(new_crd["metadata"]["name"])
     try:
         live = await client.get(kinds.CustomResourceDefinition, name)
@@ -108,30 +138,49 @@ async def objects_rejected_by(
         raise DryRunError(
             f"CRD {name} is not installed in the cluster: there are no objects to check"
         ) from None
-    live_served = {v["name"] for v in live["spec"]["versions"] if v.get("served", True)}
+    live_versions = live["spec"]["versions"]
+    live_served = {v["name"] for v in live_versions if v.get("served", True)}
+    source = next(
+        (v["name"] for v in live_versions if v.get("storage") and v["name"] in live_served),
+        next((v["name"] for v in live_versions if v["name"] in live_served), None),
+    )
     spec = new_crd["spec"]
     kind = spec["names"]["kind"]
+    strategy = (spec.get("conversion") or {}).get("strategy") or "None"
     checked = 0
     rejections: list[Rejection] = []
     skipped: list[str] = []
+    converted: list[str] = []
     for version in spec["versions"]:
         vname = version["name"]
         if not version.get("served", True):
             continue
+        convert: Converter | None = None
+        read_at = vname
         if vname not in live_served:
-            skipped.append(vname)
-            continue
+            if source is None or (strategy != "None" and converter is None):
+                skipped.append(vname)
+                continue
+            convert = converter if strategy != "None" else _relabel
+            read_at = source
+            converted.append(vname)
         shadow = _shadow_crd(new_crd, version)
         shadow_gvk = GroupVersionKind(shadow["spec"]["group"], vname, kind)
+        target = GroupVersionKind(spec["group"], vname, kind).api_version
         try:
             await apply_crd(client, shadow)
-            live_gvk = GroupVersionKind(spec["group"], vname, kind)
+            live_gvk = GroupVersionKind(spec["group"], read_at, kind)
             token: str | None = None
             while True:
                 page = await client.list_page(live_gvk, limit=page_size, continue_token=token)
-                for obj in page.items:
+                for item in page.items:
                     checked += 1
-                    rejection = await _check(client, obj, shadow_gvk, vname, spec["scope"])
+                    obj: Mapping[str, Any] = item
+                    rejection = None
+                    if convert is not None:
+                        obj, rejection = _converted(item, convert, target, vname, spec["scope"])
+                    if rejection is None:
+                        rejection = await _check(client, obj, shadow_gvk, vname, spec["scope"])
                     if rejection is not None:
                         rejections.append(rejection)
                 token = page.continue_token
@@ -141,8 +190,33 @@ async def objects_rejected_by(
             with contextlib.suppress(NotFound):
                 await client.delete(kinds.CustomResourceDefinition, shadow["metadata"]["name"])
     return DryRunReport(
-        checked=checked, rejections=tuple(rejections), skipped_versions=tuple(skipped)
+        checked=checked,
+        rejections=tuple(rejections),
+        skipped_versions=tuple(skipped),
+        converted_versions=tuple(converted),
+        converted_from=source if converted else None,
     )
+
+
+def _relabel(obj: Mapping[str, Any], api_version: str) -> dict[str, Any]:
+    """What the API server does with conversion strategy ``None``: only apiVersion changes."""
+    return {**copy.deepcopy(dict(obj)), "apiVersion": api_version}
+
+
+def _converted(
+    obj: Mapping[str, Any], convert: Converter, api_version: str, version: str, scope: str
+) -> tuple[Mapping[str, Any], Rejection | None]:
+    """``obj`` converted to ``api_version``, or a rejection naming why it could not be."""
+    try:
+        return convert(obj, api_version), None
+    except Exception as exc:  # a converter's failure is the finding itself
+        meta = obj.get("metadata") or {}
+        return obj, Rejection(
+            version=version,
+            namespace=meta.get("namespace") if scope == "Namespaced" else None,
+            name=str(meta.get("name")),
+            reasons=(f"conversion to {api_version} failed: {type(exc).__name__}: {exc}",),
+        )
 
 
 def _shadow_crd(crd: Mapping[str, Any], version: Mapping[str, Any]) -> dict[str, Any]:
