@@ -37,7 +37,7 @@ def _kubectl_hint() -> str:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    result = build_controlplane(version=args.version, force=args.force)
+    result = build_controlplane(version=args.version, force=args.force, nodes=args.nodes)
     for name, (size, seconds) in result.binaries.items():
         how = f"built in {seconds:.0f}s" if seconds else "cached"
         print(f"{name:<25} {size / 2**20:6.1f} MiB  {how}")
@@ -151,6 +151,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub = parser.add_subparsers(dest="action", required=True)
     build = sub.add_parser("build", help="build the binaries from Go modules into the cache")
     build.add_argument("--force", action="store_true", help="rebuild even if cached")
+    build.add_argument(
+        "--nodes",
+        action="store_true",
+        help="also build kubelet, kube-proxy and kube-scheduler, which nodes need",
+    )
     build.add_argument(
         "--version",
         default=None,

@@ -54,6 +54,14 @@ _TARGETS: tuple[tuple[str, str, bool], ...] = (
     ("kubectl", "k8s.io/kubernetes/cmd/kubectl", True),
 )
 
+# What a node needs besides the plane, built only on request (`build --nodes`, issue 29 and
+# decision 0021): the default build, and so CI, builds exactly the plane.
+_NODE_TARGETS: tuple[tuple[str, str, bool], ...] = (
+    ("kubelet", "k8s.io/kubernetes/cmd/kubelet", True),
+    ("kube-proxy", "k8s.io/kubernetes/cmd/kube-proxy", True),
+    ("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler", True),
+)
+
 
 @dataclass(frozen=True, slots=True)
 class BuildResult:
@@ -277,6 +285,15 @@ def generate_module(version: str, *, out: TextIO | None = None, force: bool = Fa
     return target
 
 
+def _names_node_commands(source: Path) -> bool:
+    """Whether the module's ``tools.go`` imports every node command (so go.sum covers them)."""
+    try:
+        tools = (source / "tools.go").read_text()
+    except OSError:
+        return False
+    return all(f'"{package}"' in tools for _, package, _ in _NODE_TARGETS)
+
+
 def _go_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("CGO_ENABLED", "0")  # static binaries, no C toolchain needed
@@ -287,10 +304,15 @@ def build_controlplane(
     *,
     version: str | None = None,
     force: bool = False,
+    nodes: bool = False,
     out: TextIO | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> BuildResult:
     """Build etcd, kube-apiserver, kube-controller-manager and kubectl into the cache.
+
+    ``nodes=True`` (``setpoint controlplane build --nodes``) also builds what a node runs
+    beside them, kubelet, kube-proxy and kube-scheduler, from the same module: opt-in,
+    since only planes with nodes need them (decision 0021).
 
     ``version=None`` builds :func:`~setpoint.testing.controlplane.selected_kubernetes_version`
     (``$SETPOINT_CONTROLPLANE_VERSION``, else the default release) from the packaged Go
@@ -311,12 +333,23 @@ def build_controlplane(
     version = version or selected_kubernetes_version()
     bin_dir = cache_dir() / "controlplane" / version / "bin"
     results: dict[str, tuple[int, float]] = {}
-    todo = [t for t in _TARGETS if force or not (bin_dir / t[0]).is_file()]
+    targets = _TARGETS + _NODE_TARGETS if nodes else _TARGETS
+    todo = [t for t in targets if force or not (bin_dir / t[0]).is_file()]
     if not todo:  # all cached: no Go toolchain needed
-        for name, _, _ in _TARGETS:
+        for name, _, _ in targets:
             results[name] = ((bin_dir / name).stat().st_size, 0.0)
         return BuildResult(version, bin_dir, results)
     source = generate_module(version, out=stream)
+    if nodes and not _names_node_commands(source):
+        # A module generated before the node commands were in tools.go has no go.sum
+        # entries for their dependencies: generate it again.
+        source = generate_module(version, out=stream, force=True)
+        if not _names_node_commands(source):
+            raise ControlPlaneError(
+                f"{source / 'tools.go'} does not import kubelet, kube-proxy and "
+                "kube-scheduler, so its go.sum cannot build them; add them as the packaged "
+                "module does, or unset SETPOINT_CONTROLPLANE_SRC"
+            )
     pinned = _pinned_version(source)
     if pinned != version:
         raise ControlPlaneError(
@@ -328,11 +361,11 @@ def build_controlplane(
     env = _go_env()
     print(
         f"Building the local control plane {version} from Go modules into {bin_dir} "
-        f"({len(todo)} of {len(_TARGETS)} binaries; the first build takes a while)",
+        f"({len(todo)} of {len(targets)} binaries; the first build takes a while)",
         file=stream,
         flush=True,
     )
-    for index, (name, package, stamp) in enumerate(_TARGETS, 1):
+    for index, (name, package, stamp) in enumerate(targets, 1):
         target = bin_dir / name
         if (name, package, stamp) not in todo:
             results[name] = (target.stat().st_size, 0.0)
@@ -368,7 +401,7 @@ def build_controlplane(
                 last_report = now
                 pct = min(99, 100 * compiled // total)
                 print(
-                    f"  [{index}/{len(_TARGETS)}] {name}: ~{pct}% of {total} packages, "
+                    f"  [{index}/{len(targets)}] {name}: ~{pct}% of {total} packages, "
                     f"{now - started:.0f}s",
                     file=stream,
                     flush=True,
@@ -385,19 +418,29 @@ def build_controlplane(
         size = target.stat().st_size
         results[name] = (size, seconds)
         print(
-            f"  [{index}/{len(_TARGETS)}] {name}: built in {seconds:.0f}s, {size / 2**20:.0f} MiB",
+            f"  [{index}/{len(targets)}] {name}: built in {seconds:.0f}s, {size / 2**20:.0f} MiB",
             file=stream,
             flush=True,
         )
+    record_path = bin_dir.parent / "build.json"
+    binaries = {n: {"bytes": s, "build_seconds": round(t, 1)} for n, (s, t) in results.items()}
+    # A binary that was cached keeps the build time an earlier run recorded for it (building
+    # the node binaries later must not erase the plane's).
+    try:
+        earlier = json.loads(record_path.read_text()).get("binaries", {})
+    except (OSError, ValueError, AttributeError):
+        earlier = {}
+    for name, (size, seconds) in results.items():
+        previous = earlier.get(name) if isinstance(earlier, dict) else None
+        if seconds == 0.0 and isinstance(previous, dict) and previous.get("bytes") == size:
+            binaries[name] = previous
     record = {
         "version": version,
         "go": subprocess.run(
             [go, "version"], capture_output=True, text=True, check=False
         ).stdout.strip(),
         "built_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "binaries": {
-            n: {"bytes": s, "build_seconds": round(t, 1)} for n, (s, t) in results.items()
-        },
+        "binaries": binaries,
     }
-    (bin_dir.parent / "build.json").write_text(json.dumps(record, indent=2) + "\n")
+    record_path.write_text(json.dumps(record, indent=2) + "\n")
     return BuildResult(version, bin_dir, results)

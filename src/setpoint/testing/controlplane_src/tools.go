@@ -1,11 +1,15 @@
 //go:build tools
 
 // Package tools records the Kubernetes commands this module builds, so that
-// `go mod tidy` keeps their dependencies in go.sum.
+// `go mod tidy` keeps their dependencies in go.sum. kubelet, kube-proxy and
+// kube-scheduler are built only by `setpoint controlplane build --nodes`.
 package tools
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )
