@@ -2,9 +2,9 @@
 
 Run by hand as root (``make node-spike``), never by ``make test``, ``make check`` or CI. It
 
-1. builds kubelet and kube-scheduler from the control plane's Kubernetes Go modules into
-   ``~/.cache/setpoint/nodes/<version>/bin`` (once; ~40 s with the plane's Go build cache
-   warm), and a static ``pause`` binary;
+1. builds kubelet, kube-proxy and kube-scheduler from the control plane's Kubernetes Go
+   modules (``setpoint controlplane build --nodes``: once, ~25 s with the plane's Go build
+   cache warm), and a static ``pause`` binary;
 2. starts a control plane of its own (or uses ``--kubeconfig``), a containerd with private
    root, state and socket, and a kubelet (cgroup v1 allowed, cgroupfs driver) whose Pods get
    addresses from Debian's CNI ``bridge`` + ``host-local`` plugins;
@@ -48,10 +48,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from setpoint.testing.build import build_controlplane
 from setpoint.testing.controlplane import (
     ControlPlane,
     ControlPlaneOptions,
-    cache_dir,
     find_binaries,
     selected_kubernetes_version,
 )
@@ -278,70 +278,16 @@ def processes_mentioning(text: str) -> list[tuple[int, str]]:
 # --- building ---------------------------------------------------------------------------
 
 
-def _ldflags(version: str) -> str:
-    major, minor, _ = version.lstrip("v").split(".")
-    flags = ["-s", "-w"]
-    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
-        flags += [
-            f"-X {pkg}.gitVersion={version}",
-            f"-X {pkg}.gitMajor={major}",
-            f"-X {pkg}.gitMinor={minor}",
-            f"-X {pkg}.gitTreeState=clean",
-        ]
-    return " ".join(flags)
-
-
 def build_node_binaries(version: str) -> Path:
-    """Build kubelet and kube-scheduler into the nodes' cache directory, once.
+    """Kubelet and kube-scheduler (and kube-proxy): ``setpoint controlplane build --nodes``.
 
-    From a copy of the plane's wrapper module with the two commands added to ``tools.go``
-    and ``go mod tidy`` run on it, so they come from the same Kubernetes modules.
+    Built once into the release's cache from the plane's own Go module; cached afterwards.
     """
-    base = cache_dir() / "nodes" / version
-    bin_dir = base / "bin"
-    wanted = ("kubelet", "kube-scheduler")
-    if all((bin_dir / name).is_file() for name in wanted):
-        return bin_dir
-    from setpoint.testing.build import generate_module
-
-    module = base / "module"
-    if not (module / "go.sum").is_file():
-        source = generate_module(version, out=sys.stderr)
-        staging = base / "module.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        shutil.copytree(source, staging)
-        tools = (staging / "tools.go").read_text()
-        extra = "".join(f'\t_ "k8s.io/kubernetes/cmd/{name}"\n' for name in wanted)
-        (staging / "tools.go").write_text(tools.replace("import (\n", "import (\n" + extra, 1))
-        log(f"go mod tidy in {staging} (adds the kubelet's dependencies)")
-        subprocess.run(["go", "mod", "tidy"], cwd=staging, check=True)
-        shutil.rmtree(module, ignore_errors=True)
-        staging.rename(module)
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "CGO_ENABLED": "0"}
-    for name in wanted:
-        if (bin_dir / name).is_file():
-            continue
-        log(f"building {name} {version} into {bin_dir}")
-        start = time.monotonic()
-        subprocess.run(
-            [
-                "go",
-                "build",
-                "-trimpath",
-                "-ldflags",
-                _ldflags(version),
-                "-o",
-                str(bin_dir / f"{name}.partial"),
-                f"k8s.io/kubernetes/cmd/{name}",
-            ],
-            cwd=module,
-            env=env,
-            check=True,
-        )
-        (bin_dir / f"{name}.partial").rename(bin_dir / name)
-        log(f"built {name} in {time.monotonic() - start:.0f}s")
-    return bin_dir
+    result = build_controlplane(version=version, nodes=True)
+    for name, (_, seconds) in result.binaries.items():
+        if seconds:
+            log(f"built {name} in {seconds:.0f}s")
+    return result.bin_dir
 
 
 def build_pause(work: Path) -> Path:
