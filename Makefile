@@ -42,10 +42,11 @@ prometheus: $(STAMP)
 	$(PY) scripts/build_prometheus.py
 
 # Issue 29 spike, by hand only (not in test, check, release-check or CI): as root, builds
-# kubelet and kube-scheduler into ~/.cache/setpoint/nodes (~40 s with the plane's Go cache
-# warm), starts a plane, containerd and a kubelet, runs one real Pod, reads its logs, and
-# checks nothing is left behind (~15 s). Needs: apt-get install containerd runc
-# containernetworking-plugins iptables busybox-static. See docs/decisions/0021-nodes.md.
+# kubelet, kube-proxy and kube-scheduler (`setpoint controlplane build --nodes`, ~25 s with
+# the plane's Go cache warm), starts a plane, containerd and a kubelet, runs one real Pod,
+# reads its logs, and checks nothing is left behind (~11 s). Needs: apt-get install
+# containerd runc containernetworking-plugins iptables busybox-static. See
+# docs/decisions/0021-nodes.md.
 node-spike: controlplane
 	$(PY) scripts/node_spike.py
 
