@@ -311,7 +311,7 @@ def _versions(spec: dict[str, Any], notes: _Notes) -> list[dict[str, Any]]:
             raise MigrationInputError(f"spec.versions[{i}] is not a mapping")
         clean.append(version)
         for flag in ("served", "storage"):
-            if not isinstance(version.get(flag), bool):
+            if version.get(flag) is None:
                 # Both are plain bools in v1beta1 and v1: a missing one reads as false.
                 version[flag] = False
                 notes.add(

@@ -59,6 +59,12 @@ def test_served_and_storage_are_explicit_booleans() -> None:
     assert migration.needs_human == ()
 
 
+def test_a_served_flag_of_the_wrong_type_is_not_rewritten() -> None:
+    """Only a missing flag is defaulted; a string is the author's mistake, left for the server."""
+    doc = legacy(version=None, versions=[{"name": "v1", "served": "yes", "storage": True}])
+    assert migrate_crd(doc).crd["spec"]["versions"][0]["served"] == "yes"
+
+
 def test_no_storage_version_needs_a_human() -> None:
     """Exactly one storage version is required (by v1beta1 too); the note names the versions."""
     doc = legacy(version=None, versions=[{"name": "v1alpha1", "served": True}])
