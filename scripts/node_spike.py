@@ -1,17 +1,23 @@
-"""Issue 29 spike: one real node (kubelet + containerd + runc + CNI) runs one real Pod.
+"""Issue 29 spike: real nodes (kubelet + containerd + runc + CNI) run real Pods.
 
 Run by hand as root (``make node-spike``), never by ``make test``, ``make check`` or CI. It
 
 1. builds kubelet, kube-proxy and kube-scheduler from the control plane's Kubernetes Go
    modules (``setpoint controlplane build --nodes``: once, ~25 s with the plane's Go build
    cache warm), and a static ``pause`` binary;
-2. starts a control plane of its own (or uses ``--kubeconfig``), a containerd with private
-   root, state and socket, and a kubelet (cgroup v1 allowed, cgroupfs driver) whose Pods get
-   addresses from Debian's CNI ``bridge`` + ``host-local`` plugins;
+2. starts a control plane of its own (or uses ``--kubeconfig``) and ``--nodes N`` nodes
+   (default 2). Each node is a network namespace with a veth on one host bridge, and in it
+   a containerd with private root, state and socket, a kubelet (cgroup v1 allowed, cgroupfs
+   driver, a cgroup root of its own) whose Pods get addresses from Debian's CNI ``bridge``
+   + ``host-local`` plugins, and a kube-proxy. kube-apiserver listens on loopback only, so
+   ``socat`` relays the bridge address to it; the ``kubernetes`` Service points there;
 3. writes a pause image and a busybox test image as OCI archives (no registry, no base
    image, no image builder: the layers are tarred here) and imports them with ``ctr``;
-4. lets kube-scheduler place a Pod (non-root, read-only root filesystem), waits for it to
-   run and reads its output with ``kubectl logs``;
+4. lets kube-scheduler place a Pod (non-root, read-only root filesystem) and reads its
+   output with ``kubectl logs``; then, from a Pod on the first node, reaches a Pod on the
+   last node by its IP and through a Service (kube-proxy), and kube-apiserver through the
+   ``kubernetes`` Service; and reaches that Pod from the host by its IP (the path a webhook
+   Service takes with ``--enable-aggregator-routing``);
 5. takes everything down again and checks that no process, mount, network namespace,
    network link, cgroup, sysctl change or file outside its work directory is left; a
    leftover is reported and the exit code is 1.
@@ -20,11 +26,11 @@ What this machine needs and why is written up in docs/decisions/0021-nodes.md.
 
 Usage::
 
-    sudo .venv/bin/python scripts/node_spike.py [--kubeconfig PATH] [--keep-workdir]
+    sudo .venv/bin/python scripts/node_spike.py [--nodes N] [--kubeconfig PATH] [--keep-workdir]
 
-With ``--kubeconfig`` (an admin kubeconfig of a running plane) the node joins that plane;
-``kubectl logs`` then works only if its kube-apiserver runs with
-``--kubelet-preferred-address-types=InternalIP`` (the node's name does not resolve).
+With ``--kubeconfig`` (an admin kubeconfig of a running setpoint plane) the nodes join that
+plane; ``kubectl logs`` then works only if its kube-apiserver runs with
+``--kubelet-preferred-address-types=InternalIP`` (the nodes' names do not resolve).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -56,24 +63,58 @@ from setpoint.testing.controlplane import (
     selected_kubernetes_version,
 )
 
-NODE_NAME = "setpoint-spike-node"
-"""The Node's name (``--hostname-override``)."""
+HOST_BRIDGE = "spbr0"
+"""The host bridge every node's veth is attached to."""
 
-NODE_LINK = "spnode0"
-"""A bridge with no ports that holds the node's address: the kernel here has no ``dummy``
-driver, and the kubelet refuses a loopback node IP."""
+HOST_IP = "10.213.0.1"
+"""The host's address on :data:`HOST_BRIDGE`: the relay to kube-apiserver listens here."""
 
-NODE_IP = "10.213.0.2"
-"""The node's InternalIP; kube-apiserver reaches the kubelet (logs, exec) there."""
+RELAY_PORT = 6443
+"""The relay's port on :data:`HOST_IP`."""
 
-CNI_BRIDGE = "spcni0"
-"""The CNI bridge the Pods' veths are attached to."""
+CLUSTER_CIDR = "10.244.0.0/16"
+"""All Pods' addresses; node ``i`` has ``10.244.i.0/24``."""
 
-CGROUP_ROOT = "/setpoint-spike-node"
-"""The kubelet's ``cgroupRoot``; its ``kubepods`` tree goes below it in every hierarchy."""
+API_SERVER_NAME = "kubernetes.default.svc"
+"""A name in kube-apiserver's serving certificate, for clients that reach it by relay."""
 
-POD_CIDR = "10.244.0.0/24"
-"""The Pods' addresses (CNI ``host-local``)."""
+
+def node_name(index: int) -> str:
+    """Node ``index``'s name (``--hostname-override``)."""
+    return f"setpoint-spike-node{index}"
+
+
+def node_ip(index: int) -> str:
+    """Node ``index``'s InternalIP, on :data:`HOST_BRIDGE`.
+
+    kube-apiserver reaches its kubelet there (the kubelet refuses a loopback node IP).
+    """
+    return f"10.213.0.{10 + index}"
+
+
+def pod_cidr(index: int) -> str:
+    """Node ``index``'s Pod addresses (CNI ``host-local``)."""
+    return f"10.244.{index}.0/24"
+
+
+def cgroup_root(index: int) -> str:
+    """Node ``index``'s kubelet ``cgroupRoot``.
+
+    A kubelet removes the pod cgroups it does not know, so two nodes on one host must not
+    share one.
+    """
+    return f"/setpoint-spike-node{index}"
+
+
+def netns_name(index: int) -> str:
+    """Node ``index``'s network namespace (``/run/netns/<name>``)."""
+    return f"setpoint-spike-{index}"
+
+
+def veth_name(index: int) -> str:
+    """The host end of node ``index``'s veth (the other end is ``eth0`` in its namespace)."""
+    return f"spv{index}"
+
 
 PAUSE_IMAGE = "localhost/setpoint/pause:spike"
 """The sandbox image, built here: containerd's ``sandbox_image``."""
@@ -83,6 +124,9 @@ TEST_IMAGE = "localhost/setpoint/busybox:spike"
 
 GREETING = "hello from a real pod on a setpoint node"
 """What the Pod prints; ``kubectl logs`` must return it."""
+
+SERVED = "served-by-server"
+"""What the server Pod answers on port 8080."""
 
 CNI_BIN_DIR = Path("/usr/lib/cni")
 """Where Debian's containernetworking-plugins puts the CNI plugins."""
@@ -216,21 +260,26 @@ def _cgroup_dirs() -> set[str]:
     root = Path("/sys/fs/cgroup")
     found: set[str] = set()
     for hierarchy in root.iterdir():
-        for name in ("kubepods", "kubepods.slice", "k8s.io", CGROUP_ROOT.strip("/")):
-            if (hierarchy / name).is_dir():
-                found.add(str(hierarchy / name))
+        if not hierarchy.is_dir():
+            continue
+        for entry in hierarchy.iterdir():
+            if entry.is_dir() and (
+                entry.name in ("kubepods", "kubepods.slice", "k8s.io")
+                or entry.name.startswith("setpoint-spike-node")
+            ):
+                found.add(str(entry))
     return found
 
 
-def make_cgroup_root() -> None:
-    """Create :data:`CGROUP_ROOT` in every hierarchy: the kubelet requires it to exist.
+def make_cgroup_root(path: str) -> None:
+    """Create the cgroup ``path`` in every hierarchy: the kubelet requires its root to exist.
 
     A new cpuset cgroup starts with no CPUs and no memory nodes; it gets its parent's.
     """
     for hierarchy in Path("/sys/fs/cgroup").iterdir():
         if not hierarchy.is_dir():
             continue
-        target = hierarchy / CGROUP_ROOT.strip("/")
+        target = hierarchy / path.strip("/")
         target.mkdir(exist_ok=True)
         for name in ("cpuset.cpus", "cpuset.mems"):
             if (target / name).exists() and not (target / name).read_text().strip():
@@ -470,14 +519,19 @@ state = "{node}/containerd/state"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        Root = "{node}/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{CNI_BIN_DIR}"
     conf_dir = "{node}/cni/net.d"
 """
 
 
-def cni_config(node: Path) -> str:
-    """The CNI network: bridge + host-local (containerd adds loopback itself)."""
+def cni_config(node: Path, subnet: str) -> str:
+    """The CNI network: bridge + host-local (containerd adds loopback itself).
+
+    The bridge lives in the node's namespace, so its name and the ``ip_forward`` the plugin
+    sets (``isGateway``) are the node's, not the host's.
+    """
     return json.dumps(
         {
             "cniVersion": "1.0.0",
@@ -485,13 +539,13 @@ def cni_config(node: Path) -> str:
             "plugins": [
                 {
                     "type": "bridge",
-                    "bridge": CNI_BRIDGE,
+                    "bridge": "cni0",
                     "isGateway": True,
                     "ipMasq": False,
                     "hairpinMode": True,
                     "ipam": {
                         "type": "host-local",
-                        "ranges": [[{"subnet": POD_CIDR}]],
+                        "ranges": [[{"subnet": subnet}]],
                         "routes": [{"dst": "0.0.0.0/0"}],
                         "dataDir": f"{node}/cni/ipam",
                     },
@@ -502,7 +556,7 @@ def cni_config(node: Path) -> str:
     )
 
 
-def kubelet_config(node: Path) -> str:
+def kubelet_config(node: Path, index: int) -> str:
     """KubeletConfiguration: cgroup v1 allowed, cgroupfs, its files under ``node``."""
     return f"""apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -512,9 +566,9 @@ failCgroupV1: false
 cgroupDriver: cgroupfs
 # The node's Pods under a cgroup of their own, not /kubepods: a kubelet removes the pod
 # cgroups it does not know, so two nodes on one host must not share a root.
-cgroupRoot: {CGROUP_ROOT}
+cgroupRoot: {cgroup_root(index)}
 containerRuntimeEndpoint: unix://{node}/containerd.sock
-address: {NODE_IP}
+address: {node_ip(index)}
 port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -564,23 +618,101 @@ POD = {
 }
 
 
+def kube_proxy_config(kubeconfig: Path, index: int) -> str:
+    """KubeProxyConfiguration (iptables mode): its rules live in the node's namespace."""
+    return json.dumps(
+        {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(kubeconfig)},
+            "hostnameOverride": node_name(index),
+            "mode": "iptables",
+            "clusterCIDR": CLUSTER_CIDR,
+            "nodePortAddresses": ["primary"],
+            "healthzBindAddress": "127.0.0.1:10256",
+            "metricsBindAddress": "127.0.0.1:10249",
+            # Root here lacks CAP_SYS_RESOURCE: kube-proxy's default -999 cannot be set.
+            "oomScoreAdj": 0,
+            # Leave the (host-wide) conntrack table size alone.
+            "conntrack": {"maxPerCore": 0},
+        },
+        indent=2,
+    )
+
+
+def pod_on(name: str, node: str, script: str) -> dict[str, Any]:
+    """A copy of :data:`POD` named ``name``, bound to ``node``, running ``script``."""
+    pod: dict[str, Any] = json.loads(json.dumps(POD))
+    pod["metadata"] = {"name": name, "namespace": "default", "labels": {"app": name}}
+    pod["spec"]["nodeName"] = node
+    pod["spec"]["containers"][0]["command"] = ["/bin/sh", "-c", script]
+    return pod
+
+
+def endpoint_slice(name: str, service: str, address: str, port: int, port_name: str) -> str:
+    """An EndpointSlice written by hand: the plane runs no EndpointSlice controller."""
+    return json.dumps(
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "labels": {"kubernetes.io/service-name": service},
+            },
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+            "ports": [{"name": port_name, "port": port, "protocol": "TCP"}],
+        }
+    )
+
+
 # --- the spike --------------------------------------------------------------------------
+
+
+class Node:
+    """One node: its namespace, directory and daemons (containerd, kubelet, kube-proxy)."""
+
+    def __init__(self, work: Path, index: int) -> None:
+        self.index = index
+        self.name = node_name(index)
+        self.dir = work / f"node{index}"
+        self.daemons: list[Daemon] = []
+
+    def nsenter(self, *argv: str) -> list[str]:
+        """``argv``, to be run in the node's network namespace.
+
+        Mounts and cgroups stay the host's: ``ip netns exec`` would remount ``/sys`` and
+        hide the cgroup hierarchies.
+        """
+        return ["nsenter", f"--net=/run/netns/{netns_name(self.index)}", *argv]
+
+    def ctr(self, *args: str, check: bool = True) -> str:
+        """Run ctr against this node's containerd, namespace k8s.io."""
+        sock = str(self.dir / "containerd.sock")
+        return run(["ctr", "--address", sock, "-n", "k8s.io", *args], check=check)
 
 
 class Spike:
     """Everything the spike started, in the order it has to be taken down."""
 
-    def __init__(self, work: Path, kubeconfig: Path | None) -> None:
+    def __init__(self, work: Path, kubeconfig: Path | None, nodes: int) -> None:
         self.work = work
-        self.node = work / "node"
-        self.external_kubeconfig = kubeconfig
+        self.external = kubeconfig is not None
         self.plane: ControlPlane | None = None
         self.kubeconfig = kubeconfig
         self.kubectl = ""
-        self.daemons: list[Daemon] = []
+        self.nodes = [Node(work, index) for index in range(1, nodes + 1)]
+        self.daemons: list[Daemon] = []  # the relay and kube-scheduler
+        self.netns: list[str] = []
+        self.routes: list[str] = []
         self.links: list[str] = []
         self.before: dict[str, Any] = {}
         self.timings: dict[str, float] = {}
+
+    def all_daemons(self) -> list[Daemon]:
+        """Every daemon started, nodes' first."""
+        return [d for node in self.nodes for d in node.daemons] + self.daemons
 
     def kc(self, *args: str, check: bool = True) -> str:
         """Run kubectl against the plane."""
@@ -591,21 +723,23 @@ class Spike:
         }
         return run([self.kubectl, *args], env=env, check=check)
 
-    def ctr(self, *args: str, check: bool = True) -> str:
-        """Run ctr against this node's containerd, namespace k8s.io."""
-        return run(
-            ["ctr", "--address", str(self.node / "containerd.sock"), "-n", "k8s.io", *args],
-            check=check,
-        )
+    def apply(self, name: str, manifest: str) -> None:
+        """Write ``manifest`` into the work directory and ``kubectl apply`` it."""
+        path = self.work / f"{name}.json"
+        path.write_text(manifest)
+        self.kc("apply", "-f", str(path))
 
     def start(self, bin_dir: Path) -> None:
-        """Plane, network, containerd, images, kubelet, scheduler: up to a Ready node."""
+        """Plane, relay, images, then each node; wait until every node is Ready."""
         self.before = host_state()
-        for name in (NODE_LINK, CNI_BRIDGE):
-            if name in self.before["links"]:
-                raise SpikeError(f"network link {name} exists already: another spike running?")
-        version = selected_kubernetes_version()
-        binaries = find_binaries(version)
+        taken = [
+            n
+            for n in [HOST_BRIDGE] + [veth_name(i.index) for i in self.nodes]
+            if n in self.before["links"]
+        ] + [netns_name(i.index) for i in self.nodes if netns_name(i.index) in self.before["netns"]]
+        if taken:
+            raise SpikeError(f"{', '.join(taken)} exist already: another spike running?")
+        binaries = find_binaries(selected_kubernetes_version())
         if binaries.kubectl is None:
             raise SpikeError("kubectl is not built: run `make controlplane`")
         self.kubectl = str(binaries.kubectl)
@@ -614,135 +748,211 @@ class Spike:
             self.plane = ControlPlane(
                 ControlPlaneOptions(
                     base_dir=self.work,
-                    # The kubelet's Hostname address does not resolve; use its InternalIP.
-                    apiserver_args={"kubelet-preferred-address-types": "InternalIP"},
+                    apiserver_args={
+                        # The nodes' Hostname addresses do not resolve; use their InternalIP.
+                        "kubelet-preferred-address-types": "InternalIP",
+                        # Webhooks' service: clientConfigs go to the endpoints' Pod IPs.
+                        "enable-aggregator-routing": "true",
+                    },
                 )
             )
             self.plane.start()
             self.kubeconfig = self.plane.kubeconfig_path
             self.timings["plane start"] = time.monotonic() - t
             log(f"control plane up at {self.plane.server}")
-
-        for sub in ("cni/net.d", "containerd", "kubelet", "pod-logs"):
-            (self.node / sub).mkdir(parents=True, exist_ok=True)
-        run(["ip", "link", "add", NODE_LINK, "type", "bridge"])
-        self.links.append(NODE_LINK)
-        self.links.append(CNI_BRIDGE)  # created by the CNI bridge plugin with the first Pod
-        run(["ip", "addr", "add", f"{NODE_IP}/32", "dev", NODE_LINK])
-        run(["ip", "link", "set", NODE_LINK, "up"])
-
-        (self.node / "containerd/config.toml").write_text(containerd_config(self.node))
-        (self.node / "cni/net.d/10-spike.conflist").write_text(cni_config(self.node))
-        t = time.monotonic()
-        containerd = Daemon(
-            "containerd",
-            ["containerd", "--config", str(self.node / "containerd/config.toml")],
-            self.node / "containerd.log",
+        server = self.kc(
+            "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"
         )
-        self.daemons.append(containerd)
+        api_port = server.rsplit(":", 1)[1].strip("/")
+
+        run(["ip", "link", "add", HOST_BRIDGE, "type", "bridge"])
+        self.links.append(HOST_BRIDGE)
+        run(["ip", "addr", "add", f"{HOST_IP}/24", "dev", HOST_BRIDGE])
+        run(["ip", "link", "set", HOST_BRIDGE, "up"])
+        relay = Daemon(
+            "relay",
+            [
+                "socat",
+                f"TCP-LISTEN:{RELAY_PORT},bind={HOST_IP},fork,reuseaddr",
+                f"TCP:127.0.0.1:{api_port}",
+            ],
+            self.work / "relay.log",
+        )
+        self.daemons.append(relay)
+        config = json.loads(self.kc("config", "view", "--minify", "--raw", "-o", "json"))
+        config["clusters"][0]["cluster"]["server"] = f"https://{HOST_IP}:{RELAY_PORT}"
+        config["clusters"][0]["cluster"]["tls-server-name"] = API_SERVER_NAME
+        node_kubeconfig = self.work / "node.kubeconfig"
+        node_kubeconfig.touch(mode=0o600)
+        node_kubeconfig.write_text(json.dumps(config))
+        # The plane runs no endpoint reconciler: point the kubernetes Service at the relay.
+        self.apply(
+            "kubernetes-endpoints",
+            endpoint_slice("kubernetes-setpoint-spike", "kubernetes", HOST_IP, RELAY_PORT, "https"),
+        )
+
+        t = time.monotonic()
+        archives = build_images(self.work, build_pause(self.work))
+        self.timings["images build"] = time.monotonic() - t
+        t = time.monotonic()
+        for node in self.nodes:
+            self.start_node(node, bin_dir, node_kubeconfig, archives)
+        for node in self.nodes:
+            kubelet = node.daemons[1]
+
+            def ready(node: Node = node, kubelet: Daemon = kubelet) -> bool:
+                if not kubelet.alive():
+                    raise SpikeError(f"{node.name}'s kubelet exited:\n{kubelet.tail()}")
+                out = self.kc(
+                    "get",
+                    "node",
+                    node.name,
+                    "-o",
+                    'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
+                    check=False,
+                )
+                return out.strip() == "True"
+
+            wait_for(f"{node.name} to be Ready", ready, 90)
+            # The plane runs no node-lifecycle controller, so nothing lifts the not-ready
+            # taint that TaintNodesByCondition put on the new Node.
+            self.kc(
+                "taint", "node", node.name, "node.kubernetes.io/not-ready:NoSchedule-", check=False
+            )
+        self.timings[f"{len(self.nodes)} node(s): start to all Ready"] = time.monotonic() - t
+        for line in self.kc("get", "nodes", "-o", "wide").splitlines():
+            log(line)
+        self.daemons.append(
+            Daemon(
+                "kube-scheduler",
+                [
+                    str(bin_dir / "kube-scheduler"),
+                    f"--kubeconfig={self.kubeconfig}",
+                    f"--authentication-kubeconfig={self.kubeconfig}",
+                    f"--authorization-kubeconfig={self.kubeconfig}",
+                    "--bind-address=127.0.0.1",
+                    "--secure-port=0",
+                    "--leader-elect=false",
+                ],
+                self.work / "kube-scheduler.log",
+            )
+        )
+
+    def start_node(self, node: Node, bin_dir: Path, kubeconfig: Path, images: list[Path]) -> None:
+        """Namespace, veth, routes, cgroup root, containerd, images, kubelet, kube-proxy."""
+        i = node.index
+        for sub in ("cni/net.d", "containerd", "kubelet", "pod-logs"):
+            (node.dir / sub).mkdir(parents=True, exist_ok=True)
+        run(["ip", "netns", "add", netns_name(i)])
+        self.netns.append(netns_name(i))
+        run(
+            [
+                "ip",
+                "link",
+                "add",
+                veth_name(i),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "netns",
+                netns_name(i),
+            ]
+        )
+        run(["ip", "link", "set", veth_name(i), "master", HOST_BRIDGE, "up"])
+        run(node.nsenter("ip", "addr", "add", f"{node_ip(i)}/24", "dev", "eth0"))
+        run(node.nsenter("ip", "link", "set", "eth0", "up"))
+        run(node.nsenter("ip", "link", "set", "lo", "up"))
+        run(node.nsenter("ip", "route", "add", "default", "via", HOST_IP))
+        # Pods on other nodes: straight over the bridge, so the host need not forward.
+        for other in self.nodes:
+            if other is not node:
+                run(
+                    node.nsenter(
+                        "ip", "route", "add", pod_cidr(other.index), "via", node_ip(other.index)
+                    )
+                )
+        # The host (kube-apiserver, webhooks) reaches this node's Pods through the node.
+        run(["ip", "route", "add", pod_cidr(i), "via", node_ip(i)])
+        self.routes.append(pod_cidr(i))
+
+        (node.dir / "containerd/config.toml").write_text(containerd_config(node.dir))
+        (node.dir / "cni/net.d/10-spike.conflist").write_text(cni_config(node.dir, pod_cidr(i)))
+        containerd = Daemon(
+            f"{node.name} containerd",
+            node.nsenter("containerd", "--config", str(node.dir / "containerd/config.toml")),
+            node.dir / "containerd.log",
+        )
+        node.daemons.append(containerd)
         wait_for(
-            "containerd's socket",
-            lambda: self.ctr("version", check=False) != "" or not containerd.alive(),
+            f"{node.name}'s containerd",
+            lambda: node.ctr("version", check=False) != "" or not containerd.alive(),
             30,
         )
         if not containerd.alive():
-            raise SpikeError(f"containerd exited:\n{containerd.tail()}")
-        self.timings["containerd start"] = time.monotonic() - t
-        log(f"containerd {run(['containerd', '--version']).split()[2]} up")
+            raise SpikeError(f"{node.name}'s containerd exited:\n{containerd.tail()}")
+        for archive in images:
+            node.ctr("images", "import", str(archive))
 
-        t = time.monotonic()
-        pause = build_pause(self.work)
-        for archive in build_images(self.work, pause):
-            self.ctr("images", "import", str(archive))
-        self.timings["images build + import"] = time.monotonic() - t
-        log("images imported: " + ", ".join(self.ctr("images", "ls", "-q").split()[:2]))
-
-        make_cgroup_root()
-        (self.node / "kubelet/config.yaml").write_text(kubelet_config(self.node))
-        t = time.monotonic()
-        kubelet = Daemon(
-            "kubelet",
-            [
-                str(bin_dir / "kubelet"),
-                f"--config={self.node / 'kubelet/config.yaml'}",
-                f"--kubeconfig={self.kubeconfig}",
-                f"--root-dir={self.node / 'kubelet/root'}",
-                f"--cert-dir={self.node / 'kubelet/pki'}",
-                f"--hostname-override={NODE_NAME}",
-                f"--node-ip={NODE_IP}",
-                "--v=1",
-            ],
-            self.node / "kubelet.log",
-        )
-        self.daemons.append(kubelet)
-
-        def node_ready() -> bool:
-            if not kubelet.alive():
-                raise SpikeError(f"kubelet exited:\n{kubelet.tail()}")
-            out = self.kc(
-                "get",
-                "node",
-                NODE_NAME,
-                "-o",
-                'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
-                check=False,
+        make_cgroup_root(cgroup_root(i))
+        (node.dir / "kubelet/config.yaml").write_text(kubelet_config(node.dir, i))
+        node.daemons.append(
+            Daemon(
+                f"{node.name} kubelet",
+                node.nsenter(
+                    str(bin_dir / "kubelet"),
+                    f"--config={node.dir / 'kubelet/config.yaml'}",
+                    f"--kubeconfig={kubeconfig}",
+                    f"--root-dir={node.dir / 'kubelet/root'}",
+                    f"--cert-dir={node.dir / 'kubelet/pki'}",
+                    f"--hostname-override={node.name}",
+                    f"--node-ip={node_ip(i)}",
+                    "--v=1",
+                ),
+                node.dir / "kubelet.log",
             )
-            return out.strip() == "True"
-
-        wait_for("the node to be Ready", node_ready, 90)
-        self.timings["kubelet start to node Ready"] = time.monotonic() - t
-        log(f"node {NODE_NAME} Ready: " + self.kc("get", "node", "-o", "wide").splitlines()[-1])
-
-        # The plane runs no node-lifecycle controller, so nothing lifts the not-ready taint
-        # that TaintNodesByCondition put on the new Node; the scheduler would skip it.
-        self.kc("taint", "node", NODE_NAME, "node.kubernetes.io/not-ready:NoSchedule-", check=False)
-        scheduler = Daemon(
-            "kube-scheduler",
-            [
-                str(bin_dir / "kube-scheduler"),
-                f"--kubeconfig={self.kubeconfig}",
-                f"--authentication-kubeconfig={self.kubeconfig}",
-                f"--authorization-kubeconfig={self.kubeconfig}",
-                "--bind-address=127.0.0.1",
-                "--secure-port=0",
-                "--leader-elect=false",
-            ],
-            self.node / "kube-scheduler.log",
         )
-        self.daemons.append(scheduler)
+        (node.dir / "kube-proxy.json").write_text(kube_proxy_config(kubeconfig, i))
+        node.daemons.append(
+            Daemon(
+                f"{node.name} kube-proxy",
+                node.nsenter(
+                    str(bin_dir / "kube-proxy"), f"--config={node.dir / 'kube-proxy.json'}", "--v=1"
+                ),
+                node.dir / "kube-proxy.log",
+            )
+        )
 
-    def run_pod(self) -> str:
-        """Create the Pod, wait until it runs, return ``kubectl logs``."""
-        manifest = self.work / "pod.json"
-        manifest.write_text(json.dumps(POD))
-        t = time.monotonic()
-        self.kc("apply", "-f", str(manifest))
+    def wait_running(self, name: str) -> None:
+        """Wait until Pod ``name`` runs; on failure, say why with the Pod's events."""
 
         def running() -> bool:
-            phase = self.kc("get", "pod", "spike", "-o", "jsonpath={.status.phase}", check=False)
+            phase = self.kc("get", "pod", name, "-o", "jsonpath={.status.phase}", check=False)
             if phase.strip() == "Failed":
-                raise SpikeError("the Pod failed:\n" + self.kc("describe", "pod", "spike"))
+                raise SpikeError(f"Pod {name} failed:\n" + self.kc("describe", "pod", name))
             return phase.strip() == "Running"
 
         try:
-            wait_for("the Pod to run", running, 60)
+            wait_for(f"Pod {name} to run", running, 60)
         except SpikeError as exc:
             events = self.kc("get", "events", "-n", "default", check=False)
             raise SpikeError(f"{exc}\n{events}") from exc
-        self.timings["Pod created to Running"] = time.monotonic() - t
-        log("Pod running: " + self.kc("get", "pod", "spike", "-o", "wide").splitlines()[-1])
+
+    def logs_with(self, name: str, expected: str, timeout: float = 20) -> str:
+        """``kubectl logs name`` once it contains ``expected``."""
         logs = ""
 
-        def has_logs() -> bool:
+        def has() -> bool:
             nonlocal logs
             try:
-                logs = self.kc("logs", "spike")
+                logs = self.kc("logs", name)
             except SpikeError as exc:
                 logs = str(exc)
-            return GREETING in logs
+            return expected in logs
 
         try:
-            wait_for("the Pod's output in kubectl logs", has_logs, 20)
+            wait_for(f"{expected!r} in the logs of Pod {name}", has, timeout)
         except SpikeError as exc:
             hint = ""
             if "no such host" in logs:
@@ -753,62 +963,152 @@ class Spike:
                     " does not), or run without --kubeconfig"
                 )
             raise SpikeError(f"{exc}; last answer: {logs.strip()[-400:]}{hint}") from exc
-        # Where runc put the Pod's processes: below the node's own cgroup root.
-        for line in self.ctr("tasks", "ls").splitlines()[1:]:
-            pid = line.split()[1]
-            for entry in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
-                if ":memory:" in entry:
-                    path = entry.split(":", 2)[2]
-                    if not path.startswith(CGROUP_ROOT + "/kubepods/"):
-                        raise SpikeError(
-                            f"pid {pid} is in memory cgroup {path}, not below {CGROUP_ROOT}"
-                        )
-                    log(f"pid {pid}: memory cgroup {path}")
-        for daemon in self.daemons:
-            status = Path(f"/proc/{daemon.proc.pid}/status").read_text()
-            rss = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS"))
-            log(f"{daemon.name} RSS {int(rss) / 1024:.0f} MiB")
         return logs
+
+    def run_pods(self) -> str:
+        """The scheduled Pod and its logs, then the network checks; returns a report."""
+        t = time.monotonic()
+        self.apply("spike", json.dumps(POD))
+        self.wait_running("spike")
+        self.timings["Pod created to Running"] = time.monotonic() - t
+        log("Pod running: " + self.kc("get", "pod", "spike", "-o", "wide").splitlines()[-1])
+        report = ["---- kubectl logs spike ----", self.logs_with("spike", GREETING).rstrip()]
+        # Where runc put the Pod's processes: below its node's own cgroup root.
+        for node in self.nodes:
+            for line in node.ctr("tasks", "ls").splitlines()[1:]:
+                pid = line.split()[1]
+                for entry in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+                    if ":memory:" in entry:
+                        path = entry.split(":", 2)[2]
+                        if not path.startswith(cgroup_root(node.index) + "/kubepods/"):
+                            raise SpikeError(f"pid {pid} is in memory cgroup {path}")
+                        log(f"{node.name} pid {pid}: memory cgroup {path}")
+
+        first, last = self.nodes[0], self.nodes[-1]
+        self.apply(
+            "server",
+            json.dumps(
+                pod_on(
+                    "server",
+                    last.name,
+                    f"trap 'exit 0' TERM; while true; do echo {SERVED} | nc -l -p 8080; done",
+                )
+            ),
+        )
+        self.wait_running("server")
+        server_ip = self.kc("get", "pod", "server", "-o", "jsonpath={.status.podIP}").strip()
+        self.apply(
+            "server-service",
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": {"name": "server", "namespace": "default"},
+                    "spec": {
+                        "selector": {"app": "server"},
+                        "ports": [{"name": "http", "port": 80, "targetPort": 8080}],
+                    },
+                }
+            ),
+        )
+        self.apply(
+            "server-endpoints", endpoint_slice("server-spike", "server", server_ip, 8080, "http")
+        )
+        service_ip = self.kc("get", "service", "server", "-o", "jsonpath={.spec.clusterIP}")
+
+        # The host to a Pod IP on the last node: the path kube-apiserver takes to a webhook.
+        def host_reaches_pod() -> bool:
+            try:
+                with socket.create_connection((server_ip, 8080), timeout=3) as conn:
+                    return SERVED in conn.recv(100).decode()
+            except OSError:
+                return False
+
+        wait_for(f"the host to reach Pod {server_ip}:8080", host_reaches_pod, 20)
+        report.append(f"host -> Pod {server_ip}:8080 on {last.name}: {SERVED}")
+        script = (
+            f"sleep 2; echo pod-ip; nc -w 3 {server_ip} 8080 </dev/null; sleep 1;"
+            f" echo service; nc -w 3 {service_ip} 80 </dev/null;"
+            " echo kubernetes-service;"
+            " printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 10.0.0.1 443 | head -1;"
+            " echo client-done; trap 'exit 0' TERM; while true; do sleep 1; done"
+        )
+        self.apply("client", json.dumps(pod_on("client", first.name, script)))
+        self.wait_running("client")
+        logs = self.logs_with("client", "client-done", timeout=30)
+        if logs.count(SERVED) != 2 or "HTTP/1.0 400" not in logs:
+            raise SpikeError(
+                f"Pod client on {first.name} did not reach the server Pod on {last.name} by IP "
+                f"and through Service {service_ip}, and kube-apiserver through 10.0.0.1 "
+                f"(expected '{SERVED}' twice and kube-apiserver's 400 to plain HTTP):\n{logs}"
+            )
+        report.append(
+            f"---- kubectl logs client (on {first.name}; server on {last.name}) ----\n"
+            + logs.rstrip()
+        )
+        for daemon in self.all_daemons():
+            if daemon.alive():
+                status = Path(f"/proc/{daemon.proc.pid}/status").read_text()
+                rss = next(x.split()[1] for x in status.splitlines() if x.startswith("VmRSS"))
+                log(f"{daemon.name} RSS {int(rss) / 1024:.0f} MiB")
+        return "\n".join(report)
 
     def teardown(self) -> list[str]:
         """Stop everything and undo every host change; return what could not be undone."""
         problems: list[str] = []
         t = time.monotonic()
-        kubelet_alive = any(d.name == "kubelet" and d.alive() for d in self.daemons)
-        if self.kubectl and self.kubeconfig and kubelet_alive:
-            # Deleting through the API lets the kubelet stop the sandbox (CNI DEL).
+        if (
+            self.kubectl
+            and self.kubeconfig
+            and any(d.alive() for n in self.nodes for d in n.daemons)
+        ):
+            # Deleting through the API lets the kubelets stop the sandboxes (CNI DEL).
             self.kc(
                 "delete",
                 "pod",
                 "spike",
+                "server",
+                "client",
                 "--ignore-not-found",
                 "--wait=true",
                 "--timeout=60s",
+                "--grace-period=2",
                 check=False,
             )
-        for daemon in reversed(self.daemons):
-            if daemon.name != "containerd":
-                daemon.stop()
-        if self.kubectl and self.kubeconfig and self.plane is None:
-            self.kc("delete", "node", NODE_NAME, "--ignore-not-found", check=False)
-        if (self.node / "containerd.sock").exists():
-            # Whatever the kubelet left (stopped sandboxes wait for its garbage collector):
-            # a deleted task ends its containerd-shim, which outlives containerd otherwise.
-            for task in self.ctr("tasks", "ls", "-q", check=False).split():
-                self.ctr("tasks", "delete", "--force", task, check=False)
-            for container in self.ctr("containers", "ls", "-q", check=False).split():
-                self.ctr("containers", "delete", container, check=False)
+        if self.kubectl and self.kubeconfig and self.external:
+            self.kc("delete", "service", "server", "--ignore-not-found", check=False)
+            self.kc(
+                "delete",
+                "endpointslice",
+                "server-spike",
+                "kubernetes-setpoint-spike",
+                "--ignore-not-found",
+                check=False,
+            )
+            for node in self.nodes:
+                self.kc("delete", "node", node.name, "--ignore-not-found", check=False)
         for daemon in self.daemons:
-            if daemon.name == "containerd":
+            daemon.stop()
+        for node in self.nodes:
+            for daemon in node.daemons[1:]:  # kube-proxy, kubelet
                 daemon.stop()
+            if node.daemons and (node.dir / "containerd.sock").exists():
+                # Whatever the kubelet left (stopped sandboxes wait for its garbage collector):
+                # a deleted task ends its containerd-shim, which outlives containerd otherwise.
+                for task in node.ctr("tasks", "ls", "-q", check=False).split():
+                    node.ctr("tasks", "delete", "--force", task, check=False)
+                for container in node.ctr("containers", "ls", "-q", check=False).split():
+                    node.ctr("containers", "delete", container, check=False)
+            if node.daemons:
+                node.daemons[0].stop()
         if self.plane is not None:
             self.plane.stop()
         for pid, cmdline in processes_mentioning(str(self.work)):
             problems.append(f"process {pid} still running, killed: {cmdline[:160]}")
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        # Mounts under the work dir, deepest first: the kubelet's rshared bind of its root
-        # dir, Pod volumes (tmpfs), overlay root filesystems, Pod netns bind mounts.
+        # Mounts under the work dir, deepest first: the kubelets' rshared binds of their root
+        # dirs, Pod volumes (tmpfs), overlay root filesystems, Pod netns bind mounts.
         for mountpoint in sorted(
             {
                 line.split()[4]
@@ -821,8 +1121,19 @@ class Spike:
             run(["umount", mountpoint], check=False)
             if self._mounted(mountpoint):
                 run(["umount", "-l", mountpoint], check=False)
+        for route in self.routes:
+            run(["ip", "route", "delete", route], check=False)
+        for name in self.netns:
+            run(["ip", "netns", "delete", name], check=False)
         for link in self.links:
             run(["ip", "link", "delete", link], check=False)
+        # A deleted namespace's veth goes when the kernel has cleaned the namespace up.
+        with contextlib.suppress(SpikeError):
+            wait_for(
+                "the nodes' veths to go",
+                lambda: host_state()["links"] == self.before.get("links"),
+                15,
+            )
         for cgroup in sorted(
             set(_cgroup_dirs()) - set(self.before.get("cgroups", [])), reverse=True
         ):
@@ -842,7 +1153,7 @@ class Spike:
                 if any(not p.is_symlink() and path_text != "/var/lib/cni" for p in leftovers):
                     problems.append(f"{path} has files: {leftovers[:5]}")
                     continue
-                if path_text == "/run/netns" and self._mounted(path_text):
+                if self._mounted(path_text):  # /run/netns: `ip netns` makes it a mount
                     run(["umount", path_text], check=False)
                 shutil.rmtree(path, ignore_errors=True)
         self.timings["teardown"] = time.monotonic() - t
@@ -877,54 +1188,54 @@ def check_machine() -> None:
     """Root, and the distribution's packages: say what to install when one is missing."""
     if os.geteuid() != 0:
         raise SpikeError("run as root: the kubelet and containerd manage mounts and cgroups")
-    missing = [tool for tool in ("containerd", "ctr", "runc", "ip", "go") if not shutil.which(tool)]
+    tools = ("containerd", "ctr", "runc", "ip", "nsenter", "socat", "iptables", "go")
+    missing = [tool for tool in tools if not shutil.which(tool)]
     if not (CNI_BIN_DIR / "bridge").is_file():
         missing.append(f"{CNI_BIN_DIR}/bridge")
     if missing:
         raise SpikeError(
             f"missing: {', '.join(missing)}. Install with: apt-get install containerd runc "
-            "containernetworking-plugins iptables busybox-static iproute2 (and Go 1.26)"
+            "containernetworking-plugins iptables socat busybox-static iproute2 (and Go 1.26)"
         )
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the spike; exit 0 when the Pod ran, its logs were read and nothing was left."""
+    """Run the spike; exit 0 when every check passed and nothing was left behind."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=2, help="how many nodes (default: 2)")
     parser.add_argument(
         "--kubeconfig",
         type=Path,
         default=None,
-        help="use this running plane instead of starting one (admin kubeconfig)",
+        help="use this running setpoint plane instead of starting one (admin kubeconfig)",
     )
     parser.add_argument("--keep-workdir", action="store_true", help="keep the logs and configs")
     args = parser.parse_args(argv)
+    if not 1 <= args.nodes <= 9:
+        parser.error("--nodes: 1 to 9")
     try:
         check_machine()
     except SpikeError as exc:
         print(f"node spike: {exc}", file=sys.stderr)
         return 2
-    version = selected_kubernetes_version()
-    bin_dir = build_node_binaries(version)
+    bin_dir = build_node_binaries(selected_kubernetes_version())
     ok = False
     with work_directory(args.keep_workdir) as work:
-        spike = Spike(work, args.kubeconfig)
+        spike = Spike(work, args.kubeconfig, args.nodes)
         try:
             spike.start(bin_dir)
-            logs = spike.run_pod()
-            print(
-                "---- kubectl logs spike ----\n" + logs.rstrip() + "\n----------------------------"
-            )
+            print(spike.run_pods())
             ok = True
         except (SpikeError, subprocess.CalledProcessError) as exc:
             print(f"node spike FAILED: {exc}", file=sys.stderr)
-            for daemon in spike.daemons:
+            for daemon in spike.all_daemons():
                 print(f"--- {daemon.name} log tail ---\n{daemon.tail()}", file=sys.stderr)
         except KeyboardInterrupt:
             print("interrupted; cleaning up", file=sys.stderr)
         finally:
             problems = spike.teardown()
         for name, seconds in spike.timings.items():
-            print(f"  {name:30s} {seconds:6.1f} s")
+            print(f"  {name:36s} {seconds:6.1f} s")
         if problems:
             print("LEFT BEHIND (cleaned where possible):", file=sys.stderr)
             for problem in problems:
