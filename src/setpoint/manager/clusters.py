@@ -74,7 +74,7 @@ from setpoint.client.client import Client
 from setpoint.client.config import ClientConfig, ConfigError
 from setpoint.client.errors import ClientError
 from setpoint.client.kubeconfig import kubeconfig_from_secret, load_kubeconfig
-from setpoint.controller.blocking import is_blocking
+from setpoint.controller.blocking import SyncContext, is_blocking
 from setpoint.controller.builder import Builder
 from setpoint.controller.controller import (
     Controller,
@@ -99,6 +99,7 @@ __all__ = [
     "ClusterSet",
     "ClusterSetOptions",
     "MemberStatus",
+    "SyncClusterReconcileFunc",
 ]
 
 log = logging.getLogger("setpoint.manager.clusters")
@@ -120,8 +121,12 @@ class ClusterReconciler(Protocol):
         ...
 
 
-ClusterReconcilerLike = ClusterReconciler | ClusterReconcileFunc
-"""What a multi-cluster controller accepts."""
+SyncClusterReconcileFunc = Callable[[SyncContext, ClusterRequest], "Result | None"]
+"""A blocking multi-cluster reconcile function: ``def reconcile(ctx, request)``, run in the
+member controller's threads (:mod:`setpoint.controller.blocking`)."""
+
+ClusterReconcilerLike = ClusterReconciler | ClusterReconcileFunc | SyncClusterReconcileFunc
+"""What a multi-cluster controller accepts (an async reconciler, or a blocking function)."""
 
 
 @dataclass

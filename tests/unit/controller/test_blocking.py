@@ -426,7 +426,7 @@ def test_a_blocking_multi_cluster_reconciler_gets_its_cluster_request() -> None:
     def reconcile(ctx: SyncContext, request: ClusterRequest) -> None:
         seen.append(request)
 
-    wrapped = _for_cluster(reconcile, "east")  # type: ignore[arg-type]
+    wrapped = _for_cluster(reconcile, "east")  # a blocking function is a reconciler too
     assert is_blocking(wrapped)
     ctx: Any = object()
     assert wrapped(ctx, ObjectKey("prod", "web")) is None
