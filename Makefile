@@ -43,10 +43,10 @@ prometheus: $(STAMP)
 
 # Issue 29 spike, by hand only (not in test, check, release-check or CI): as root, builds
 # kubelet, kube-proxy and kube-scheduler (`setpoint controlplane build --nodes`, ~25 s with
-# the plane's Go cache warm), starts a plane, containerd and a kubelet, runs one real Pod,
-# reads its logs, and checks nothing is left behind (~11 s). Needs: apt-get install
-# containerd runc containernetworking-plugins iptables busybox-static. See
-# docs/decisions/0021-nodes.md.
+# the plane's Go cache warm), starts a plane and two nodes (each a network namespace with
+# containerd, kubelet and kube-proxy), runs real Pods, checks their logs and networking, and
+# checks nothing is left behind (~20 s). Needs: apt-get install containerd runc
+# containernetworking-plugins iptables socat busybox-static. See docs/decisions/0021-nodes.md.
 node-spike: controlplane
 	$(PY) scripts/node_spike.py
 
