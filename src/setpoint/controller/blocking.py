@@ -60,9 +60,11 @@ Caveats (what threads do not allow)
   passes (the retry is scheduled with backoff when the thread ends).
 - A controller stopping (shutdown, lost leadership) does not wait past its stop budget:
   threads still running are left to finish (their facade calls fail) and the process's exit
-  waits for them, as Python waits for any non-daemon thread. With a lost lease another
-  replica may start reconciling while the tail of such a thread still runs, exactly like
-  work an async reconcile started before it was cancelled; reconcilers stay idempotent.
+  waits for them, as Python waits for any non-daemon thread. In this process, a controller
+  of the same name started later waits for such a thread before it runs its key; with a
+  lost lease another *replica* may start reconciling while the tail of such a thread still
+  runs, exactly like work an async reconcile started before it was cancelled; reconcilers
+  stay idempotent.
 - Each facade call costs a round trip through the loop (0.06-0.1 ms where the awaited call
   costs 0.01-0.02 ms; ``docs/benchmarks.md``). Batch many small reads in one
   :meth:`SyncContext.run` if it matters.
@@ -582,6 +584,13 @@ def _thread_stack(thread_id: int | None) -> str:
     )
 
 
+_LEFT_RUNNING: dict[tuple[str, Request], concurrent.futures.Future[Any]] = {}
+"""Threads a stopping controller left running, by (controller name, key): a controller of
+the same name started later in the process (a new leader term, a cluster that joins again)
+waits for them before it runs that key."""
+_LEFT_LOCK = threading.Lock()
+
+
 class ReconcileThreads:
     """The thread pool of one controller's blocking reconciles and cleanups.
 
@@ -629,6 +638,13 @@ class ReconcileThreads:
         stays held) unless the controller is stopping (:meth:`close`); then it re-raises
         the cancellation. Whatever the function raises is raised here, in the awaiting task.
         """
+        left = _LEFT_RUNNING.get((self._controller, ctx.request))
+        if left is not None and not left.done():
+            ctx.log.warning(
+                "Waiting for the blocking reconcile thread an earlier run of this controller "
+                "left running for this key (no key is reconciled by two threads at once)"
+            )
+            await asyncio.wait({asyncio.wrap_future(left)})
         loop = asyncio.get_running_loop()
         sync_ctx = SyncContext.of(ctx, loop)
         portal = sync_ctx._portal
@@ -642,16 +658,17 @@ class ReconcileThreads:
             portal.cancel(f"the reconcile was cancelled ({limit} passed, or the controller stops)")
             if future.cancel() or future.done():
                 raise  # it never started, or just ended: nothing runs on
-            await self._outlive(future, portal, ctx.log, limit)
+            await self._outlive(future, portal, ctx, limit)
             raise
         if ok:
             return value  # type: ignore[no-any-return]
         raise value
 
     async def _outlive(
-        self, future: concurrent.futures.Future[Any], portal: _Portal, log: Logger, limit: str
+        self, future: concurrent.futures.Future[Any], portal: _Portal, ctx: Context, limit: str
     ) -> None:
         """Report a thread that runs on after its reconcile was cancelled; wait unless closing."""
+        log = ctx.log
         started = time.monotonic()
         with self._lock:
             self._overdue += 1
@@ -689,6 +706,17 @@ class ReconcileThreads:
                 if self._closing:
                     break
                 # Any other cancellation: the reconcile is cancelled already; keep the key.
+        if not future.done():  # left running by a stopping controller: fence its key
+            slot = (self._controller, ctx.request)
+            with _LEFT_LOCK:
+                _LEFT_RUNNING[slot] = future
+
+            def forget(done: concurrent.futures.Future[Any]) -> None:
+                with _LEFT_LOCK:
+                    if _LEFT_RUNNING.get(slot) is done:
+                        del _LEFT_RUNNING[slot]
+
+            future.add_done_callback(forget)
 
     def close(self) -> None:
         """The controller is stopping: cancelled reconciles stop waiting for their threads."""

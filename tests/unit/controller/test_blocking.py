@@ -300,6 +300,44 @@ async def test_a_stopping_controller_does_not_wait_for_a_blocked_thread(
     )
 
 
+async def test_a_restarted_controller_waits_for_the_thread_its_predecessor_left(
+    api: FakeClient, cache: Cache, metrics: Metrics, started: Started
+) -> None:
+    release = threading.Event()
+    entered = threading.Event()
+    running: list[str] = []
+    overlaps: list[str] = []
+    lock = threading.Lock()
+
+    def reconcile(ctx: SyncContext, request: Request) -> None:
+        if request.name != "a":
+            return
+        with lock:
+            if running:
+                overlaps.append(request.name)
+            running.append(request.name)
+        try:
+            entered.set()
+            if not release.is_set():
+                assert release.wait(HOLD)
+        finally:
+            with lock:
+                running.remove(request.name)
+
+    first = await started.start(Builder("widgets").for_(WIDGET), reconcile)
+    await eventually(entered.is_set, timeout=10, description="a blocks")
+    await first.stop(0.05)  # leaves the thread running
+    entered.clear()
+    # A new run of the same controller (a new leader term, say) over the same cache.
+    second = await started.start(Builder("widgets").for_(WIDGET), reconcile)
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert not entered.is_set() and second.holds(ObjectKey("default", "a"))
+    release.set()
+    await eventually(entered.is_set, timeout=10, description="a reconciled by the new run")
+    assert overlaps == []
+
+
 async def test_a_blocking_cleanup_runs_in_a_thread_before_the_finalizer_goes(
     api: FakeClient, cache: Cache, metrics: Metrics, started: Started
 ) -> None:
