@@ -476,7 +476,7 @@ def build_images(work: Path, pause: Path) -> list[Path]:
         "tmp": (None, 0o1777, None),
         "bin/busybox": (busybox.read_bytes(), 0o755, None),
     }
-    for applet in ("sh", "echo", "sleep", "cat", "id", "ls", "hostname", "nc", "wget"):
+    for applet in ("sh", "echo", "sleep", "cat", "id", "ls", "hostname", "nc", "wget", "httpd"):
         files[f"bin/{applet}"] = (None, 0o777, "busybox")
     test_archive = work / "busybox.oci.tar"
     write_oci_archive(
@@ -605,15 +605,26 @@ POD = {
                     "/bin/sh",
                     "-c",
                     f"echo '{GREETING}'; id; ls /var/run/secrets/kubernetes.io/serviceaccount;"
-                    " trap 'exit 0' TERM; while true; do sleep 1; done",
+                    " echo ok > /www/healthz; exec httpd -f -p 8081 -h /www",
                 ],
                 "securityContext": {
                     "readOnlyRootFilesystem": True,
                     "allowPrivilegeEscalation": False,
                     "capabilities": {"drop": ["ALL"]},
                 },
+                # Probes the kubelet runs from the node's namespace to the Pod's IP.
+                "readinessProbe": {
+                    "httpGet": {"path": "/healthz", "port": 8081},
+                    "periodSeconds": 1,
+                },
+                "livenessProbe": {
+                    "httpGet": {"path": "/healthz", "port": 8081},
+                    "periodSeconds": 2,
+                },
+                "volumeMounts": [{"name": "www", "mountPath": "/www"}],
             }
         ],
+        "volumes": [{"name": "www", "emptyDir": {}}],
     },
 }
 
@@ -645,7 +656,11 @@ def pod_on(name: str, node: str, script: str) -> dict[str, Any]:
     pod: dict[str, Any] = json.loads(json.dumps(POD))
     pod["metadata"] = {"name": name, "namespace": "default", "labels": {"app": name}}
     pod["spec"]["nodeName"] = node
-    pod["spec"]["containers"][0]["command"] = ["/bin/sh", "-c", script]
+    container = pod["spec"]["containers"][0]
+    container["command"] = ["/bin/sh", "-c", script]
+    for key in ("readinessProbe", "livenessProbe", "volumeMounts"):
+        del container[key]
+    del pod["spec"]["volumes"]
     return pod
 
 
@@ -709,6 +724,7 @@ class Spike:
         self.links: list[str] = []
         self.before: dict[str, Any] = {}
         self.timings: dict[str, float] = {}
+        self.idle_seconds = 10.0
 
     def all_daemons(self) -> list[Daemon]:
         """Every daemon started, nodes' first."""
@@ -973,6 +989,21 @@ class Spike:
         self.timings["Pod created to Running"] = time.monotonic() - t
         log("Pod running: " + self.kc("get", "pod", "spike", "-o", "wide").splitlines()[-1])
         report = ["---- kubectl logs spike ----", self.logs_with("spike", GREETING).rstrip()]
+
+        def ready() -> bool:
+            out = self.kc(
+                "get",
+                "pod",
+                "spike",
+                "-o",
+                'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
+                check=False,
+            )
+            return out.strip() == "True"
+
+        wait_for("Pod spike to be Ready (the kubelet's HTTP readiness probe)", ready, 30)
+        self.timings["Pod created to Ready (probe)"] = time.monotonic() - t
+        report.append("Pod spike Ready: the kubelet's HTTP readiness probe passed")
         # Where runc put the Pod's processes: below its node's own cgroup root.
         for node in self.nodes:
             for line in node.ctr("tasks", "ls").splitlines()[1:]:
@@ -1046,12 +1077,27 @@ class Spike:
             f"---- kubectl logs client (on {first.name}; server on {last.name}) ----\n"
             + logs.rstrip()
         )
-        for daemon in self.all_daemons():
-            if daemon.alive():
-                status = Path(f"/proc/{daemon.proc.pid}/status").read_text()
-                rss = next(x.split()[1] for x in status.splitlines() if x.startswith("VmRSS"))
-                log(f"{daemon.name} RSS {int(rss) / 1024:.0f} MiB")
+        report.append(self.measure_idle())
         return "\n".join(report)
+
+    def measure_idle(self) -> str:
+        """Each daemon's memory, and its CPU over :attr:`idle_seconds` with the Pods running."""
+
+        def cpu_ticks(pid: int) -> int:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return int(fields[11]) + int(fields[12])  # utime + stime
+
+        daemons = [d for d in self.all_daemons() if d.alive()]
+        start = {d.name: cpu_ticks(d.proc.pid) for d in daemons}
+        time.sleep(self.idle_seconds)
+        hz = os.sysconf("SC_CLK_TCK")
+        lines = [f"---- node daemons, {self.idle_seconds:.0f} s with the Pods running ----"]
+        for daemon in daemons:
+            status = Path(f"/proc/{daemon.proc.pid}/status").read_text()
+            rss = next(x.split()[1] for x in status.splitlines() if x.startswith("VmRSS"))
+            cpu = (cpu_ticks(daemon.proc.pid) - start[daemon.name]) / hz / self.idle_seconds
+            lines.append(f"{daemon.name:36s} RSS {int(rss) / 1024:4.0f} MiB  CPU {100 * cpu:4.1f}%")
+        return "\n".join(lines)
 
     def teardown(self) -> list[str]:
         """Stop everything and undo every host change; return what could not be undone."""
