@@ -56,8 +56,9 @@ Caveats (what threads do not allow)
 -----------------------------------
 - Python cannot interrupt a thread. Code blocked in an SDK call, a ``time.sleep`` or a
   loop that never calls the facade runs on past the timeout: give the SDK its own timeouts,
-  and check :attr:`SyncContext.cancelled` in long loops. The timeout counts as soon as it
-  passes (the retry is scheduled with backoff when the thread ends).
+  and check :attr:`SyncContext.cancelled` in long loops. The overdue metric and warning
+  show such a thread at once; the reconcile is counted as timed out (``ReconcileTimeout``,
+  retried with backoff) when the thread ends.
 - A controller stopping (shutdown, lost leadership) does not wait past its stop budget:
   threads still running are left to finish (their facade calls fail) and the process's exit
   waits for them, as Python waits for any non-daemon thread. In this process, a controller
