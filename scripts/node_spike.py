@@ -1265,6 +1265,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"node spike: {exc}", file=sys.stderr)
         return 2
     bin_dir = build_node_binaries(selected_kubernetes_version())
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM and SIGINT both take the cleanup path
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
     ok = False
     with work_directory(args.keep_workdir) as work:
         spike = Spike(work, args.kubeconfig, args.nodes)
@@ -1279,6 +1285,9 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("interrupted; cleaning up", file=sys.stderr)
         finally:
+            # A second signal must not cut the cleanup short.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
             problems = spike.teardown()
         for name, seconds in spike.timings.items():
             print(f"  {name:36s} {seconds:6.1f} s")
