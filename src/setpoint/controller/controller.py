@@ -33,6 +33,12 @@ step (:mod:`setpoint.controller.finalizers`): missing finalizers are added befor
 is called, and for an object being deleted (or gone) the cleanups run *instead of*
 reconcile.
 
+An object annotated ``setpoint.dev/paused`` for this controller is not reconciled: the
+worker ends before the finalizer step and the reconciler, sets a ``Paused`` condition and
+an Event once, and reconciles it again when the pause ends; a paused object being deleted
+still has its cleanups run unless ``setpoint.dev/paused-deletion`` holds them
+(:mod:`setpoint.controller.pause`).
+
 Guarantees
 ----------
 - A key is never reconciled by two workers at once (the queue's exclusivity); a change that
@@ -94,6 +100,15 @@ from setpoint.controller.handlers import (
     check_keys,
     controller_owner_key,
     mapper_takes_reader,
+)
+from setpoint.controller.pause import (
+    PAUSED_ANNOTATION,
+    PAUSED_CONDITION,
+    PAUSED_EVENT_REASON,
+    PAUSED_MESSAGE,
+    PAUSED_REASON,
+    RESUMED_EVENT_REASON,
+    pause_of,
 )
 from setpoint.controller.predicates import Predicate
 from setpoint.controller.ratelimit import RateLimiterOptions
@@ -351,6 +366,8 @@ class Controller:
         # object cannot carry the condition, and a success need not decode it to check.
         terminal = self._options.terminal_condition
         self._condition_json = orjson.dumps(terminal) if terminal is not None else b""
+        # Keys this process has seen paused (its Event was written): the Event is written once.
+        self._paused_keys: set[ObjectKey] = set()
         self._gate: KeyGate | None = None
         self._for_store_: Store | None = None
         timeout = self._options.reconcile_timeout
@@ -744,6 +761,15 @@ class Controller:
         # The stored object as this reconcile starts (its immutable encoded form, decoded
         # only when a terminal error needs its fingerprint).
         seen = self._snapshot(key)
+        if seen is not None and (
+            key in self._paused_keys or type(seen) is not bytes or _PAUSE_BYTES in seen
+        ):
+            # Paused before, or the annotation's name is in the object (or in the message
+            # of the condition a pause left): one substring search in the common case.
+            if await self._paused(key, seen):
+                return None
+        elif seen is None:
+            self._paused_keys.discard(key)  # gone
         if key in self._terminal:
             if self._terminal[key] == _fingerprint_of(seen):
                 # Failed terminally, and nothing that could fix it changed since.
@@ -898,6 +924,61 @@ class Controller:
         condition = self._options.terminal_condition
         if condition is not None and self._conditions is not None:
             await self._conditions.set(ctx.client, obj, condition, reason, message, ctx.log)
+
+    async def _paused(self, key: ObjectKey, snapshot: bytes | JsonObject) -> bool:
+        """Whether ``key`` is paused for this controller; report a pause's start and end.
+
+        Paused: the key's backoff is dropped, and the first time (per process) the pause is
+        seen a ``Paused`` condition (kinds with a status subresource, when absent) and a
+        Normal Event are written. Not paused (any more): a ``Paused`` condition setpoint set
+        is removed. A paused object being deleted is not paused for a controller with
+        finalizer handlers unless ``setpoint.dev/paused-deletion`` holds it, so its
+        cleanups run.
+        """
+        cached = Store.decode(snapshot)
+        pause = pause_of(cached)
+        ours = _our_pause_condition(cached)
+        if pause is None or not pause.applies_to(self._name):
+            resumed = key in self._paused_keys
+            self._paused_keys.discard(key)
+            # The condition says "the annotation pauses a controller": while it pauses
+            # another one (of the same kind, maybe), it stays.
+            remove = ours and pause is None
+            if resumed or remove:
+                ctx = self._context(key)
+                ctx.log.info("Pause ended; reconciling again")
+                if remove and self._conditions is not None:
+                    await self._conditions.remove(ctx.client, cached, PAUSED_CONDITION, ctx.log)
+                if ctx.recorder is not None:
+                    ctx.recorder.event(
+                        cached, "Normal", RESUMED_EVENT_REASON, "Reconciliation resumed"
+                    )
+            return False
+        deleting = bool((cached.get("metadata") or {}).get("deletionTimestamp"))
+        if deleting and self._finalizers is not None and not pause.hold_deletion:
+            return False  # the finalizer step runs the cleanups; reconcile is not called
+        self._queue.forget(key)
+        self._links.pop(key, None)
+        first = key not in self._paused_keys
+        if not first and ours:
+            return True  # reported already: nothing to write
+        self._paused_keys.add(key)
+        ctx = self._context(key)
+        if first:
+            ctx.log.info("Object paused; not reconciled until the pause ends", pause=pause.value)
+            if ctx.recorder is not None:
+                ctx.recorder.event(
+                    cached,
+                    "Normal",
+                    PAUSED_EVENT_REASON,
+                    f"Controller {self._name} does not reconcile this object: "
+                    f"{pause.describe()}; remove the annotation to resume",
+                )
+        if not ours and self._conditions is not None:
+            await self._conditions.set(
+                ctx.client, cached, PAUSED_CONDITION, PAUSED_REASON, PAUSED_MESSAGE, ctx.log
+            )
+        return True
 
     async def _clear_stalled(self, ctx: Context, key: ObjectKey) -> None:
         """After a success, remove the condition a terminal error set (if the cache shows it)."""
@@ -1077,6 +1158,21 @@ def _reconcile_id() -> str:
 _random_bits = random.getrandbits
 _UUID4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
 _UUID4_SET = (0x4000 << 64) | (0x8000 << 48)
+
+
+_PAUSE_BYTES = PAUSED_ANNOTATION.encode()
+
+
+def _our_pause_condition(obj: JsonObject) -> bool:
+    """Whether ``obj`` carries the ``Paused`` condition setpoint sets (not an author's own)."""
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    return isinstance(conditions, list) and any(
+        isinstance(c, dict)
+        and c.get("type") == PAUSED_CONDITION
+        and c.get("reason") == PAUSED_REASON
+        for c in conditions
+    )
 
 
 def _fingerprint_of(snapshot: bytes | JsonObject | None) -> Hashable:

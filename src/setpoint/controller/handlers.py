@@ -27,6 +27,7 @@ from setpoint.api.gvk import GroupVersionKind, split_api_version
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject, key_of, metadata_of, resource_version_of
 from setpoint.api.types import TypedObject
+from setpoint.controller.pause import pause_changed
 from setpoint.controller.predicates import (
     AddEvent,
     DeleteEvent,
@@ -174,6 +175,18 @@ class EnqueueHandler:
         event = DeleteEvent(obj, final_state_unknown) if self._predicates or tracing else None
         self._handle(event, (obj,), Priority.NORMAL, tracing)
 
+    def _pause_changed(self, event: InformerEvent) -> bool:
+        """Whether ``event`` pauses or resumes its ``for_`` object: it passes every predicate.
+
+        A controller filtering on ``GenerationChanged`` would otherwise never see the
+        annotation come or go (see :mod:`setpoint.controller.pause`).
+        """
+        return (
+            self._source.role == "for"
+            and isinstance(event, UpdateEvent)
+            and pause_changed(event.old, event.new)
+        )
+
     def _handle(
         self,
         event: InformerEvent | None,
@@ -186,7 +199,7 @@ class EnqueueHandler:
         if event is not None:
             for predicate in self._predicates:
                 try:
-                    if not predicate(event):
+                    if not predicate(event) and not self._pause_changed(event):
                         return
                 except Exception:
                     self._log.exception(
