@@ -317,9 +317,10 @@ class BlockedLoopDetector:
     loop (``call_soon_threadsafe``) once the previous one was answered and ``threshold / 4``
     has passed; when a ping has waited ``threshold`` seconds, the loop is blocked: the
     watchdog samples the loop thread's stack and the task running on it, logs one WARNING
-    line (:meth:`LoopStall.describe`), counts ``setpoint_event_loop_blocked_total`` and
-    keeps the stall in :attr:`stalls`. One report per stall: the next comes after the loop
-    answered again. :meth:`stop` ends the thread.
+    line (:meth:`LoopStall.describe`; at most one per ``log_every`` seconds, the next line
+    counting those left out), counts ``setpoint_event_loop_blocked_total`` and keeps the
+    stall in :attr:`stalls`. One report per stall: the next comes after the loop answered
+    again. :meth:`stop` ends the thread.
 
     Guarantees: a stall of ``threshold * 1.25`` or more is always reported (shorter ones
     past ``threshold`` may be); the loop pays one callback per ping (four per threshold
@@ -342,6 +343,7 @@ class BlockedLoopDetector:
         metrics: Metrics | None = None,
         clock: Clock | None = None,
         on_stall: Callable[[LoopStall], None] | None = None,
+        log_every: float = 10.0,
     ) -> None:
         if not threshold > 0:
             raise ValueError(
@@ -352,6 +354,11 @@ class BlockedLoopDetector:
         self._metrics = metrics
         self._clock: Clock = clock if clock is not None else LoopClock()
         self._on_stall = on_stall
+        self.log_every = log_every
+        """At most one stall is logged per this many seconds; the next line counts the ones
+        left out (each is still counted in the metric and kept in :attr:`stalls`)."""
+        self._logged_at: float | None = None
+        self._unlogged = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread_id: int | None = None
         self._lock = threading.Lock()
@@ -475,7 +482,17 @@ class BlockedLoopDetector:
         del self.stalls[:-_STALLS_KEPT]
         if self._metrics is not None:
             self._metrics.event_loop_blocked_total.inc()
-        log.warning("%s", stall.describe())
+        now = self._clock.now()
+        if self._logged_at is None or now - self._logged_at >= self.log_every:
+            more = (
+                f" ({self._unlogged} more stalls since the last line, not logged)"
+                if self._unlogged
+                else ""
+            )
+            log.warning("%s%s", stall.describe(), more)
+            self._logged_at, self._unlogged = now, 0
+        else:
+            self._unlogged += 1
         if self._on_stall is not None:
             self._on_stall(stall)
 

@@ -197,3 +197,35 @@ def test_the_manager_option_sets_the_detectors_threshold() -> None:
     assert off is not None and off.blocked_after is None
     with pytest.raises(ValueError, match=r"blocked_loop_threshold=0 must be a positive number"):
         ManagerOptions(blocked_loop_threshold=0)
+
+
+def test_stalls_are_logged_at_most_once_per_log_every_and_all_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="setpoint.runtime")
+    metrics = Metrics(CollectorRegistry(), runtime=False)
+    clock = ManualClock()
+    detector = BlockedLoopDetector(threshold=0.1, metrics=metrics, clock=clock, log_every=10.0)
+    loop = asyncio.new_event_loop()  # never run: the test answers the pings itself
+    try:
+        detector.attach(loop, threading.get_ident())
+
+        def one_stall() -> None:
+            detector.poll()  # a ping
+            clock.advance(0.11)
+            detector.poll()  # unanswered past the threshold: a stall
+            detector._pong(detector._sent)  # the loop answers
+            clock.advance(0.05)
+
+        one_stall()
+        one_stall()  # within 10 s of the first line: counted, not logged
+        clock.advance(10.0)
+        one_stall()
+    finally:
+        loop.close()
+    lines = [r.getMessage() for r in caplog.records if "event loop is blocked" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert "more stalls" not in lines[0]
+    assert lines[1].endswith("(1 more stalls since the last line, not logged)")
+    assert len(detector.stalls) == 3
+    assert metrics.value("setpoint_event_loop_blocked_total") == 3
