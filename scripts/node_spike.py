@@ -26,7 +26,11 @@ What this machine needs and why is written up in docs/decisions/0021-nodes.md.
 
 Usage::
 
-    sudo .venv/bin/python scripts/node_spike.py [--nodes N] [--kubeconfig PATH] [--keep-workdir]
+    sudo .venv/bin/python scripts/node_spike.py [--nodes N] [--coredns] [--kubeconfig PATH]
+        [--keep-workdir]
+
+``--coredns`` also builds CoreDNS from its Go module (once, ~3 minutes), runs it as a Pod
+behind a ``kube-dns`` Service and resolves a Service's name through it.
 
 With ``--kubeconfig`` (an admin kubeconfig of a running setpoint plane) the nodes join that
 plane; ``kubectl logs`` then works only if its kube-apiserver runs with
@@ -59,6 +63,7 @@ from setpoint.testing.build import build_controlplane
 from setpoint.testing.controlplane import (
     ControlPlane,
     ControlPlaneOptions,
+    cache_dir,
     find_binaries,
     selected_kubernetes_version,
 )
@@ -74,6 +79,9 @@ RELAY_PORT = 6443
 
 CLUSTER_CIDR = "10.244.0.0/16"
 """All Pods' addresses; node ``i`` has ``10.244.i.0/24``."""
+
+DNS_SERVICE_IP = "10.0.0.10"
+"""The ``kube-dns`` Service's ClusterIP (``--coredns``)."""
 
 API_SERVER_NAME = "kubernetes.default.svc"
 """A name in kube-apiserver's serving certificate, for clients that reach it by relay."""
@@ -124,6 +132,9 @@ TEST_IMAGE = "localhost/setpoint/busybox:spike"
 
 GREETING = "hello from a real pod on a setpoint node"
 """What the Pod prints; ``kubectl logs`` must return it."""
+
+COREDNS_VERSION = "v1.15.0"
+"""The CoreDNS module release ``--coredns`` builds (``go install``, no replace directives)."""
 
 SERVED = "served-by-server"
 """What the server Pod answers on port 8080."""
@@ -337,6 +348,41 @@ def build_node_binaries(version: str) -> Path:
         if seconds:
             log(f"built {name} in {seconds:.0f}s")
     return result.bin_dir
+
+
+def build_coredns() -> Path:
+    """CoreDNS from its Go module into ``<cache>/coredns/<version>/bin`` (once; ~3 minutes)."""
+    bin_dir = cache_dir() / "coredns" / COREDNS_VERSION / "bin"
+    binary = bin_dir / "coredns"
+    if not binary.is_file():
+        log(f"building CoreDNS {COREDNS_VERSION} into {bin_dir} (go install; a few minutes)")
+        start = time.monotonic()
+        subprocess.run(
+            [
+                "go",
+                "install",
+                "-trimpath",
+                "-ldflags",
+                "-s -w",
+                f"github.com/coredns/coredns@{COREDNS_VERSION}",
+            ],
+            env={**os.environ, "CGO_ENABLED": "0", "GOBIN": str(bin_dir)},
+            check=True,
+        )
+        log(f"built CoreDNS in {time.monotonic() - start:.0f}s")
+    return binary
+
+
+COREFILE = """.:53 {
+    errors
+    ready :8181
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }
+    cache 30
+}
+"""
 
 
 def build_pause(work: Path) -> Path:
@@ -664,7 +710,9 @@ def pod_on(name: str, node: str, script: str) -> dict[str, Any]:
     return pod
 
 
-def endpoint_slice(name: str, service: str, address: str, port: int, port_name: str) -> str:
+def endpoint_slice(
+    name: str, service: str, address: str, port: int, port_name: str, *, protocol: str = "TCP"
+) -> str:
     """An EndpointSlice written by hand: the plane runs no EndpointSlice controller."""
     return json.dumps(
         {
@@ -677,7 +725,7 @@ def endpoint_slice(name: str, service: str, address: str, port: int, port_name: 
             },
             "addressType": "IPv4",
             "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
-            "ports": [{"name": port_name, "port": port, "protocol": "TCP"}],
+            "ports": [{"name": port_name, "port": port, "protocol": protocol}],
         }
     )
 
@@ -711,8 +759,11 @@ class Node:
 class Spike:
     """Everything the spike started, in the order it has to be taken down."""
 
-    def __init__(self, work: Path, kubeconfig: Path | None, nodes: int) -> None:
+    def __init__(
+        self, work: Path, kubeconfig: Path | None, nodes: int, coredns: Path | None = None
+    ) -> None:
         self.work = work
+        self.coredns = coredns
         self.external = kubeconfig is not None
         self.plane: ControlPlane | None = None
         self.kubeconfig = kubeconfig
@@ -1077,8 +1128,141 @@ class Spike:
             f"---- kubectl logs client (on {first.name}; server on {last.name}) ----\n"
             + logs.rstrip()
         )
+        if self.coredns is not None:
+            report.append(self.run_dns(self.coredns, service_ip))
         report.append(self.measure_idle())
         return "\n".join(report)
+
+    def run_dns(self, coredns: Path, service_ip: str) -> str:
+        """CoreDNS as a Pod behind a ``kube-dns`` Service; a Pod resolves Service ``server``."""
+        archive = self.work / "coredns.oci.tar"
+        write_oci_archive(
+            archive,
+            "localhost/setpoint/coredns:spike",
+            _layer({"coredns": (coredns.read_bytes(), 0o755, None)}),
+            {"Entrypoint": ["/coredns"], "User": "65534:65534"},
+        )
+        for node in self.nodes:
+            node.ctr("images", "import", str(archive))
+        self.apply(
+            "coredns-config",
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": "coredns", "namespace": "default"},
+                    "data": {"Corefile": COREFILE},
+                }
+            ),
+        )
+        self.apply(
+            "coredns-rbac",
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "List",
+                    "items": [
+                        {
+                            "apiVersion": "rbac.authorization.k8s.io/v1",
+                            "kind": "ClusterRole",
+                            "metadata": {"name": "setpoint-spike-coredns"},
+                            "rules": [
+                                {
+                                    "apiGroups": [""],
+                                    "resources": ["services", "namespaces", "pods"],
+                                    "verbs": ["list", "watch"],
+                                },
+                                {
+                                    "apiGroups": ["discovery.k8s.io"],
+                                    "resources": ["endpointslices"],
+                                    "verbs": ["list", "watch"],
+                                },
+                            ],
+                        },
+                        {
+                            "apiVersion": "rbac.authorization.k8s.io/v1",
+                            "kind": "ClusterRoleBinding",
+                            "metadata": {"name": "setpoint-spike-coredns"},
+                            "roleRef": {
+                                "apiGroup": "rbac.authorization.k8s.io",
+                                "kind": "ClusterRole",
+                                "name": "setpoint-spike-coredns",
+                            },
+                            "subjects": [
+                                {
+                                    "kind": "ServiceAccount",
+                                    "name": "default",
+                                    "namespace": "default",
+                                }
+                            ],
+                        },
+                    ],
+                }
+            ),
+        )
+        pod = pod_on("coredns", self.nodes[0].name, "")
+        container = pod["spec"]["containers"][0]
+        del container["command"]
+        container["image"] = "localhost/setpoint/coredns:spike"
+        container["args"] = ["-conf", "/etc/coredns/Corefile"]
+        container["volumeMounts"] = [{"name": "config", "mountPath": "/etc/coredns"}]
+        container["readinessProbe"] = {"httpGet": {"path": "/ready", "port": 8181}}
+        pod["spec"]["volumes"] = [{"name": "config", "configMap": {"name": "coredns"}}]
+        # Port 53 as non-root, without a capability: a namespaced, "safe" sysctl.
+        pod["spec"]["securityContext"]["sysctls"] = [
+            {"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}
+        ]
+        t = time.monotonic()
+        self.apply("coredns", json.dumps(pod))
+        self.wait_running("coredns")
+
+        def ready() -> bool:
+            out = self.kc(
+                "get",
+                "pod",
+                "coredns",
+                "-o",
+                'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
+                check=False,
+            )
+            return out.strip() == "True"
+
+        wait_for("CoreDNS to be Ready", ready, 60)
+        self.timings["CoreDNS Pod created to Ready"] = time.monotonic() - t
+        dns_ip = self.kc("get", "pod", "coredns", "-o", "jsonpath={.status.podIP}").strip()
+        self.apply(
+            "kube-dns",
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": {"name": "kube-dns", "namespace": "default"},
+                    "spec": {
+                        "clusterIP": DNS_SERVICE_IP,
+                        "selector": {"app": "coredns"},
+                        "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}],
+                    },
+                }
+            ),
+        )
+        self.apply(
+            "kube-dns-endpoints",
+            endpoint_slice("kube-dns-spike", "kube-dns", dns_ip, 53, "dns", protocol="UDP"),
+        )
+        name = "server.default.svc.cluster.local"
+        script = (
+            f"sleep 2; nslookup {name} {dns_ip}; echo ---; nslookup {name} {DNS_SERVICE_IP};"
+            " echo dns-done; trap 'exit 0' TERM; while true; do sleep 1; done"
+        )
+        self.apply("dnsclient", json.dumps(pod_on("dnsclient", self.nodes[-1].name, script)))
+        self.wait_running("dnsclient")
+        logs = self.logs_with("dnsclient", "dns-done", timeout=30)
+        if logs.count(f"Address: {service_ip}") != 2:
+            raise SpikeError(
+                f"CoreDNS did not resolve {name} to {service_ip} through its Pod IP {dns_ip} "
+                f"and through Service {DNS_SERVICE_IP}:\n{logs}"
+            )
+        return f"---- CoreDNS {COREDNS_VERSION}: nslookup {name} ----\n{logs.rstrip()}"
 
     def measure_idle(self) -> str:
         """Each daemon's memory, and its CPU over :attr:`idle_seconds` with the Pods running."""
@@ -1115,6 +1299,8 @@ class Spike:
                 "spike",
                 "server",
                 "client",
+                "coredns",
+                "dnsclient",
                 "--ignore-not-found",
                 "--wait=true",
                 "--timeout=60s",
@@ -1122,15 +1308,14 @@ class Spike:
                 check=False,
             )
         if self.kubectl and self.kubeconfig and self.external:
-            self.kc("delete", "service", "server", "--ignore-not-found", check=False)
-            self.kc(
-                "delete",
-                "endpointslice",
-                "server-spike",
-                "kubernetes-setpoint-spike",
-                "--ignore-not-found",
-                check=False,
-            )
+            for kind, names in (
+                ("service", ("server", "kube-dns")),
+                ("endpointslice", ("server-spike", "kube-dns-spike", "kubernetes-setpoint-spike")),
+                ("configmap", ("coredns",)),
+                ("clusterrolebinding", ("setpoint-spike-coredns",)),
+                ("clusterrole", ("setpoint-spike-coredns",)),
+            ):
+                self.kc("delete", kind, *names, "--ignore-not-found", check=False)
             for node in self.nodes:
                 self.kc("delete", "node", node.name, "--ignore-not-found", check=False)
         for daemon in self.daemons:
@@ -1256,6 +1441,11 @@ def main(argv: list[str] | None = None) -> int:
         help="use this running setpoint plane instead of starting one (admin kubeconfig)",
     )
     parser.add_argument("--keep-workdir", action="store_true", help="keep the logs and configs")
+    parser.add_argument(
+        "--coredns",
+        action="store_true",
+        help=f"also build CoreDNS {COREDNS_VERSION} (once, ~3 min) and resolve a Service with it",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.nodes <= 9:
         parser.error("--nodes: 1 to 9")
@@ -1265,6 +1455,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"node spike: {exc}", file=sys.stderr)
         return 2
     bin_dir = build_node_binaries(selected_kubernetes_version())
+    coredns = build_coredns() if args.coredns else None
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt  # SIGTERM and SIGINT both take the cleanup path
@@ -1273,7 +1464,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, interrupt)
     ok = False
     with work_directory(args.keep_workdir) as work:
-        spike = Spike(work, args.kubeconfig, args.nodes)
+        spike = Spike(work, args.kubeconfig, args.nodes, coredns)
         try:
             spike.start(bin_dir)
             print(spike.run_pods())
