@@ -15,6 +15,7 @@ from setpoint.api.conditions import find_condition
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject, generation_of
+from setpoint.cli.doctor_paused import scan_paused
 from setpoint.client.patch import MergePatch
 from setpoint.controller import Builder
 from setpoint.controller.pause import (
@@ -25,7 +26,7 @@ from setpoint.controller.pause import (
 )
 from setpoint.controller.predicates import GenerationChanged
 from setpoint.testing import eventually
-from tests._support.finalizer_flow import FIN, Backend, Operator, has_finalizers, running
+from tests._support.finalizer_flow import FIN, FOREIGN, Backend, Operator, has_finalizers, running
 from tests._support.kinds import DOODAD, GIZMO
 
 
@@ -192,3 +193,27 @@ async def _read(backend: Backend, kind: GroupVersionKind, name: str) -> JsonObje
 
 async def _no(value: Any) -> bool:
     return await value is None
+
+
+async def the_doctor_lists_paused_objects(backend: Backend) -> None:
+    """``scan_paused`` over a real listing (the fake serves no metadata-only lists)."""
+    await backend.client.create(backend.obj(GIZMO, "plain"))
+    await backend.client.create(backend.obj(GIZMO, "all", annotations={PAUSED_ANNOTATION: "true"}))
+    await backend.client.create(
+        backend.obj(
+            GIZMO,
+            "some",
+            finalizers=[FOREIGN],
+            annotations={PAUSED_ANNOTATION: "dns,widgets", PAUSED_DELETION_ANNOTATION: "true"},
+        )
+    )
+    report = await scan_paused(backend.client, namespace=backend.namespace, kinds_wanted=["gizmos"])
+    assert [(p.name, p.controllers) for p in report.paused] == [
+        ("all", None),
+        ("some", ("dns", "widgets")),
+    ]
+    assert report.problems == []
+    await backend.client.delete(GIZMO, "some", namespace=backend.namespace)
+    report = await scan_paused(backend.client, namespace=backend.namespace, kinds_wanted=["gizmos"])
+    assert len(report.problems) == 1 and "some" in report.problems[0]
+    await backend.release(GIZMO, "some", FOREIGN)

@@ -22,7 +22,9 @@ unknown ``--kind``, bad duration).
 
 ``setpoint doctor webhooks`` is in :mod:`setpoint.cli.doctor_webhooks`, ``setpoint doctor
 leader-election`` in :mod:`setpoint.cli.doctor_leases`, ``setpoint doctor crds`` in
-:mod:`setpoint.cli.doctor_crds`, ``setpoint doctor shards`` in :mod:`setpoint.cli.doctor_shards`.
+:mod:`setpoint.cli.doctor_crds`, ``setpoint doctor shards`` in :mod:`setpoint.cli.doctor_shards`,
+``setpoint doctor paused`` in :mod:`setpoint.cli.doctor_paused` (it reads the same listing
+as this check).
 A bare ``setpoint doctor`` runs every check and prints one line per check, then each problem
 found (:func:`run_all`).
 """
@@ -61,6 +63,7 @@ __all__ = [
     "CHECK_MODULES",
     "CheckSummary",
     "FinalizerReport",
+    "ObjectListing",
     "OwnerStatus",
     "StuckFinalizer",
     "StuckObject",
@@ -71,6 +74,7 @@ __all__ = [
     "diagnose",
     "epoch_seconds",
     "format_duration",
+    "list_objects",
     "main",
     "owner_status",
     "parse_duration",
@@ -667,25 +671,34 @@ async def _leases(client: Client) -> tuple[list[dict[str, Any]], str | None]:
     return list(found), None
 
 
-async def scan(
-    client: Client,
-    *,
-    older_than: float,
-    namespace: str | None = None,
-    kinds_wanted: Sequence[str] = (),
-    now: float | None = None,
-) -> FinalizerReport:
-    """List objects stuck in deletion for at least ``older_than`` seconds (see the module doc).
+@dataclass(kw_only=True)
+class ObjectListing:
+    """The metadata of every object of the scanned kinds (:func:`list_objects`)."""
 
-    ``namespace=None`` scans every namespace and cluster-scoped kinds; a namespace scans
-    only namespaced kinds, in it. ``kinds_wanted`` restricts the scan to those resources.
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    """Every object, metadata only, with its real ``apiVersion`` and ``kind``."""
+    resources_scanned: int = 0
+    """Resource types listed."""
+    not_listable: int = 0
+    """Resource types that do not support list."""
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    """``(resource, why)`` for resources that support list but failed, sorted."""
+
+
+async def list_objects(
+    client: Client, *, namespace: str | None = None, kinds_wanted: Sequence[str] = ()
+) -> ObjectListing:
+    """One metadata-only list of every resource type served (see the module doc).
+
+    The scan of the finalizers check and the paused check (which the bare ``setpoint
+    doctor`` runs over one listing). ``namespace=None`` lists every namespace and
+    cluster-scoped kinds; a namespace lists only namespaced kinds, in it. ``kinds_wanted``
+    restricts the scan to those resources.
     """
-    started = time.monotonic()
-    report = FinalizerReport(older_than=older_than, namespace=namespace)
+    listing = ObjectListing()
     resources = await _resources(client, kinds_wanted)
     if namespace:
         resources = [r for r in resources if r.namespaced]
-    leases, report.leases_note = await _leases(client)
     limit = asyncio.Semaphore(_CONCURRENT_LISTS)
 
     async def one(info: ResourceInfo) -> list[dict[str, Any]] | None:
@@ -694,23 +707,47 @@ async def scan(
                 return await _list_metadata(client, info, namespace)
             except (MethodNotAllowed, NotFound):
                 # Create-only resources (reviews, bindings): nothing is stored to list.
-                report.not_listable += 1
+                listing.not_listable += 1
                 return None
             except ClientError as exc:
                 reason = f"{type(exc).__name__}: {exc}"
-                report.skipped.append((_resource_name(info), _truncate(reason, 200)))
+                listing.skipped.append((_resource_name(info), _truncate(reason, 200)))
                 return None
 
     listed = await asyncio.gather(*(one(info) for info in resources))
-    objects: list[dict[str, Any]] = []
     for items in listed:
         if items is not None:
-            report.resources_scanned += 1
-            objects.extend(items)
-    report.objects_scanned = len(objects)
+            listing.resources_scanned += 1
+            listing.objects.extend(items)
+    listing.skipped.sort()
+    return listing
+
+
+async def scan(
+    client: Client,
+    *,
+    older_than: float,
+    namespace: str | None = None,
+    kinds_wanted: Sequence[str] = (),
+    now: float | None = None,
+    listing: ObjectListing | None = None,
+) -> FinalizerReport:
+    """List objects stuck in deletion for at least ``older_than`` seconds (see the module doc).
+
+    ``namespace`` and ``kinds_wanted`` narrow the scan as for :func:`list_objects`;
+    ``listing``, a listing made already, replaces it.
+    """
+    started = time.monotonic()
+    report = FinalizerReport(older_than=older_than, namespace=namespace)
+    leases, report.leases_note = await _leases(client)
+    if listing is None:
+        listing = await list_objects(client, namespace=namespace, kinds_wanted=kinds_wanted)
+    report.resources_scanned = listing.resources_scanned
+    report.not_listable = listing.not_listable
+    report.skipped = list(listing.skipped)
+    report.objects_scanned = len(listing.objects)
     current = time.time() if now is None else now
-    report.stuck = diagnose(objects, leases, now=current, older_than=older_than)
-    report.skipped.sort()
+    report.stuck = diagnose(listing.objects, leases, now=current, older_than=older_than)
     report.seconds = time.monotonic() - started
     return report
 
@@ -737,8 +774,8 @@ class CheckSummary:
     """One line of the bare ``setpoint doctor``: a check, its verdict and its problems."""
 
     check: str
-    """The check's name (``crds``, ``leader-election``, ``finalizers``, ``webhooks``,
-    ``shards``)."""
+    """The check's name (``crds``, ``leader-election``, ``finalizers``, ``paused``,
+    ``webhooks``, ``shards``)."""
     ok: bool | None
     """``True``: nothing found; ``False``: problems; ``None``: the check could not run."""
     summary: str
@@ -755,10 +792,17 @@ async def run_all(client: Client, *, older_than: float = 300.0) -> list[CheckSum
     """
     from setpoint.cli.doctor_crds import scan_crds
     from setpoint.cli.doctor_leases import scan_leases
+    from setpoint.cli.doctor_paused import paused_summary, scan_paused
     from setpoint.cli.doctor_shards import scan_rings
     from setpoint.cli.doctor_webhooks import scan_webhooks
 
     out: list[CheckSummary] = []
+    listings: list[ObjectListing] = []  # one listing for the finalizers and paused checks
+
+    async def listing() -> ObjectListing:
+        if not listings:
+            listings.append(await list_objects(client))
+        return listings[0]
 
     async def crds() -> CheckSummary:
         report = await scan_crds(client)
@@ -782,7 +826,7 @@ async def run_all(client: Client, *, older_than: float = 300.0) -> list[CheckSum
         )
 
     async def finalizers() -> CheckSummary:
-        report = await scan(client, older_than=older_than)
+        report = await scan(client, older_than=older_than, listing=await listing())
         problems = [
             f"{o.kind} {o.namespace + '/' if o.namespace else ''}{o.name}: waiting "
             f"{format_duration(o.waiting_seconds)} on "
@@ -798,6 +842,9 @@ async def run_all(client: Client, *, older_than: float = 300.0) -> list[CheckSum
             ),
             problems=tuple(problems),
         )
+
+    async def paused() -> CheckSummary:
+        return paused_summary(await scan_paused(client, listing=await listing()))
 
     async def webhooks() -> CheckSummary:
         report = await scan_webhooks(client)
@@ -828,6 +875,7 @@ async def run_all(client: Client, *, older_than: float = 300.0) -> list[CheckSum
         ("crds", crds),
         ("leader-election", leases),
         ("finalizers", finalizers),
+        ("paused", paused),
         ("webhooks", webhooks),
         ("shards", shards),
     ):
@@ -884,6 +932,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "setpoint.cli.doctor_leases",
     "setpoint.cli.doctor_crds",
     "setpoint.cli.doctor_shards",
+    "setpoint.cli.doctor_paused",
 )
 """The modules of the other checks; each adds its own with ``register_checks(checks)``."""
 
@@ -893,7 +942,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     doctor = subparsers.add_parser(
         "doctor",
         help="diagnose setpoint operators on a cluster (CRDs, leader election, stuck "
-        "finalizers, webhooks, shards); without a check, run them all",
+        "finalizers, paused objects, webhooks, shards); without a check, run them all",
         description=(
             "Without a CHECK: run every check and print one line each, then the problems "
             "found. With one: that check in detail."

@@ -50,3 +50,13 @@ async def test_paused_deletion_holds_the_cleanup_until_the_pause_ends(
     object goes.
     """
     await pause_flow.paused_deletion_holds_the_cleanup_until_the_pause_ends(backend)
+
+
+async def test_the_doctor_lists_paused_objects(backend: Backend) -> None:
+    """setpoint doctor paused lists the paused objects the server holds, and for whom.
+
+    Of three Gizmos (one plain, one paused for every controller, one paused for two named
+    controllers with its deletion held), the metadata-only scan finds the two paused ones
+    with their controllers; the held one shows as a problem once it is being deleted.
+    """
+    await pause_flow.the_doctor_lists_paused_objects(backend)

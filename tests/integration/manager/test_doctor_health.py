@@ -110,7 +110,14 @@ async def test_the_doctor_reads_leases_and_crds_as_the_server_reports_them(
         assert code == 0
         summary = orjson.loads(capsys.readouterr().out)
         checks = {c["check"]: c for c in summary["checks"]}
-        assert set(checks) == {"crds", "leader-election", "finalizers", "webhooks", "shards"}
+        assert set(checks) == {
+            "crds",
+            "leader-election",
+            "finalizers",
+            "paused",
+            "webhooks",
+            "shards",
+        }
         assert checks["crds"]["ok"] is False
         assert any(f"meters.{group}" in p for p in checks["crds"]["problems"])
         assert checks["leader-election"]["ok"] is False

@@ -28,7 +28,7 @@ contexts:
 current-context: a
 """
 
-CHECKS = [[], ["finalizers"], ["leader-election"], ["crds"], ["webhooks"], ["shards"]]
+CHECKS = [[], ["finalizers"], ["leader-election"], ["crds"], ["webhooks"], ["shards"], ["paused"]]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c[0] if c else "all")
