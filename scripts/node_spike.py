@@ -26,8 +26,8 @@ What this machine needs and why is written up in docs/decisions/0021-nodes.md.
 
 Usage::
 
-    sudo .venv/bin/python scripts/node_spike.py [--nodes N] [--coredns] [--kubeconfig PATH]
-        [--keep-workdir]
+    sudo .venv/bin/python scripts/node_spike.py [--nodes N] [--coredns]
+        [--proxy-mode iptables|nftables] [--kubeconfig PATH] [--keep-workdir]
 
 ``--coredns`` also builds CoreDNS from its Go module (once, ~3 minutes), runs it as a Pod
 behind a ``kube-dns`` Service and resolves a Service's name through it.
@@ -675,15 +675,18 @@ POD = {
 }
 
 
-def kube_proxy_config(kubeconfig: Path, index: int) -> str:
-    """KubeProxyConfiguration (iptables mode): its rules live in the node's namespace."""
+def kube_proxy_config(kubeconfig: Path, index: int, mode: str = "iptables") -> str:
+    """KubeProxyConfiguration in ``mode`` (iptables or nftables).
+
+    Its rules live in the node's network namespace.
+    """
     return json.dumps(
         {
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
             "kind": "KubeProxyConfiguration",
             "clientConnection": {"kubeconfig": str(kubeconfig)},
             "hostnameOverride": node_name(index),
-            "mode": "iptables",
+            "mode": mode,
             "clusterCIDR": CLUSTER_CIDR,
             "nodePortAddresses": ["primary"],
             "healthzBindAddress": "127.0.0.1:10256",
@@ -764,6 +767,7 @@ class Spike:
     ) -> None:
         self.work = work
         self.coredns = coredns
+        self.proxy_mode = "iptables"
         self.external = kubeconfig is not None
         self.plane: ControlPlane | None = None
         self.kubeconfig = kubeconfig
@@ -980,7 +984,7 @@ class Spike:
                 node.dir / "kubelet.log",
             )
         )
-        (node.dir / "kube-proxy.json").write_text(kube_proxy_config(kubeconfig, i))
+        (node.dir / "kube-proxy.json").write_text(kube_proxy_config(kubeconfig, i, self.proxy_mode))
         node.daemons.append(
             Daemon(
                 f"{node.name} kube-proxy",
@@ -1446,6 +1450,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"also build CoreDNS {COREDNS_VERSION} (once, ~3 min) and resolve a Service with it",
     )
+    parser.add_argument(
+        "--proxy-mode",
+        choices=("iptables", "nftables"),
+        default="iptables",
+        help="kube-proxy's mode (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.nodes <= 9:
         parser.error("--nodes: 1 to 9")
@@ -1465,6 +1475,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = False
     with work_directory(args.keep_workdir) as work:
         spike = Spike(work, args.kubeconfig, args.nodes, coredns)
+        spike.proxy_mode = args.proxy_mode
         try:
             spike.start(bin_dir)
             print(spike.run_pods())
