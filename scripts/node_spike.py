@@ -50,11 +50,14 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -67,6 +70,7 @@ from setpoint.testing.controlplane import (
     find_binaries,
     selected_kubernetes_version,
 )
+from setpoint.tls.certs import CertificateAuthority
 
 HOST_BRIDGE = "spbr0"
 """The host bridge every node's veth is attached to."""
@@ -602,8 +606,27 @@ def cni_config(node: Path, subnet: str) -> str:
     )
 
 
-def kubelet_config(node: Path, index: int) -> str:
-    """KubeletConfiguration: cgroup v1 allowed, cgroupfs, its files under ``node``."""
+def kubelet_config(node: Path, index: int, client_ca: Path | None = None) -> str:
+    """KubeletConfiguration: cgroup v1 allowed, cgroupfs, its files under ``node``.
+
+    With ``client_ca`` the kubelet takes only clients with a certificate from that CA
+    (kube-apiserver's kubelet client certificate) or a token, and asks kube-apiserver
+    whether they may (webhook authorization). Without it (a plane the spike did not start,
+    whose kube-apiserver has no kubelet client certificate): anonymous and AlwaysAllow.
+    """
+    if client_ca is not None:
+        auth = f"""authentication:
+  anonymous: {{enabled: false}}
+  webhook: {{enabled: true}}
+  x509: {{clientCAFile: {client_ca}}}
+authorization:
+  mode: Webhook"""
+    else:
+        auth = """authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization:
+  mode: AlwaysAllow"""
     return f"""apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # Kubernetes 1.35+ refuses to start on cgroup v1 unless told otherwise.
@@ -619,12 +642,7 @@ port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: 0
-# Spike only: the plane's kube-apiserver has no kubelet client certificate.
-authentication:
-  anonymous: {{enabled: true}}
-  webhook: {{enabled: false}}
-authorization:
-  mode: AlwaysAllow
+{auth}
 podLogsDir: {node}/pod-logs
 resolvConf: /etc/resolv.conf
 failSwapOn: false
@@ -700,6 +718,18 @@ def kube_proxy_config(kubeconfig: Path, index: int, mode: str = "iptables") -> s
     )
 
 
+def anonymous_kubelet_status(ip: str) -> int:
+    """The HTTP status a kubelet gives ``GET /pods`` from a client with no credentials."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # the kubelet's serving certificate is self-signed
+    try:
+        with urllib.request.urlopen(f"https://{ip}:10250/pods", context=context, timeout=5):
+            return 200
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
 def pod_on(name: str, node: str, script: str) -> dict[str, Any]:
     """A copy of :data:`POD` named ``name``, bound to ``node``, running ``script``."""
     pod: dict[str, Any] = json.loads(json.dumps(POD))
@@ -768,6 +798,7 @@ class Spike:
         self.work = work
         self.coredns = coredns
         self.proxy_mode = "iptables"
+        self.kubelet_client_ca: Path | None = None
         self.external = kubeconfig is not None
         self.plane: ControlPlane | None = None
         self.kubeconfig = kubeconfig
@@ -816,6 +847,16 @@ class Spike:
         self.kubectl = str(binaries.kubectl)
         if self.kubeconfig is None:
             t = time.monotonic()
+            # kube-apiserver's client certificate for the kubelets (logs, exec, probes of
+            # the API), from a CA of the spike's own that the kubelets trust.
+            ca = CertificateAuthority()
+            pair = ca.client_cert("kube-apiserver-kubelet-client", ("system:masters",))
+            self.kubelet_client_ca = self.work / "kubelet-client-ca.crt"
+            self.kubelet_client_ca.write_bytes(ca.cert_pem)
+            cert, key = self.work / "kubelet-client.crt", self.work / "kubelet-client.key"
+            cert.write_bytes(pair.cert_pem)
+            key.touch(mode=0o600)
+            key.write_bytes(pair.key_pem)
             self.plane = ControlPlane(
                 ControlPlaneOptions(
                     base_dir=self.work,
@@ -824,6 +865,8 @@ class Spike:
                         "kubelet-preferred-address-types": "InternalIP",
                         # Webhooks' service: clientConfigs go to the endpoints' Pod IPs.
                         "enable-aggregator-routing": "true",
+                        "kubelet-client-certificate": str(cert),
+                        "kubelet-client-key": str(key),
                     },
                 )
             )
@@ -891,6 +934,15 @@ class Spike:
                 "taint", "node", node.name, "node.kubernetes.io/not-ready:NoSchedule-", check=False
             )
         self.timings[f"{len(self.nodes)} node(s): start to all Ready"] = time.monotonic() - t
+        if self.kubelet_client_ca is not None:
+            for node in self.nodes:
+                status = anonymous_kubelet_status(node_ip(node.index))
+                if status != 401:
+                    raise SpikeError(
+                        f"{node.name}'s kubelet answered an anonymous GET /pods with {status}, "
+                        "not 401: it must take only kube-apiserver's client certificate"
+                    )
+            log("kubelets refuse anonymous requests (401)")
         for line in self.kc("get", "nodes", "-o", "wide").splitlines():
             log(line)
         self.daemons.append(
@@ -967,7 +1019,9 @@ class Spike:
             node.ctr("images", "import", str(archive))
 
         make_cgroup_root(cgroup_root(i))
-        (node.dir / "kubelet/config.yaml").write_text(kubelet_config(node.dir, i))
+        (node.dir / "kubelet/config.yaml").write_text(
+            kubelet_config(node.dir, i, self.kubelet_client_ca)
+        )
         node.daemons.append(
             Daemon(
                 f"{node.name} kubelet",

@@ -145,3 +145,19 @@ def test_the_network_pods_run_without_the_probed_pods_extras(spike: ModuleType) 
     assert container["command"] == ["/bin/sh", "-c", "echo hi"]
     assert "readinessProbe" not in container and "volumes" not in pod["spec"]
     assert "readinessProbe" in spike.POD["spec"]["containers"][0]  # the template is untouched
+
+
+def test_kubelets_take_only_the_api_servers_certificate_when_the_spike_owns_the_plane(
+    spike: ModuleType, tmp_path: Path
+) -> None:
+    owned = yaml.safe_load(spike.kubelet_config(tmp_path, 1, tmp_path / "ca.crt"))
+    assert owned["authentication"] == {
+        "anonymous": {"enabled": False},
+        "webhook": {"enabled": True},
+        "x509": {"clientCAFile": str(tmp_path / "ca.crt")},
+    }
+    assert owned["authorization"] == {"mode": "Webhook"}
+    # Another plane's kube-apiserver has no kubelet client certificate: anonymous it is.
+    foreign = yaml.safe_load(spike.kubelet_config(tmp_path, 1))
+    assert foreign["authentication"]["anonymous"] == {"enabled": True}
+    assert foreign["authorization"] == {"mode": "AlwaysAllow"}
