@@ -70,6 +70,7 @@ __all__ = [
     "add_check",
     "add_connection_options",
     "add_output_option",
+    "add_scope_options",
     "connect",
     "diagnose",
     "epoch_seconds",
@@ -132,6 +133,27 @@ def add_output_option(parser: argparse.ArgumentParser) -> None:
     """Add ``-o/--output`` (``table`` or ``json``), which every doctor check takes."""
     parser.add_argument(
         "-o", "--output", choices=("table", "json"), default="table", help="output format"
+    )
+
+
+def add_scope_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``-n``, ``-A`` and ``--kind``, which narrow a check's :func:`list_objects` scan."""
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument(
+        "-n", "--namespace", default=None, help="scan only namespaced kinds in this namespace"
+    )
+    scope.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="scan every namespace and cluster-scoped kinds (the default)",
+    )
+    parser.add_argument(
+        "--kind",
+        action="append",
+        metavar="KIND",
+        help="scan only this resource (plural, singular, short or kind name, optionally "
+        "name.group); repeatable",
     )
 
 
@@ -979,23 +1001,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="DURATION",
         help="report objects deleting for at least this long (90, 45s, 5m, 1h30m; default 5m)",
     )
-    scope = parser.add_mutually_exclusive_group()
-    scope.add_argument(
-        "-n", "--namespace", default=None, help="scan only namespaced kinds in this namespace"
-    )
-    scope.add_argument(
-        "-A",
-        "--all-namespaces",
-        action="store_true",
-        help="scan every namespace and cluster-scoped kinds (the default)",
-    )
-    parser.add_argument(
-        "--kind",
-        action="append",
-        metavar="KIND",
-        help="scan only this resource (plural, singular, short or kind name, optionally "
-        "name.group); repeatable",
-    )
+    add_scope_options(parser)
     for module in CHECK_MODULES:
         importlib.import_module(module).register_checks(checks)
 

@@ -26,6 +26,7 @@ from setpoint.cli.doctor import (
     CheckSummary,
     ObjectListing,
     add_check,
+    add_scope_options,
     list_objects,
     problem_lines,
     run_check,
@@ -242,20 +243,4 @@ def register_checks(checks: argparse._SubParsersAction[argparse.ArgumentParser])
         ),
         run=_cmd_paused,
     )
-    scope = parser.add_mutually_exclusive_group()
-    scope.add_argument(
-        "-n", "--namespace", default=None, help="scan only namespaced kinds in this namespace"
-    )
-    scope.add_argument(
-        "-A",
-        "--all-namespaces",
-        action="store_true",
-        help="scan every namespace and cluster-scoped kinds (the default)",
-    )
-    parser.add_argument(
-        "--kind",
-        action="append",
-        metavar="KIND",
-        help="scan only this resource (plural, singular, short or kind name, optionally "
-        "name.group); repeatable",
-    )
+    add_scope_options(parser)
