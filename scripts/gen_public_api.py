@@ -21,6 +21,7 @@ from pathlib import Path
 PUBLIC_API: dict[str, list[str]] = {
     "setpoint.api": ["kinds", "meta"],
     "setpoint.api.gvk": ["GroupVersionKind"],
+    "setpoint.api.metadata": ["Metadata"],
     "setpoint.api.keys": ["ObjectKey"],
     "setpoint.api.declaration": [
         "DeclarationError",

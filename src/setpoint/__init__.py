@@ -75,6 +75,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "Manager": ("setpoint.manager", "Manager"),
     "ManagerOptions": ("setpoint.manager", "ManagerOptions"),
     "MergePatch": ("setpoint.client", "MergePatch"),
+    "Metadata": ("setpoint.api.metadata", "Metadata"),
     "Metrics": ("setpoint.observability.metrics", "Metrics"),
     "Model": ("setpoint.api.resource", "Model"),
     "MutationScopeError": ("setpoint.client.safe", "MutationScopeError"),
@@ -231,6 +232,7 @@ __all__ = [
     "Manager",
     "ManagerOptions",
     "MergePatch",
+    "Metadata",
     "Metrics",
     "Model",
     "MutationScopeError",
@@ -360,6 +362,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from setpoint.api.gvk import GroupVersionKind
     from setpoint.api.keys import ObjectKey
     from setpoint.api.labelselector import LabelSelector, LabelSelectorRequirement
+    from setpoint.api.metadata import Metadata
     from setpoint.api.owners import (
         AlreadyOwned,
         InvalidOwner,

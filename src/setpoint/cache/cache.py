@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, TypeVar
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject, key_of
+from setpoint.api.metadata import Metadata
 from setpoint.api.runnable import RunnableGroup
 from setpoint.api.types import Kind, split_kind
 from setpoint.cache.consistency import ConsistentReader, Expectations, TrackingClient
@@ -179,10 +180,17 @@ class CacheOptions:
             normalized[split_kind(kind)[0]] = options
         object.__setattr__(self, "by_kind", normalized)
 
-    def informer_options(self, kind: GroupVersionKind) -> InformerOptions:
-        """The effective informer options for ``kind`` (overrides over defaults)."""
+    def informer_options(
+        self, kind: GroupVersionKind, *, metadata_only: bool = False
+    ) -> InformerOptions:
+        """The effective informer options for ``kind`` (overrides over defaults).
+
+        ``metadata_only``: for the kind's metadata-only informer (``Metadata(kind)``); the
+        kind's overrides apply to it too.
+        """
         over = self.by_kind.get(kind) or KindOptions()
         return InformerOptions(
+            metadata_only=metadata_only,
             namespaces=over.namespaces if over.namespaces is not None else self.namespaces,
             labels=_selector_text(over.labels if over.labels is not None else self.labels) or None,
             fields=_selector_text(over.fields if over.fields is not None else self.fields) or None,
@@ -210,7 +218,9 @@ class Cache:
     def __init__(self, client: ListWatcher, *, options: CacheOptions | None = None) -> None:
         self._client = client
         self._options = options if options is not None else CacheOptions()
-        self._informers: dict[GroupVersionKind, Informer] = {}
+        # One informer per GVK, and one per Metadata(GVK): a kind's full and metadata-only
+        # informers are two, with two stores, never mixed.
+        self._informers: dict[GroupVersionKind | Metadata, Informer] = {}
         self._narrowed: dict[GroupVersionKind, builtins.list[str]] = {}
         # Informers that have synced, by the kind a read named (an informer syncs once and
         # is never replaced): a read's lookup is then one dict access.
@@ -328,14 +338,20 @@ class Cache:
         """The shared informer for ``kind``, created (and started, if the cache is) on first use.
 
         A typed class and its GVK share one informer: objects are stored in JSON form.
+        ``Metadata(kind)`` (:mod:`setpoint.api.metadata`) has an informer of its own, which
+        lists and watches ``PartialObjectMetadata`` only; it never shares the store of the
+        kind's full informer.
         """
-        gvk, _ = split_kind(kind)
-        informer = self._informers.get(gvk)
+        key = _informer_key(kind)
+        informer = self._informers.get(key)
         if informer is None:
-            informer = Informer(self._client, gvk, self._options.informer_options(gvk))
+            gvk = key.gvk
+            metadata_only = isinstance(key, Metadata)
+            options = self._options.informer_options(gvk, metadata_only=metadata_only)
+            informer = Informer(self._client, gvk, options)
             for labels in self._narrowed.get(gvk, ()):
                 informer.narrow(labels)
-            self._informers[gvk] = informer
+            self._informers[key] = informer
             if self.started:
                 informer._start_task()
         return informer
@@ -352,16 +368,17 @@ class Cache:
             SelectorError: ``labels`` is not a label selector.
 
         """
-        gvk, _ = split_kind(kind)
+        gvk = _informer_key(kind).gvk
         LabelMatcher.parse(labels)
-        informer = self._informers.get(gvk)
-        if informer is not None:
-            informer.narrow(labels)
+        for key in (gvk, Metadata(gvk)):  # the kind's metadata-only informer too
+            informer = self._informers.get(key)
+            if informer is not None:
+                informer.narrow(labels)
         self._narrowed.setdefault(gvk, []).append(labels)
 
     def narrowed(self, kind: Kind[object]) -> tuple[str, ...]:
         """The label requirements :meth:`narrow` added to ``kind``'s informer."""
-        return tuple(self._narrowed.get(split_kind(kind)[0], ()))
+        return tuple(self._narrowed.get(_informer_key(kind).gvk, ()))
 
     def informers(self) -> builtins.list[Informer]:
         """Every informer created so far."""
@@ -569,10 +586,11 @@ class Cache:
     def _informers_of(self, kind: GroupVersionKind) -> builtins.list[Informer]:
         # Versions of one group/kind share resourceVersions (one etcd key), so a write
         # through any version is an expectation for the informers of all of them.
+        # The kind's metadata-only informers too: they hold the same objects' metadata.
         return [
             i
-            for gvk, i in self._informers.items()
-            if gvk.group == kind.group and gvk.kind == kind.kind
+            for i in self._informers.values()
+            if i.kind.group == kind.group and i.kind.kind == kind.kind
         ]
 
     async def expectations(self, kind: Kind[object]) -> Expectations:
@@ -622,8 +640,18 @@ class Cache:
         return TrackingClient(client, self)
 
     def __repr__(self) -> str:
-        kinds = ", ".join(f"{g.kind}{'' if i.synced else '*'}" for g, i in self._informers.items())
+        kinds = ", ".join(
+            f"{i.kind.kind}{'(metadata)' if i.metadata_only else ''}{'' if i.synced else '*'}"
+            for i in self._informers.values()
+        )
         return f"<Cache started={self.started} informers=[{kinds}]>"
+
+
+def _informer_key(kind: Kind[object]) -> GroupVersionKind | Metadata:
+    """What :class:`Cache` keeps ``kind``'s informer under: its GVK, or ``Metadata(gvk)``."""
+    if isinstance(kind, Metadata):
+        return kind
+    return split_kind(kind)[0]
 
 
 def _object_key(

@@ -71,6 +71,8 @@ from setpoint.api.meta import (
     metadata_of,
     resource_version_of,
 )
+from setpoint.api.metadata import Metadata
+from setpoint.api.types import Kind
 from setpoint.cache.consistency import Expectations
 from setpoint.cache.errors import CacheError, CacheSyncTimeout, KindNotServed
 from setpoint.cache.selectors import FieldMatcher, LabelMatcher
@@ -215,6 +217,11 @@ class InformerOptions:
     object, so level-based handlers re-check everything. ``None`` (default): never. Resyncs
     cost no API calls."""
 
+    metadata_only: bool = False
+    """List and watch the kind's ``PartialObjectMetadata`` only (metadata, no spec, data
+    or status: :mod:`setpoint.api.metadata`): the server sends less, and the store holds
+    less. The stored objects are ``PartialObjectMetadata`` dicts. Default: whole objects."""
+
     streaming_list: bool = True
     """List through a watch (``sendInitialEvents=true``, the WatchList feature) where the
     server supports it, falling back to a paginated list where it does not. ``False``:
@@ -313,6 +320,8 @@ class Informer:
         self._client = client
         self._kind = kind
         self._options = options if options is not None else InformerOptions()
+        # What the list and watch ask the server for: the kind, or its metadata only.
+        self._source: Kind[JsonObject] = Metadata(kind) if self._options.metadata_only else kind
         self._labels = LabelMatcher.parse(self._options.labels)
         self._fields = FieldMatcher.parse(self._options.fields)
         self._store = Store()
@@ -342,6 +351,11 @@ class Informer:
     def options(self) -> InformerOptions:
         """The informer's options."""
         return self._options
+
+    @property
+    def metadata_only(self) -> bool:
+        """Whether the informer lists and watches ``PartialObjectMetadata`` only."""
+        return self._options.metadata_only
 
     @property
     def store(self) -> Store:
@@ -689,7 +703,7 @@ class Informer:
 
     async def _list(self, stream: _Stream) -> None:
         listing = await self._client.list(
-            self._kind,
+            self._source,
             namespace=stream.namespace,
             labels=self._options.labels,
             fields=self._options.fields,
@@ -758,7 +772,7 @@ class Informer:
         listing = True
         try:
             async with self._client.watch(
-                self._kind,
+                self._source,
                 namespace=stream.namespace,
                 resource_version=None,
                 labels=self._options.labels,
@@ -798,7 +812,7 @@ class Informer:
     async def _watch(self, stream: _Stream) -> None:
         self.stats.watches += 1
         async with self._client.watch(
-            self._kind,
+            self._source,
             namespace=stream.namespace,
             resource_version=stream.rv or None,
             labels=self._options.labels,

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import JsonObject, describe, name_of, namespace_of
+from setpoint.api.metadata import METADATA_ACCEPT, METADATA_LIST_ACCEPT, Metadata
 from setpoint.api.redaction import brief
 from setpoint.api.types import Kind, Obj, TypedObject, is_typed, kind_of
 from setpoint.client._watchdecode import MAX_WATCH_LINE, RawWatchEvent, WatchDecoder
@@ -273,7 +274,8 @@ class Client:
 
         """
         _, path = await self._path(kind, namespace=namespace, name=name)
-        resp = await self.transport.request("GET", path)
+        accept = METADATA_ACCEPT if isinstance(kind, Metadata) else "application/json"
+        resp = await self.transport.request("GET", path, accept=accept)
         return kind.from_object(resp.body)
 
     async def list(
@@ -353,7 +355,8 @@ class Client:
         )
         if continue_token:
             params["continue"] = continue_token
-        resp = await self.transport.request("GET", path, params=params)
+        accept = METADATA_LIST_ACCEPT if isinstance(kind, Metadata) else "application/json"
+        resp = await self.transport.request("GET", path, params=params, accept=accept)
         body = resp.body if isinstance(resp.body, dict) else {}
         api_version, kind_name = info.gvk.api_version, info.gvk.kind
         raw_items = body.get("items") or []
@@ -840,8 +843,9 @@ class Watch(Generic[T]):
             params["resourceVersionMatch"] = "NotOlderThan"
         api_version, kind_name = info.gvk.api_version, info.gvk.kind
         url = f"{client.transport.server}{path}"
+        accept = METADATA_ACCEPT if isinstance(self._kind, Metadata) else "application/json"
         async with client.transport.stream(
-            "GET", path, params=params, read_timeout=self._timeout_seconds + 30
+            "GET", path, params=params, read_timeout=self._timeout_seconds + 30, accept=accept
         ) as resp:
             self._response = resp
             decoder = WatchDecoder(url, max_line=client.options.max_watch_line)

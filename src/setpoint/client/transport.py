@@ -922,8 +922,12 @@ class Transport:
         *,
         params: Mapping[str, str] | None = None,
         read_timeout: float,
+        accept: str = "application/json",
     ) -> AsyncIterator[StreamResponse]:
         """Open a streaming response (watch). The caller reads ``resp.chunks()``.
+
+        ``accept`` is the ``Accept`` header (a metadata-only watch asks for
+        ``PartialObjectMetadata``, :mod:`setpoint.api.metadata`).
 
         ``read_timeout`` bounds the silence between chunks, so a connection that
         dies without a FIN does not hang the watcher forever. Connection and
@@ -932,7 +936,7 @@ class Transport:
         """
         url = f"{self.server}{path}"
         pool = await self._ensure_pool()
-        headers = await self._headers("application/json")
+        headers = await self._headers(accept)
         if self._limiter is not None:
             await self._limiter.acquire()
         try:

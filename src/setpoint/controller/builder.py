@@ -25,7 +25,8 @@ from collections.abc import Iterable
 from typing import Any, Self
 
 from setpoint.api.gvk import GroupVersionKind
-from setpoint.api.types import Kind, split_kind
+from setpoint.api.metadata import Metadata
+from setpoint.api.types import Kind, TypedObject, split_kind
 from setpoint.cache.cache import Cache
 from setpoint.client.protocols import ApiClient
 from setpoint.controller.controller import (
@@ -88,33 +89,73 @@ class Builder:
         self._for = Source(gvk, "for", check_predicates(predicates), typed=typed)
         return self
 
-    def owns(self, kind: Kind[object], *, predicates: Iterable[Predicate] = ()) -> Self:
+    def owns(
+        self,
+        kind: Kind[object],
+        *,
+        predicates: Iterable[Predicate] = (),
+        metadata_only: bool = False,
+    ) -> Self:
         """Watch ``kind`` and enqueue each object's controlling owner of the ``for_`` kind.
 
         The owner is the ownerReference with ``controller: true`` whose apiVersion group and
         kind match the ``for_`` kind (any version); objects controlled by something else are
         ignored.
+
+        ``metadata_only=True`` (or ``kind`` given as ``Metadata(kind)``) watches and caches
+        the children's ``PartialObjectMetadata`` only (:mod:`setpoint.api.metadata`), as
+        controller-runtime's ``WatchesMetadata`` does: the owner references are in the
+        metadata, and the cache does not hold a Secret's data or a Pod's spec. Read them in
+        the reconcile as ``ctx.reader.get(Metadata(kind), ...)``; a read of ``kind`` itself
+        starts a second, full informer.
         """
-        gvk, typed = split_kind(kind)
-        self._sources.append(Source(gvk, "owns", check_predicates(predicates), typed=typed))
+        gvk, typed, metadata_only = _source_kind(kind, metadata_only)
+        self._sources.append(
+            Source(
+                gvk,
+                "owns",
+                check_predicates(predicates),
+                typed=typed,
+                metadata_only=metadata_only,
+            )
+        )
         return self
 
     def watches(
-        self, kind: Kind[object], mapper: KeyMapper, *, predicates: Iterable[Predicate] = ()
+        self,
+        kind: Kind[object],
+        mapper: KeyMapper,
+        *,
+        predicates: Iterable[Predicate] = (),
+        metadata_only: bool = False,
     ) -> Self:
         """Watch ``kind`` and enqueue the keys ``mapper(obj)`` returns.
 
         ``mapper`` may be a plain or an async function returning an iterable of
         :class:`~setpoint.api.keys.ObjectKey`; it receives a typed instance when ``kind``
         is a typed class. For updates it is called with the old and the new object.
+
+        ``metadata_only=True`` (or ``kind`` given as ``Metadata(kind)``) watches and caches
+        ``PartialObjectMetadata`` only (:mod:`setpoint.api.metadata`), as
+        controller-runtime's ``WatchesMetadata``: ``mapper`` then receives those dicts
+        (names, labels, annotations, owner references; no spec, data or status).
         """
         if not callable(mapper):
             raise ControllerError(
                 f"controller {self._name!r}: watches({kind!r}, ...) needs a mapper function "
                 "returning the ObjectKeys to reconcile"
             )
-        gvk, typed = split_kind(kind)
-        self._sources.append(Source(gvk, "watches", check_predicates(predicates), mapper, typed))
+        gvk, typed, metadata_only = _source_kind(kind, metadata_only)
+        self._sources.append(
+            Source(
+                gvk,
+                "watches",
+                check_predicates(predicates),
+                mapper,
+                typed,
+                metadata_only=metadata_only,
+            )
+        )
         return self
 
     def finalizer(
@@ -279,5 +320,22 @@ class Builder:
 
     def __repr__(self) -> str:
         kinds: list[Any] = [f"{s.role}:{s.kind.kind}" for s in ([self._for] if self._for else [])]
-        kinds += [f"{s.role}:{s.kind.kind}" for s in self._sources]
+        kinds += [
+            f"{s.role}:{s.kind.kind}{'(metadata)' if s.metadata_only else ''}"
+            for s in self._sources
+        ]
         return f"<Builder {self._name!r} {kinds}>"
+
+
+def _source_kind(
+    kind: Kind[object], metadata_only: bool
+) -> tuple[GroupVersionKind, type[TypedObject] | None, bool]:
+    """A watched kind's GVK, typed class and whether it is metadata-only.
+
+    ``Metadata(kind)`` is ``kind`` with ``metadata_only=True``; a metadata-only source has
+    no typed class (its objects are ``PartialObjectMetadata`` dicts).
+    """
+    if isinstance(kind, Metadata):
+        return kind.gvk, None, True
+    gvk, typed = split_kind(kind)
+    return gvk, None if metadata_only else typed, metadata_only

@@ -550,7 +550,7 @@ class Controller:
         informers = []
         try:
             for source in self._sources:
-                informer = self._cache.informer(source.kind)
+                informer = self._cache.informer(source.watched)
                 informers.append(informer)
                 handler = EnqueueHandler(
                     source,

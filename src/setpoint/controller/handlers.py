@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from setpoint.api.gvk import GroupVersionKind, split_api_version
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject, key_of, metadata_of, resource_version_of
-from setpoint.api.types import TypedObject
+from setpoint.api.metadata import Metadata
+from setpoint.api.types import Kind, TypedObject
 from setpoint.controller.pause import pause_changed
 from setpoint.controller.predicates import (
     AddEvent,
@@ -99,6 +100,13 @@ class Source:
     """For ``watches``: the mapping function."""
     typed: type[TypedObject] | None = None
     """The typed class given for the kind, if any (the mapper receives instances of it)."""
+    metadata_only: bool = False
+    """Watch the kind's ``PartialObjectMetadata`` only (:mod:`setpoint.api.metadata`)."""
+
+    @property
+    def watched(self) -> Kind[JsonObject]:
+        """The kind whose informer the source watches: ``kind``, or ``Metadata(kind)``."""
+        return Metadata(self.kind) if self.metadata_only else self.kind
 
 
 def controller_owner_key(
