@@ -32,7 +32,25 @@ What each piece means:
 - A defaulter defines ``default(obj)`` and changes ``obj`` in place; the webhook answers
   with the JSON patch from what was sent to what ``default`` left.
 - ``webhook_options`` (an :class:`AdmissionOptions`) holds the failure policy, timeout,
-  selectors and, if the defaults do not suit, the path and the webhook's name.
+  selectors, match conditions and, if the defaults do not suit, the path and the webhook's
+  name.
+
+Any kind, not only setpoint's own resources (what controller-runtime's ``admission.Validator[T]``
+and kopf's ``@kopf.on.validate``/``@kopf.on.mutate`` offer): the type argument is any typed
+class (a :class:`~setpoint.api.resource.Resource`, or any class with ``gvk``,
+``from_object`` and ``to_object``), or ``dict[str, Any]`` with the kind named by the class
+attribute ``kind`` (a :class:`~setpoint.api.gvk.GroupVersionKind`, such as ``sp.kinds.Pod``);
+the methods then get and change the JSON objects the API server sent::
+
+    class SidecarInjector(sp.CustomDefaulter[dict[str, Any]]):
+        kind = sp.kinds.Pod
+
+        def default(self, obj: dict[str, Any]) -> None:
+            obj["spec"]["containers"].append({"name": "proxy", "image": "envoy:v1.31"})
+
+The REST resource and scope of the generated rule come from the typed class, from
+:data:`~setpoint.api.kinds.BUILTIN_RESOURCES` for a built-in kind, or from
+``AdmissionOptions(resource=..., scope=...)`` for any other.
 
 ``setpoint generate webhook`` writes the ValidatingWebhookConfiguration and
 MutatingWebhookConfiguration from these classes (:mod:`setpoint.crd.webhooks`), and
@@ -45,12 +63,17 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, TypeVar, cast, get_origin
 
 from setpoint.api.declaration import DeclarationError
 from setpoint.api.errors import SetpointError
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.kinds import BUILTIN_RESOURCES, ResourceInfo
 from setpoint.api.resource import Resource
-from setpoint.api.validation import is_dns1123_subdomain
+from setpoint.api.validation import is_dns1123_subdomain, is_qualified_name
+
+if TYPE_CHECKING:
+    from setpoint.api.types import Kind
 
 __all__ = [
     "AdmissionOptions",
@@ -59,15 +82,21 @@ __all__ = [
     "CustomValidator",
     "Denied",
     "Operation",
+    "Scope",
     "Warnings",
     "admission_spec_of",
     "is_admission_webhook",
 ]
 
-R = TypeVar("R", bound=Resource)
+R = TypeVar("R")
+"""The type of the objects a validator or defaulter gets: a typed class, or
+``dict[str, Any]`` (JSON objects, with the kind named by the class attribute ``kind``)."""
 
 Operation = Literal["CREATE", "UPDATE", "DELETE"]
 """An admission operation a webhook is called for."""
+
+Scope = Literal["Namespaced", "Cluster", "*"]
+"""The scope of a webhook rule: namespaced objects, cluster-scoped ones, or both."""
 
 Warnings = Sequence[str] | None
 """What a validator returns: warnings for the client (kubectl prints each), or ``None``."""
@@ -79,6 +108,9 @@ _VALIDATE_METHODS: Final = {
     "DELETE": "validate_delete",
 }
 _PATH: Final = re.compile(r"^/[A-Za-z0-9._~/-]*$")
+_RESOURCE: Final = re.compile(r"^(\*|[a-z0-9]([-a-z0-9.]*[a-z0-9])?)(/(\*|[a-z0-9]+))?$")
+_MAX_MATCH_CONDITIONS: Final = 64
+"""The API server's limit on ``matchConditions`` per webhook."""
 
 
 class Denied(SetpointError):
@@ -149,6 +181,23 @@ class AdmissionOptions:
     """Defaulters only: ``IfNeeded`` has the API server call it again when a later mutating
     webhook changed the object."""
 
+    match_conditions: Mapping[str, str] | None = None
+    """CEL expressions the API server evaluates before calling, by name (``matchConditions``,
+    in this order): the webhook is called only when all are true, so requests it would
+    allow anyway cost no call. Each sees ``object``, ``oldObject``, ``request`` and
+    ``authorizer``: ``{"not-a-node": "!request.userInfo.username.startsWith('system:node:')"}``.
+    At most 64; names are qualified names (``[prefix/]name``). ``None``: every request the
+    rules and selectors match."""
+
+    resource: str | None = None
+    """The REST resource the rule names (``"widgets"``, ``"pods"``, or a subresource
+    ``"pods/ephemeralcontainers"``). ``None``: the typed class's plural, or the built-in
+    kind's (:data:`~setpoint.api.kinds.BUILTIN_RESOURCES`); required for another GVK."""
+
+    scope: Scope | None = None
+    """The rule's scope: ``Namespaced``, ``Cluster`` or ``*``. ``None``: the kind's own
+    (known as ``resource`` is); ``*`` when ``resource`` is given without it."""
+
     def __post_init__(self) -> None:
         if self.path is not None and (not _PATH.match(self.path) or "//" in self.path):
             raise ValueError(
@@ -174,16 +223,60 @@ class AdmissionOptions:
                 f"AdmissionOptions.timeout_seconds={self.timeout_seconds} must be 1 to 30 (the "
                 "API server's limits)"
             )
+        if self.match_conditions is not None:
+            _check_match_conditions(self.match_conditions)
+        if self.resource is not None and not _RESOURCE.match(self.resource):
+            raise ValueError(
+                f"AdmissionOptions.resource={self.resource!r} must be a lower-case plural "
+                "resource name, optionally with a subresource ('pods', 'deployments/scale')"
+            )
+        if self.scope is not None and self.scope not in ("Namespaced", "Cluster", "*"):
+            raise ValueError(
+                f"AdmissionOptions.scope={self.scope!r} must be 'Namespaced', 'Cluster' or '*'"
+            )
 
 
-@dataclass(frozen=True, slots=True)
+def _check_match_conditions(conditions: Mapping[str, str]) -> None:
+    """Refuse what the API server refuses in ``matchConditions`` (names, count, empty CEL)."""
+    if not isinstance(conditions, Mapping):
+        raise ValueError(
+            "AdmissionOptions.match_conditions must map each condition's name to its CEL "
+            f"expression, not {type(conditions).__name__}"
+        )
+    if len(conditions) > _MAX_MATCH_CONDITIONS:
+        raise ValueError(
+            f"AdmissionOptions.match_conditions has {len(conditions)} conditions; the API "
+            f"server allows at most {_MAX_MATCH_CONDITIONS}"
+        )
+    for name, expression in conditions.items():
+        if not isinstance(name, str) or not is_qualified_name(name):
+            raise ValueError(
+                f"AdmissionOptions.match_conditions: {name!r} is not a qualified name "
+                "([prefix/]name, letters, digits, '-', '_', '.', at most 63 characters)"
+            )
+        if not isinstance(expression, str) or not expression.strip():
+            raise ValueError(
+                f"AdmissionOptions.match_conditions[{name!r}] must be a non-empty CEL "
+                "expression string"
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AdmissionWebhookSpec:
     """One declared admission webhook, with every default resolved."""
 
     cls: type[Any]
     """The validator or defaulter class."""
-    resource: type[Resource]
-    """The resource class it guards."""
+    kind: Kind[Any]
+    """What objects are decoded by: the typed class (a Resource, or any class with ``gvk``,
+    ``from_object`` and ``to_object``), or a :class:`~setpoint.api.gvk.GroupVersionKind`,
+    whose objects stay the JSON dicts the API server sent."""
+    gvk: GroupVersionKind
+    """The group, version and kind the webhook is registered for."""
+    plural: str
+    """The REST resource of the rule (``pods``, ``tenants``, or ``pods/ephemeralcontainers``)."""
+    scope: Scope
+    """The rule's scope."""
     mutating: bool
     """A defaulter (mutating webhook) rather than a validator."""
     path: str
@@ -196,10 +289,20 @@ class AdmissionWebhookSpec:
     """The declared options."""
 
     @property
+    def typed(self) -> type[Any] | None:
+        """The typed class objects are decoded into, or ``None`` for JSON dicts."""
+        return None if isinstance(self.kind, GroupVersionKind) else cast("type[Any]", self.kind)
+
+    @property
+    def resource(self) -> type[Resource] | None:
+        """The setpoint :class:`~setpoint.api.resource.Resource` class guarded, if it is one."""
+        typed = self.typed
+        return typed if typed is not None and issubclass(typed, Resource) else None
+
+    @property
     def kind_label(self) -> str:
         """``Tenant tenants.setpoint.dev/v1``, for messages."""
-        gvk = self.resource.declaration().gvk
-        return f"{gvk.kind} {gvk.api_version}"
+        return f"{self.gvk.kind} {self.gvk.api_version}"
 
 
 class _AdmissionBase(Generic[R]):
@@ -207,6 +310,11 @@ class _AdmissionBase(Generic[R]):
 
     webhook_options: ClassVar[AdmissionOptions] = AdmissionOptions()
     """How the API server calls this webhook; see :class:`AdmissionOptions`."""
+
+    kind: ClassVar[GroupVersionKind | None] = None
+    """The kind guarded, for a webhook over JSON dicts (``sp.CustomValidator[dict[str, Any]]``):
+    any :class:`~setpoint.api.gvk.GroupVersionKind`, ``sp.kinds.Pod`` for example. A typed
+    webhook (``sp.CustomValidator[Tenant]``) leaves it ``None``: its class names the kind."""
 
     __setpoint_admission__: ClassVar[AdmissionWebhookSpec]
 
@@ -222,24 +330,14 @@ class _AdmissionBase(Generic[R]):
                 "two classes, so each webhook has its own path, name and failure policy"
             )
         base = roles[0]
-        resource = _type_argument(cls, base)
-        if resource is None:
-            raise DeclarationError(
-                f"{where} derives from sp.{base.__name__} without naming the resource; write "
-                f"sp.{base.__name__}[MyResource]"
-            )
-        if not (isinstance(resource, type) and issubclass(resource, Resource)):
-            raise DeclarationError(
-                f"{where} names {resource!r}, which is not a Resource class; name the "
-                "@sp.resource class it guards"
-            )
+        kind = _kind_of(cls, base, _type_argument(cls, base), where)
         options = cls.webhook_options
         if not isinstance(options, AdmissionOptions):
             raise DeclarationError(
                 f"{where}.webhook_options must be an sp.AdmissionOptions(...), not "
                 f"{type(options).__name__}"
             )
-        cls.__setpoint_admission__ = _spec(cls, resource, options, where, base is CustomDefaulter)
+        cls.__setpoint_admission__ = _spec(cls, kind, options, where, base is CustomDefaulter)
 
 
 class CustomValidator(_AdmissionBase[R]):
@@ -290,12 +388,13 @@ class CustomDefaulter(_AdmissionBase[R]):
 
 def _spec(
     cls: type[Any],
-    resource: type[Resource],
+    kind: Kind[Any],
     options: AdmissionOptions,
     where: str,
     mutating: bool,
 ) -> AdmissionWebhookSpec:
-    gvk = resource.declaration().gvk
+    gvk = kind.gvk
+    objects = _objects_label(kind)
     defined = {
         name
         for klass in cls.__mro__
@@ -305,8 +404,8 @@ def _spec(
     if mutating:
         if "default" not in defined:
             raise DeclarationError(
-                f"{where} derives from sp.CustomDefaulter[{_short(resource)}] but does not "
-                f"define default(self, obj: {_short(resource)}) -> None"
+                f"{where} derives from sp.CustomDefaulter[{objects}] but does not "
+                f"define default(self, obj: {objects}) -> None"
             )
         operations: tuple[Operation, ...] = options.operations or ("CREATE", "UPDATE")
         if "DELETE" in operations:
@@ -318,7 +417,7 @@ def _spec(
         own = tuple(op for op in _OPERATIONS if _VALIDATE_METHODS[op] in defined)
         if not own:
             raise DeclarationError(
-                f"{where} derives from sp.CustomValidator[{_short(resource)}] but defines none of "
+                f"{where} derives from sp.CustomValidator[{objects}] but defines none of "
                 "validate_create, validate_update, validate_delete"
             )
         operations = options.operations or own  # type: ignore[assignment]
@@ -328,10 +427,11 @@ def _spec(
                 f"{where}.webhook_options.operations lists {', '.join(missing)} but the class "
                 f"defines no {', '.join(_VALIDATE_METHODS[op] for op in missing)}"
             )
-    kind = gvk.kind.lower()
+    plural, scope = _rule_target(kind, options, where)
+    lower = gvk.kind.lower()
     prefix = "mutate" if mutating else "validate"
-    path = options.path or f"/{prefix}-{gvk.group.replace('.', '-')}-{gvk.version}-{kind}"
-    name = options.name or f"{prefix[0]}{kind}-{gvk.version}.{gvk.group}"
+    path = options.path or f"/{prefix}-{gvk.group.replace('.', '-')}-{gvk.version}-{lower}"
+    name = options.name or _default_name(prefix[0], lower, gvk)
     if options.name is None and (not is_dns1123_subdomain(name) or name.count(".") < 2):
         raise DeclarationError(
             f"{where}: the default webhook name {name!r} is not a DNS name of three labels; "
@@ -339,13 +439,106 @@ def _spec(
         )
     return AdmissionWebhookSpec(
         cls=cls,
-        resource=resource,
+        kind=kind,
+        gvk=gvk,
+        plural=plural,
+        scope=scope,
         mutating=mutating,
         path=path,
         name=name,
         operations=tuple(operations),
         options=options,
     )
+
+
+def _default_name(letter: str, kind: str, gvk: GroupVersionKind) -> str:
+    """The default name, kubebuilder's: ``v<kind>-<version>.<group>``, or ``...kb.io``.
+
+    A group without a dot (the core group, ``apps``, ``batch``) would not make a name of
+    three labels; kubebuilder's scaffold names such webhooks ``mpod-v1.kb.io``.
+    """
+    if "." in gvk.group:
+        return f"{letter}{kind}-{gvk.version}.{gvk.group}"
+    group = f"{gvk.group}." if gvk.group else ""
+    return f"{letter}{kind}-{gvk.version}.{group}kb.io"
+
+
+def _kind_of(cls: type[Any], base: type[Any], argument: Any, where: str) -> Kind[Any]:
+    """The kind handle a webhook class guards, from its type argument and ``kind``."""
+    declared = cls.kind
+    role = f"sp.{base.__name__}"
+    if argument is None:
+        raise DeclarationError(
+            f"{where} derives from {role} without naming the resource; write "
+            f"{role}[MyResource], or {role}[dict[str, Any]] with kind = sp.kinds.Pod (any "
+            "GroupVersionKind) for JSON objects"
+        )
+    if _is_json_object_type(argument):
+        if declared is None:
+            raise DeclarationError(
+                f"{where} derives from {role}[dict[str, Any]] without naming the kind; set the "
+                "class attribute kind = sp.kinds.Pod (any sp.GroupVersionKind)"
+            )
+        if not isinstance(declared, GroupVersionKind):
+            raise DeclarationError(
+                f"{where}.kind is {declared!r}, not a GroupVersionKind; for typed objects write "
+                f"{role}[TheClass] instead of {role}[dict[str, Any]]"
+            )
+        return declared
+    if _is_typed_class(argument):
+        if declared is not None and declared != argument.gvk:
+            raise DeclarationError(
+                f"{where} names {_short(argument)} ({argument.gvk}) and kind = {declared}; "
+                f"a typed webhook's class names its kind: drop the kind attribute"
+            )
+        return cast("Kind[Any]", argument)
+    raise DeclarationError(
+        f"{where} names {argument!r}, which is not a Resource class nor another typed class "
+        "(with gvk, from_object and to_object) nor dict[str, Any]; name the @sp.resource class "
+        "it guards, or dict[str, Any] with kind = sp.kinds.Pod"
+    )
+
+
+def _is_json_object_type(argument: Any) -> bool:
+    """Whether a type argument means JSON objects (``dict[str, Any]``, ``Mapping[...]``)."""
+    origin = get_origin(argument) or argument
+    return origin is dict or origin is Mapping
+
+
+def _is_typed_class(argument: Any) -> bool:
+    """Whether a type argument is a typed class (:class:`~setpoint.api.types.TypedObject`)."""
+    return (
+        isinstance(argument, type)
+        and isinstance(getattr(argument, "gvk", None), GroupVersionKind)
+        and callable(getattr(argument, "from_object", None))
+        and callable(getattr(argument, "to_object", None))
+    )
+
+
+def _objects_label(kind: Kind[Any]) -> str:
+    """What the methods take, for messages: the class's name or ``dict[str, Any]``."""
+    return "dict[str, Any]" if isinstance(kind, GroupVersionKind) else _short(cast("type", kind))
+
+
+def _rule_target(kind: Kind[Any], options: AdmissionOptions, where: str) -> tuple[str, Scope]:
+    """The REST resource and scope of the webhook's rule (see :attr:`AdmissionOptions.resource`)."""
+    gvk = kind.gvk
+    info: ResourceInfo | None
+    resource_info = getattr(kind, "resource_info", None)
+    if not isinstance(kind, GroupVersionKind) and callable(resource_info):
+        info = resource_info()
+    else:
+        info = BUILTIN_RESOURCES.get(gvk)
+    if options.resource is not None:
+        known: Scope = "*" if info is None else ("Namespaced" if info.namespaced else "Cluster")
+        return options.resource, options.scope or known
+    if info is None:
+        raise DeclarationError(
+            f"{where}: setpoint does not know the REST resource of {gvk.kind} {gvk.api_version}; "
+            "name it: webhook_options = sp.AdmissionOptions(resource='<plural>', "
+            "scope='Namespaced')"
+        )
+    return info.plural, options.scope or ("Namespaced" if info.namespaced else "Cluster")
 
 
 def _type_argument(cls: type, origin: type) -> Any:

@@ -4,8 +4,11 @@
 controller-gen writes it) holding one ``ValidatingWebhookConfiguration`` named
 ``validating-webhook-configuration`` with a webhook per :class:`setpoint.CustomValidator`,
 and one ``MutatingWebhookConfiguration`` named ``mutating-webhook-configuration`` with a
-webhook per :class:`setpoint.CustomDefaulter`. kustomize's ``namePrefix`` and ``namespace``
-then rename them and the Service they point at, exactly as for a kubebuilder project.
+webhook per :class:`setpoint.CustomDefaulter`, for setpoint's own resources and any other
+kind alike (a Pod, any GVK: the rule names the kind's REST resource and scope, and the
+options' selectors, policies and ``matchConditions`` are written as declared). kustomize's
+``namePrefix`` and ``namespace`` then rename them and the Service they point at, exactly as
+for a kubebuilder project.
 
 Each webhook's ``clientConfig`` comes from a
 :class:`~setpoint.crd.conversion.WebhookClientConfig`: the kubebuilder Service by default
@@ -101,8 +104,7 @@ def _client_config(spec: AdmissionWebhookSpec, config: WebhookClientConfig) -> d
 
 
 def _webhook(spec: AdmissionWebhookSpec, config: WebhookClientConfig) -> dict[str, Any]:
-    gvk = spec.resource.declaration().gvk
-    info = spec.resource.resource_info()
+    gvk = spec.gvk
     options = spec.options
     webhook: dict[str, Any] = {
         "name": spec.name,
@@ -117,8 +119,8 @@ def _webhook(spec: AdmissionWebhookSpec, config: WebhookClientConfig) -> dict[st
                 "apiGroups": [gvk.group],
                 "apiVersions": [gvk.version],
                 "operations": list(spec.operations),
-                "resources": [info.plural],
-                "scope": "Namespaced" if info.namespaced else "Cluster",
+                "resources": [spec.plural],
+                "scope": spec.scope,
             }
         ],
     }
@@ -126,6 +128,11 @@ def _webhook(spec: AdmissionWebhookSpec, config: WebhookClientConfig) -> dict[st
         webhook["namespaceSelector"] = dict(options.namespace_selector)
     if options.object_selector is not None:
         webhook["objectSelector"] = dict(options.object_selector)
+    if options.match_conditions:
+        webhook["matchConditions"] = [
+            {"name": name, "expression": expression}
+            for name, expression in options.match_conditions.items()
+        ]
     if spec.mutating:
         webhook["reinvocationPolicy"] = options.reinvocation_policy
     return webhook

@@ -5,7 +5,10 @@ configuration matches, and waits for ``allowed`` (validating) or a JSON patch (m
 before it stores anything. :class:`AdmissionWebhook` answers them for one
 :class:`~setpoint.api.admission.CustomValidator` or
 :class:`~setpoint.api.admission.CustomDefaulter` instance, which the webhook server
-registers on the declared path (``server.add_admission(TenantValidator())``).
+registers on the declared path (``server.add_admission(TenantValidator())``). The kind may
+be any: a typed class (user code gets fresh instances, decoded per request) or a
+GroupVersionKind (user code gets the JSON objects; a defaulter gets its own copy to change,
+or returns a new dict).
 
 What each input gets (:meth:`AdmissionWebhook.review`):
 
@@ -15,7 +18,7 @@ What each input gets (:meth:`AdmissionWebhook.review`):
 - a request the validator refuses (:class:`~setpoint.api.admission.Denied` or
   ``ValueError``): ``allowed: false`` with the validator's message, code 403 (or the one
   ``Denied`` gives), and warnings;
-- an object that does not parse as the resource class: ``allowed: false``, code 400, naming
+- an object that does not parse as the typed class: ``allowed: false``, code 400, naming
   the object and the first problems;
 - any other exception in user code: ``allowed: false``, code 500, a message naming the
   webhook and the exception, a log line with the traceback, and one more
@@ -52,8 +55,7 @@ from setpoint.api.admission import (
     admission_spec_of,
 )
 from setpoint.api.errors import SetpointError
-from setpoint.api.jsonvalues import json_equal
-from setpoint.api.resource import Resource
+from setpoint.api.jsonvalues import copy_json, json_equal
 from setpoint.client.patch import json_patch_diff
 from setpoint.server.http import HttpRequest, HttpResponse
 from setpoint.webhook.options import INLINE_BODY_SIZE, MAX_OBJECT_SIZE, MAX_REVIEW_VALUES
@@ -422,7 +424,7 @@ class AdmissionWebhook:
             raw = request.object if name == "object" else request.old_object
             try:
                 obj = self._decode(raw, name, request)
-                if self.spec.mutating:
+                if self.spec.mutating and self.spec.typed is not None:
                     typed.before = obj.to_object()
             except Exception as exc:  # answered when user code would get the object
                 typed.objects[name] = exc
@@ -490,7 +492,7 @@ class AdmissionWebhook:
         returned: object = cast("Any", defaulter).default(obj)
         if inspect.isawaitable(returned):
             returned = await returned
-        if isinstance(returned, self.spec.resource):
+        if isinstance(returned, self.spec.typed or dict):
             obj = returned
         elif returned is not None:
             raise TypeError(
@@ -505,18 +507,22 @@ class AdmissionWebhook:
 
     # -- shared ---------------------------------------------------------------------------
 
-    def _decode(
-        self, raw: dict[str, Any] | None, field: str, request: AdmissionRequest
-    ) -> Resource:
-        resource = self.spec.resource
+    def _decode(self, raw: dict[str, Any] | None, field: str, request: AdmissionRequest) -> Any:
+        """The object user code gets: a typed instance, or for a GVK the JSON object.
+
+        A defaulter of JSON objects gets its own copy, which it may change.
+        """
+        typed = self.spec.typed
         where = _describe(request, raw)
         if raw is None:
             raise _BadObject(
                 f"the {request.operation} review of {where} carries no {field}; the "
                 f"{self.spec.name} webhook needs it"
             )
+        if typed is None:
+            return copy_json(raw) if self.spec.mutating else raw
         try:
-            return resource.from_object(raw)
+            return typed.from_object(raw)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
@@ -556,10 +562,12 @@ class _Typed:
     """A parsed review with the objects user code gets, decoded (on the loop or a worker)."""
 
     request: AdmissionRequest
-    objects: dict[str, Resource | Exception] = field(default_factory=dict)
-    """``"object"``/``"oldObject"`` -> the typed object, or the error decoding it raised."""
+    objects: dict[str, Any] = field(default_factory=dict)
+    """``"object"``/``"oldObject"`` -> what user code gets (a typed object or a JSON object),
+    or the error decoding it raised."""
     before: Any = None
-    """A defaulter's object serialized before ``default`` ran (mutating webhooks only)."""
+    """A typed defaulter's object serialized before ``default`` ran (mutating webhooks
+    only; ``None`` for JSON objects, whose ``raw`` is what they were)."""
 
     def get(self, name: str) -> Any:
         """The typed object ``name``; raises what decoding it raised."""
@@ -569,9 +577,13 @@ class _Typed:
         return value
 
 
-def _patch(raw: dict[str, Any], before: Any, obj: Resource) -> str | None:
-    """The base64 JSONPatch from ``raw`` to what ``default`` made of it, or ``None``."""
-    target = _carry(raw, before, obj.to_object())
+def _patch(raw: dict[str, Any], before: Any, obj: Any) -> str | None:
+    """The base64 JSONPatch from ``raw`` to what ``default`` made of it, or ``None``.
+
+    ``obj`` is a typed object (only the changes from ``before`` to it are carried onto
+    ``raw``) or a JSON object (a changed copy of ``raw``: the patch is the whole difference).
+    """
+    target = obj if isinstance(obj, dict) else _carry(raw, before, obj.to_object())
     operations = json_patch_diff(raw, target, guard_values=False)
     if not operations:
         return None
