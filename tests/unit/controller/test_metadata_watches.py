@@ -1,6 +1,6 @@
 """owns()/watches() with metadata_only: the children are watched and cached as metadata only.
 
-Against the real API server: tests/integration/controller/test_metadata_watches.py.
+Against the real API server: tests/integration/cache/test_metadata_only.py.
 """
 
 from __future__ import annotations
