@@ -131,6 +131,8 @@ def _strings(node: dict[str, Any]) -> Any:
         return st.dates(dt.date(1971, 1, 1), dt.date(2200, 1, 1)).map(dt.date.isoformat)
     if fmt == "uuid":
         return st.uuids().map(str)
+    if fmt == "email":  # the server checks the format (setpoint.crd.formats)
+        return st.from_regex(r"[a-z0-9]{1,8}@[a-z]{1,8}\.[a-z]{2,3}", fullmatch=True)
     low, high = node.get("minLength", 0), node.get("maxLength", 16)
     pattern = node.get("pattern")
     if pattern:

@@ -19,8 +19,10 @@ failing later. It covers:
   no defaults under top-level apiVersion/kind/metadata;
 * extensions: int-or-string, embedded resources, list types and map keys,
   map types, CEL rule fields (rule, message, fieldPath, reason);
-* defaults: each ``default`` must itself be valid against its node and must
-  not contain fields the schema would prune;
+* defaults: each ``default`` must itself be valid against its node (its
+  allOf/anyOf/oneOf/not branches and its ``format`` included, as the server
+  checks them: :mod:`setpoint.crd.formats`) and must not contain fields the
+  schema would prune;
 * with the status subresource, only the keywords the server allows at the root.
 
 CEL expressions themselves are compiled only by the server.
@@ -44,6 +46,12 @@ from fractions import Fraction
 from typing import Any
 
 from setpoint.crd.errors import SchemaPath, StructuralError
+from setpoint.crd.formats import (
+    NUMBER_FORMATS,
+    effective_format,
+    format_problem,
+    number_range_problem,
+)
 from setpoint.crd.patterns import PatternError, compile_pattern
 
 __all__ = [
@@ -1165,14 +1173,28 @@ def validate_default(
 
     The server rejects a CRD whose defaults do not validate or contain fields
     its pruning would drop; this applies the schema's type, enum, bounds,
-    length, pattern, item and required rules (CEL rules aside). Any value and
+    length, pattern, format, item and required rules and its allOf, anyOf,
+    oneOf and not branches (CEL rules aside). Any value and
     node are safe to pass: malformed keywords of the node are ignored here
     (:func:`validate_structural` reports them), and values nested deeper than
     :data:`MAX_SCHEMA_DEPTH` or containing themselves are reported, not walked.
     """
     errors: list[StructuralError] = []
-    _check_value(value, node, path, errors, where="default", stack=set())
+    try:
+        _check_value(value, node, path, errors, where="default", stack=set())
+    except _JunctorsTooDeep:
+        _err(
+            errors,
+            path,
+            f"allOf/anyOf/oneOf/not nest deeper than {MAX_SCHEMA_DEPTH} levels "
+            "(or contain themselves)",
+            "flatten the junctors",
+        )
     return errors
+
+
+class _JunctorsTooDeep(Exception):
+    """Junctor branches nest deeper than MAX_SCHEMA_DEPTH while checking one value."""
 
 
 def _check_value(
@@ -1183,7 +1205,15 @@ def _check_value(
     *,
     where: str,
     stack: set[int],
+    branch: int = 0,
 ) -> None:
+    """Validate ``value`` against ``raw_node`` as the server's schema validator does.
+
+    ``branch`` counts the allOf/anyOf/oneOf/not branches the node is inside (0: none); a
+    branch's nodes have no type and no notion of pruning: they check only the keywords
+    they hold.
+    """
+
     def bad(message: str) -> None:
         _err(errors, path, f"{where} {_show(value)}: {message}", "fix the default value")
 
@@ -1191,8 +1221,11 @@ def _check_value(
         return  # the schema node itself is reported by the structural walk
     node = _clean(raw_node, path, [])
     if value is None:
-        if node.get("nullable") is not True:
+        # kube-openapi checks only the type and the enum of a null value.
+        if node.get("nullable") is not True and (not branch or node.get("type")):
             bad("null is not allowed here")
+        elif branch and isinstance(node.get("enum"), list) and not _in_enum(None, node["enum"]):
+            bad(f"is not one of {_show(node['enum'])}")
         return
     if isinstance(value, list | dict):
         if id(value) in stack:
@@ -1222,15 +1255,65 @@ def _check_value(
         if isinstance(enum, list) and not _in_enum(value, enum):
             bad(f"is not one of {_show(enum)}")
         if isinstance(value, int | float) and not isinstance(value, bool):
+            if node.get("type") in NUMBER_FORMATS:
+                problem = number_range_problem(value, node)
+                if problem is not None:
+                    bad(problem)
             _check_number(value, node, bad)
         if isinstance(value, str):
             _check_string(value, node, bad)
         if isinstance(value, list):
-            _check_list(value, node, path, errors, where=where, bad=bad, stack=stack)
+            _check_list(value, node, path, errors, where=where, bad=bad, stack=stack, branch=branch)
         if isinstance(value, dict):
-            _check_object(value, node, path, errors, where=where, bad=bad, stack=stack)
+            _check_object(
+                value, node, path, errors, where=where, bad=bad, stack=stack, branch=branch
+            )
+        _check_junctors(value, node, path, errors, where=where, bad=bad, stack=stack, branch=branch)
     finally:
         stack.discard(id(value))
+
+
+def _check_junctors(
+    value: Any,
+    node: Mapping[str, Any],
+    path: SchemaPath,
+    errors: list[StructuralError],
+    *,
+    where: str,
+    bad: Callable[[str], None],
+    stack: set[int],
+    branch: int,
+) -> None:
+    """allOf, anyOf, oneOf and not: each branch validates the same value."""
+    if not any(k in node for k in ("allOf", "anyOf", "oneOf", "not")):
+        return
+    if branch >= MAX_SCHEMA_DEPTH:
+        raise _JunctorsTooDeep  # a verdict inside `not` would be inverted: stop the check
+
+    def passes(sub: Any, into: list[StructuralError] | None = None) -> bool:
+        found: list[StructuralError] = [] if into is None else into
+        before = len(found)
+        _check_value(value, sub, path, found, where=where, stack=stack, branch=branch + 1)
+        return len(found) == before
+
+    stack.discard(id(value))  # the branches see the same value again
+    try:
+        for sub in node.get("allOf") or ():
+            if not passes(sub, errors):
+                bad("must validate all the schemas (allOf)")
+                break
+        any_of = node.get("anyOf")
+        if any_of and not any(passes(b) for b in any_of):
+            bad("must validate at least one schema (anyOf)")
+        one_of = node.get("oneOf")
+        if one_of:
+            valid = sum(1 for b in one_of if passes(b))
+            if valid != 1:
+                bad(f"must validate one and only one schema (oneOf); {valid} validated")
+        if "not" in node and passes(node["not"]):
+            bad("must not validate the schema (not)")
+    finally:
+        stack.add(id(value))
 
 
 def _in_enum(value: Any, enum: list[Any]) -> bool:
@@ -1316,6 +1399,9 @@ def _check_string(value: str, node: Mapping[str, Any], bad: Callable[[str], None
         bad(f"must be at least {node['minLength']} characters")
     if node.get("maxLength") is not None and len(value) > node["maxLength"]:
         bad(f"must be at most {node['maxLength']} characters")
+    fmt = effective_format(node.get("type"), node.get("format"))
+    if fmt is not None and format_problem(value, fmt):
+        bad(f"must be of type {node['format']}")
     pattern = node.get("pattern")
     if isinstance(pattern, str):
         try:
@@ -1338,6 +1424,7 @@ def _check_list(
     where: str,
     bad: Callable[[str], None],
     stack: set[int],
+    branch: int = 0,
 ) -> None:
     if node.get("minItems") is not None and len(value) < node["minItems"]:
         bad(f"must have at least {node['minItems']} items")
@@ -1346,7 +1433,7 @@ def _check_list(
     items = node.get("items")
     if isinstance(items, Mapping):
         for i, item in enumerate(value):
-            _check_value(item, items, (*path, i), errors, where=where, stack=stack)
+            _check_value(item, items, (*path, i), errors, where=where, stack=stack, branch=branch)
     list_type = node.get("x-kubernetes-list-type")
     if list_type == "set":
         seen: set[Any] = set()
@@ -1376,6 +1463,7 @@ def _check_object(
     where: str,
     bad: Callable[[str], None],
     stack: set[int],
+    branch: int = 0,
 ) -> None:
     if node.get("minProperties") is not None and len(value) < node["minProperties"]:
         bad(f"must have at least {node['minProperties']} keys")
@@ -1392,14 +1480,17 @@ def _check_object(
             continue
         if embedded and key == "metadata":
             continue  # the server validates an embedded object's metadata as ObjectMeta
+        child = (*path, key)
         if key in props:
-            _check_value(sub, props[key], (*path, key), errors, where=where, stack=stack)
+            _check_value(sub, props[key], child, errors, where=where, stack=stack, branch=branch)
         elif isinstance(additional, Mapping):
-            _check_value(sub, additional, (*path, key), errors, where=where, stack=stack)
+            _check_value(sub, additional, child, errors, where=where, stack=stack, branch=branch)
+        elif branch:
+            continue  # a branch constrains only the fields it names
         elif not preserve and additional is not True and not (embedded and key in _META_FIELDS):
             bad(f"has field {key!r} that the schema does not declare (it would be pruned)")
     for key in node.get("required") or ():
         prop = props.get(key)
-        has_default = isinstance(prop, Mapping) and "default" in prop
+        has_default = not branch and isinstance(prop, Mapping) and "default" in prop
         if key not in value and not has_default:
             bad(f"is missing the required field {key!r}")
