@@ -40,9 +40,9 @@ from __future__ import annotations
 import math
 import re
 import reprlib
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from fractions import Fraction
 from typing import Any
 
 from setpoint.crd.errors import SchemaPath, StructuralError
@@ -62,6 +62,7 @@ __all__ = [
     "UNSUPPORTED_KEYWORDS",
     "validate_default",
     "validate_structural",
+    "validate_value",
 ]
 
 MAX_SCHEMA_DEPTH = 64
@@ -239,6 +240,7 @@ class _Where:
     level: str  # "root", "field" or "item"
     inside_resource_meta: bool = False
     defaults_forbidden: str | None = None  # the reason, when defaults are not allowed here
+    under_map: bool = False  # at or below additionalProperties: the server checks no default
 
 
 def validate_structural(
@@ -462,7 +464,9 @@ def _walk_node(
         _check_junctor_branch(
             node["not"], node, (*path, "not"), errors, skip_any_of=False, stack=stack
         )
-    if "default" in node:
+    # The server skips a null default (it is no default) and does not follow
+    # additionalProperties when it validates defaults.
+    if node.get("default") is not None:
         if where.defaults_forbidden:
             _err(
                 errors,
@@ -470,7 +474,7 @@ def _walk_node(
                 f"defaults are not allowed {where.defaults_forbidden}",
                 "remove the default; the API server manages these fields",
             )
-        else:
+        elif not where.under_map:
             errors.extend(validate_default(node["default"], node, (*path, "default")))
 
     properties = node.get("properties")
@@ -492,7 +496,7 @@ def _walk_node(
         _walk(items, (*path, "items"), replace(where, level="item"), errors, stack)
     additional = node.get("additionalProperties")
     if isinstance(additional, Mapping):
-        child = replace(where, level="field")
+        child = replace(where, level="field", under_map=True)
         if where.inside_resource_meta:
             child = replace(
                 child, defaults_forbidden="inside additionalProperties applying to object metadata"
@@ -1179,9 +1183,24 @@ def validate_default(
     (:func:`validate_structural` reports them), and values nested deeper than
     :data:`MAX_SCHEMA_DEPTH` or containing themselves are reported, not walked.
     """
+    return validate_value(value, node, path, what="default")
+
+
+def validate_value(
+    value: Any, node: Mapping[str, Any], path: SchemaPath, *, what: str = "value"
+) -> list[StructuralError]:
+    """Check any JSON value against a schema node, as the server validates a field.
+
+    :func:`validate_default` with another word in the messages (``what``): the type,
+    enum, bounds, lengths, pattern, format, items, required fields and the
+    allOf/anyOf/oneOf/not branches, recursively (CEL rules aside). A field the schema
+    does not declare (and does not preserve) is reported, since the server would prune
+    it: prune first (:func:`setpoint.crd.objects.prune_and_default`) to validate a
+    stored object.
+    """
     errors: list[StructuralError] = []
     try:
-        _check_value(value, node, path, errors, where="default", stack=set())
+        _check_value(value, node, path, errors, where=what, stack=set())
     except _JunctorsTooDeep:
         _err(
             errors,
@@ -1215,7 +1234,7 @@ def _check_value(
     """
 
     def bad(message: str) -> None:
-        _err(errors, path, f"{where} {_show(value)}: {message}", "fix the default value")
+        _err(errors, path, f"{where} {_show(value)}: {message}", f"fix the {where}")
 
     if not isinstance(raw_node, Mapping):
         return  # the schema node itself is reported by the structural walk
@@ -1317,9 +1336,64 @@ def _check_junctors(
 
 
 def _in_enum(value: Any, enum: list[Any]) -> bool:
-    """``value in enum`` with JSON equality (``1 != True``), safe on nested values."""
-    key = _json_key(value)
-    return key is not None and any(_json_key(member) == key for member in enum)
+    """``value in enum`` as kube-openapi decides it, safe on nested values.
+
+    kube-openapi converts the value to each member's Go type before comparing: a JSON
+    integer is an int64 and a number with a fraction a float64, so ``1.5`` matches the
+    member ``1`` (truncated), ``1`` matches ``1.0``, and an integer matches the string
+    holding that code point (``65`` matches ``"A"``). Nested lists and maps compare
+    exactly, an int64 never equal to a float64. Booleans equal only booleans.
+    """
+    if value is None:
+        return any(member is None for member in enum)
+    return any(_go_enum_equal(value, member) for member in enum)
+
+
+def _go_kind(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int" if _INT64_MIN <= value <= _INT64_MAX else "float"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, Mapping):
+        return "map"
+    return None
+
+
+def _go_key(value: Any, depth: int = 0) -> Any:
+    """A hashable form of a JSON value with Go's types (int64 and float64 differ)."""
+    kind = _go_kind(value)
+    if depth > MAX_SCHEMA_DEPTH or (kind is None and value is not None):
+        return ("?", id(value))
+    if kind == "float":
+        return (kind, float(value))
+    if kind == "list":
+        return (kind, tuple(_go_key(v, depth + 1) for v in value))
+    if kind == "map":
+        return (kind, tuple(sorted((str(k), _go_key(v, depth + 1)) for k, v in value.items())))
+    return (kind, value)
+
+
+def _go_enum_equal(value: Any, member: Any) -> bool:
+    """Go reflect ConvertibleTo, Convert and DeepEqual, as kube-openapi compares an enum."""
+    value_kind, member_kind = _go_kind(value), _go_kind(member)
+    if value_kind is None or member_kind is None:
+        return False
+    if value_kind == member_kind:
+        return bool(_go_key(value) == _go_key(member))
+    if (value_kind, member_kind) == ("int", "float"):
+        return float(value) == float(member)
+    if (value_kind, member_kind) == ("float", "int"):
+        return bool(_go_int64(value) == member)
+    if (value_kind, member_kind) == ("int", "string"):
+        valid_rune = 0 <= value <= 0x10FFFF and not 0xD800 <= value <= 0xDFFF
+        return bool((chr(value) if valid_rune else "\ufffd") == member)
+    return False
 
 
 def _json_key(value: Any, depth: int = 0) -> Any:
@@ -1367,31 +1441,68 @@ def _is_type(value: Any, node_type: str) -> bool:
 
 
 def _check_number(value: float, node: Mapping[str, Any], bad: Callable[[str], None]) -> None:
+    """kube-openapi's bounds and multipleOf, with its native-type arithmetic.
+
+    A JSON integer is a Go int64 there, and each bound is converted to int64 (truncated:
+    ``maximum: 2.5`` is 2 for an integer value, ``multipleOf: 0.5`` is 0, which no
+    integer satisfies); a number with a fraction is compared as a float64.
+    """
+    native_int = isinstance(value, int) and _INT64_MIN <= value <= _INT64_MAX
     minimum, maximum = node.get("minimum"), node.get("maximum")
     if minimum is not None:
-        if node.get("exclusiveMinimum") is True and value <= minimum:
+        low = _go_int64(minimum) if native_int else float(minimum)
+        number = value if native_int else float(value)
+        if node.get("exclusiveMinimum") is True and number <= low:
             bad(f"must be greater than {_show(minimum)}")
-        elif value < minimum:
+        elif number < low:
             bad(f"must be at least {_show(minimum)}")
     if maximum is not None:
-        if node.get("exclusiveMaximum") is True and value >= maximum:
+        high = _go_int64(maximum) if native_int else float(maximum)
+        number = value if native_int else float(value)
+        if node.get("exclusiveMaximum") is True and number >= high:
             bad(f"must be less than {_show(maximum)}")
-        elif value > maximum:
+        elif number > high:
             bad(f"must be at most {_show(maximum)}")
     multiple = node.get("multipleOf")
-    if multiple is not None and not _is_multiple(value, multiple):
+    if multiple is not None and not _is_multiple(value, multiple, native_int=native_int):
         bad(f"must be a multiple of {_show(multiple)}")
 
 
-def _is_multiple(value: float, multiple: float) -> bool:
-    """Whether ``value`` is a multiple of ``multiple`` (> 0), exactly for integers."""
-    if isinstance(value, int) and isinstance(multiple, int):
-        return value % multiple == 0
-    quotient = Fraction(value) / Fraction(multiple)
-    if quotient.denominator == 1:
+_INT64_MIN = -(2**63)
+_MAX_JSON_FLOAT = float(2**53 - 1)
+
+
+def _go_int64(bound: float) -> int:
+    """Go's ``int64(float64(bound))`` on amd64: truncated; out of range is the minimum."""
+    number = float(bound)
+    if not math.isfinite(number) or not -(2.0**63) <= number < 2.0**63:
+        return _INT64_MIN
+    return int(number)
+
+
+def _is_multiple(value: float, multiple: float, *, native_int: bool) -> bool:
+    """kube-openapi's MultipleOfInt (for integers) or MultipleOf (floats, relative 1e-9)."""
+    if native_int:
+        factor = _go_int64(multiple)
+        return factor > 0 and int(value) % factor == 0
+    divisor = float(multiple)
+    if divisor <= 0:
+        return False
+    mult = 1 / divisor * float(value) if divisor < 1 else float(value) / divisor
+    return _is_json_integer(mult)
+
+
+def _is_json_integer(f: float) -> bool:
+    """go-openapi swag's ``IsFloat64AJSONInteger``."""
+    if not math.isfinite(f) or f < -_MAX_JSON_FLOAT or f > _MAX_JSON_FLOAT:
+        return False
+    g = float(int(f)) if f >= 0 else float(int(f) & (2**64 - 1)) if f > -(2.0**63) else 0.0
+    diff = abs(f - g)
+    if f == g or f == float(int(f)):
         return True
-    # Floats written in decimal (0.1) are not exact binary fractions: allow a tiny slack.
-    return abs(quotient - round(quotient)) <= Fraction(1, 10**9)
+    if f == 0 or g == 0 or diff < 5e-324:
+        return diff < 1e-9 * 5e-324
+    return diff / min(abs(f) + abs(g), sys.float_info.max) < 1e-9
 
 
 def _check_string(value: str, node: Mapping[str, Any], bad: Callable[[str], None]) -> None:
@@ -1434,7 +1545,8 @@ def _check_list(
     if isinstance(items, Mapping):
         for i, item in enumerate(value):
             _check_value(item, items, (*path, i), errors, where=where, stack=stack, branch=branch)
-    list_type = node.get("x-kubernetes-list-type")
+    # Sets and map lists are checked on objects (structurallisttype), not on defaults.
+    list_type = node.get("x-kubernetes-list-type") if where != "default" else None
     if list_type == "set":
         seen: set[Any] = set()
         for item in value:
@@ -1474,6 +1586,11 @@ def _check_object(
     preserve = node.get("x-kubernetes-preserve-unknown-fields") is True
     embedded = node.get("x-kubernetes-embedded-resource") is True
     props: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
+    if embedded and not branch:
+        # The server validates an embedded object's TypeMeta: both fields must be set.
+        missing = [k for k in ("apiVersion", "kind") if not value.get(k)]
+        if missing:
+            bad(f"is an embedded resource without {' and '.join(missing)}")
     for key, sub in value.items():
         if not isinstance(key, str):
             bad(f"has the key {_show(key)}, which is not a string")

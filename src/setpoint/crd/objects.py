@@ -1,0 +1,141 @@
+"""A custom resource as the API server stores it: pruned, defaulted, then validated.
+
+On a create or update of a custom resource the API server (apiextensions-apiserver)
+drops the fields the structural schema does not declare (pruning), fills in the
+``default`` of every missing field (defaulting; a ``null`` in a field that is not
+nullable counts as missing), and validates what is left against the schema. These
+functions do the same offline, so a test or a tool can tell what the server will store
+and whether it will refuse the object, without a server:
+
+* :func:`prune_and_default` returns the object the server would validate and store;
+* :func:`validate_object` returns the server's refusals for it (empty: accepted).
+
+``apiVersion``, ``kind`` and ``metadata`` at the root (and of embedded resources) are the
+server's and are kept as they are; CEL rules (``x-kubernetes-validations``) are only
+compiled by the server and are not evaluated here. The differential test
+(tests/integration/crd/test_crd_validator_diff.py) compares both answers with a real
+API server's.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from setpoint.crd.errors import StructuralError
+from setpoint.crd.structural import validate_value
+
+__all__ = ["prune_and_default", "validate_object"]
+
+_RESOURCE_FIELDS = ("apiVersion", "kind", "metadata")
+
+
+def prune_and_default(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The object the server validates and stores: unknown fields pruned, defaults applied.
+
+    ``schema`` is the version's ``openAPIV3Schema``. The input is not modified.
+    """
+    result = copy.deepcopy(dict(obj))
+    _prune(result, schema, resource_root=True)
+    _default(result, schema)
+    _drop_null_fields(result, schema)
+    return result
+
+
+def validate_object(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> list[StructuralError]:
+    """What the server refuses in ``obj`` under ``schema``, after pruning and defaulting.
+
+    Each error names the field path (``("spec", "replicas")``). The root's apiVersion,
+    kind and metadata are not checked (the server validates them as ObjectMeta).
+    """
+    stored = prune_and_default(obj, schema)
+    body = {k: v for k, v in stored.items() if k not in _RESOURCE_FIELDS}
+    properties = schema.get("properties")
+    node = dict(schema)
+    if isinstance(properties, Mapping):
+        node["properties"] = {k: v for k, v in properties.items() if k not in _RESOURCE_FIELDS}
+    return validate_value(body, node, ())
+
+
+def _prune(value: Any, node: Any, *, resource_root: bool = False) -> None:
+    """structuralpruning.Prune: drop what the schema neither declares nor preserves."""
+    if not isinstance(node, Mapping):
+        return
+    if isinstance(value, list):
+        for item in value:
+            _prune(item, node.get("items"))
+        return
+    if not isinstance(value, dict):
+        return
+    embedded = node.get("x-kubernetes-embedded-resource") is True
+    keep_meta = resource_root or embedded
+    properties = node.get("properties")
+    props: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
+    additional = node.get("additionalProperties")
+    preserve = node.get("x-kubernetes-preserve-unknown-fields") is True
+    for key in list(value):
+        if keep_meta and key in _RESOURCE_FIELDS:
+            if key == "metadata" and key in props and not resource_root:
+                continue  # the server keeps ObjectMeta as it is
+            continue
+        if key in props:
+            _prune(value[key], props[key])
+        elif isinstance(additional, Mapping):
+            _prune(value[key], additional)
+        elif not preserve and additional is not True:
+            del value[key]
+
+
+def _drop_null_fields(value: Any, node: Any) -> None:
+    """PruneNonNullableNullsWithoutDefaults: a null field that may not be null is dropped.
+
+    Only fields declared in ``properties``; a null map value or list item stays (and is
+    then refused by validation).
+    """
+    if not isinstance(node, Mapping):
+        return
+    if isinstance(value, list):
+        for item in value:
+            _drop_null_fields(item, node.get("items"))
+        return
+    if not isinstance(value, dict):
+        return
+    properties = node.get("properties")
+    props: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
+    additional = node.get("additionalProperties")
+    for key in list(value):
+        prop = props.get(key)
+        if isinstance(prop, Mapping):
+            if value[key] is None and prop.get("nullable") is not True:
+                del value[key]
+            else:
+                _drop_null_fields(value[key], prop)
+        elif isinstance(additional, Mapping):
+            _drop_null_fields(value[key], additional)
+
+
+def _default(value: Any, node: Any) -> None:
+    """structuraldefaulting.Default: fill missing (or non-nullable null) fields, top down."""
+    if not isinstance(node, Mapping):
+        return
+    if isinstance(value, list):
+        for item in value:
+            _default(item, node.get("items"))
+        return
+    if not isinstance(value, dict):
+        return
+    properties = node.get("properties")
+    props: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
+    for key, prop in props.items():
+        if not isinstance(prop, Mapping) or "default" not in prop or prop["default"] is None:
+            continue
+        missing = key not in value
+        if missing or (value[key] is None and prop.get("nullable") is not True):
+            value[key] = copy.deepcopy(prop["default"])
+    additional = node.get("additionalProperties")
+    for key, sub in value.items():
+        if key in props:
+            _default(sub, props[key])
+        elif isinstance(additional, Mapping):
+            _default(sub, additional)
