@@ -25,7 +25,7 @@ from setpoint.api.metadata import (
 from setpoint.cache import Cache, CacheOptions, FuncHandler
 from setpoint.client import Client
 from setpoint.client.config import ClientConfig
-from setpoint.client.errors import NotFound
+from setpoint.client.errors import NotFound, UnknownKind
 from setpoint.client.transport import Response
 from setpoint.testing import FakeClient, eventually
 from tests._support.kinds import Widget
@@ -209,3 +209,10 @@ async def test_the_live_client_asks_for_partial_object_metadata() -> None:
     transport.reply = widget("a", spec={"color": "red"})
     cut = await client.get(Metadata(WIDGET), "a", namespace="default")
     assert set(cut) == {"apiVersion", "kind", "metadata"} and cut["kind"] == PARTIAL["kind"]
+
+
+async def test_a_metadata_object_cannot_be_written_back(api: FakeClient) -> None:
+    partial = await api.get(Metadata(WIDGET), "a", namespace="default")
+    with pytest.raises(UnknownKind, match="PartialObjectMetadata"):
+        await api.update(partial)
+    assert (await api.get(WIDGET, "a", namespace="default"))["spec"] == {"color": "red"}
