@@ -222,3 +222,51 @@ async def test_validator_agrees_with_the_server_on_generated_cases(
     assert not disagreements, f"seed {SEED}: {len(disagreements)} disagreements\n" + _report(
         disagreements
     )
+
+
+@pytest.mark.integration
+async def test_corpus_matches_the_server(k8s: Client, namespace: str) -> None:
+    """Every verdict recorded in validator_corpus.json is still the API server's.
+
+    The corpus holds the cases where setpoint once disagreed with the server (the unit
+    test test_crd_validator_corpus.py holds setpoint to them offline). Here each schema
+    entry goes into one CRD sent as a dry-run create, and each object entry is sent as an
+    object of an installed CRD: the server must accept or refuse as recorded, and store
+    the recorded spec.
+    """
+    corpus = json.loads(CORPUS.read_text())
+    group = f"c{uuid.uuid4().hex[:8]}.diff.setpoint.dev"
+    schemas = [e for e in corpus if e["kind"] == "schema"]
+    refused = await server_refused_schemas(
+        k8s, group, {f"c{i}": e["schema"] for i, e in enumerate(schemas)}
+    )
+    wrong = [
+        e["name"] for i, e in enumerate(schemas) if (f"c{i}" not in refused) != e["server_accepts"]
+    ]
+    objects = [e for e in corpus if e["kind"] == "object"]
+    crd = crd_for(group, {f"c{i}": e["schema"] for i, e in enumerate(objects)})
+    await install(k8s, crd)
+    try:
+        await eventually(
+            functools.partial(k8s.resource_info, _gvk(group)), timeout=30, description="Diff"
+        )
+        for i, entry in enumerate(objects):
+            obj = {
+                "apiVersion": f"{group}/v1",
+                "kind": "Diff",
+                "metadata": {"name": f"o{i}", "namespace": namespace},
+                "spec": {f"c{i}": entry["value"]},
+            }
+            accepted, said = await server_verdict(k8s, obj)
+            if accepted != entry["server_accepts"]:
+                wrong.append(f"{entry['name']}: {said}")
+            elif accepted:
+                stored = (
+                    {} if entry.get("stored_absent") else {"x": entry.get("stored", entry["value"])}
+                )
+                mine = {"x": said[f"c{i}"]} if f"c{i}" in said else {}
+                if mine != stored:
+                    wrong.append(f"{entry['name']}: stored {said}")
+    finally:
+        await k8s.delete(kinds.CustomResourceDefinition, crd["metadata"]["name"])
+    assert not wrong, wrong
