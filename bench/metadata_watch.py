@@ -17,8 +17,15 @@ managedFields (the cache's default transform). The child reports
   ``--updates`` label patches the parent makes while the child watches (MODIFIED events;
   the child's CPU from its sync to the last one seen).
 
-Runs alternate full and metadata, ``--repeat`` times each; medians [min-max] and the ratio
-to ``full``. The Secrets are created once (not measured)::
+The same two informers in controller-runtime (``corev1.Secret`` and
+``metav1.PartialObjectMetadata``, what ``WatchesMetadata`` watches, managedFields stripped
+with ``cache.TransformStripManagedFields``) run side by side, from the Go peer
+``bench/peers/controller-runtime`` (``-secrets full|metadata``, built first; ``--no-peer``
+skips it). The Go child reports its live heap growth after a GC per object where the
+Python one reports its store's bytes.
+
+Runs alternate the candidates, ``--repeat`` times each; medians [min-max] and the ratio to
+the same implementation's ``full``. The Secrets are created once (not measured)::
 
     .venv/bin/python bench/metadata_watch.py --n 10000 --kib 4 --updates 1000 --repeat 3
 """
@@ -31,6 +38,7 @@ import base64
 import gc
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,6 +56,14 @@ from setpoint.testing import ControlPlane, ControlPlaneOptions
 
 NAMESPACE = "bench-metadata"
 MODES = ("full", "metadata")
+GO_PEER = Path(__file__).resolve().parent / "peers" / "controller-runtime"
+GO_BINARY = Path.home() / ".cache" / "setpoint" / "bench" / "metadata-watch-controller-runtime"
+CANDIDATES = {
+    "setpoint full": ("setpoint", "full"),
+    "setpoint metadata": ("setpoint", "metadata"),
+    "controller-runtime full": ("go", "full"),
+    "controller-runtime metadata": ("go", "metadata"),
+}
 
 
 async def child(mode: str, kubeconfig: str, updates: int) -> None:
@@ -138,26 +154,32 @@ async def patch_secrets(client: Client, n: int, updates: int, value: str) -> Non
     await asyncio.gather(*(one(i) for i in range(updates)))
 
 
+def build_go_peer() -> None:
+    """Build the controller-runtime peer (its modules come from the Go module proxy)."""
+    GO_BINARY.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["go", "build", "-o", str(GO_BINARY), "."], cwd=GO_PEER, check=True)
+
+
 async def one_run(
-    mode: str, kubeconfig: str, client: Client, *, n: int, updates: int, value: str
+    candidate: str, kubeconfig: str, client: Client, *, n: int, updates: int, value: str
 ) -> dict[str, Any]:
-    """Spawn the child for ``mode``, patch once it has synced, return its report."""
+    """Spawn the child for ``candidate``, patch once it has synced, return its report."""
+    impl, mode = CANDIDATES[candidate]
+    if impl == "go":
+        argv = [str(GO_BINARY), "-secrets", mode, "-namespace", NAMESPACE, "-updates"]
+    else:
+        argv = [sys.executable, __file__, "--child", mode, "--kubeconfig", kubeconfig, "--updates"]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        __file__,
-        "--child",
-        mode,
-        "--kubeconfig",
-        kubeconfig,
-        "--updates",
+        *argv,
         str(updates),
         stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "KUBECONFIG": kubeconfig},
     )
     assert proc.stdout is not None
     try:
         first = json.loads(await proc.stdout.readline())
         if first.get("synced") != n:
-            raise RuntimeError(f"{mode}: synced {first} of {n} Secrets")
+            raise RuntimeError(f"{candidate}: synced {first} of {n} Secrets")
         await patch_secrets(client, n, updates, value)
         report: dict[str, Any] = json.loads(await proc.stdout.readline())
     finally:
@@ -167,39 +189,41 @@ async def one_run(
 
 async def parent(args: argparse.Namespace) -> None:
     header = run_header()
+    candidates = [c for c in CANDIDATES if args.peer or CANDIDATES[c][0] == "setpoint"]
+    if args.peer:
+        build_go_peer()
     with ControlPlane(ControlPlaneOptions(controller_manager=False)) as plane:
         kubeconfig = str(plane.kubeconfig_path)
         client = Client(load_kubeconfig(kubeconfig))
         started = time.monotonic()
         await create_secrets(client, args.n, args.kib)
         print(f"created {args.n} Secrets in {time.monotonic() - started:.0f}s", file=sys.stderr)
-        results: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
+        results: dict[str, list[dict[str, Any]]] = {c: [] for c in candidates}
         for r in range(args.repeat):
-            order = MODES if r % 2 == 0 else MODES[::-1]
-            for mode in order:
+            order = candidates if r % 2 == 0 else candidates[::-1]
+            for i, candidate in enumerate(order):
                 report = await one_run(
-                    mode, kubeconfig, client, n=args.n, updates=args.updates, value=f"{r}{mode}"
+                    candidate, kubeconfig, client, n=args.n, updates=args.updates, value=f"{r}-{i}"
                 )
-                print(mode, report, file=sys.stderr)
-                results[mode].append(report)
+                print(candidate, report, file=sys.stderr)
+                results[candidate].append(report)
         await client.close()
     fields = [
-        ("store_bytes", "bytes stored per object", 1.0, 0),
+        ("store_bytes", "bytes held per object (setpoint: store; Go: live heap)", 1.0, 0),
         ("rss_bytes", "RSS growth per object (bytes)", 1.0, 0),
         ("sync_cpu_us", "CPU per event, initial list (µs)", 1.0, 1),
         ("update_cpu_us", "CPU per event, updates (µs)", 1.0, 1),
     ]
     rows = []
     for key, label, scale, digits in fields:
-        summaries = {m: Summary.of([r[key] for r in results[m]]) for m in MODES}
-        base = summaries["full"].median
-        rows.append(
-            [label]
-            + [
-                f"{summaries[m].spread(scale, digits)} ({ratio(summaries[m].median, base)})"
-                for m in MODES
-            ]
-        )
+        summaries = {c: Summary.of([r[key] for r in results[c]]) for c in candidates}
+        cells = []
+        for c in candidates:
+            base = summaries[c.replace("metadata", "full")].median
+            cells.append(
+                f"{summaries[c].spread(scale, digits)} ({ratio(summaries[c].median, base)})"
+            )
+        rows.append([label, *cells])
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(header)
     print(
@@ -207,7 +231,7 @@ async def parent(args: argparse.Namespace) -> None:
         f"each, interleaved; load average after: {load}"
     )
     print()
-    print(markdown_table(["measure", "full", "metadata-only"], rows))
+    print(markdown_table(["measure", *candidates], rows))
 
 
 def main() -> None:
@@ -216,6 +240,9 @@ def main() -> None:
     parser.add_argument("--kib", type=int, default=4, help="KiB of data per Secret")
     parser.add_argument("--updates", type=int, default=1000, help="label patches per run")
     parser.add_argument("--repeat", type=int, default=3, help="runs per mode")
+    parser.add_argument(
+        "--no-peer", dest="peer", action="store_false", help="skip controller-runtime"
+    )
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -174,7 +174,15 @@ func main() {
 	workers := flag.Int("workers", 8, "MaxConcurrentReconciles")
 	syncOnly := flag.Bool("sync-only", false,
 		"no controller: sync a cache of Widgets, print \"synced <time> <objects>\", wait for SIGTERM")
+	secrets := flag.String("secrets", "",
+		"\"full\" or \"metadata\": no controller; bench/metadata_watch.py's Secret informer")
+	namespace := flag.String("namespace", "bench-metadata", "the Secrets' namespace (-secrets)")
+	updates := flag.Int64("updates", 1000, "MODIFIED events to count after the sync (-secrets)")
 	flag.Parse()
+	if *secrets != "" {
+		syncSecrets(*secrets, *namespace, *updates)
+		return
+	}
 	started := time.Now()
 
 	scheme := runtime.NewScheme()

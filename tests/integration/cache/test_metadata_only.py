@@ -6,12 +6,14 @@ import asyncio
 import base64
 from typing import Any
 
+import pytest
+
 from setpoint.api import kinds
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject
 from setpoint.api.metadata import METADATA_ACCEPT, METADATA_LIST_ACCEPT, Metadata
 from setpoint.cache import Cache, CacheOptions
-from setpoint.client import Client
+from setpoint.client import Client, UnknownKind
 from setpoint.client.patch import MergePatch
 from setpoint.controller import Builder, Context, ControllerOptions, Request
 from setpoint.testing import FakeClient, FakeOptions, eventually
@@ -66,6 +68,8 @@ async def test_metadata_reads_are_what_the_server_sends_and_the_fake_matches(
         "metadata": full["metadata"],
     }
     server = await reads(k8s, namespace)
+    with pytest.raises(UnknownKind, match="PartialObjectMetadata"):
+        await k8s.update(partial)  # an object without its data is never written back
     # The server itself sends no data (the client cuts down only what a server that
     # ignores ``as=`` would send): the raw answers of a get, a list and a watch.
     path = f"/api/v1/namespaces/{namespace}/secrets"
