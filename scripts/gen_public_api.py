@@ -43,6 +43,7 @@ PUBLIC_API: dict[str, list[str]] = {
     "setpoint.api.rbac": ["PolicyRule", "rbac"],
     "setpoint.api.admission": [
         "AdmissionOptions",
+        "CelValidation",
         "CustomDefaulter",
         "CustomValidator",
         "Denied",

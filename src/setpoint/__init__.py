@@ -30,6 +30,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "Cache": ("setpoint.cache", "Cache"),
     "CacheOptions": ("setpoint.cache", "CacheOptions"),
     "CacheSyncTimeout": ("setpoint.cache", "CacheSyncTimeout"),
+    "CelValidation": ("setpoint.api.admission", "CelValidation"),
     "CleanupFailed": ("setpoint.controller", "CleanupFailed"),
     "CleanupRetry": ("setpoint.controller", "CleanupRetry"),
     "Client": ("setpoint.client", "Client"),
@@ -187,6 +188,7 @@ __all__ = [
     "Cache",
     "CacheOptions",
     "CacheSyncTimeout",
+    "CelValidation",
     "CleanupFailed",
     "CleanupRetry",
     "Client",
@@ -332,6 +334,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from setpoint.api import kinds, meta
     from setpoint.api.admission import (
         AdmissionOptions,
+        CelValidation,
         CustomDefaulter,
         CustomValidator,
         Denied,

@@ -92,3 +92,30 @@ class LimitsRequired(sp.CustomValidator[dict[str, Any]]):
                 warnings=warnings,
             )
         return warnings or None
+
+
+POLICY_LABEL = "pod-webhooks.test.setpoint.dev/policy"
+"""Label a namespace ``true`` to have its Pods checked by :class:`LimitsPolicy`."""
+
+
+class LimitsPolicy(sp.CustomValidator[dict[str, Any]]):
+    """LimitsRequired's denial as CEL: a ValidatingAdmissionPolicy, no webhook at all."""
+
+    kind = sp.kinds.Pod
+    webhook_options = sp.AdmissionOptions(
+        name="limits-policy.pods.test.setpoint.dev",
+        operations=("CREATE",),
+        namespace_selector={"matchLabels": {POLICY_LABEL: "true"}},
+        match_conditions=NOT_FROM_NODES,
+    )
+    validations = (
+        sp.CelValidation(
+            "object.spec.containers.all(c, has(c.resources) && has(c.resources.limits))",
+            message="every container needs resources.limits",
+            message_expression=(
+                '"container \'" + object.spec.containers.filter(c, !has(c.resources) || '
+                '!has(c.resources.limits))[0].name + "\' has no resource limits"'
+            ),
+            reason="Forbidden",
+        ),
+    )

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, TypeVar, cast, get_origin
 
 from setpoint.api.declaration import DeclarationError
@@ -78,10 +78,12 @@ if TYPE_CHECKING:
 __all__ = [
     "AdmissionOptions",
     "AdmissionWebhookSpec",
+    "CelValidation",
     "CustomDefaulter",
     "CustomValidator",
     "Denied",
     "Operation",
+    "PolicyReason",
     "Scope",
     "Warnings",
     "admission_spec_of",
@@ -136,6 +138,66 @@ class Denied(SetpointError):
             raise ValueError(f"Denied(code={code}) must be an HTTP error code (400-599)")
         self.code = code
         """The HTTP status code in the response's ``status``."""
+
+
+PolicyReason = Literal["Unauthorized", "Forbidden", "Invalid", "RequestEntityTooLarge"]
+"""The reason a ValidatingAdmissionPolicy gives for a failed check (the HTTP status it maps to)."""
+
+
+@dataclass(frozen=True)
+class CelValidation:
+    """One CEL check of a validator the API server runs itself: a ValidatingAdmissionPolicy.
+
+    A validator whose rules are all CEL needs no webhook: declare them as
+    ``validations = (sp.CelValidation("..."), ...)`` instead of ``validate_*`` methods, and
+    ``setpoint generate webhook`` writes a ``ValidatingAdmissionPolicy`` and its binding
+    (``webhook/policies.yaml``) in place of a webhook. The expression sees ``object``,
+    ``oldObject`` (``null`` on CREATE), ``request`` and ``authorizer``, as in
+    ``matchConditions``; the request is refused when it is false.
+    """
+
+    expression: str
+    """The CEL expression that must hold (``object.spec.replicas <= 5``)."""
+    _: KW_ONLY
+    message: str | None = None
+    """What the user reads when it fails (one line). Default: the API server names the
+    expression."""
+    message_expression: str | None = None
+    """A CEL expression producing the message, evaluated on failure. Default: none."""
+    reason: PolicyReason | None = None
+    """The failure's reason and HTTP code. Default: the API server's, ``Invalid`` (422)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.expression, str) or not self.expression.strip():
+            raise ValueError("CelValidation.expression is empty: write the CEL that must hold")
+        for attr in ("message", "message_expression"):
+            value = getattr(self, attr)
+            if value is not None and (not value.strip() or "\n" in value or "\r" in value):
+                raise ValueError(
+                    f"CelValidation({self.expression!r}).{attr} must be a non-empty single "
+                    "line; the API server rejects line breaks"
+                )
+        if self.reason is not None and self.reason not in (
+            "Unauthorized",
+            "Forbidden",
+            "Invalid",
+            "RequestEntityTooLarge",
+        ):
+            raise ValueError(
+                f"CelValidation({self.expression!r}).reason={self.reason!r} must be one of "
+                "Unauthorized, Forbidden, Invalid, RequestEntityTooLarge"
+            )
+
+    def to_policy(self) -> dict[str, Any]:
+        """The ``spec.validations`` entry of a ValidatingAdmissionPolicy."""
+        out: dict[str, Any] = {"expression": self.expression}
+        if self.message is not None:
+            out["message"] = self.message
+        if self.message_expression is not None:
+            out["messageExpression"] = self.message_expression
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -287,6 +349,13 @@ class AdmissionWebhookSpec:
     """The operations the API server calls it for."""
     options: AdmissionOptions = field(repr=False)
     """The declared options."""
+    validations: tuple[CelValidation, ...] = ()
+    """A policy's CEL checks (validators declaring ``validations``); empty for a webhook."""
+
+    @property
+    def policy(self) -> bool:
+        """A ValidatingAdmissionPolicy the API server evaluates, rather than a webhook."""
+        return bool(self.validations)
 
     @property
     def typed(self) -> type[Any] | None:
@@ -355,6 +424,11 @@ class CustomValidator(_AdmissionBase[R]):
 
     """
 
+    validations: ClassVar[Sequence[CelValidation]] = ()
+    """CEL checks the API server runs itself, declared instead of the ``validate_*``
+    methods: the validator is then a ValidatingAdmissionPolicy, not a webhook (see
+    :class:`CelValidation`)."""
+
     def validate_create(self, obj: R) -> Warnings | Awaitable[Warnings]:
         """Check a new object. Return warnings; raise :class:`Denied` to refuse it."""
         return None
@@ -401,6 +475,7 @@ def _spec(
         if klass not in (CustomValidator, CustomDefaulter, _AdmissionBase)
         for name in klass.__dict__
     }
+    validations: tuple[CelValidation, ...] = ()
     if mutating:
         if "default" not in defined:
             raise DeclarationError(
@@ -414,13 +489,18 @@ def _spec(
                 "defaults; use CREATE and UPDATE"
             )
     else:
-        own = tuple(op for op in _OPERATIONS if _VALIDATE_METHODS[op] in defined)
+        own: tuple[Operation, ...] = tuple(
+            op for op in ("CREATE", "UPDATE", "DELETE") if _VALIDATE_METHODS[op] in defined
+        )
+        validations = _validations_of(cls, where, own)
+        if validations:
+            own = options.operations or ("CREATE", "UPDATE")
         if not own:
             raise DeclarationError(
                 f"{where} derives from sp.CustomValidator[{objects}] but defines none of "
-                "validate_create, validate_update, validate_delete"
+                "validate_create, validate_update, validate_delete (nor CEL validations)"
             )
-        operations = options.operations or own  # type: ignore[assignment]
+        operations = options.operations or own
         missing = [op for op in operations if op not in own]
         if missing:
             raise DeclarationError(
@@ -448,7 +528,33 @@ def _spec(
         name=name,
         operations=tuple(operations),
         options=options,
+        validations=validations,
     )
+
+
+def _validations_of(
+    cls: type[Any], where: str, methods: tuple[Operation, ...]
+) -> tuple[CelValidation, ...]:
+    """A validator's CEL checks, checked: each a CelValidation, and not beside methods."""
+    declared = cls.validations
+    if isinstance(declared, (str, CelValidation)) or not isinstance(declared, Sequence):
+        raise DeclarationError(
+            f"{where}.validations must be a tuple of sp.CelValidation(...), not "
+            f"{type(declared).__name__}"
+        )
+    validations = tuple(declared)
+    bad = [v for v in validations if not isinstance(v, CelValidation)]
+    if bad:
+        raise DeclarationError(
+            f"{where}.validations holds {bad[0]!r}; write sp.CelValidation('<CEL>', message=...)"
+        )
+    if validations and methods:
+        raise DeclarationError(
+            f"{where} declares both validations (CEL, a ValidatingAdmissionPolicy the API "
+            f"server runs) and {', '.join(_VALIDATE_METHODS[op] for op in methods)} (a webhook); "
+            "declare two classes, one of each"
+        )
+    return validations
 
 
 def _default_name(letter: str, kind: str, gvk: GroupVersionKind) -> str:

@@ -6,7 +6,8 @@ what was declared there and write kubebuilder-compatible files under
 
 * ``generate crd``  -> ``config/crd/bases/<group>_<plural>.yaml``, one per kind;
 * ``generate rbac`` -> ``config/rbac/role.yaml``;
-* ``generate webhook`` -> ``config/webhook/manifests.yaml``, the Validating- and
+* ``generate webhook`` -> ``config/webhook/manifests.yaml`` (and ``policies.yaml`` for
+  validators declared as CEL), the Validating- and
   MutatingWebhookConfiguration for the declared ``sp.CustomValidator`` and
   ``sp.CustomDefaulter`` classes;
 * ``generate dashboard`` -> ``config/grafana/setpoint-runtime.json`` (a Grafana dashboard of
@@ -46,6 +47,7 @@ from setpoint.crd import (
     import_targets,
     write_manifests,
 )
+from setpoint.crd.webhooks import generate_policies
 
 __all__ = ["register"]
 
@@ -145,11 +147,16 @@ def _cmd_webhook(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-        manifest = generate_webhooks(webhooks, client_config=_client_config(args))
+        manifests: list[Manifest] = []
+        if any(not spec.policy for spec in webhooks):
+            manifests.append(generate_webhooks(webhooks, client_config=_client_config(args)))
+        policies = generate_policies(webhooks)
+        if policies is not None:
+            manifests.append(policies)
     except (LoadError, ValueError, OSError) as exc:
         print(f"setpoint: error: {exc}", file=sys.stderr)
         return 1
-    return _write([manifest], args)
+    return _write(manifests, args)
 
 
 def _cmd_rbac(args: argparse.Namespace) -> int:

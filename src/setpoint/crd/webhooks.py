@@ -18,6 +18,10 @@ appended). A ``ca_bundle`` is written when given; otherwise it is left for whate
 it (setpoint's self-managed certificates, or cert-manager's CA injector through the
 ``cert-manager.io/inject-ca-from`` annotation added in the kustomize layout).
 
+Validators declared as CEL ``validations`` (:class:`setpoint.CelValidation`) need no
+webhook: :func:`admission_policies` writes a ``ValidatingAdmissionPolicy`` and its binding
+for each, in ``webhook/policies.yaml``.
+
 Output is deterministic: webhooks are sorted by name and keys by the YAML renderer.
 """
 
@@ -35,9 +39,12 @@ from setpoint.crd.manifests import Manifest
 
 __all__ = [
     "MUTATING_CONFIGURATION",
+    "POLICY_MANIFEST_PATH",
     "VALIDATING_CONFIGURATION",
     "WEBHOOK_MANIFEST_PATH",
+    "admission_policies",
     "find_admission_webhooks",
+    "generate_policies",
     "generate_webhooks",
     "webhook_configurations",
 ]
@@ -48,6 +55,8 @@ MUTATING_CONFIGURATION: Final = "mutating-webhook-configuration"
 """Name of the generated MutatingWebhookConfiguration (kubebuilder's)."""
 WEBHOOK_MANIFEST_PATH: Final = "webhook/manifests.yaml"
 """Where the configurations go under the output directory (kubebuilder's layout)."""
+POLICY_MANIFEST_PATH: Final = "webhook/policies.yaml"
+"""Where the ValidatingAdmissionPolicies and their bindings go under the output directory."""
 
 
 def find_admission_webhooks(modules: Iterable[ModuleType]) -> list[AdmissionWebhookSpec]:
@@ -70,6 +79,8 @@ def find_admission_webhooks(modules: Iterable[ModuleType]) -> list[AdmissionWebh
     for attr in ("name", "path"):
         seen: dict[str, AdmissionWebhookSpec] = {}
         for spec in specs:
+            if attr == "path" and spec.policy:
+                continue  # a policy is not served: its path is never used
             other = seen.setdefault(getattr(spec, attr), spec)
             if other is not spec:
                 raise ValueError(
@@ -104,7 +115,6 @@ def _client_config(spec: AdmissionWebhookSpec, config: WebhookClientConfig) -> d
 
 
 def _webhook(spec: AdmissionWebhookSpec, config: WebhookClientConfig) -> dict[str, Any]:
-    gvk = spec.gvk
     options = spec.options
     webhook: dict[str, Any] = {
         "name": spec.name,
@@ -114,25 +124,14 @@ def _webhook(spec: AdmissionWebhookSpec, config: WebhookClientConfig) -> dict[st
         "matchPolicy": options.match_policy,
         "sideEffects": options.side_effects,
         "timeoutSeconds": options.timeout_seconds,
-        "rules": [
-            {
-                "apiGroups": [gvk.group],
-                "apiVersions": [gvk.version],
-                "operations": list(spec.operations),
-                "resources": [spec.plural],
-                "scope": spec.scope,
-            }
-        ],
+        "rules": _rules(spec),
     }
     if options.namespace_selector is not None:
         webhook["namespaceSelector"] = dict(options.namespace_selector)
     if options.object_selector is not None:
         webhook["objectSelector"] = dict(options.object_selector)
     if options.match_conditions:
-        webhook["matchConditions"] = [
-            {"name": name, "expression": expression}
-            for name, expression in options.match_conditions.items()
-        ]
+        webhook["matchConditions"] = _match_conditions(spec)
     if spec.mutating:
         webhook["reinvocationPolicy"] = options.reinvocation_policy
     return webhook
@@ -148,7 +147,8 @@ def webhook_configurations(
     """The Mutating- and ValidatingWebhookConfiguration for ``webhooks`` (each only if needed).
 
     ``client_config`` says how the API server reaches the webhook server (default: the
-    kubebuilder Service); its ``path`` is ignored, each webhook has its own.
+    kubebuilder Service); its ``path`` is ignored, each webhook has its own. Validators
+    declared as CEL ``validations`` are policies, not webhooks: :func:`admission_policies`.
     """
     config = client_config or WebhookClientConfig()
     out: list[dict[str, Any]] = []
@@ -156,7 +156,10 @@ def webhook_configurations(
         (True, "MutatingWebhookConfiguration", mutating_name),
         (False, "ValidatingWebhookConfiguration", validating_name),
     ):
-        hooks = sorted((s for s in webhooks if s.mutating is mutating), key=lambda s: s.name)
+        hooks = sorted(
+            (s for s in webhooks if s.mutating is mutating and not s.policy),
+            key=lambda s: s.name,
+        )
         if hooks:
             out.append(
                 {
@@ -166,6 +169,70 @@ def webhook_configurations(
                     "webhooks": [_webhook(spec, config) for spec in hooks],
                 }
             )
+    return out
+
+
+def _rules(spec: AdmissionWebhookSpec) -> list[dict[str, Any]]:
+    """The rule matching the spec's kind and operations (webhooks and policies alike)."""
+    return [
+        {
+            "apiGroups": [spec.gvk.group],
+            "apiVersions": [spec.gvk.version],
+            "operations": list(spec.operations),
+            "resources": [spec.plural],
+            "scope": spec.scope,
+        }
+    ]
+
+
+def _match_conditions(spec: AdmissionWebhookSpec) -> list[dict[str, str]]:
+    conditions = spec.options.match_conditions or {}
+    return [{"name": name, "expression": expr} for name, expr in conditions.items()]
+
+
+def admission_policies(policies: Sequence[AdmissionWebhookSpec]) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy and its binding per validator declared as CEL.
+
+    Specs that are webhooks are skipped. Each policy is named as the webhook would be
+    (``AdmissionOptions.name``), and so is its binding, whose ``validationActions`` is
+    ``[Deny]``. The options map as for a webhook: ``failure_policy`` to ``failurePolicy``
+    (what a CEL error does), the rule, selectors and ``match_policy`` to
+    ``matchConstraints``, ``match_conditions`` to ``matchConditions``.
+    """
+    out: list[dict[str, Any]] = []
+    for spec in sorted((s for s in policies if s.policy), key=lambda s: s.name):
+        options = spec.options
+        constraints: dict[str, Any] = {
+            "matchPolicy": options.match_policy,
+            "resourceRules": _rules(spec),
+        }
+        if options.namespace_selector is not None:
+            constraints["namespaceSelector"] = dict(options.namespace_selector)
+        if options.object_selector is not None:
+            constraints["objectSelector"] = dict(options.object_selector)
+        policy: dict[str, Any] = {
+            "failurePolicy": options.failure_policy,
+            "matchConstraints": constraints,
+            "validations": [v.to_policy() for v in spec.validations],
+        }
+        if options.match_conditions:
+            policy["matchConditions"] = _match_conditions(spec)
+        out.append(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": spec.name},
+                "spec": policy,
+            }
+        )
+        out.append(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": spec.name},
+                "spec": {"policyName": spec.name, "validationActions": ["Deny"]},
+            }
+        )
     return out
 
 
@@ -179,3 +246,14 @@ def generate_webhooks(
         WEBHOOK_MANIFEST_PATH,
         tuple(webhook_configurations(webhooks, client_config=client_config)),
     )
+
+
+def generate_policies(specs: Sequence[AdmissionWebhookSpec]) -> Manifest | None:
+    """The ``webhook/policies.yaml`` manifest of :func:`admission_policies`, or ``None``.
+
+    A file of its own: kustomize's ``namePrefix`` would rename a policy but not the
+    ``policyName`` its binding refers to, so the kubebuilder layout does not list it; apply it
+    as it is (or rename both by hand).
+    """
+    documents = admission_policies(specs)
+    return Manifest(POLICY_MANIFEST_PATH, tuple(documents)) if documents else None

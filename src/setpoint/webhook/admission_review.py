@@ -346,6 +346,8 @@ class AdmissionWebhook:
         the loop in between. Smaller ones are handled on the loop.
 
     Errors:
+        ValueError: from the constructor, for a validator declared as CEL ``validations``
+            (a ValidatingAdmissionPolicy: nothing to serve).
         MalformedAdmissionReview: only from :func:`parse_admission_review`; the handler
             answers it with HTTP 400 and raises nothing itself (the module docstring says
             what each failure answers). A body of more JSON values than
@@ -366,6 +368,12 @@ class AdmissionWebhook:
     ) -> None:
         self.spec: AdmissionWebhookSpec = admission_spec_of(webhook)
         """The webhook's resolved declaration: path, name, operations, resource."""
+        if self.spec.policy:
+            raise ValueError(
+                f"{self.spec.cls.__qualname__} declares CEL validations: it is a "
+                "ValidatingAdmissionPolicy the API server evaluates, with no webhook to serve; "
+                "apply the policies.yaml that `setpoint generate webhook` writes instead"
+            )
         self._impl = webhook
         self._metrics = metrics
         self._inline_body = inline_body_size

@@ -454,7 +454,9 @@ class WebhookServer:
 
         Raises:
             TypeError: an argument is not a declared validator or defaulter.
-            ValueError: a path is registered already (two webhooks declare the same one).
+            ValueError: a path is registered already (two webhooks declare the same one),
+                or a validator is declared as CEL ``validations`` (a policy the API server
+                runs: apply ``setpoint generate webhook``'s ``policies.yaml`` instead).
 
         """
         from setpoint.webhook.admission_review import AdmissionWebhook

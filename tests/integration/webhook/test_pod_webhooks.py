@@ -26,17 +26,21 @@ import pytest_asyncio
 
 from setpoint.api import kinds
 from setpoint.api.admission import admission_spec_of
+from setpoint.api.gvk import GroupVersionKind
 from setpoint.client import ApiError, Client, NotFound
 from setpoint.client.patch import MergePatch
 from setpoint.crd import WebhookClientConfig, webhook_configurations
+from setpoint.crd.webhooks import admission_policies
 from setpoint.testing import LocalWebhook, eventually
 from setpoint.testing.controlplane import find_binaries
 from tests._support.pod_webhooks import (
     INJECTED_LABEL,
     NAMESPACE_LABEL,
+    POLICY_LABEL,
     SIDECAR,
     SIDECAR_NAME,
     SKIP_LABEL,
+    LimitsPolicy,
     LimitsRequired,
     SidecarInjector,
 )
@@ -87,14 +91,7 @@ async def guarded(webhooks: LocalWebhook, k8s: Client, namespace: str) -> str:
         kinds.Namespace, namespace, MergePatch({"metadata": {"labels": {NAMESPACE_LABEL: "true"}}})
     )
 
-    async def service_account() -> bool:
-        try:
-            await k8s.get(kinds.ServiceAccount, "default", namespace=namespace)
-        except NotFound:
-            return False
-        return True
-
-    await eventually(service_account, timeout=60, description="the default ServiceAccount")
+    await default_service_account(k8s, namespace)
 
     async def denied() -> bool:
         # The API server picks up configurations and namespace labels asynchronously.
@@ -107,6 +104,19 @@ async def guarded(webhooks: LocalWebhook, k8s: Client, namespace: str) -> str:
 
     await eventually(denied, timeout=60, description="the Pod webhooks in effect")
     return namespace
+
+
+async def default_service_account(k8s: Client, namespace: str) -> None:
+    """Wait for the namespace's ``default`` ServiceAccount, which a Pod needs to be created."""
+
+    async def exists() -> bool:
+        try:
+            await k8s.get(kinds.ServiceAccount, "default", namespace=namespace)
+        except NotFound:
+            return False
+        return True
+
+    await eventually(exists, timeout=60, description=f"the default ServiceAccount in {namespace}")
 
 
 async def kubectl(kubeconfig: Path, *args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
@@ -198,14 +208,69 @@ async def test_pods_elsewhere_are_not_sent_to_the_webhooks(
     The namespace selector keeps the webhooks off every other namespace of the shared plane.
     """
 
-    async def service_account() -> bool:
-        try:
-            await k8s.get(kinds.ServiceAccount, "default", namespace=namespace)
-        except NotFound:
-            return False
-        return True
-
-    await eventually(service_account, timeout=60, description="the default ServiceAccount")
+    await default_service_account(k8s, namespace)
     created = await k8s.create(pod("free", namespace, {"name": "app", "image": "nginx"}))
     assert [c["name"] for c in created["spec"]["containers"]] == ["app"]
     assert INJECTED_LABEL not in (created["metadata"].get("labels") or {})
+
+
+async def test_a_cel_validator_is_a_policy_the_api_server_runs_without_a_webhook(
+    k8s: Client, namespace: str, kubeconfig_path: Path
+) -> None:
+    """LimitsPolicy's generated ValidatingAdmissionPolicy refuses a Pod without limits.
+
+    The validator declares its rule as CEL (``sp.CelValidation``), so ``setpoint generate
+    webhook`` writes a ValidatingAdmissionPolicy and its binding instead of a webhook: no
+    webhook server takes part. kubectl shows the policy's message expression; a Pod with
+    limits is created.
+    """
+    documents = admission_policies([admission_spec_of(LimitsPolicy)])
+    assert [d["kind"] for d in documents] == [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ]
+    gvks = [GroupVersionKind.from_api_version(d["apiVersion"], d["kind"]) for d in documents]
+    name = documents[0]["metadata"]["name"]
+    for gvk in reversed(gvks):  # left over by an interrupted run
+        with contextlib.suppress(NotFound):
+            await k8s.delete(gvk, name)
+    for document in documents:
+        await k8s.create(document)
+    try:
+        await k8s.patch(
+            kinds.Namespace, namespace, MergePatch({"metadata": {"labels": {POLICY_LABEL: "true"}}})
+        )
+        await default_service_account(k8s, namespace)
+        bare = pod("unbounded", namespace, {"name": "app", "image": "nginx:1.27"})
+
+        answers: list[str] = []
+
+        async def refused() -> bool:
+            try:
+                await k8s.create(bare, dry_run=True)
+            except ApiError as exc:
+                answers.append(str(exc))
+                return "container 'app' has no resource limits" in str(exc)
+            answers.append("created")
+            return False
+
+        try:
+            await eventually(refused, timeout=60, description="the policy in effect")
+        except Exception:
+            status = (await k8s.get(gvks[0], name)).get("status")
+            raise AssertionError(f"policy status {status}; last answer {answers[-1:]}") from None
+        code, _, stderr = await kubectl(
+            kubeconfig_path, "create", "-f", "-", stdin=orjson.dumps(bare)
+        )
+        assert code == 1
+        assert (
+            f"ValidatingAdmissionPolicy '{name}' with binding '{name}' denied request: "
+            "container 'app' has no resource limits"
+        ) in stderr, stderr
+        limited = {"name": "app", "image": "nginx:1.27", "resources": LIMITS}
+        created = await k8s.create(pod("bounded", namespace, limited))
+        assert created["metadata"]["name"] == "bounded"
+    finally:
+        for gvk in reversed(gvks):
+            with contextlib.suppress(NotFound):
+                await k8s.delete(gvk, name)

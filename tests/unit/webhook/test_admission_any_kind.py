@@ -16,13 +16,16 @@ import setpoint as sp
 from setpoint.api.admission import admission_spec_of
 from setpoint.cli.generate import register
 from setpoint.crd import webhook_configurations
+from setpoint.crd.webhooks import admission_policies
 from setpoint.server.http import HttpRequest
 from setpoint.webhook.admission_review import AdmissionWebhook
 from tests._support import pod_webhooks
 from tests._support.pod_webhooks import (
     INJECTED_LABEL,
     NAMESPACE_LABEL,
+    POLICY_LABEL,
     SIDECAR,
+    LimitsPolicy,
     LimitsRequired,
     SidecarInjector,
 )
@@ -331,3 +334,89 @@ def test_setpoint_generate_webhook_writes_the_pod_webhooks(tmp_path: Path) -> No
         "not-from-a-node"
     )
     assert hooks["limits.pods.test.setpoint.dev"]["rules"][0]["resources"] == ["pods"]
+    policies = list(yaml.safe_load_all((tmp_path / "webhook" / "policies.yaml").read_text()))
+    assert [(d["kind"], d["metadata"]["name"]) for d in policies] == [
+        ("ValidatingAdmissionPolicy", "limits-policy.pods.test.setpoint.dev"),
+        ("ValidatingAdmissionPolicyBinding", "limits-policy.pods.test.setpoint.dev"),
+    ]
+
+
+# ------------------------------------------------------------------------------ policies
+
+
+def test_a_cel_validator_is_a_policy_and_not_a_webhook() -> None:
+    """validations instead of methods: a ValidatingAdmissionPolicy and binding, no webhook."""
+    spec = admission_spec_of(LimitsPolicy)
+    assert spec.policy and spec.operations == ("CREATE",)
+    assert webhook_configurations([spec]) == []
+    policy, binding = admission_policies([spec, admission_spec_of(LimitsRequired)])
+    assert policy["kind"] == "ValidatingAdmissionPolicy"
+    body = policy["spec"]
+    assert body["failurePolicy"] == "Fail"
+    assert body["matchConstraints"] == {
+        "matchPolicy": "Equivalent",
+        "namespaceSelector": {"matchLabels": {POLICY_LABEL: "true"}},
+        "resourceRules": [
+            {
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE"],
+                "resources": ["pods"],
+                "scope": "Namespaced",
+            }
+        ],
+    }
+    assert [c["name"] for c in body["matchConditions"]] == ["not-from-a-node"]
+    (validation,) = body["validations"]
+    assert validation["expression"].startswith("object.spec.containers.all(")
+    assert (validation["message"], validation["reason"]) == (
+        "every container needs resources.limits",
+        "Forbidden",
+    )
+    assert binding["spec"] == {
+        "policyName": "limits-policy.pods.test.setpoint.dev",
+        "validationActions": ["Deny"],
+    }
+    with pytest.raises(ValueError, match=r"ValidatingAdmissionPolicy the API server evaluates"):
+        AdmissionWebhook(LimitsPolicy())
+
+    class Replicas(sp.CustomValidator[dict[str, Any]]):
+        kind = sp.kinds.Deployment
+        validations = (sp.CelValidation("object.spec.replicas <= 5"),)
+
+    replicas = admission_spec_of(Replicas)
+    assert replicas.operations == ("CREATE", "UPDATE")
+    (made, _) = admission_policies([replicas])
+    assert made["spec"]["validations"] == [{"expression": "object.spec.replicas <= 5"}]
+    assert "matchConditions" not in made["spec"]
+
+
+def test_policy_declaration_mistakes_name_the_fix() -> None:
+    """CEL beside methods, validations that are not CelValidations, bad CelValidations."""
+    with pytest.raises(sp.DeclarationError, match=r"declares both validations .* validate_create"):
+
+        class Both(sp.CustomValidator[dict[str, Any]]):
+            kind = sp.kinds.Pod
+            validations = (sp.CelValidation("true"),)
+
+            def validate_create(self, obj: dict[str, Any]) -> sp.Warnings:
+                return None
+
+    with pytest.raises(sp.DeclarationError, match=r"must be a tuple of sp.CelValidation"):
+
+        class Text(sp.CustomValidator[dict[str, Any]]):
+            kind = sp.kinds.Pod
+            validations = "object.spec.replicas > 0"  # type: ignore[assignment]
+
+    with pytest.raises(sp.DeclarationError, match=r"holds 'true'; write sp.CelValidation"):
+
+        class Strings(sp.CustomValidator[dict[str, Any]]):
+            kind = sp.kinds.Pod
+            validations = ("true",)  # type: ignore[assignment]
+
+    with pytest.raises(ValueError, match=r"expression is empty"):
+        sp.CelValidation(" ")
+    with pytest.raises(ValueError, match=r"message must be a non-empty single line"):
+        sp.CelValidation("true", message="two\nlines")
+    with pytest.raises(ValueError, match=r"reason='Gone' must be one of"):
+        sp.CelValidation("true", reason="Gone")  # type: ignore[arg-type]
