@@ -1,14 +1,16 @@
-"""``setpoint controlplane build|up|down|env``: the local control plane from the shell."""
+"""``setpoint controlplane build|up|down|env|load-image``: the local plane from the shell."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from setpoint.testing.build import build_controlplane
 from setpoint.testing.controlplane import (
@@ -17,7 +19,10 @@ from setpoint.testing.controlplane import (
     VERSION_ENV,
     ControlPlane,
     ControlPlaneError,
+    ControlPlaneOptions,
+    cache_dir,
     find_binaries,
+    selected_kubernetes_version,
 )
 from setpoint.testing.supervisor import plane_dir, read_state
 
@@ -45,23 +50,63 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _preflight_nodes(nodes: int) -> None:
+    """Fail now, in the shell, on what would make nodes fail in the background."""
+    from setpoint.testing.nodes import NodeSet, check_node_count
+
+    check_node_count(nodes)
+    if nodes:
+        binaries = find_binaries()
+        bin_dir = binaries.kube_apiserver.parent
+        if not (bin_dir / "kubelet").is_file():
+            bin_dir = cache_dir() / "controlplane" / selected_kubernetes_version() / "bin"
+        NodeSet(nodes, Path("/nonexistent"), bin_dir=bin_dir).preflight()
+
+
+def _running_node_count(kubeconfig: str) -> int:
+    from setpoint.testing.nodes import running_nodes
+
+    return len(running_nodes(Path(kubeconfig).parent))
+
+
 def _cmd_up(args: argparse.Namespace) -> int:
+    try:
+        from setpoint.testing.nodes import check_node_count
+
+        check_node_count(args.nodes)
+        state = None if args.foreground else read_state(args.name)
+        if state is not None:
+            running = _running_node_count(state.kubeconfig)
+            if running != args.nodes:
+                print(
+                    f"setpoint: control plane {args.name!r} is already running with {running} "
+                    f"node(s), not {args.nodes}; stop it first with "
+                    f"`setpoint controlplane down --name {args.name}`",
+                    file=sys.stderr,
+                )
+                return 1
+            print(
+                f"# control plane {args.name!r} is already running at {state.server}",
+                file=sys.stderr,
+            )
+            print(_export_line(state.kubeconfig))
+            return 0
+        find_binaries()  # fail now, with the build hint, rather than in the background
+        _preflight_nodes(args.nodes)
+    except ControlPlaneError as exc:
+        print(f"setpoint: {exc}", file=sys.stderr)
+        return 2
     if args.foreground:
-        return _run_foreground()
-    state = read_state(args.name)
-    if state is not None:
-        print(
-            f"# control plane {args.name!r} is already running at {state.server}", file=sys.stderr
-        )
-        print(_export_line(state.kubeconfig))
-        return 0
-    find_binaries()  # fail now, with the build hint, rather than in the background
+        return _run_foreground(args.nodes)
     directory = plane_dir(args.name)
     directory.mkdir(parents=True, exist_ok=True)
     log_path = directory / "supervisor.log"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "setpoint.testing.supervisor", "--name", args.name],
+            [
+                *(sys.executable, "-m", "setpoint.testing.supervisor"),
+                *("--name", args.name, "--nodes", str(args.nodes)),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -71,7 +116,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
     while time.monotonic() < deadline:
         state = read_state(args.name)
         if state is not None:
-            print(f"# control plane {args.name!r} is up at {state.server}", file=sys.stderr)
+            nodes = f" with {args.nodes} node(s)" if args.nodes else ""
+            print(f"# control plane {args.name!r} is up at {state.server}{nodes}", file=sys.stderr)
             print(f"# stop it with: setpoint controlplane down --name {args.name}", file=sys.stderr)
             print(f"# try: {_kubectl_hint()} get ns", file=sys.stderr)
             print(_export_line(state.kubeconfig))
@@ -90,8 +136,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
     return 1
 
 
-def _run_foreground() -> int:
-    with ControlPlane() as plane:
+def _run_foreground(nodes: int = 0) -> int:
+    with ControlPlane(ControlPlaneOptions(nodes=nodes)) as plane:
         print(f"control plane up at {plane.server}")
         print(_export_line(str(plane.kubeconfig_path)))
         print(f"try: {_kubectl_hint()} get ns        (Ctrl-C stops the plane)")
@@ -112,13 +158,13 @@ def _cmd_down(args: argparse.Namespace) -> int:
     state = read_state(args.name)
     if state is None:
         print(f"setpoint: control plane {args.name!r} is not running", file=sys.stderr)
-        return 0
+        return _clean() if args.clean else 0
     os.kill(state.pid, signal.SIGTERM)
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         if not state.alive:
             print(f"control plane {args.name!r} stopped")
-            return 0
+            return _report_leftovers(args.name) or (_clean() if args.clean else 0)
         time.sleep(0.2)
     os.kill(state.pid, signal.SIGKILL)
     print(
@@ -126,6 +172,54 @@ def _cmd_down(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 1
+
+
+def _report_leftovers(name: str) -> int:
+    path = plane_dir(name) / "leftovers.json"
+    try:
+        problems = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return 0
+    print(f"setpoint: stopping the nodes of {name!r} left this behind:", file=sys.stderr)
+    for problem in problems:
+        print(f"  - {problem}", file=sys.stderr)
+    print("remove it with `setpoint controlplane down --clean`", file=sys.stderr)
+    return 1
+
+
+def _clean() -> int:
+    from setpoint.testing.nodes import clean_host
+
+    if os.geteuid() != 0:
+        print("setpoint: --clean needs root (it removes what nodes left)", file=sys.stderr)
+        return 2
+    removed = clean_host()
+    for item in removed:
+        print(f"removed {item}")
+    if not removed:
+        print("nothing left by nodes on this host")
+    return 0
+
+
+def _cmd_load_image(args: argparse.Namespace) -> int:
+    from setpoint.testing.nodes import import_image, running_nodes
+
+    state = read_state(args.name)
+    if state is None:
+        print(
+            f"setpoint: control plane {args.name!r} is not running; start it with "
+            f"`setpoint controlplane up --nodes N --name {args.name}`",
+            file=sys.stderr,
+        )
+        return 1
+    sockets = running_nodes(Path(state.kubeconfig).parent)
+    try:
+        names = import_image(sockets, args.image)
+    except ControlPlaneError as exc:
+        print(f"setpoint: {exc}", file=sys.stderr)
+        return 1
+    print(f"loaded {', '.join(names) or args.image} into {len(sockets)} node(s)")
+    return 0
 
 
 def _cmd_env(args: argparse.Namespace) -> int:
@@ -180,3 +274,30 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             p.add_argument(
                 "--foreground", action="store_true", help="run in the foreground until Ctrl-C"
             )
+            p.add_argument(
+                "--nodes",
+                type=int,
+                default=0,
+                metavar="N",
+                help=(
+                    "also start kube-scheduler and N worker nodes (kubelet, containerd, "
+                    "kube-proxy; 0 to 9; as root; see docs/controlplane.md)"
+                ),
+            )
+        if action == "down":
+            p.add_argument(
+                "--clean",
+                action="store_true",
+                help="also remove what nodes of a crashed plane left (as root)",
+            )
+    load = sub.add_parser(
+        "load-image",
+        help="load an image into every node's containerd, as `kind load` does",
+        description=(
+            "Load an OCI or docker archive, or a buildah/podman image by name, into every "
+            "node of a running plane (`ctr -n k8s.io images import`)."
+        ),
+    )
+    load.add_argument("image", metavar="ARCHIVE|IMAGE", help="an archive file or an image name")
+    load.add_argument("--name", default="default", help="plane name (default: %(default)s)")
+    load.set_defaults(func=_cmd_load_image)

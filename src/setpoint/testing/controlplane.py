@@ -31,7 +31,8 @@ Caveats:
     - Call :meth:`~ControlPlane.start` from a long-lived thread (normally the main
       thread): Linux delivers the parent-death signal when the *thread* that
       started a child exits.
-    - There is no kubelet or scheduler: Pods are stored and counted, never run.
+    - Without ``ControlPlaneOptions(nodes=N)`` there is no kubelet or scheduler: Pods are
+      stored and counted, never run. With it, see :mod:`setpoint.testing.nodes`.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import yaml
 
@@ -65,6 +66,9 @@ from setpoint.observability.privatefiles import write_private
 from setpoint.server.address import free_port
 from setpoint.tls.certs import CertificateAuthority, signing_key_pair
 from setpoint.tls.pem import KeyPair
+
+if TYPE_CHECKING:
+    from setpoint.testing.nodes import NodeSet
 
 __all__ = [
     "DEFAULT_KUBERNETES_VERSION",
@@ -288,9 +292,20 @@ class ControlPlaneOptions:
     Installing the CRDs first makes cascading deletion work from the start (the
     demo and example tests use this)."""
 
+    nodes: int = 0
+    """Worker nodes to start with the plane (0 to 9; ``setpoint controlplane up --nodes N``).
+
+    Each is a real kubelet with containerd and kube-proxy in a network namespace of its
+    own (:mod:`setpoint.testing.nodes`, decision 0021); kube-scheduler joins the plane and
+    kube-controller-manager runs the node and workload controllers. Needs root, the
+    packages ``make cluster-deps`` installs and ``setpoint controlplane build --nodes``."""
+
     def __post_init__(self) -> None:
         if self.start_timeout <= 0 or self.stop_timeout <= 0:
             raise ValueError("ControlPlaneOptions: start_timeout and stop_timeout must be > 0")
+        from setpoint.testing.nodes import check_node_count
+
+        check_node_count(self.nodes)
 
 
 _PR_SET_PDEATHSIG = 1
@@ -374,6 +389,11 @@ class ControlPlane:
         """The kube-apiserver secure port on 127.0.0.1 (0 until started)."""
         self.binaries: Binaries | None = None
         """The binaries in use (set by :meth:`start`)."""
+        self.nodes: NodeSet | None = None
+        """The worker nodes (``ControlPlaneOptions(nodes=N)``), while the plane runs."""
+        self.node_leftovers: list[str] = []
+        """What stopping the nodes could not undo (empty when the host is as it was)."""
+        self._extra_apiserver_args: dict[str, str] = {}
 
     # -- public surface ---------------------------------------------------
 
@@ -442,6 +462,11 @@ class ControlPlane:
                 "`setpoint controlplane build`, or pass ControlPlaneOptions(controller_manager="
                 "False) to run without it"
             )
+        if opts.nodes and not opts.controller_manager:
+            raise ControlPlaneError(
+                "ControlPlaneOptions(nodes=...) needs kube-controller-manager (node lifecycle, "
+                "node CIDRs, EndpointSlices, Deployments): leave controller_manager=True"
+            )
         self.binaries = binaries
         base = opts.base_dir
         if base is not None:
@@ -451,7 +476,17 @@ class ControlPlane:
         with _LIVE_LOCK:
             _LIVE_PLANES.add(self)
         try:
+            if opts.nodes:
+                from setpoint.testing.nodes import NodeSet
+
+                self.nodes = NodeSet(
+                    opts.nodes, self._dir / "nodes", bin_dir=self._node_bin_dir(binaries)
+                )
+                # Before anything starts: root, packages, binaries, names, the relay port.
+                self.nodes.preflight()
             self._write_pki()
+            if self.nodes is not None:
+                self._extra_apiserver_args = self.nodes.apiserver_args(self._dir)
             self._start_etcd()
             self._start_apiserver()
             self._write_kubeconfig(self.kubeconfig_path, "admin", self._admin_pair())
@@ -459,15 +494,29 @@ class ControlPlane:
                 self._install_crds(opts.crds)
             if opts.controller_manager:
                 self._start_controller_manager()
+            if self.nodes is not None:
+                self.nodes.start(self)
         except BaseException:
             self.stop()
             raise
+
+    def _node_bin_dir(self, binaries: Binaries) -> Path:
+        """Where kubelet, kube-proxy and kube-scheduler are: beside the plane's, else the cache."""
+        if (binaries.kube_apiserver.parent / "kubelet").is_file():
+            return binaries.kube_apiserver.parent
+        version = self.options.version or selected_kubernetes_version()
+        return cache_dir() / "controlplane" / version / "bin"
 
     def stop(self) -> None:
         """Stop every component in reverse start order and remove the plane's directory.
 
         Safe to call more than once, and on a plane that failed half-way through start.
+        Nodes go first, while kube-apiserver still runs (their Pods are deleted through
+        it); what they could not undo is in :attr:`node_leftovers`.
         """
+        if self.nodes is not None:
+            self.node_leftovers = list(self.nodes.stop(self.options.stop_timeout))
+            self.nodes = None
         for proc in reversed(self._processes):
             proc.stop(self.options.stop_timeout)
         self._processes.clear()
@@ -730,6 +779,7 @@ class ControlPlane:
             "shutdown-watch-termination-grace-period": "1s",
             "v": "1",
         }
+        args.update(self._extra_apiserver_args)
         args.update(self.options.apiserver_args)
         return [str(self.binaries.kube_apiserver), *(f"--{k}={v}" for k, v in args.items())]
 
@@ -746,6 +796,10 @@ class ControlPlane:
         pair = self._require_ca().client_cert("system:kube-controller-manager")
         self._write_kubeconfig(kubeconfig, "system:kube-controller-manager", pair)
         self._kcm_port = free_port()
+        controllers, extra = list(_CONTROLLERS), []
+        if self.nodes is not None:
+            controllers += self.nodes.controllers()
+            extra = [f"--{k}={v}" for k, v in self.nodes.controller_manager_args().items()]
         kcm = self._spawn(
             "kube-controller-manager",
             [
@@ -756,7 +810,7 @@ class ControlPlane:
                 "--bind-address=127.0.0.1",
                 f"--secure-port={self._kcm_port}",
                 f"--cert-dir={d / 'kcm-certs'}",
-                f"--controllers={','.join(_CONTROLLERS)}",
+                f"--controllers={','.join(controllers)}",
                 f"--service-account-private-key-file={d / 'sa.key'}",
                 f"--root-ca-file={d / 'ca.crt'}",
                 # Each controller acts as its own service account with its bootstrap
@@ -767,6 +821,7 @@ class ControlPlane:
                 # tests wait on these, and a local plane has little to sync.
                 "--resource-quota-sync-period=10s",
                 "--v=1",
+                *extra,
             ],
         )
         self._wait_healthy(kcm, self._kcm_ready)

@@ -23,7 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from setpoint.testing.controlplane import ControlPlane, ControlPlaneError, cache_dir
+from setpoint.testing.controlplane import (
+    ControlPlane,
+    ControlPlaneError,
+    ControlPlaneOptions,
+    cache_dir,
+)
 
 __all__ = ["PlaneState", "plane_dir", "read_state", "run_supervisor"]
 
@@ -73,8 +78,12 @@ def read_state(name: str) -> PlaneState | None:
     return state
 
 
-def run_supervisor(name: str) -> int:
-    """Run the named plane until SIGTERM/SIGINT; return the process exit code."""
+def run_supervisor(name: str, nodes: int = 0) -> int:
+    """Run the named plane (with ``nodes`` worker nodes) until SIGTERM/SIGINT.
+
+    Returns the process exit code. What stopping the nodes could not undo is written to
+    ``leftovers.json`` beside the state file (``setpoint controlplane down`` reports it).
+    """
     directory = plane_dir(name)
     directory.mkdir(parents=True, exist_ok=True)
     state_path = directory / "state.json"
@@ -85,7 +94,9 @@ def run_supervisor(name: str) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    plane = ControlPlane()
+    leftovers_path = directory / "leftovers.json"
+    leftovers_path.unlink(missing_ok=True)
+    plane = ControlPlane(ControlPlaneOptions(nodes=nodes))
     try:
         plane.start()
     except ControlPlaneError as exc:
@@ -116,14 +127,17 @@ def run_supervisor(name: str) -> int:
         with contextlib.suppress(OSError):
             state_path.unlink()
         plane.stop()
+        if plane.node_leftovers:
+            leftovers_path.write_text(json.dumps(plane.node_leftovers))
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m setpoint.testing.supervisor --name NAME``."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--name", default="default")
+    parser.add_argument("--nodes", type=int, default=0)
     args = parser.parse_args(argv)
-    return run_supervisor(args.name)
+    return run_supervisor(args.name, args.nodes)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1281 @@
+"""Worker nodes for the local control plane: real kubelets running real containers.
+
+``setpoint controlplane up --nodes N`` (``ControlPlaneOptions(nodes=N)``) adds N nodes to
+a local plane, as decision 0021 (docs/decisions/0021-nodes.md) found this kind of machine
+needs them: each node is a network namespace with a veth on one host bridge, and in it a
+containerd (the distribution's 1.6, private root, state and socket, runc with
+``restrict_oom_score_adj``), a kubelet (cgroup v1 allowed, cgroupfs driver, a cgroup root
+of its own) and a kube-proxy. kube-scheduler joins the plane; kube-controller-manager
+runs the node-lifecycle, node-IPAM, EndpointSlice, Deployment and ReplicaSet controllers.
+
+Expected flow (driven by :class:`~setpoint.testing.ControlPlane`):
+    1. :meth:`NodeSet.preflight` before anything starts: root, the distribution's
+       packages (:func:`check_machine`), the node binaries, the names and the relay port
+       free. Each failure is a :class:`NodesError` that says what to do.
+    2. :meth:`NodeSet.apiserver_args` and :meth:`NodeSet.controller_manager_args`: what
+       the plane's components need for nodes.
+    3. :meth:`NodeSet.start` once the plane is up: the host bridge, a ``socat`` relay from
+       the bridge address to the loopback kube-apiserver, the ``kubernetes`` Service's
+       EndpointSlice pointing at it, kube-scheduler, the pause and busybox images (built
+       here, no registry), then each node; it returns when every node is Ready.
+    4. :meth:`NodeSet.stop` (from :meth:`ControlPlane.stop`): deletes the nodes' Pods,
+       stops every daemon, unmounts, removes the namespaces, links, routes and cgroups,
+       puts back the sysctls the kubelet changed, and checks that nothing is left
+       (:func:`leftovers`); what could not be undone is in :attr:`NodeSet.problems`.
+
+Guarantees:
+    - A start that fails raises :class:`NodesError` (a kubelet that exits or is not Ready
+      in time: the last lines of its log), and the plane stops everything started so far.
+    - Only one plane with nodes runs on a host at a time: the bridge, namespaces and
+      addresses have fixed names, and :meth:`NodeSet.preflight` refuses when they exist.
+
+Caveats:
+    - Root only; the host's cgroup, mount and sysctl state is changed while nodes run.
+    - Node clients (kubelet, kube-proxy) use the plane's admin credentials.
+    - No cluster DNS yet: Pods reach Services by ClusterIP.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tarfile
+import tempfile
+import time
+import urllib.error
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from setpoint.observability.privatefiles import write_private
+from setpoint.testing.controlplane import ControlPlaneError, _Process, cache_dir
+from setpoint.tls.certs import CertificateAuthority
+
+if TYPE_CHECKING:
+    from setpoint.testing.controlplane import ControlPlane
+
+__all__ = [
+    "BUSYBOX_IMAGE",
+    "CLUSTER_CIDR",
+    "MAX_NODES",
+    "NODE_PACKAGES",
+    "PAUSE_IMAGE",
+    "NodeSet",
+    "NodesError",
+    "check_machine",
+    "check_node_count",
+    "clean_host",
+    "host_state",
+    "import_image",
+    "leftovers",
+    "node_name",
+    "running_nodes",
+    "write_oci_archive",
+]
+
+MAX_NODES = 9
+"""The most nodes one plane may have (addresses and names are per index, 1 to 9)."""
+
+HOST_BRIDGE = "setpoint0"
+"""The host bridge every node's veth is attached to."""
+
+HOST_IP = "10.213.0.1"
+"""The host's address on :data:`HOST_BRIDGE`: the relay to kube-apiserver listens here."""
+
+RELAY_PORT = 6443
+"""The relay's port on :data:`HOST_IP`."""
+
+CLUSTER_CIDR = "10.244.0.0/16"
+"""All Pods' addresses; kube-controller-manager's node-IPAM gives each node a /24 of it."""
+
+SERVICE_CIDR = "10.0.0.0/24"
+"""The plane's Service ClusterIP range (kube-apiserver's ``--service-cluster-ip-range``)."""
+
+API_SERVER_NAME = "kubernetes.default.svc"
+"""A name in kube-apiserver's serving certificate, for clients that reach it by relay."""
+
+PAUSE_IMAGE = "localhost/setpoint/pause:v1"
+"""The sandbox image, built here: containerd's ``sandbox_image``."""
+
+BUSYBOX_IMAGE = "localhost/setpoint/busybox:v1"
+"""A test image loaded into every node: Debian's static busybox, user 65534, ``/bin/sh``."""
+
+BUSYBOX_APPLETS = ("sh", "echo", "sleep", "cat", "id", "ls", "hostname", "nc", "wget", "httpd")
+"""The busybox applets :data:`BUSYBOX_IMAGE` links in ``/bin``."""
+
+NODE_PACKAGES = (
+    "containerd",
+    "runc",
+    "containernetworking-plugins",
+    "iptables",
+    "socat",
+    "busybox-static",
+    "iproute2",
+    "util-linux",
+)
+"""The Debian packages a node needs (``make cluster-deps`` installs them)."""
+
+CNI_BIN_DIR = Path("/usr/lib/cni")
+"""Where Debian's containernetworking-plugins puts the CNI plugins."""
+
+_TOOLS = {
+    "containerd": "containerd",
+    "ctr": "containerd",
+    "runc": "runc",
+    "socat": "socat",
+    "iptables": "iptables",
+    "ip": "iproute2",
+    "nsenter": "util-linux",
+}
+
+# Sysctls the kubelet sets at start (protectKernelDefaults=false) host-wide: put back.
+_WATCHED_SYSCTLS = (
+    "vm/overcommit_memory",
+    "vm/panic_on_oom",
+    "kernel/panic",
+    "kernel/panic_on_oops",
+    "kernel/keys/root_maxkeys",
+    "kernel/keys/root_maxbytes",
+    "net/ipv4/ip_forward",
+)
+
+# Host paths the runtime stack creates whatever it is told (containerd 1.6's shim sockets,
+# libcni's cache, the kubelet's /var/log/containers links, `ip netns`'s mount point).
+_WATCHED_PATHS = (
+    Path("/run/containerd"),
+    Path("/var/lib/cni"),
+    Path("/var/log/containers"),
+    Path("/var/log/pods"),
+    Path("/run/netns"),
+)
+
+_NODE_BINARIES = ("kubelet", "kube-proxy", "kube-scheduler")
+
+_PAUSE_GO = """\
+// pause: holds a Pod's namespaces, reaps zombies, exits on SIGINT or SIGTERM.
+package main
+
+import (
+\t"os"
+\t"os/signal"
+\t"syscall"
+)
+
+func main() {
+\tc := make(chan os.Signal, 8)
+\tsignal.Notify(c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD)
+\tfor s := range c {
+\t\tif s != syscall.SIGCHLD {
+\t\t\tos.Exit(0)
+\t\t}
+\t\tfor {
+\t\t\tpid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
+\t\t\tif pid <= 0 || err != nil {
+\t\t\t\tbreak
+\t\t\t}
+\t\t}
+\t}
+}
+"""
+
+
+class NodesError(ControlPlaneError):
+    """Nodes could not be checked, started, loaded or stopped.
+
+    The message names the cause and what to do (the packages to install, the command to
+    run, the log lines of a component that failed).
+    """
+
+
+# --- names and addresses ----------------------------------------------------------------
+
+
+def node_name(index: int) -> str:
+    """Node ``index``'s name (``--hostname-override``), from 1."""
+    return f"setpoint-node{index}"
+
+
+def node_ip(index: int) -> str:
+    """Node ``index``'s InternalIP on :data:`HOST_BRIDGE` (kube-apiserver reaches it there)."""
+    return f"10.213.0.{10 + index}"
+
+
+def cgroup_root(index: int) -> str:
+    """Node ``index``'s kubelet ``cgroupRoot``: nodes must not share ``/kubepods``."""
+    return f"/setpoint-node{index}"
+
+
+def netns_name(index: int) -> str:
+    """Node ``index``'s network namespace (``/run/netns/<name>``)."""
+    return f"setpoint-node{index}"
+
+
+def veth_name(index: int) -> str:
+    """The host end of node ``index``'s veth (the other end is ``eth0`` in its namespace)."""
+    return f"setpoint-v{index}"
+
+
+def check_node_count(count: int) -> int:
+    """Return ``count`` if it is a valid number of nodes (0 to :data:`MAX_NODES`).
+
+    Raises:
+        NodesError: naming the allowed range.
+
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_NODES:
+        raise NodesError(f"--nodes={count!r}: a plane has 0 to {MAX_NODES} nodes")
+    return count
+
+
+# --- the machine ------------------------------------------------------------------------
+
+
+def check_machine(
+    *,
+    euid: int | None = None,
+    which: Callable[[str], str | None] = shutil.which,
+    cni_bin_dir: Path = CNI_BIN_DIR,
+) -> None:
+    """Check that nodes can run here: root, and the distribution's packages installed.
+
+    Raises:
+        NodesError: not root, or a tool is missing; the message names the missing tools,
+            the apt packages that hold them and ``make cluster-deps``.
+
+    """
+    if (os.geteuid() if euid is None else euid) != 0:
+        raise NodesError(
+            "nodes need root: the kubelet and containerd manage mounts, cgroups and network "
+            "namespaces. Run `sudo setpoint controlplane up --nodes N` (or the test as root)"
+        )
+    missing = {tool: package for tool, package in _TOOLS.items() if which(tool) is None}
+    if not (cni_bin_dir / "bridge").is_file() or not (cni_bin_dir / "host-local").is_file():
+        missing[f"{cni_bin_dir}/bridge"] = "containernetworking-plugins"
+    busybox = which("busybox")
+    if busybox is None or not _is_static_elf(Path(busybox)):
+        missing["busybox (static)"] = "busybox-static"
+    if missing:
+        packages = sorted(set(missing.values()))
+        raise NodesError(
+            f"nodes need {', '.join(missing)}, which are not installed. Install them as root "
+            f"with `make cluster-deps` or `apt-get install {' '.join(packages)}`"
+        )
+
+
+def _is_static_elf(path: Path) -> bool:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    if data[:4] != b"\x7fELF" or data[4] != 2:  # 64-bit only
+        return False
+    phoff = int.from_bytes(data[0x20:0x28], "little")
+    phentsize = int.from_bytes(data[0x36:0x38], "little")
+    phnum = int.from_bytes(data[0x38:0x3A], "little")
+    for i in range(phnum):
+        p_type = int.from_bytes(data[phoff + i * phentsize : phoff + i * phentsize + 4], "little")
+        if p_type == 3:  # PT_INTERP: needs a dynamic loader
+            return False
+    return True
+
+
+def _port_in_use(address: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((address, port))
+        except OSError:
+            return True
+    return False
+
+
+def _run(argv: Sequence[str], *, check: bool = True, env: Mapping[str, str] | None = None) -> str:
+    proc = subprocess.run(
+        list(argv), capture_output=True, text=True, check=False, env=None if env is None else env
+    )
+    if check and proc.returncode != 0:
+        raise NodesError(
+            f"`{' '.join(argv)}` exited {proc.returncode}: {(proc.stderr or proc.stdout)[-1500:]}"
+        )
+    return proc.stdout
+
+
+def _wait(what: str, probe: Callable[[], bool], timeout: float, interval: float = 0.25) -> None:
+    deadline = time.monotonic() + timeout
+    while not probe():
+        if time.monotonic() > deadline:
+            raise NodesError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+# --- the host's state, before and after -------------------------------------------------
+
+
+def _cgroup_dirs() -> list[str]:
+    found: list[str] = []
+    root = Path("/sys/fs/cgroup")
+    if not root.is_dir():
+        return found
+    for hierarchy in root.iterdir():
+        if not hierarchy.is_dir():
+            continue
+        with contextlib.suppress(OSError):
+            found.extend(
+                str(entry)
+                for entry in hierarchy.iterdir()
+                if entry.is_dir() and entry.name.startswith("setpoint-node")
+            )
+    return sorted(found)
+
+
+def _mountpoints() -> list[str]:
+    return [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+
+
+def host_state(directory: Path | None = None) -> dict[str, Any]:
+    """What nodes change on the host: mounts, namespaces, links, cgroups, sysctls, paths.
+
+    Only what nodes can leave is recorded (mounts under ``directory`` or the runtime's
+    host paths, the ``setpoint-*`` namespaces, links and cgroups), so other users of the
+    machine do not show up as differences. :func:`leftovers` compares two of these.
+    """
+    prefixes = tuple(str(p) for p in _WATCHED_PATHS) + ((str(directory),) if directory else ())
+    netns_dir = Path("/run/netns")
+    links = _run(["ip", "-br", "link"], check=False) if shutil.which("ip") else ""
+    return {
+        "mounts": sorted(m for m in _mountpoints() if m.startswith(prefixes)),
+        "netns": sorted(p.name for p in netns_dir.iterdir() if p.name.startswith("setpoint-"))
+        if netns_dir.is_dir()
+        else [],
+        "links": sorted(
+            name
+            for line in links.splitlines()
+            if line.strip() and (name := line.split()[0].split("@")[0]).startswith("setpoint")
+        ),
+        "cgroups": _cgroup_dirs(),
+        "sysctls": {
+            name: Path("/proc/sys", name).read_text().strip()
+            for name in _WATCHED_SYSCTLS
+            if Path("/proc/sys", name).exists()
+        },
+        "paths": {str(p): p.exists() for p in _WATCHED_PATHS},
+    }
+
+
+def processes_mentioning(text: str) -> list[tuple[int, str]]:
+    """Processes (not this one) whose command line contains ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append((int(entry.name), cmdline.strip()))
+    return found
+
+
+def leftovers(
+    before: Mapping[str, Any], after: Mapping[str, Any], processes: Iterable[tuple[int, str]] = ()
+) -> list[str]:
+    """What ``after`` has that ``before`` had not (two :func:`host_state` results).
+
+    Returns one line per difference (a mount, namespace, link or cgroup left, a sysctl not
+    put back, a path created) and per process in ``processes``; empty means clean.
+    """
+    problems = [f"process {pid} still runs: {cmdline[:160]}" for pid, cmdline in processes]
+    for key in ("mounts", "netns", "links", "cgroups"):
+        extra = sorted(set(after.get(key, ())) - set(before.get(key, ())))
+        problems.extend(f"{key[:-1] if key != 'netns' else key} left: {item}" for item in extra)
+    for name, value in before.get("sysctls", {}).items():
+        now = after.get("sysctls", {}).get(name)
+        if now != value:
+            problems.append(f"sysctl {name} is {now}, was {value}")
+    for path, existed in before.get("paths", {}).items():
+        if not existed and after.get("paths", {}).get(path):
+            problems.append(f"path left: {path}")
+    return problems
+
+
+# --- images -----------------------------------------------------------------------------
+
+
+def _layer(files: Mapping[str, tuple[bytes | None, int, str | None]]) -> bytes:
+    """A tar layer: name -> (content, mode, symlink target); directories have no content."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, (content, mode, target) in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.mode = mode
+            info.mtime = 0
+            if target is not None:
+                info.type = tarfile.SYMTYPE
+                info.linkname = target
+                tar.addfile(info)
+            elif content is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+    return buf.getvalue()
+
+
+def write_oci_archive(
+    path: Path, ref: str, layer_tar: bytes, config: Mapping[str, Any], *, arch: str = "amd64"
+) -> None:
+    """Write an OCI image layout tarball with one gzip layer, named ``ref``.
+
+    ``ctr images import`` (and :meth:`NodeSet.load_image`) accepts it; no registry and no
+    image builder is involved. ``config`` is the image config's ``config`` (Entrypoint,
+    User, Env).
+    """
+    blobs: dict[str, bytes] = {}
+
+    def blob(data: bytes) -> tuple[str, int]:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        blobs[digest] = data
+        return digest, len(data)
+
+    layer_digest, layer_size = blob(gzip.compress(layer_tar, mtime=0))
+    image_config = {
+        "architecture": arch,
+        "os": "linux",
+        "config": dict(config),
+        "rootfs": {
+            "type": "layers",
+            "diff_ids": ["sha256:" + hashlib.sha256(layer_tar).hexdigest()],
+        },
+    }
+    config_digest, config_size = blob(json.dumps(image_config).encode())
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": config_digest,
+            "size": config_size,
+        },
+        "layers": [
+            {
+                "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                "digest": layer_digest,
+                "size": layer_size,
+            }
+        ],
+    }
+    manifest_digest, manifest_size = blob(json.dumps(manifest).encode())
+    index = {
+        "schemaVersion": 2,
+        "manifests": [
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": manifest_digest,
+                "size": manifest_size,
+                "annotations": {
+                    "io.containerd.image.name": ref,
+                    "org.opencontainers.image.ref.name": ref,
+                },
+            }
+        ],
+    }
+    files = {
+        "oci-layout": json.dumps({"imageLayoutVersion": "1.0.0"}).encode(),
+        "index.json": json.dumps(index).encode(),
+    }
+    for digest, data in blobs.items():
+        files["blobs/sha256/" + digest.removeprefix("sha256:")] = data
+    with tarfile.open(path, "w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def pause_binary() -> Path:
+    """A static pause binary built once from a 20-line Go program into the cache.
+
+    Raises:
+        NodesError: Go is missing or the build failed.
+
+    """
+    target = cache_dir() / "nodes" / "pause"
+    if target.is_file():
+        return target
+    if shutil.which("go") is None:
+        raise NodesError("Go is needed once to build the pause binary: install Go 1.26")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="setpoint-pause-") as src_dir:
+        src = Path(src_dir)
+        (src / "go.mod").write_text("module setpoint.dev/pause\n\ngo 1.22\n")
+        (src / "main.go").write_text(_PAUSE_GO)
+        tmp = target.with_suffix(".tmp")
+        _run(
+            ["go", "build", "-C", str(src), "-trimpath", "-ldflags", "-s -w", "-o", str(tmp), "."],
+            env={**os.environ, "CGO_ENABLED": "0"},
+        )
+        tmp.replace(target)
+    return target
+
+
+def write_node_images(directory: Path, busybox: Path | None = None) -> list[Path]:
+    """The pause image and :data:`BUSYBOX_IMAGE`, as OCI archives in ``directory``."""
+    pause = pause_binary()
+    busybox = busybox or Path(shutil.which("busybox") or "/bin/busybox")
+    pause_archive = directory / "pause.oci.tar"
+    write_oci_archive(
+        pause_archive,
+        PAUSE_IMAGE,
+        _layer({"pause": (pause.read_bytes(), 0o755, None)}),
+        {"Entrypoint": ["/pause"], "User": "65535:65535"},
+    )
+    files: dict[str, tuple[bytes | None, int, str | None]] = {
+        "bin": (None, 0o755, None),
+        "tmp": (None, 0o1777, None),
+        "bin/busybox": (busybox.read_bytes(), 0o755, None),
+    }
+    for applet in BUSYBOX_APPLETS:
+        files[f"bin/{applet}"] = (None, 0o777, "busybox")
+    busybox_archive = directory / "busybox.oci.tar"
+    write_oci_archive(
+        busybox_archive,
+        BUSYBOX_IMAGE,
+        _layer(files),
+        {"Entrypoint": ["/bin/sh"], "Env": ["PATH=/bin"], "User": "65534:65534"},
+    )
+    return [pause_archive, busybox_archive]
+
+
+# --- configuration files ----------------------------------------------------------------
+
+
+def containerd_config(node: Path) -> str:
+    """The config of containerd 1.6 for the node whose directory is ``node``.
+
+    Everything under ``node``; runc with cgroupfs; the CNI config written from a template
+    once the kubelet passes the node's Pod CIDR (node-IPAM assigns it).
+    """
+    return f"""version = 2
+root = "{node}/containerd/root"
+state = "{node}/containerd/state"
+[grpc]
+  address = "{node}/containerd.sock"
+[ttrpc]
+  address = "{node}/containerd.sock.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{PAUSE_IMAGE}"
+  disable_apparmor = true
+  # Root here lacks CAP_SYS_RESOURCE: lowering oom_score_adj (the sandbox's -998) fails in
+  # runc ("can't get final child's PID from pipe: EOF"). Clamp to containerd's own value.
+  restrict_oom_score_adj = true
+  # Pod network namespaces under the state dir, not /run/netns.
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "{node}/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{CNI_BIN_DIR}"
+    conf_dir = "{node}/cni/net.d"
+    conf_template = "{node}/cni/template.json"
+"""
+
+
+def cni_template(node: Path) -> str:
+    """The CNI network template: bridge + host-local on the node's Pod CIDR.
+
+    containerd fills ``{{.PodCIDR}}`` in when the kubelet reports the CIDR node-IPAM gave
+    the Node. The bridge lives in the node's namespace, so the ``ip_forward`` the plugin
+    sets (``isGateway``) is the node's, not the host's.
+    """
+    return json.dumps(
+        {
+            "cniVersion": "1.0.0",
+            "name": "setpoint",
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": "cni0",
+                    "isGateway": True,
+                    "ipMasq": False,
+                    "hairpinMode": True,
+                    "ipam": {
+                        "type": "host-local",
+                        "ranges": [[{"subnet": "{{.PodCIDR}}"}]],
+                        "routes": [{"dst": "0.0.0.0/0"}],
+                        "dataDir": f"{node}/cni/ipam",
+                    },
+                }
+            ],
+        },
+        indent=2,
+    )
+
+
+def kubelet_config(node: Path, index: int, client_ca: Path) -> str:
+    """KubeletConfiguration for node ``index``: cgroup v1 allowed, cgroupfs, files in ``node``.
+
+    The kubelet takes only clients with a certificate from ``client_ca`` (kube-apiserver's
+    kubelet client certificate) or a token, and asks kube-apiserver whether they may.
+    """
+    config = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        # Kubernetes 1.35+ refuses to start on cgroup v1 unless told otherwise.
+        "failCgroupV1": False,
+        # containerd 1.6 has no RuntimeConfig CRI call, so the kubelet uses this (and logs it).
+        "cgroupDriver": "cgroupfs",
+        # A kubelet removes the pod cgroups it does not know: one root per node.
+        "cgroupRoot": cgroup_root(index),
+        "containerRuntimeEndpoint": f"unix://{node}/containerd.sock",
+        "address": node_ip(index),
+        "port": 10250,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": 0,
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": True},
+            "x509": {"clientCAFile": str(client_ca)},
+        },
+        "authorization": {"mode": "Webhook"},
+        "podLogsDir": f"{node}/pod-logs",
+        "resolvConf": "/etc/resolv.conf",
+        "failSwapOn": False,
+        "evictionHard": {
+            "memory.available": "100Mi",
+            "nodefs.available": "1%",
+            "imagefs.available": "1%",
+        },
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def kube_proxy_config(kubeconfig: Path, index: int, mode: str = "iptables") -> str:
+    """KubeProxyConfiguration for node ``index`` in ``mode``; its rules live in the node."""
+    return json.dumps(
+        {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(kubeconfig)},
+            "hostnameOverride": node_name(index),
+            "mode": mode,
+            "clusterCIDR": CLUSTER_CIDR,
+            "nodePortAddresses": ["primary"],
+            "healthzBindAddress": "127.0.0.1:10256",
+            "metricsBindAddress": "127.0.0.1:10249",
+            # Root here lacks CAP_SYS_RESOURCE: kube-proxy's default -999 cannot be set.
+            "oomScoreAdj": 0,
+            # Leave the (host-wide) conntrack table size alone.
+            "conntrack": {"maxPerCore": 0},
+        },
+        indent=2,
+    )
+
+
+# --- images into nodes ------------------------------------------------------------------
+
+
+def running_nodes(plane_directory: Path) -> list[Path]:
+    """The containerd sockets of the nodes of the plane in ``plane_directory`` (may be [])."""
+    record = plane_directory / "nodes" / "nodes.json"
+    try:
+        data = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return []
+    return [Path(entry["socket"]) for entry in data.get("nodes", [])]
+
+
+def import_image(sockets: Sequence[Path], image: str, *, work: Path | None = None) -> list[str]:
+    """Load ``image`` into every node's containerd (``ctr -n k8s.io images import``).
+
+    ``image`` is an OCI or docker archive (a file), or the name of an image in buildah's
+    or podman's local storage, which is exported to an archive first (as ``kind load``
+    does with docker's). Returns the image names imported.
+
+    Raises:
+        NodesError: no node runs, the file or image does not exist, or an import failed.
+
+    """
+    if not sockets:
+        raise NodesError(
+            "the plane has no nodes: start one with `setpoint controlplane up --nodes N`"
+        )
+    with tempfile.TemporaryDirectory(prefix="setpoint-load-", dir=work) as tmp:
+        archive = Path(image)
+        if not archive.is_file():
+            if "/" in image and Path(image).suffix in (".tar", ".gz"):
+                raise NodesError(f"{image}: no such archive")
+            archive = Path(tmp) / "image.oci.tar"
+            _export_image(image, archive)
+        names: list[str] = []
+        for sock in sockets:
+            out = _run(
+                ["ctr", "--address", str(sock), "-n", "k8s.io", "images", "import", str(archive)]
+            )
+            names = [
+                line.split()[1] for line in out.splitlines() if line.startswith("unpacking ")
+            ] or names
+    return names
+
+
+def _export_image(image: str, archive: Path) -> None:
+    for tool, argv in (
+        ("buildah", ["buildah", "push", image, f"oci-archive:{archive}:{image}"]),
+        ("podman", ["podman", "save", "--format", "oci-archive", "-o", str(archive), image]),
+    ):
+        if shutil.which(tool):
+            proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+            if proc.returncode == 0:
+                return
+            raise NodesError(
+                f"{image!r} is not a file, and `{' '.join(argv)}` could not export it: "
+                f"{(proc.stderr or proc.stdout).strip()[-500:]}"
+            )
+    raise NodesError(
+        f"{image!r} is not a file, and neither buildah nor podman is installed to export it "
+        "as an image: pass an OCI archive (`buildah push IMAGE oci-archive:FILE`), or "
+        "`apt-get install buildah`"
+    )
+
+
+# --- the nodes --------------------------------------------------------------------------
+
+
+@dataclass
+class _Node:
+    index: int
+    directory: Path
+    containerd: _Process | None = None
+    kubelet: _Process | None = None
+    kube_proxy: _Process | None = None
+    pod_cidr: str = ""
+
+    @property
+    def name(self) -> str:
+        return node_name(self.index)
+
+    @property
+    def socket(self) -> Path:
+        return self.directory / "containerd.sock"
+
+    def nsenter(self, *argv: str) -> list[str]:
+        # Mounts and cgroups stay the host's: `ip netns exec` would remount /sys and hide
+        # the cgroup hierarchies.
+        return ["nsenter", f"--net=/run/netns/{netns_name(self.index)}", *argv]
+
+    def ctr(self, *args: str, check: bool = True) -> str:
+        return _run(["ctr", "--address", str(self.socket), "-n", "k8s.io", *args], check=check)
+
+
+class NodeSet:
+    """The nodes of one plane, with kube-scheduler and the relay. See the module docstring.
+
+    Owned by :class:`~setpoint.testing.ControlPlane` (``ControlPlaneOptions(nodes=N)``);
+    not started on its own.
+    """
+
+    def __init__(
+        self,
+        count: int,
+        directory: Path,
+        *,
+        bin_dir: Path,
+        ready_timeout: float = 90.0,
+        relay_port: int = RELAY_PORT,
+        proxy_mode: str = "iptables",
+    ) -> None:
+        self.count = check_node_count(count)
+        self.directory = directory
+        self.bin_dir = bin_dir
+        self.ready_timeout = ready_timeout
+        self.relay_port = relay_port
+        self.proxy_mode = proxy_mode
+        self.nodes = [_Node(i, directory / f"node{i}") for i in range(1, count + 1)]
+        self.problems: list[str] = []
+        """What :meth:`stop` could not undo (empty when the host is as it was)."""
+        self._daemons: list[_Process] = []  # relay, kube-scheduler
+        self._before: dict[str, Any] | None = None
+        self._netns: list[str] = []
+        self._links: list[str] = []
+        self._routes: list[str] = []
+        self._plane: ControlPlane | None = None
+
+    @property
+    def names(self) -> list[str]:
+        """The nodes' names, in index order."""
+        return [n.name for n in self.nodes]
+
+    # -- before the plane starts ---------------------------------------------------------
+
+    def preflight(self) -> None:
+        """Check everything that can be checked before anything starts.
+
+        Raises:
+            NodesError: not root, a package or a node binary missing, another plane's
+                nodes (or a crashed run's) hold the names, or the relay port is in use.
+
+        """
+        check_machine()
+        missing = [b for b in _NODE_BINARIES if not (self.bin_dir / b).is_file()]
+        if missing:
+            raise NodesError(
+                f"{', '.join(missing)} not found in {self.bin_dir}: build them once with "
+                "`setpoint controlplane build --nodes` (~1 minute with the plane's Go cache)"
+            )
+        state = host_state()
+        taken = [HOST_BRIDGE] if HOST_BRIDGE in state["links"] else []
+        taken += [n for n in (netns_name(x.index) for x in self.nodes) if n in state["netns"]]
+        taken += [c for c in state["cgroups"] if c.rsplit("/", 1)[-1].startswith("setpoint-node")]
+        if taken:
+            raise NodesError(
+                f"{', '.join(taken[:4])} exist already: another plane with nodes runs, or a "
+                "run crashed. Stop the other plane (`setpoint controlplane down`), or remove "
+                "what a crashed run left with `setpoint controlplane down --clean`"
+            )
+        if _port_in_use("0.0.0.0", self.relay_port):
+            raise NodesError(
+                f"port {self.relay_port} is in use (the relay to kube-apiserver listens on "
+                f"{HOST_IP}:{self.relay_port}): stop what listens there "
+                f"(`ss -ltnp 'sport = :{self.relay_port}'`)"
+            )
+
+    def apiserver_args(self, pki_dir: Path) -> dict[str, str]:
+        """kube-apiserver's flags for nodes; writes its kubelet client certificate.
+
+        The kubelets trust a CA of the nodes' own, which signs kube-apiserver's client
+        certificate (``system:masters``) for logs, exec and port-forward.
+        """
+        ca = CertificateAuthority("setpoint-kubelet-client-ca")
+        pair = ca.client_cert("kube-apiserver-kubelet-client", ("system:masters",))
+        self.directory.mkdir(parents=True, exist_ok=True)
+        write_private(self.directory / "kubelet-client-ca.crt", ca.cert_pem)
+        write_private(pki_dir / "kubelet-client.crt", pair.cert_pem)
+        write_private(pki_dir / "kubelet-client.key", pair.key_pem)
+        return {
+            # The nodes' Hostname addresses do not resolve: reach kubelets by InternalIP.
+            "kubelet-preferred-address-types": "InternalIP",
+            # Webhooks' service: clientConfigs go to the endpoints' Pod IPs (host routes).
+            "enable-aggregator-routing": "true",
+            "kubelet-client-certificate": str(pki_dir / "kubelet-client.crt"),
+            "kubelet-client-key": str(pki_dir / "kubelet-client.key"),
+        }
+
+    @staticmethod
+    def controllers() -> tuple[str, ...]:
+        """The kube-controller-manager controllers nodes add to the plane's."""
+        return (
+            "node-lifecycle-controller",
+            "node-ipam-controller",
+            "endpointslice-controller",
+            "endpointslice-mirroring-controller",
+            "deployment-controller",
+            "replicaset-controller",
+            "pod-garbage-collector-controller",
+            "taint-eviction-controller",
+        )
+
+    @staticmethod
+    def controller_manager_args() -> dict[str, str]:
+        """kube-controller-manager's flags for nodes: a /24 of :data:`CLUSTER_CIDR` each."""
+        return {
+            "allocate-node-cidrs": "true",
+            "cluster-cidr": CLUSTER_CIDR,
+            "node-cidr-mask-size": "24",
+            "service-cluster-ip-range": SERVICE_CIDR,
+        }
+
+    # -- start ---------------------------------------------------------------------------
+
+    def start(self, plane: ControlPlane) -> None:
+        """Start the relay, kube-scheduler and every node; return when all are Ready.
+
+        Raises:
+            NodesError: a step failed (the message has the failing component's log tail).
+                The caller stops the plane, which calls :meth:`stop`.
+
+        """
+        self._plane = plane
+        self._before = host_state(self.directory)
+        _run(["ip", "link", "add", HOST_BRIDGE, "type", "bridge"])
+        self._links.append(HOST_BRIDGE)
+        _run(["ip", "addr", "add", f"{HOST_IP}/24", "dev", HOST_BRIDGE])
+        _run(["ip", "link", "set", HOST_BRIDGE, "up"])
+        relay = self._spawn(
+            "relay",
+            [
+                "socat",
+                f"TCP-LISTEN:{self.relay_port},bind={HOST_IP},fork,reuseaddr",
+                f"TCP:127.0.0.1:{plane.api_port}",
+            ],
+        )
+        self._write_node_kubeconfig(plane)
+        # kube-apiserver runs no endpoint reconciler (loopback): point the kubernetes
+        # Service at the relay, so Pods reach the API at 10.0.0.1.
+        self._kubernetes_endpoints(plane)
+        kubeconfig = str(plane.kubeconfig_path)
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(self.bin_dir / "kube-scheduler"),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                "--secure-port=0",
+                "--leader-elect=false",
+            ],
+        )
+        images = write_node_images(self.directory)
+        if not relay.alive():
+            raise NodesError(f"the relay (socat) exited:\n{relay.log_tail()}")
+        for node in self.nodes:
+            self._start_node(node, images)
+        self._record()
+        for node in self.nodes:
+            self._wait_ready(plane, node)
+        self._add_routes()
+
+    def _spawn(self, name: str, argv: list[str], log: Path | None = None) -> _Process:
+        proc = _Process(name, argv, log or self.directory / f"{name}.log")
+        proc.start()
+        self._daemons.append(proc)
+        return proc
+
+    def _write_node_kubeconfig(self, plane: ControlPlane) -> None:
+        config = yaml.safe_load(plane.kubeconfig_path.read_text())
+        cluster = config["clusters"][0]["cluster"]
+        cluster["server"] = f"https://{HOST_IP}:{self.relay_port}"
+        cluster["tls-server-name"] = API_SERVER_NAME
+        write_private(self.directory / "node.kubeconfig", yaml.safe_dump(config).encode())
+
+    def _kubernetes_endpoints(self, plane: ControlPlane) -> None:
+        slice_ = {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": "kubernetes-setpoint-nodes",
+                "namespace": "default",
+                "labels": {"kubernetes.io/service-name": "kubernetes"},
+            },
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [HOST_IP], "conditions": {"ready": True}}],
+            "ports": [{"name": "https", "port": self.relay_port, "protocol": "TCP"}],
+        }
+        plane._api_request(
+            "POST", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", slice_
+        )
+
+    def _start_node(self, node: _Node, images: Sequence[Path]) -> None:
+        i, d = node.index, node.directory
+        for sub in ("cni/net.d", "containerd", "kubelet", "pod-logs"):
+            (d / sub).mkdir(parents=True, exist_ok=True)
+        _run(["ip", "netns", "add", netns_name(i)])
+        self._netns.append(netns_name(i))
+        _run(
+            [
+                *("ip", "link", "add", veth_name(i), "type", "veth"),
+                *("peer", "name", "eth0", "netns", netns_name(i)),
+            ]
+        )
+        _run(["ip", "link", "set", veth_name(i), "master", HOST_BRIDGE, "up"])
+        _run(node.nsenter("ip", "addr", "add", f"{node_ip(i)}/24", "dev", "eth0"))
+        _run(node.nsenter("ip", "link", "set", "eth0", "up"))
+        _run(node.nsenter("ip", "link", "set", "lo", "up"))
+        _run(node.nsenter("ip", "route", "add", "default", "via", HOST_IP))
+        (d / "containerd/config.toml").write_text(containerd_config(d))
+        (d / "cni/template.json").write_text(cni_template(d))
+        node.containerd = self._node_daemon(
+            node, "containerd", ["containerd", "--config", str(d / "containerd/config.toml")]
+        )
+        containerd = node.containerd
+
+        def containerd_up() -> bool:
+            if not containerd.alive():
+                raise NodesError(
+                    f"{node.name}'s containerd exited; last lines of {containerd.log_path}:\n"
+                    f"{containerd.log_tail(15)}"
+                )
+            return node.ctr("version", check=False) != ""
+
+        _wait(f"{node.name}'s containerd", containerd_up, 30)
+        for archive in images:
+            node.ctr("images", "import", str(archive))
+        _make_cgroup_root(cgroup_root(i))
+        (d / "kubelet/config.yaml").write_text(
+            kubelet_config(d, i, self.directory / "kubelet-client-ca.crt")
+        )
+        kubeconfig = self.directory / "node.kubeconfig"
+        node.kubelet = self._node_daemon(
+            node,
+            "kubelet",
+            [
+                str(self.bin_dir / "kubelet"),
+                f"--config={d / 'kubelet/config.yaml'}",
+                f"--kubeconfig={kubeconfig}",
+                f"--root-dir={d / 'kubelet/root'}",
+                f"--cert-dir={d / 'kubelet/pki'}",
+                f"--hostname-override={node.name}",
+                f"--node-ip={node_ip(i)}",
+                "--v=1",
+            ],
+        )
+        (d / "kube-proxy.json").write_text(kube_proxy_config(kubeconfig, i, self.proxy_mode))
+        node.kube_proxy = self._node_daemon(
+            node,
+            "kube-proxy",
+            [str(self.bin_dir / "kube-proxy"), f"--config={d / 'kube-proxy.json'}", "--v=1"],
+        )
+
+    def _node_daemon(self, node: _Node, name: str, argv: list[str]) -> _Process:
+        proc = _Process(f"{node.name} {name}", node.nsenter(*argv), node.directory / f"{name}.log")
+        proc.start()
+        return proc
+
+    def _wait_ready(self, plane: ControlPlane, node: _Node) -> None:
+        kubelet = node.kubelet
+        assert kubelet is not None
+
+        def ready() -> bool:
+            if not kubelet.alive():
+                raise NodesError(
+                    f"{node.name}'s kubelet exited; last lines of {kubelet.log_path}:\n"
+                    f"{kubelet.log_tail(15)}"
+                )
+            try:
+                obj = plane._api_request("GET", f"/api/v1/nodes/{node.name}")
+            except (urllib.error.URLError, OSError):
+                return False
+            node.pod_cidr = str((obj.get("spec") or {}).get("podCIDR") or "")
+            conditions = (obj.get("status") or {}).get("conditions") or []
+            taints = (obj.get("spec") or {}).get("taints") or []
+            return (
+                bool(node.pod_cidr)
+                and not any(t.get("key") == "node.kubernetes.io/not-ready" for t in taints)
+                and any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+            )
+
+        try:
+            _wait(f"{node.name} to be Ready", ready, self.ready_timeout)
+        except NodesError as exc:
+            if "timed out" not in str(exc):
+                raise
+            raise NodesError(
+                f"{exc}; last lines of {kubelet.log_path}:\n{kubelet.log_tail(15)}"
+            ) from None
+
+    def _add_routes(self) -> None:
+        for node in self.nodes:
+            # The host (kube-apiserver, webhooks) reaches this node's Pods through the node.
+            _run(["ip", "route", "add", node.pod_cidr, "via", node_ip(node.index)])
+            self._routes.append(node.pod_cidr)
+            # Pods on other nodes: straight over the bridge, so the host need not forward.
+            for other in self.nodes:
+                if other is not node:
+                    _run(
+                        node.nsenter(
+                            "ip", "route", "add", other.pod_cidr, "via", node_ip(other.index)
+                        )
+                    )
+
+    def _record(self) -> None:
+        data = {"nodes": [{"name": n.name, "socket": str(n.socket)} for n in self.nodes]}
+        (self.directory / "nodes.json").write_text(json.dumps(data))
+
+    def load_image(self, image: str) -> list[str]:
+        """Load ``image`` (an archive, or a buildah/podman image) into every node."""
+        return import_image([n.socket for n in self.nodes], image, work=self.directory)
+
+    def logs(self) -> list[tuple[str, Path]]:
+        """Each daemon's name and log file (for failed test reports)."""
+        procs: list[_Process] = [*self._daemons]
+        for node in self.nodes:
+            procs += [p for p in (node.containerd, node.kubelet, node.kube_proxy) if p is not None]
+        return [(p.name, p.log_path) for p in procs]
+
+    # -- stop ----------------------------------------------------------------------------
+
+    def stop(self, stop_timeout: float = 20.0) -> list[str]:
+        """Stop everything and undo every host change; return (and keep) what was left.
+
+        Safe on a set that failed half-way through :meth:`start`, and to call twice.
+        """
+        plane = self._plane
+        scheduler = next((p for p in self._daemons if p.name == "kube-scheduler"), None)
+        if scheduler is not None:
+            scheduler.stop(stop_timeout)  # replacements of deleted Pods stay Pending
+        if plane is not None and any(n.kubelet and n.kubelet.alive() for n in self.nodes):
+            self._delete_pods(plane)
+        for proc in self._daemons:
+            proc.stop(stop_timeout)
+        for node in self.nodes:
+            for daemon in (node.kube_proxy, node.kubelet):
+                if daemon is not None:
+                    daemon.stop(stop_timeout)
+            if node.containerd is not None and node.containerd.alive():
+                # A deleted task ends its containerd-shim, which outlives containerd otherwise.
+                for task in node.ctr("tasks", "ls", "-q", check=False).split():
+                    node.ctr("tasks", "delete", "--force", task, check=False)
+                for container in node.ctr("containers", "ls", "-q", check=False).split():
+                    node.ctr("containers", "delete", container, check=False)
+            if node.containerd is not None:
+                node.containerd.stop(stop_timeout)
+        self._undo_host_changes()
+        self._plane = None
+        return self.problems
+
+    def _delete_pods(self, plane: ControlPlane) -> None:
+        """Delete the nodes' Pods through the API, so the kubelets tear them down (CNI DEL)."""
+        names = set(self.names)
+        try:
+            pods = plane._api_request("GET", "/api/v1/pods").get("items") or []
+            for pod in pods:
+                if (pod.get("spec") or {}).get("nodeName") in names:
+                    meta = pod["metadata"]
+                    with contextlib.suppress(urllib.error.HTTPError):
+                        plane._api_request(
+                            "DELETE",
+                            f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                            {"gracePeriodSeconds": 2},
+                        )
+
+            def gone() -> bool:
+                items = plane._api_request("GET", "/api/v1/pods").get("items") or []
+                return not any((p.get("spec") or {}).get("nodeName") in names for p in items)
+
+            _wait("the nodes' Pods to be deleted", gone, 60, interval=0.5)
+        except (NodesError, urllib.error.URLError, OSError) as exc:
+            self.problems.append(f"Pods not deleted through the API ({exc}); killed instead")
+
+    def _undo_host_changes(self) -> None:
+        before = self._before
+        for pid, cmdline in processes_mentioning(str(self.directory)):
+            self.problems.append(f"process {pid} still ran, killed: {cmdline[:160]}")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+        # Mounts under the nodes' directory, deepest first: the kubelets' binds of their
+        # root dirs, Pod volumes (tmpfs), overlay root filesystems, Pod netns binds.
+        for mountpoint in sorted(
+            {m for m in _mountpoints() if m.startswith(str(self.directory))}, key=len, reverse=True
+        ):
+            _run(["umount", mountpoint], check=False)
+            if mountpoint in _mountpoints():
+                _run(["umount", "-l", mountpoint], check=False)
+        for route in self._routes:
+            _run(["ip", "route", "delete", route], check=False)
+        for name in self._netns:
+            _run(["ip", "netns", "delete", name], check=False)
+        for link in self._links:
+            _run(["ip", "link", "delete", link], check=False)
+        self._routes, self._netns, self._links = [], [], []
+        if before is None:
+            return
+        # A deleted namespace's veth goes when the kernel has cleaned the namespace up.
+        with contextlib.suppress(NodesError):
+            _wait(
+                "the nodes' veths to go",
+                lambda: host_state()["links"] == before["links"],
+                15,
+            )
+        for cgroup in sorted(set(_cgroup_dirs()) - set(before["cgroups"]), reverse=True):
+            for dirpath, _, _ in sorted(os.walk(cgroup), key=lambda w: len(w[0]), reverse=True):
+                with contextlib.suppress(OSError):
+                    os.rmdir(dirpath)
+        for name, value in before["sysctls"].items():
+            path = Path("/proc/sys", name)
+            with contextlib.suppress(OSError):
+                if path.read_text().strip() != value:
+                    path.write_text(value)
+        for path_text, existed in before["paths"].items():
+            path = Path(path_text)
+            if existed or not path.exists():
+                continue
+            files = [p for p in path.rglob("*") if not p.is_dir()]
+            if any(not p.is_symlink() and path_text != "/var/lib/cni" for p in files):
+                self.problems.append(f"{path} has files the nodes left: {files[:5]}")
+                continue
+            if path_text in _mountpoints():  # /run/netns: `ip netns` makes it a mount
+                _run(["umount", path_text], check=False)
+            shutil.rmtree(path, ignore_errors=True)
+        after = host_state(self.directory)
+        self.problems.extend(leftovers(before, after, processes_mentioning(str(self.directory))))
+        self._before = None
+
+
+def clean_host() -> list[str]:
+    """Remove what nodes of a plane that crashed left on the host; return what was removed.
+
+    Kills the processes of ``setpoint-cp-*/nodes`` directories (containerd, its shims,
+    kubelets), unmounts their mounts, and deletes the ``setpoint-node*`` namespaces and
+    cgroups, the ``setpoint*`` links and the routes through node addresses. Run it
+    (``setpoint controlplane down --clean``) only when no plane with nodes runs.
+    """
+    removed: list[str] = []
+    for pid, cmdline in processes_mentioning("/nodes/node"):
+        if "setpoint-cp-" in cmdline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+                removed.append(f"process {pid}: {cmdline[:100]}")
+    time.sleep(0.5)
+    for mountpoint in sorted(
+        {m for m in _mountpoints() if "/setpoint-cp-" in m and "/nodes/" in m},
+        key=len,
+        reverse=True,
+    ):
+        _run(["umount", mountpoint], check=False)
+        if mountpoint in _mountpoints():
+            _run(["umount", "-l", mountpoint], check=False)
+        removed.append(f"mount {mountpoint}")
+    for line in _run(["ip", "route", "show"], check=False).splitlines():
+        if " via 10.213.0." in line:
+            _run(["ip", "route", "delete", line.split()[0]], check=False)
+            removed.append(f"route {line.strip()}")
+    state = host_state()
+    for name in state["netns"]:
+        if name.startswith("setpoint-node"):
+            _run(["ip", "netns", "delete", name], check=False)
+            removed.append(f"netns {name}")
+    for link in state["links"]:
+        _run(["ip", "link", "delete", link], check=False)
+        removed.append(f"link {link}")
+    for cgroup in state["cgroups"]:
+        for dirpath, _, _ in sorted(os.walk(cgroup), key=lambda w: len(w[0]), reverse=True):
+            with contextlib.suppress(OSError):
+                os.rmdir(dirpath)
+        removed.append(f"cgroup {cgroup}")
+    return removed
+
+
+def _make_cgroup_root(path: str) -> None:
+    """Create the cgroup ``path`` in every hierarchy: the kubelet requires its root to exist.
+
+    A new cpuset cgroup starts with no CPUs and no memory nodes; it gets its parent's.
+    """
+    for hierarchy in Path("/sys/fs/cgroup").iterdir():
+        if not hierarchy.is_dir():
+            continue
+        target = hierarchy / path.strip("/")
+        target.mkdir(exist_ok=True)
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            if (target / name).exists() and not (target / name).read_text().strip():
+                (target / name).write_text((hierarchy / name).read_text())
