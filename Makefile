@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: dist fuzz venv bytecode bench-deps demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane prometheus test-dashboards bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix test-pythons node-spike clean
+.PHONY: dist fuzz venv bytecode bench-deps demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane prometheus test-dashboards bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix test-pythons node-spike cluster-deps test-cluster clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,22 @@ prometheus: $(STAMP)
 # containernetworking-plugins iptables socat busybox-static. See docs/decisions/0021-nodes.md.
 node-spike: controlplane
 	$(PY) scripts/node_spike.py
+
+# What worker nodes need from the distribution (`setpoint controlplane up --nodes N`, issue 29,
+# decision 0021), on Debian 12, as root: containerd 1.6, runc, the CNI plugins, iptables, socat
+# (the relay to kube-apiserver), a static busybox (the pause and test images), ip and nsenter.
+cluster-deps:
+	apt-get update
+	apt-get install -y --no-install-recommends containerd runc containernetworking-plugins \
+		iptables socat busybox-static iproute2 util-linux
+
+# tests/cluster (marker `cluster`; as root, after `make cluster-deps`): a plane with two real
+# nodes runs a Deployment behind a Service, and `setpoint controlplane down` leaves nothing
+# behind (~25 s once kubelet, kube-proxy and kube-scheduler are built: ~1 min with the plane's
+# Go cache warm). Not part of `make test` or CI.
+test-cluster: controlplane bytecode
+	$(PY) -m setpoint controlplane build --nodes
+	$(PY) -m pytest tests/cluster -q -m cluster
 
 # The generated Grafana dashboard and alerting rules evaluated by a real Prometheus scraping
 # running managers (marker `dashboards`; ~8 s once the control plane is up; also in `make test`).
