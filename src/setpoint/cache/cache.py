@@ -361,7 +361,8 @@ class Cache:
 
         Every reader of ``kind`` in this cache then sees only matching objects. The manager
         uses it for sharded kinds (each replica caches its own shard only, decision 0011).
-        It applies to the informer of this exact version; narrowing twice adds both.
+        It applies to the informers of this exact version, full and metadata-only
+        (``Metadata(kind)``); narrowing twice adds both.
 
         Raises:
             CacheError: ``kind``'s informer has started already.
