@@ -73,7 +73,7 @@ from setpoint.api.resource import Resource
 from setpoint.api.validation import is_dns1123_subdomain, is_qualified_name
 
 if TYPE_CHECKING:
-    from setpoint.api.types import Kind
+    from setpoint.api.types import Kind, TypedObject
 
 __all__ = [
     "AdmissionOptions",
@@ -90,9 +90,10 @@ __all__ = [
     "is_admission_webhook",
 ]
 
-R = TypeVar("R")
+R = TypeVar("R", bound="TypedObject | dict[str, Any]")
 """The type of the objects a validator or defaulter gets: a typed class, or
-``dict[str, Any]`` (JSON objects, with the kind named by the class attribute ``kind``)."""
+``dict[str, Any]`` (JSON objects, with the kind named by the class attribute ``kind``).
+mypy refuses anything else; the class definition refuses it at run time."""
 
 Operation = Literal["CREATE", "UPDATE", "DELETE"]
 """An admission operation a webhook is called for."""

@@ -62,7 +62,7 @@ def test_declaration_mistakes_fail_when_the_class_is_defined() -> None:
 
     with pytest.raises(sp.DeclarationError, match="not a Resource class"):
 
-        class NotAResource(sp.CustomValidator[int]):
+        class NotAResource(sp.CustomValidator[int]):  # type: ignore[type-var]
             def validate_create(self, obj: Any) -> sp.Warnings:
                 return None
 

@@ -164,7 +164,7 @@ def test_declaration_mistakes_of_any_kind_name_the_fix() -> None:
 
     with pytest.raises(sp.DeclarationError, match=r"names <class 'int'>, which is not"):
 
-        class Number(sp.CustomValidator[int]):
+        class Number(sp.CustomValidator[int]):  # type: ignore[type-var]
             def validate_create(self, obj: int) -> sp.Warnings:
                 return None
 
