@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from setpoint.testing.nodes import (
     processes_mentioning,
     write_oci_archive,
 )
+from setpoint.testing.supervisor import plane_dir as supervisor_dir
 
 IMAGE = "localhost/setpoint-test/web:v1"
 ANSWER = "served by a deployment on a setpoint node"
@@ -106,6 +108,7 @@ def cluster(tmp_path: Path, host_before: dict[str, Any]) -> Iterator[Cluster]:
     finally:
         down = _setpoint("down", "--name", name)
         plane_dir = str(Path(kubeconfig).parent)
+        shutil.rmtree(supervisor_dir(name), ignore_errors=True)
         assert down.returncode == 0, down.stderr
         # `down` leaves no process, mount, network namespace, link, cgroup, sysctl change
         # or host path behind.

@@ -917,6 +917,10 @@ class NodeSet:
         """
         self._plane = plane
         self._before = host_state(self.directory)
+        # For `down --clean` after a crash: what to put back, and where the nodes lived.
+        record = _host_record()
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"directory": str(self.directory), "before": self._before}))
         _run(["ip", "link", "add", HOST_BRIDGE, "type", "bridge"])
         self._links.append(HOST_BRIDGE)
         _run(["ip", "addr", "add", f"{HOST_IP}/24", "dev", HOST_BRIDGE])
@@ -1220,6 +1224,32 @@ class NodeSet:
         after = host_state(self.directory)
         self.problems.extend(leftovers(before, after, processes_mentioning(str(self.directory))))
         self._before = None
+        _host_record().unlink(missing_ok=True)
+
+
+def _host_record() -> Path:
+    """Where a running NodeSet keeps the host's state from before it started."""
+    return cache_dir() / "nodes" / "host-before.json"
+
+
+def _restore(before: Mapping[str, Any]) -> list[str]:
+    """Put back the sysctls in ``before`` and remove the host paths that did not exist."""
+    done: list[str] = []
+    for name, value in before.get("sysctls", {}).items():
+        path = Path("/proc/sys", name)
+        with contextlib.suppress(OSError):
+            if path.read_text().strip() != value:
+                path.write_text(value)
+                done.append(f"sysctl {name}={value}")
+    for path_text, existed in before.get("paths", {}).items():
+        path = Path(path_text)
+        if existed or not path.exists():
+            continue
+        if path_text in _mountpoints():
+            _run(["umount", path_text], check=False)
+        shutil.rmtree(path, ignore_errors=True)
+        done.append(f"path {path_text}")
+    return done
 
 
 def clean_host() -> list[str]:
@@ -1263,6 +1293,15 @@ def clean_host() -> list[str]:
             with contextlib.suppress(OSError):
                 os.rmdir(dirpath)
         removed.append(f"cgroup {cgroup}")
+    record = _host_record()
+    with contextlib.suppress(OSError, ValueError):
+        data = json.loads(record.read_text())
+        removed += _restore(data["before"])
+        directory = Path(data["directory"]).parent
+        if directory.name.startswith("setpoint-cp-") and directory.is_dir():
+            shutil.rmtree(directory, ignore_errors=True)
+            removed.append(f"directory {directory}")
+    record.unlink(missing_ok=True)
     return removed
 
 
