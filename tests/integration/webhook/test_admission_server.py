@@ -26,8 +26,8 @@ from setpoint.api.admission import admission_spec_of
 from setpoint.client import ApiError, Client, NotFound
 from setpoint.crd import WebhookClientConfig, generate_crds, webhook_configurations
 from setpoint.testing import LocalWebhook, eventually
-from setpoint.testing.controlplane import find_binaries
 from tests._support.crd_server import is_established
+from tests._support.kubectl import run_kubectl
 from tests._support.vessels import GROUP, Vessel, VesselDefaulter, VesselValidator
 
 SUFFIX = uuid.uuid4().hex[:6]
@@ -86,21 +86,6 @@ async def webhooks(k8s: Client) -> AsyncIterator[LocalWebhook]:
                 await k8s.delete(kinds.CustomResourceDefinition, crd["metadata"]["name"])
 
 
-async def kubectl(kubeconfig: Path, *args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
-    """Run the plane's kubectl in a thread; ``(exit code, stdout, stderr)``."""
-    binary = find_binaries().kubectl
-    assert binary is not None
-    result = await asyncio.to_thread(
-        subprocess.run,
-        [str(binary), "--kubeconfig", str(kubeconfig), *args],
-        input=stdin,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    return result.returncode, result.stdout.decode(), result.stderr.decode()
-
-
 async def test_a_bad_vessel_is_denied_with_the_validators_message_and_warning(
     webhooks: LocalWebhook, kubeconfig_path: Path, namespace: str
 ) -> None:
@@ -108,7 +93,7 @@ async def test_a_bad_vessel_is_denied_with_the_validators_message_and_warning(
     body = orjson.dumps(
         vessel("overfull", namespace, capacity=2, crew=["a", "b", "c"], captain="a")
     )
-    code, _, stderr = await kubectl(kubeconfig_path, "create", "-f", "-", stdin=body)
+    code, _, stderr = await run_kubectl(kubeconfig_path, "create", "-f", "-", stdin=body)
     assert code == 1
     assert (
         f'admission webhook "vvessel-v1.{GROUP}" denied the request: '
@@ -122,7 +107,7 @@ async def test_warnings_reach_kubectl_and_defaults_are_set(
 ) -> None:
     """An accepted Vessel without captain: kubectl prints the warning; port is defaulted."""
     body = orjson.dumps(vessel("drifter", namespace, capacity=3))
-    code, stdout, stderr = await kubectl(kubeconfig_path, "create", "-f", "-", stdin=body)
+    code, stdout, stderr = await run_kubectl(kubeconfig_path, "create", "-f", "-", stdin=body)
     assert code == 0, stderr
     assert "vessel.admission.test.setpoint.dev/drifter created" in stdout
     assert "Warning: vessel drifter has no captain: nobody is in command" in stderr
@@ -140,7 +125,7 @@ async def test_an_update_is_judged_against_the_old_object(
 ) -> None:
     """Shrinking capacity is refused naming old and new values; growing it is allowed."""
     await k8s.create(vessel("ark", namespace, capacity=5, captain="noah"))
-    code, _, stderr = await kubectl(
+    code, _, stderr = await run_kubectl(
         kubeconfig_path,
         "patch",
         "vessel",

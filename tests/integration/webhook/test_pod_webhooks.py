@@ -11,10 +11,8 @@ Pods stay Pending; admission is all that is tested.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -32,7 +30,7 @@ from setpoint.client.patch import MergePatch
 from setpoint.crd import WebhookClientConfig, webhook_configurations
 from setpoint.crd.webhooks import admission_policies
 from setpoint.testing import LocalWebhook, eventually
-from setpoint.testing.controlplane import find_binaries
+from tests._support.kubectl import run_kubectl
 from tests._support.pod_webhooks import (
     INJECTED_LABEL,
     NAMESPACE_LABEL,
@@ -119,21 +117,6 @@ async def default_service_account(k8s: Client, namespace: str) -> None:
     await eventually(exists, timeout=60, description=f"the default ServiceAccount in {namespace}")
 
 
-async def kubectl(kubeconfig: Path, *args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
-    """Run the plane's kubectl in a thread; ``(exit code, stdout, stderr)``."""
-    binary = find_binaries().kubectl
-    assert binary is not None
-    result = await asyncio.to_thread(
-        subprocess.run,
-        [str(binary), "--kubeconfig", str(kubeconfig), *args],
-        input=stdin,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    return result.returncode, result.stdout.decode(), result.stderr.decode()
-
-
 async def test_a_pod_gets_the_label_and_the_sidecar_and_kubectl_shows_the_warning(
     guarded: str, kubeconfig_path: Path, k8s: Client
 ) -> None:
@@ -146,7 +129,7 @@ async def test_a_pod_gets_the_label_and_the_sidecar_and_kubectl_shows_the_warnin
     """
     app = {"name": "app", "image": "example.com/shop/web", "resources": LIMITS}
     body = orjson.dumps(pod("web", guarded, app, team="shop"))
-    code, stdout, stderr = await kubectl(kubeconfig_path, "create", "-f", "-", stdin=body)
+    code, stdout, stderr = await run_kubectl(kubeconfig_path, "create", "-f", "-", stdin=body)
     assert code == 0, stderr
     assert "pod/web created" in stdout
     assert (
@@ -178,7 +161,7 @@ async def test_a_pod_without_limits_is_refused_with_the_reason_and_warnings(
     """
     bare = {"name": "app", "image": "nginx"}
     body = orjson.dumps(pod("unbounded", guarded, bare))
-    code, _, stderr = await kubectl(kubeconfig_path, "create", "-f", "-", stdin=body)
+    code, _, stderr = await run_kubectl(kubeconfig_path, "create", "-f", "-", stdin=body)
     assert code == 1
     assert (
         'admission webhook "limits.pods.test.setpoint.dev" denied the request: '
@@ -259,7 +242,7 @@ async def test_a_cel_validator_is_a_policy_the_api_server_runs_without_a_webhook
         except Exception:
             status = (await k8s.get(gvks[0], name)).get("status")
             raise AssertionError(f"policy status {status}; last answer {answers[-1:]}") from None
-        code, _, stderr = await kubectl(
+        code, _, stderr = await run_kubectl(
             kubeconfig_path, "create", "-f", "-", stdin=orjson.dumps(bare)
         )
         assert code == 1
