@@ -310,9 +310,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     webhook = sub.add_parser(
         "webhook",
-        help="write config/webhook/manifests.yaml for the declared validators and defaulters",
+        help="write config/webhook/manifests.yaml for the declared validators and defaulters "
+        "(and webhook/policies.yaml for validators declared as CEL validations)",
         description="Generate the ValidatingWebhookConfiguration and "
-        "MutatingWebhookConfiguration for every sp.CustomValidator and sp.CustomDefaulter.",
+        "MutatingWebhookConfiguration for every sp.CustomValidator and sp.CustomDefaulter, "
+        "of any kind; a validator declared as CEL validations becomes a "
+        "ValidatingAdmissionPolicy and binding in webhook/policies.yaml instead.",
     )
     common(webhook)
     webhook.add_argument(
