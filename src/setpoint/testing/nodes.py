@@ -1117,6 +1117,13 @@ class NodeSet:
             procs += [p for p in (node.containerd, node.kubelet, node.kube_proxy) if p is not None]
         return [(p.name, p.log_path) for p in procs]
 
+    def processes(self) -> list[tuple[str, int]]:
+        """Each running daemon's name and process id (for measuring them)."""
+        procs: list[_Process] = [*self._daemons]
+        for node in self.nodes:
+            procs += [p for p in (node.containerd, node.kubelet, node.kube_proxy) if p is not None]
+        return [(p.name, p.proc.pid) for p in procs if p.alive() and p.proc is not None]
+
     # -- stop ----------------------------------------------------------------------------
 
     def stop(self, stop_timeout: float = 20.0) -> list[str]:
