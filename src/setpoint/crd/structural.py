@@ -485,6 +485,7 @@ def _walk_node(
                 "field",
                 inside_resource_meta=where.inside_resource_meta,
                 defaults_forbidden=where.defaults_forbidden,
+                under_map=where.under_map,
             )
             if is_resource_root and name in _META_FIELDS:
                 child_where = replace(child_where, inside_resource_meta=True)
@@ -1257,8 +1258,19 @@ def _check_value(
         bad(f"is a {type(value).__name__}, which is not a JSON value")
         return
     node_type = node.get("type")
+    if (
+        branch
+        and not node_type
+        and not isinstance(value, str | list)
+        and effective_format(None, node.get("format")) is not None
+    ):
+        # kube-openapi's type check of a typeless node with a format: only a string or a
+        # list passes it (a number is "int64" or "float64", not the format).
+        bad(f"must be of type {node['format']}")
+        return
     if node.get("x-kubernetes-int-or-string") is True:
-        if isinstance(value, bool) or not isinstance(value, int | str):
+        integral = isinstance(value, float) and _is_json_integer(value)
+        if isinstance(value, bool) or not (isinstance(value, int | str) or integral):
             bad("must be an integer or a string")
             return
         node_type = "string" if isinstance(value, str) else "integer"
@@ -1434,6 +1446,9 @@ def _is_type(value: Any, node_type: str) -> bool:
     if node_type == "boolean":
         return isinstance(value, bool)
     if node_type == "integer":
+        # kube-openapi accepts a float64 holding an integer (2.0) as an integer.
+        if isinstance(value, float):
+            return _is_json_integer(value)
         return isinstance(value, int) and not isinstance(value, bool)
     if node_type == "number":
         return isinstance(value, int | float) and not isinstance(value, bool)
@@ -1606,8 +1621,8 @@ def _check_object(
             continue  # a branch constrains only the fields it names
         elif not preserve and additional is not True and not (embedded and key in _META_FIELDS):
             bad(f"has field {key!r} that the schema does not declare (it would be pruned)")
+    # A field's own default does not satisfy required: the server validates a default
+    # as it is written (`default: {}` with a required, defaulted field is refused).
     for key in node.get("required") or ():
-        prop = props.get(key)
-        has_default = not branch and isinstance(prop, Mapping) and "default" in prop
-        if key not in value and not has_default:
+        if key not in value:
             bad(f"is missing the required field {key!r}")
