@@ -48,7 +48,7 @@ FORMAT_SAMPLES: dict[str, list[str]] = {
     "no-such-format": ["anything"],
     "int32": ["12"],
 }
-STRING_POOL = ["", "a", "ab", "abc", "xyz", "hello world", "é", "A1", "0", "a-b", "x\n"]
+STRING_POOL = ["", "a", "ab", "abc", "xyz", "hello world", "é", "日本", "A1", "0", "a-b", "x\n"]
 PATTERNS = ["^a", "b$", "^[a-z]+$", "[0-9]", "^.{2,3}$", "^(a|x)"]
 
 
@@ -157,6 +157,10 @@ class Generator:
         node: dict[str, Any] = {"x-kubernetes-int-or-string": True}
         if self.rng.random() < 0.3:
             node["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+        if self.rng.random() < 0.15:
+            node["enum"] = [1, "a", 65]
+        if self.rng.random() < 0.15:
+            node["format"] = self.rng.choice(sorted(FORMAT_SAMPLES))
         return node
 
     def _object(self, depth: int) -> dict[str, Any]:
@@ -169,6 +173,8 @@ class Generator:
             node["x-kubernetes-preserve-unknown-fields"] = True
         if rng.random() < 0.15:
             node["minProperties"] = 1
+        if rng.random() < 0.1:
+            node["x-kubernetes-map-type"] = rng.choice(["atomic", "granular"])
         return node
 
     def _map(self, depth: int) -> dict[str, Any]:
@@ -271,10 +277,20 @@ class Generator:
             return rng.choice(pool)
         if kind == "integer":
             return rng.choice(
-                [rng.randint(-6, 11), 2**31, -(2**31) - 1, 2**31 - 1, *(node.get("enum") or [])]
+                [
+                    rng.randint(-6, 11),
+                    float(rng.randint(-3, 3)),  # 2.0: an integer to the server
+                    2**31,
+                    -(2**31) - 1,
+                    2**31 - 1,
+                    2**63 - 1,
+                    *(node.get("enum") or []),
+                ]
             )
         if kind == "number":
-            return rng.choice([rng.randint(-3, 3), rng.choice([-1.5, 0.5, 2.5, 0.1, 3.5e38])])
+            return rng.choice(
+                [rng.randint(-3, 3), rng.choice([-1.5, 0.5, 2.5, 0.1, 0.3, -0.2, 3.5e38, 2.0])]
+            )
         if kind == "boolean":
             return rng.random() < 0.5
         if kind == "array":
@@ -306,6 +322,8 @@ class Generator:
         if isinstance(additional, dict):
             for i in range(rng.randint(0, 3)):
                 result[f"k{i}"] = self.value(additional, near_default=near_default, depth=depth + 1)
+        elif node.get("x-kubernetes-preserve-unknown-fields") and rng.random() < 0.3:
+            result["free"] = rng.choice([None, 1, "s", [1, None], {"n": None}])
         if rng.random() < 0.25 and not near_default:
             result["unknown"] = rng.choice(["u", 1, {"x": 1}])
         return result

@@ -88,10 +88,10 @@ def _prune(value: Any, node: Any, *, resource_root: bool = False) -> None:
 
 
 def _drop_null_fields(value: Any, node: Any) -> None:
-    """PruneNonNullableNullsWithoutDefaults: a null field that may not be null is dropped.
+    """PruneNonNullableNullsWithoutDefaults: a null that may not be null, with no default.
 
-    Only fields declared in ``properties``; a null map value or list item stays (and is
-    then refused by validation).
+    Fields of ``properties`` and values of ``additionalProperties`` are dropped; a null
+    list item stays (and is then refused by validation).
     """
     if not isinstance(node, Mapping):
         return
@@ -101,18 +101,24 @@ def _drop_null_fields(value: Any, node: Any) -> None:
         return
     if not isinstance(value, dict):
         return
-    properties = node.get("properties")
-    props: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
-    additional = node.get("additionalProperties")
     for key in list(value):
-        prop = props.get(key)
-        if isinstance(prop, Mapping):
-            if value[key] is None and prop.get("nullable") is not True:
-                del value[key]
-            else:
-                _drop_null_fields(value[key], prop)
-        elif isinstance(additional, Mapping):
-            _drop_null_fields(value[key], additional)
+        sub = _field_schema(node, key)
+        if value[key] is None and _non_nullable(sub) and sub.get("default") is None:
+            del value[key]
+        else:
+            _drop_null_fields(value[key], sub)
+
+
+def _field_schema(node: Mapping[str, Any], key: str) -> Any:
+    properties = node.get("properties")
+    if isinstance(properties, Mapping) and key in properties:
+        return properties[key]
+    additional = node.get("additionalProperties")
+    return additional if isinstance(additional, Mapping) else None
+
+
+def _non_nullable(node: Any) -> bool:
+    return isinstance(node, Mapping) and node.get("nullable") is not True
 
 
 def _default(value: Any, node: Any) -> None:
@@ -120,22 +126,26 @@ def _default(value: Any, node: Any) -> None:
     if not isinstance(node, Mapping):
         return
     if isinstance(value, list):
-        for item in value:
-            _default(item, node.get("items"))
+        items = node.get("items")
+        for i in range(len(value)):
+            if value[i] is None and isinstance(items, Mapping) and _non_nullable(items):
+                value[i] = copy.deepcopy(items.get("default"))
+            _default(value[i], items)
         return
     if not isinstance(value, dict):
         return
     properties = node.get("properties")
     props: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
     for key, prop in props.items():
-        if not isinstance(prop, Mapping) or "default" not in prop or prop["default"] is None:
+        if not isinstance(prop, Mapping) or prop.get("default") is None:
             continue
-        missing = key not in value
-        if missing or (value[key] is None and prop.get("nullable") is not True):
+        if key not in value or (value[key] is None and _non_nullable(prop)):
             value[key] = copy.deepcopy(prop["default"])
     additional = node.get("additionalProperties")
-    for key, sub in value.items():
+    for key in list(value):
         if key in props:
-            _default(sub, props[key])
+            _default(value[key], props[key])
         elif isinstance(additional, Mapping):
-            _default(sub, additional)
+            if value[key] is None and _non_nullable(additional):
+                value[key] = copy.deepcopy(additional.get("default"))
+            _default(value[key], additional)

@@ -1258,14 +1258,16 @@ def _check_value(
         bad(f"is a {type(value).__name__}, which is not a JSON value")
         return
     node_type = node.get("type")
+    int_or_string = node.get("x-kubernetes-int-or-string") is True
     if (
-        branch
-        and not node_type
+        not node_type
+        and (branch or (int_or_string and where == "default"))
         and not isinstance(value, str | list)
         and effective_format(None, node.get("format")) is not None
     ):
         # kube-openapi's type check of a typeless node with a format: only a string or a
-        # list passes it (a number is "int64" or "float64", not the format).
+        # list passes it (a number is "int64" or "float64", not the format). Objects see
+        # an int-or-string node as typed integer-or-string; its default is checked alone.
         bad(f"must be of type {node['format']}")
         return
     if node.get("x-kubernetes-int-or-string") is True:
