@@ -49,6 +49,7 @@ from setpoint.api import kinds
 from setpoint.api.errors import SetpointError
 from setpoint.api.kinds import ResourceInfo
 from setpoint.api.meta import finalizers_of, metadata_of
+from setpoint.api.metadata import METADATA_LIST_ACCEPT
 from setpoint.client.client import Client, check_continue_token
 from setpoint.client.errors import ApiError, ClientError, Expired, MethodNotAllowed, NotFound
 from setpoint.client.kubeconfig import load_kubeconfig
@@ -90,7 +91,6 @@ __all__ = [
     "table_lines",
 ]
 
-_METADATA_ONLY = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"
 _PAGE = 500
 _CONCURRENT_LISTS = 8
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -637,7 +637,7 @@ async def _list_metadata(
             params["continue"] = token
         try:
             response = await client.transport.request(
-                "GET", path, params=params, accept=_METADATA_ONLY
+                "GET", path, params=params, accept=METADATA_LIST_ACCEPT
             )
         except Expired:
             if token is None:
@@ -645,7 +645,7 @@ async def _list_metadata(
             # The snapshot expired mid-way: start over from a fresh one, unpaginated.
             items.clear()
             token = None
-            response = await client.transport.request("GET", path, accept=_METADATA_ONLY)
+            response = await client.transport.request("GET", path, accept=METADATA_LIST_ACCEPT)
         body = response.body if isinstance(response.body, dict) else {}
         for item in body.get("items") or []:
             if isinstance(item, dict):
