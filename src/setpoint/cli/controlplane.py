@@ -24,7 +24,7 @@ from setpoint.testing.controlplane import (
     find_binaries,
     selected_kubernetes_version,
 )
-from setpoint.testing.supervisor import plane_dir, read_state
+from setpoint.testing.supervisor import PlaneState, plane_dir, read_state
 
 __all__ = ["register"]
 
@@ -204,13 +204,8 @@ def _clean() -> int:
 def _cmd_load_image(args: argparse.Namespace) -> int:
     from setpoint.testing.nodes import import_image, running_nodes
 
-    state = read_state(args.name)
+    state = _running_state(args.name, "--nodes N ")
     if state is None:
-        print(
-            f"setpoint: control plane {args.name!r} is not running; start it with "
-            f"`setpoint controlplane up --nodes N --name {args.name}`",
-            file=sys.stderr,
-        )
         return 1
     sockets = running_nodes(Path(state.kubeconfig).parent)
     try:
@@ -222,14 +217,21 @@ def _cmd_load_image(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_env(args: argparse.Namespace) -> int:
-    state = read_state(args.name)
+def _running_state(name: str, up_options: str = "") -> PlaneState | None:
+    """The named plane's state, or ``None`` after saying how to start it."""
+    state = read_state(name)
     if state is None:
         print(
-            f"setpoint: control plane {args.name!r} is not running; start it with "
-            f"`setpoint controlplane up --name {args.name}`",
+            f"setpoint: control plane {name!r} is not running; start it with "
+            f"`setpoint controlplane up {up_options}--name {name}`",
             file=sys.stderr,
         )
+    return state
+
+
+def _cmd_env(args: argparse.Namespace) -> int:
+    state = _running_state(args.name)
+    if state is None:
         return 1
     print(_export_line(state.kubeconfig))
     return 0
