@@ -41,7 +41,8 @@ def _setpoint(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[s
 class Cluster:
     """The plane started by `setpoint controlplane up --nodes 2`, driven with kubectl."""
 
-    def __init__(self, kubeconfig: str, work: Path) -> None:
+    def __init__(self, name: str, kubeconfig: str, work: Path) -> None:
+        self.name = name
         self.kubeconfig = kubeconfig
         self.work = work
         kubectl = find_binaries().kubectl
@@ -104,7 +105,7 @@ def cluster(tmp_path: Path, host_before: dict[str, Any]) -> Iterator[Cluster]:
     assert up.returncode == 0, up.stderr
     kubeconfig = up.stdout.strip().removeprefix("export KUBECONFIG=")
     try:
-        yield Cluster(kubeconfig, tmp_path)
+        yield Cluster(name, kubeconfig, tmp_path)
     finally:
         down = _setpoint("down", "--name", name)
         plane_dir = str(Path(kubeconfig).parent)
@@ -122,7 +123,8 @@ def test_two_nodes_run_a_deployment_that_a_pod_reaches_through_a_service(
 ) -> None:
     """`setpoint controlplane up --nodes 2` runs a Deployment a Pod reaches through a Service.
 
-    Two real nodes (kubelet, containerd, kube-proxy) join the plane and turn Ready; an
+    Two real nodes (kubelet, containerd, kube-proxy) join the plane and turn Ready; a
+    second plane with nodes is refused before it starts anything; an
     image built here is loaded into both with `setpoint controlplane load-image`; a
     Deployment of it (non-root, read-only root filesystem, HTTP readiness probe) becomes
     Available through the plane's scheduler and controllers; a Pod on the other node gets
@@ -131,9 +133,16 @@ def test_two_nodes_run_a_deployment_that_a_pod_reaches_through_a_service(
     """
     nodes = cluster.kc("get", "nodes", "-o", "jsonpath={.items[*].metadata.name}").split()
     assert sorted(nodes) == ["setpoint-node1", "setpoint-node2"]
+    # A second plane with nodes is refused before it starts anything: the names are taken.
+    second = _setpoint("up", "--nodes", "1", "--name", f"cluster-second-{os.getpid()}")
+    shutil.rmtree(supervisor_dir(f"cluster-second-{os.getpid()}"), ignore_errors=True)
+    assert second.returncode == 2 and "setpoint0" in second.stderr, second.stderr
+    assert "exist already" in second.stderr
     archive = tmp_path / "web.oci.tar"
     _web_image(archive)
-    load = _setpoint("load-image", str(archive), "--name", f"cluster-test-{os.getpid()}")
+    missing = _setpoint("load-image", str(tmp_path / "missing.tar"), "--name", cluster.name)
+    assert missing.returncode == 1 and "missing.tar" in missing.stderr, missing.stderr
+    load = _setpoint("load-image", str(archive), "--name", cluster.name)
     assert load.returncode == 0, load.stderr
     assert "2 node(s)" in load.stdout
 
