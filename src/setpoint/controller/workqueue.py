@@ -47,6 +47,12 @@ Guarantees
 - **Per-key cap** (optional, :class:`~setpoint.controller.ratelimit.PerKeyLimit`). A key starts
   processing at most N times per sliding window; adds beyond that are deferred until the window
   allows, never dropped. The cap holds against every kind of add, including plain ``add``.
+- **Fairness** (optional, ``fair_by``). Keys are grouped by a function of the key (a
+  controller uses the namespace), and within one priority the queue hands out the groups'
+  ready keys round-robin, each group's first-in first-out, instead of in one global
+  first-in first-out order. A namespace with 10,000 queued objects then delays a namespace
+  with 10 by at most one key per turn instead of by its whole backlog (kubernetes#25744).
+  Every other guarantee here holds unchanged; see "Fair order" below.
 - **Shutdown.** :meth:`~WorkQueue.shutdown` stops handing out keys at once: every pending and
   future :meth:`~WorkQueue.get` raises :class:`ShutDown`, waiting keys are dropped and later adds
   are ignored. :meth:`~WorkQueue.shutdown_with_drain` then waits for in-flight keys.
@@ -60,6 +66,18 @@ being processed that is not waiting is just *in flight*. ``done`` turns a dirty 
 ready or delayed one. Only ready entries can be handed out, and an entry becomes ready only when
 its key is not in flight, so exclusivity holds without a scan. Heap entries are invalidated
 lazily (a generation number), which keeps add, get and done at O(log n).
+
+Fair order
+----------
+With ``fair_by``, a ready entry's place within its priority is not its arrival number but a
+*tag*: ``max(V, last) + 1``, where ``last`` is the tag of the group's newest ready entry at
+that priority and ``V`` the tag of the latest entry handed out at that priority (start-time
+fair queueing with unit costs). Tags grow by one per key within a group, so the heap orders
+the groups' keys in rounds: every group with ready keys gets one key per round, in its own
+arrival order, and ties go to the earlier arrival. A group that was idle starts at ``V + 1``:
+it neither saves up turns while idle nor waits behind the backlog of the others. A key moved
+up to a higher priority takes a new tag there. Cost: one call of ``fair_by`` per key becoming
+ready and two small dict updates per ready key; state is kept only for groups with ready keys.
 
 The queue belongs to one event loop: call its methods from that loop's thread. Waiting uses
 futures and one timer handle; nothing polls.
@@ -88,7 +106,7 @@ import contextlib
 import heapq
 import math
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Final, Generic, TypeVar
@@ -186,6 +204,7 @@ class _Entry(Generic[K]):
         "requested",
         "stamp",
         "state",
+        "tenant",
     )
 
     def __init__(self, key: K, priority: int, requested: float | None, stamp: int | None) -> None:
@@ -204,6 +223,7 @@ class _Entry(Generic[K]):
         self.due = 0.0  # when a delayed entry becomes ready
         self.ready_since = 0.0  # for workqueue_queue_duration_seconds
         self.counted_priority = priority  # the workqueue_depth series this entry is counted in
+        self.tenant: Hashable = None  # the fair group it is counted in while ready (fair only)
 
 
 # Heaps may hold this many stale items beyond twice their live count before being rebuilt.
@@ -224,6 +244,10 @@ class WorkQueue(Generic[K]):
             Default ``None``: report nothing.
         clock: Time source and timers. Default: the running loop's clock. Tests pass a
             :class:`~setpoint.api.clock.ManualClock`.
+        fair_by: Groups keys for fair order (see "Fairness" in the module docstring): ready
+            keys of one priority are handed out round-robin between the groups this function
+            names. It is called once each time a key becomes ready, so keep it cheap and
+            pure. Default ``None``: one first-in first-out order for all keys.
 
     """
 
@@ -235,6 +259,7 @@ class WorkQueue(Generic[K]):
         rate_limiter: RateLimiter[K] | None = None,
         metrics: WorkQueueMetricsProvider | None = None,
         clock: Clock | None = None,
+        fair_by: Callable[[K], Hashable] | None = None,
     ) -> None:
         if not name:
             raise ValueError(
@@ -242,6 +267,11 @@ class WorkQueue(Generic[K]):
                 "in errors and metrics"
             )
         options = options if options is not None else WorkQueueOptions()
+        if fair_by is not None and not callable(fair_by):
+            raise TypeError(
+                f"work queue {name!r}: fair_by must be a function from a key to its group "
+                f"(for example lambda key: key.namespace), not {fair_by!r}"
+            )
         if rate_limiter is not None and options.rate_limits != RateLimiterOptions():
             raise ValueError(
                 f"work queue {name!r}: pass either rate_limiter or options.rate_limits, not "
@@ -271,6 +301,11 @@ class WorkQueue(Generic[K]):
         # key -> processing start; insertion order is start order, so the first is the oldest.
         self._processing: dict[K, float] = {}
         self._seq = 0
+        # Fair order (only with fair_by): per priority, the tag of the latest entry handed
+        # out; per (priority, group) with ready entries, [newest tag, ready entries].
+        self._fair_by = fair_by
+        self._fair_vtime: dict[int, int] = {}
+        self._fair_groups: dict[tuple[int, Hashable], list[int]] = {}
 
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._drainers: list[asyncio.Future[bool]] = []
@@ -300,6 +335,11 @@ class WorkQueue(Generic[K]):
     def ready_count(self) -> int:
         """Keys that a worker could take right now (what ``workqueue_depth`` reports)."""
         return self._ready_count
+
+    @property
+    def fair(self) -> bool:
+        """Whether the queue hands out ready keys round-robin between groups (``fair_by``)."""
+        return self._fair_by is not None
 
     @property
     def in_flight_count(self) -> int:
@@ -457,6 +497,8 @@ class WorkQueue(Generic[K]):
         self._delayed.clear()
         self._ready_count = 0
         self._delayed_count = 0
+        self._fair_vtime.clear()
+        self._fair_groups.clear()
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
@@ -558,11 +600,15 @@ class WorkQueue(Generic[K]):
         gen = self._next_seq()
         entry.state = _READY
         entry.gen = gen
-        entry.fifo = gen
+        if self._fair_by is None:
+            entry.fifo = gen
+        else:
+            entry.tenant = self._fair_by(entry.key)
+            entry.fifo = self._fair_tag(entry.priority, entry.tenant)
         entry.requested = None
         entry.ready_since = now
         entry.counted_priority = entry.priority
-        heapq.heappush(self._ready, (-entry.priority, gen, gen, entry))
+        heapq.heappush(self._ready, (-entry.priority, entry.fifo, gen, entry))
         self._ready_count += 1
         self._metrics.added()
         self._metrics.depth_changed(entry.priority, 1)
@@ -571,6 +617,10 @@ class WorkQueue(Generic[K]):
     def _raise_ready(self, entry: _Entry[K], priority: int) -> None:
         self._metrics.depth_changed(entry.counted_priority, -1)
         gen = self._next_seq()
+        if self._fair_by is not None:
+            # A new tag among the groups of the new priority.
+            self._fair_leave(entry.priority, entry.tenant)
+            entry.fifo = self._fair_tag(priority, entry.tenant)
         entry.priority = priority
         entry.counted_priority = priority
         entry.gen = gen
@@ -605,6 +655,11 @@ class WorkQueue(Generic[K]):
                 del self._entries[entry.key]
                 entry.gen = 0  # leaves the queue: no heap item may match it again
                 self._ready_count -= 1
+                if self._fair_by is not None:
+                    vtime = self._fair_vtime
+                    if entry.fifo > vtime.get(entry.priority, 0):
+                        vtime[entry.priority] = entry.fifo
+                    self._fair_leave(entry.priority, entry.tenant)
                 return entry
         return None  # unreachable while _ready_count is right; kept for safety
 
@@ -617,6 +672,26 @@ class WorkQueue(Generic[K]):
         self._metrics.depth_changed(entry.counted_priority, -1)
         self._metrics.observe_queue_duration(now - entry.ready_since)
         return key, entry.priority
+
+    def _fair_tag(self, priority: int, tenant: Hashable) -> int:
+        """Give one more ready entry of ``tenant`` at ``priority`` its place in the rounds."""
+        group = self._fair_groups.get((priority, tenant))
+        start = self._fair_vtime.get(priority, 0)
+        if group is None:
+            self._fair_groups[(priority, tenant)] = [start + 1, 1]
+            return start + 1
+        tag = max(start, group[0]) + 1
+        group[0] = tag
+        group[1] += 1
+        return tag
+
+    def _fair_leave(self, priority: int, tenant: Hashable) -> None:
+        """One ready entry of ``tenant`` at ``priority`` left it (taken or moved up)."""
+        group = self._fair_groups[(priority, tenant)]
+        group[1] -= 1
+        if not group[1]:
+            # Nothing of it is ready: it restarts at the current round when it comes back.
+            del self._fair_groups[(priority, tenant)]
 
     def _wake_one(self) -> None:
         while self._waiters:

@@ -4,7 +4,9 @@ The model keeps, per key, whether it has been requested since its last start, th
 time requested, the highest priority requested, and whether it is in flight. After every
 operation the queue must agree with the model on what is ready, waiting and in flight; every
 key handed out must be ready in the model and of the highest ready priority; and at the end,
-with time run forward and all work finished, no request may be left unserved.
+with time run forward and all work finished, no request may be left unserved. The same
+model holds for a fair queue (``fair_by``): fairness changes only the order among ready keys
+of one priority, which the model leaves open.
 """
 
 from __future__ import annotations
@@ -59,9 +61,13 @@ def _model_ready(model: dict[str, _KeyModel], now: float) -> dict[str, _KeyModel
     }
 
 
-async def _run(operations: list[tuple[object, ...]]) -> None:
+def _group(key: str) -> str:
+    return "ab" if key in "ab" else "cde"
+
+
+async def _run(operations: list[tuple[object, ...]], *, fair: bool = False) -> None:
     clock = ManualClock()
-    queue: WorkQueue[str] = WorkQueue("model", clock=clock)
+    queue: WorkQueue[str] = WorkQueue("model", clock=clock, fair_by=_group if fair else None)
     model = {key: _KeyModel() for key in KEYS}
     in_flight: list[str] = []
 
@@ -132,3 +138,9 @@ async def _run(operations: list[tuple[object, ...]]) -> None:
 @given(st.lists(operation, max_size=60))
 def test_queue_agrees_with_reference_model(operations: list[tuple[object, ...]]) -> None:
     asyncio.run(_run(operations))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(operation, max_size=60))
+def test_fair_queue_agrees_with_reference_model(operations: list[tuple[object, ...]]) -> None:
+    asyncio.run(_run(operations, fair=True))
