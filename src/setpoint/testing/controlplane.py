@@ -969,9 +969,15 @@ class ControlPlane:
             return False, f"/healthz: HTTP {exc.code}"
 
     def logs(self) -> Iterator[tuple[str, Path]]:
-        """Each component's name and log file, for attaching to failed test reports."""
+        """Each component's name and log file, for attaching to failed test reports.
+
+        With nodes, their daemons' logs too (kube-scheduler, each containerd, kubelet and
+        kube-proxy).
+        """
         for proc in self._processes:
             yield proc.name, proc.log_path
+        if self.nodes is not None:
+            yield from self.nodes.logs()
 
 
 def _safe(name: str) -> str:

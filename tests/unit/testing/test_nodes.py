@@ -447,3 +447,11 @@ def test_load_image_into_a_plane_that_does_not_run_says_how_to_start_one(
     monkeypatch.setenv("SETPOINT_CACHE_DIR", str(tmp_path))
     assert main(["controlplane", "load-image", "image.tar", "--name", "t"]) == 1
     assert "`setpoint controlplane up --nodes N --name t`" in capsys.readouterr().err
+
+
+def test_a_plane_with_nodes_lists_the_nodes_logs(tmp_path: Path) -> None:
+    plane = ControlPlane()
+    plane.nodes = NodeSet(1, tmp_path, bin_dir=tmp_path)
+    node = plane.nodes.nodes[0]
+    node.kubelet = _Process("setpoint-node1 kubelet", ["true"], tmp_path / "kubelet.log")
+    assert list(plane.logs()) == [("setpoint-node1 kubelet", tmp_path / "kubelet.log")]
