@@ -21,10 +21,11 @@ client, cache, metrics and event recorder. Every builder method returns the buil
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
-from typing import Any, Self
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, Literal, Self
 
 from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.keys import ObjectKey
 from setpoint.api.metadata import Metadata
 from setpoint.api.types import Kind, TypedObject, split_kind
 from setpoint.cache.cache import Cache
@@ -244,6 +245,16 @@ class Builder:
     def needs_leader_election(self, needed: bool) -> Self:
         """Whether the controller runs only while this process leads (default ``True``)."""
         self._options = dataclasses.replace(self._options, needs_leader_election=needed)
+        return self
+
+    def fair_by(
+        self, by: Literal["namespace"] | Callable[[ObjectKey], Hashable] | None = "namespace"
+    ) -> Self:
+        """Hand out queued keys round-robin between namespaces (or groups ``by`` returns).
+
+        Off by default; see ``ControllerOptions.fair_by`` and the guide's "Fair queues".
+        """
+        self._options = dataclasses.replace(self._options, fair_by=by)
         return self
 
     @property

@@ -7,11 +7,16 @@ by namespace. Time is a ManualClock; nothing sleeps.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from setpoint.api.clock import ManualClock
+from setpoint.api.gvk import GroupVersionKind
+from setpoint.api.keys import ObjectKey
+from setpoint.cache import Cache
+from setpoint.controller import Builder, Context, ControllerOptions, Request, Result
 from setpoint.controller.ratelimit import RateLimiterOptions
 from setpoint.controller.workqueue import Priority, ShutDown, WorkQueue, WorkQueueOptions
 from setpoint.observability.metrics import Metrics
@@ -229,3 +234,72 @@ async def test_depth_metric_counts_ready_keys_per_priority_as_without_fairness()
 def test_fair_by_must_be_callable() -> None:
     with pytest.raises(TypeError, match="fair_by must be a function"):
         WorkQueue("fair", fair_by="namespace", clock=ManualClock())  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------
+# The controller option
+
+
+async def reconcile(ctx: Context, request: Request) -> Result | None:
+    return None
+
+
+def build(builder: Builder) -> Any:
+    client: Any = object()  # building never talks to the API
+    return builder.build(reconcile, client=client, cache=Cache(client))
+
+
+async def queued_order(controller: Any, keys: list[ObjectKey]) -> list[ObjectKey]:
+    queue: WorkQueue[ObjectKey] = controller.queue
+    for key in keys:
+        queue.add(key)
+    order = []
+    while queue.ready_count:
+        key = await asyncio.wait_for(queue.get(), 5.0)
+        order.append(key)
+        queue.done(key)
+    return order
+
+
+KIND = GroupVersionKind("test.setpoint.dev", "v1", "Tenant")
+BACKLOG = [ObjectKey("big", f"o{n}") for n in range(50)] + [
+    ObjectKey("small", f"o{n}") for n in range(2)
+]
+
+
+async def test_builder_fair_by_namespace_makes_the_controller_queue_fair() -> None:
+    clock = ManualClock()
+    options = ControllerOptions(clock=clock)
+    fair = build(Builder("fair").for_(KIND).with_options(options).fair_by())
+    plain = build(Builder("plain").for_(KIND).with_options(options))
+    assert fair.options.fair_by == "namespace" and fair.queue.fair
+    assert plain.options.fair_by is None and not plain.queue.fair
+    assert (await queued_order(fair, BACKLOG))[:4] == [
+        ObjectKey("big", "o0"),
+        ObjectKey("small", "o0"),
+        ObjectKey("big", "o1"),
+        ObjectKey("small", "o1"),
+    ]
+    assert (await queued_order(plain, BACKLOG))[50:] == BACKLOG[50:]
+
+
+async def test_fair_by_function_groups_by_what_it_returns() -> None:
+    def tenant(key: ObjectKey) -> str:
+        return key.name.split(".", 1)[0]  # cluster-scoped objects named "<tenant>.<name>"
+
+    options = ControllerOptions(clock=ManualClock(), fair_by=tenant)
+    controller = build(Builder("by-name").for_(KIND).with_options(options))
+    keys = [ObjectKey("", f"a.{n}") for n in range(3)] + [ObjectKey("", "b.0")]
+    assert [key.name for key in await queued_order(controller, keys)] == [
+        "a.0",
+        "b.0",
+        "a.1",
+        "a.2",
+    ]
+
+
+def test_fair_by_rejects_unknown_names_and_non_functions() -> None:
+    with pytest.raises(ValueError, match="only named grouping is 'namespace'"):
+        ControllerOptions(fair_by="tenant")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="fair_by must be 'namespace'"):
+        ControllerOptions(fair_by=3)  # type: ignore[arg-type]
