@@ -1258,16 +1258,7 @@ def _check_value(
         bad(f"is a {type(value).__name__}, which is not a JSON value")
         return
     node_type = node.get("type")
-    int_or_string = node.get("x-kubernetes-int-or-string") is True
-    if (
-        not node_type
-        and (branch or (int_or_string and where == "default"))
-        and not isinstance(value, str | list)
-        and effective_format(None, node.get("format")) is not None
-    ):
-        # kube-openapi's type check of a typeless node with a format: only a string or a
-        # list passes it (a number is "int64" or "float64", not the format). Objects see
-        # an int-or-string node as typed integer-or-string; its default is checked alone.
+    if not node_type and _typeless_format_refuses(value, node, branch=branch, where=where):
         bad(f"must be of type {node['format']}")
         return
     if node.get("x-kubernetes-int-or-string") is True:
@@ -1304,6 +1295,25 @@ def _check_value(
         _check_junctors(value, node, path, errors, where=where, bad=bad, stack=stack, branch=branch)
     finally:
         stack.discard(id(value))
+
+
+def _typeless_format_refuses(
+    value: Any, node: Mapping[str, Any], *, branch: int, where: str
+) -> bool:
+    """kube-openapi's type check of a node without a type but with a format.
+
+    Only a string or a list passes it (a number's type is not among the node's types,
+    which are none, even with ``format: int64``). For an object, the server has stripped the
+    formats it does not support and sees an int-or-string node as typed, so only
+    junctor branches with a supported string format refuse. A default is checked against
+    its node alone, unstripped: any format counts, on int-or-string nodes too.
+    """
+    fmt = node.get("format")
+    if isinstance(value, str | list) or not isinstance(fmt, str) or not fmt:
+        return False
+    if where != "default":
+        return bool(branch) and effective_format(None, fmt) is not None
+    return bool(branch) or node.get("x-kubernetes-int-or-string") is True
 
 
 def _check_junctors(
