@@ -257,6 +257,16 @@ class Builder:
         self._options = dataclasses.replace(self._options, fair_by=by)
         return self
 
+    def kstatus_conditions(self, enabled: bool = True) -> Self:
+        """Maintain the conditions Argo CD, Flux and kstatus read (default off).
+
+        ``status.observedGeneration``, ``Ready``, ``Reconciling`` and ``Stalled`` follow each
+        reconcile's outcome; see ``ControllerOptions.kstatus_conditions`` and
+        :mod:`setpoint.controller.health`.
+        """
+        self._options = dataclasses.replace(self._options, kstatus_conditions=enabled)
+        return self
+
     @property
     def options(self) -> ControllerOptions:
         """The run options so far."""

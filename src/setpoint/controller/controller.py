@@ -28,6 +28,10 @@ any other exception (a bug)               as above, and ``reconcile_panics_total
 cleanup)                                  backoff; ``errors_total`` (and ``panics`` as above)
 ========================================  =================================================
 
+With ``ControllerOptions.kstatus_conditions`` the outcome is also reported on the object,
+in ``status.observedGeneration`` and the ``Ready``, ``Reconciling`` and ``Stalled``
+conditions Argo CD, Flux and kstatus read (:mod:`setpoint.controller.health`).
+
 With finalizer handlers (``Builder.finalizer``), each reconcile first runs the finalizer
 step (:mod:`setpoint.controller.finalizers`): missing finalizers are added before reconcile
 is called, and for an object being deleted (or gone) the cleanups run *instead of*
@@ -82,7 +86,7 @@ from setpoint.api.conditions import validate_condition
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.jsonvalues import copy_json
 from setpoint.api.keys import ObjectKey
-from setpoint.api.meta import JsonObject, key_of
+from setpoint.api.meta import JsonObject, generation_of, key_of
 from setpoint.api.runnable import RunnableGroup
 from setpoint.api.validation import is_qualified_name
 from setpoint.cache.cache import Cache, decode_typed
@@ -101,6 +105,7 @@ from setpoint.controller.handlers import (
     controller_owner_key,
     mapper_takes_reader,
 )
+from setpoint.controller.health import Outcome, apply_outcome, holds_outcome
 from setpoint.controller.pause import (
     PAUSED_ANNOTATION,
     PAUSED_CONDITION,
@@ -215,6 +220,13 @@ class ControllerOptions:
     Default ``None``: one first-in first-out order, as controller-runtime (decision 0030
     says why fairness is not the default)."""
 
+    kstatus_conditions: bool = False
+    """Maintain ``status.observedGeneration`` and the ``Ready``, ``Reconciling`` and
+    ``Stalled`` conditions that Argo CD, Flux and kstatus read, from each reconcile's outcome
+    (on ``for_`` objects of a kind with a status subresource; see
+    :mod:`setpoint.controller.health`). Default ``False``; the scaffold turns it on. Needs
+    ``terminal_condition="Stalled"``, kstatus' name."""
+
     clock: Clock | None = None
     """Where the work queue (``Result(requeue_after=...)`` requeues, retry backoff) and the
     reconcile timeout read time and set timers (a test seam). ``None``: the manager's
@@ -250,6 +262,11 @@ class ControllerOptions:
             raise TypeError(
                 f"ControllerOptions.fair_by must be 'namespace', a function of the ObjectKey "
                 f"or None, not {type(self.fair_by).__name__}"
+            )
+        if self.kstatus_conditions and self.terminal_condition != STALLED_CONDITION:
+            raise ValueError(
+                "ControllerOptions.kstatus_conditions needs terminal_condition='Stalled' (the "
+                f"condition kstatus reads as failed), not {self.terminal_condition!r}"
             )
         sync = self.cache_sync_timeout
         if (sync is not None and sync <= 0) or self.mapper_timeout <= 0:
@@ -394,6 +411,9 @@ class Controller:
         # object cannot carry the condition, and a success need not decode it to check.
         terminal = self._options.terminal_condition
         self._condition_json = orjson.dumps(terminal) if terminal is not None else b""
+        # kstatus conditions (ControllerOptions.kstatus_conditions), until the kind's status
+        # schema is seen to prune them.
+        self._health = self._options.kstatus_conditions and self._conditions is not None
         # Keys this process has seen paused (its Event was written): the Event is written once.
         self._paused_keys: set[ObjectKey] = set()
         self._gate: KeyGate | None = None
@@ -835,19 +855,26 @@ class Controller:
                 if span is not None:
                     span.failed(error)
                 self._failed(ctx, key, priority, error)
+                if self._health:
+                    await self._report_health(ctx, key, seen, Outcome.RETRYING, error)
             except Exception as exc:
                 if span is not None:
                     span.failed(exc)
                 subject = (self._for_kind, key) if self._for_kind is not None else None
                 reason = None if isinstance(exc, CleanupFailed) else terminal_reason(exc, subject)
                 if reason is not None:
-                    await self._terminal_failure(ctx, key, _fingerprint_of(seen), exc, reason)
+                    await self._terminal_failure(ctx, key, seen, exc, reason)
                 else:
                     self._failed(ctx, key, priority, exc)
+                    if self._health and not isinstance(exc, CleanupFailed):
+                        await self._report_health(ctx, key, seen, Outcome.RETRYING, exc)
             else:
                 read = reads.first
                 self._queue.forget(key)
-                await self._clear_stalled(ctx, key)
+                if self._health:
+                    await self._report_health(ctx, key, seen, Outcome.SUCCEEDED)
+                else:
+                    await self._clear_stalled(ctx, key)
                 if result.requeue_after is not None:
                     self._queue.add_after(key, result.requeue_after, priority=priority)
                     self._count("requeue_after")
@@ -919,13 +946,18 @@ class Controller:
         return self._reconcile(ctx, key)  # type: ignore[no-any-return]
 
     async def _terminal_failure(
-        self, ctx: Context, key: ObjectKey, before: Hashable, exc: Exception, reason: str
+        self,
+        ctx: Context,
+        key: ObjectKey,
+        seen: bytes | JsonObject | None,
+        exc: Exception,
+        reason: str,
     ) -> None:
         """Record a terminal error: no retry until the object changes, an Event, a condition."""
         self._queue.forget(key)
         self._count("error", terminal=True)
         if self._for_kind is not None:
-            self._terminal[key] = before
+            self._terminal[key] = _fingerprint_of(seen)
         message = message_of(exc)
         repeats = self._repeats.seen(exc)
         traceback = isinstance(exc, TerminalError) and repeats == 1
@@ -950,8 +982,71 @@ class Controller:
                 obj, "Warning", reason, f"{message} (retried when the object changes)"
             )
         condition = self._options.terminal_condition
-        if condition is not None and self._conditions is not None:
+        if self._health:
+            await self._write_health(ctx, obj, seen, Outcome.STALLED, reason, message)
+        elif condition is not None and self._conditions is not None:
             await self._conditions.set(ctx.client, obj, condition, reason, message, ctx.log)
+
+    async def _report_health(
+        self,
+        ctx: Context,
+        key: ObjectKey,
+        seen: bytes | JsonObject | None,
+        outcome: Outcome,
+        error: BaseException | None = None,
+    ) -> None:
+        """Write the kstatus conditions for a reconcile's ``outcome`` (see ``_write_health``)."""
+        reporter = self._conditions
+        if reporter is None or seen is None:
+            return
+        try:
+            obj = await ctx.reader.get(reporter.kind, key.name, namespace=key.namespace or None)
+        except NotFound:
+            return
+        except (ClientError, CacheError) as problem:
+            ctx.log.warning("Could not read the object to report its health", error=str(problem))
+            return
+        message = message_of(error) if error is not None else ""
+        await self._write_health(ctx, obj, seen, outcome, "", message)
+
+    async def _write_health(  # noqa: PLR0917 - private, one shape for both callers
+        self,
+        ctx: Context,
+        obj: JsonObject,
+        seen: bytes | JsonObject | None,
+        outcome: Outcome,
+        reason: str,
+        message: str,
+    ) -> None:
+        """Report ``outcome`` for the generation the reconcile acted on (``seen``'s).
+
+        Transitions only (:func:`~setpoint.controller.health.apply_outcome`); nothing for an
+        object being deleted (kstatus reads it as Terminating) or of a kind without
+        generations. A write the kind's status schema prunes turns the conditions off for
+        this controller, with a warning, instead of rewriting them on every reconcile.
+        """
+        reporter = self._conditions
+        if reporter is None or seen is None or not self._health:
+            return
+        generation = generation_of(Store.decode(seen))
+        if generation <= 0 or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return
+        stalled = self._options.terminal_condition or STALLED_CONDITION
+
+        def mutate(current: JsonObject) -> None:
+            apply_outcome(current, outcome, generation, stalled, reason, message)
+
+        written = await reporter.update(
+            ctx.client, obj, mutate, ctx.log, "Could not write the kstatus conditions"
+        )
+        if written is not None and not holds_outcome(written, generation):
+            self._health = False
+            ctx.log.warning(
+                "The status schema dropped status.observedGeneration: kstatus conditions are "
+                "off for this controller. Declare observedGeneration and conditions in the "
+                "kind's status schema",
+                kind=str(reporter.kind),
+            )
 
     async def _paused(self, key: ObjectKey, snapshot: bytes | JsonObject) -> bool:
         """Whether ``key`` is paused for this controller; report a pause's start and end.

@@ -13,12 +13,13 @@ Finalizer cleanups (``<finalizer>.CleanupFailed``) and terminal errors (``Stalle
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from setpoint.api.conditions import ConditionError, remove_condition, set_condition
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.meta import JsonObject, generation_of
+from setpoint.client._safebase import OperationResult
 from setpoint.client._status import update_status
 from setpoint.client.errors import ClientError, NotFound
 from setpoint.client.protocols import ApiClient
@@ -84,14 +85,34 @@ class ConditionReporter:
 
         await self._write(client, obj, mutate, log, f"Could not remove the {type} condition")
 
+    async def update(
+        self,
+        client: ApiClient,
+        obj: Mapping[str, Any],
+        mutate: Callable[[JsonObject], None],
+        log: Logger,
+        problem: str,
+    ) -> JsonObject | None:
+        """Change ``obj``'s status with ``mutate``; return the written object, if one was.
+
+        ``None`` when nothing changed (no request), the kind has no status subresource, the
+        object is gone, or the write failed (logged as a warning with ``problem``).
+        """
+        return await self._write(client, obj, mutate, log, problem)
+
     async def _write(
         self, client: ApiClient, obj: Mapping[str, Any], mutate: Any, log: Logger, problem: str
-    ) -> None:
+    ) -> JsonObject | None:
         if not await self.has_status(client, log):
-            return
+            return None
         try:
-            await update_status(client, dict(obj), mutate)
+            result = await update_status(client, dict(obj), mutate)
         except NotFound:
-            return
+            return None
         except (ClientError, ConditionError, ValueError) as exc:
             log.warning(problem, error=str(exc))
+            return None
+        if result.outcome is not OperationResult.UPDATED:
+            return None
+        written: JsonObject = result.object
+        return written
