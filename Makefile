@@ -60,7 +60,7 @@ cluster-deps:
 
 # tests/cluster (marker `cluster`; as root, after `make cluster-deps`): a plane with two real
 # nodes runs a Deployment behind a Service, and `setpoint controlplane down` leaves nothing
-# behind (~25 s once kubelet, kube-proxy and kube-scheduler are built: ~1 min with the plane's
+# behind (~30 s once kubelet, kube-proxy and kube-scheduler are built: ~1 min with the plane's
 # Go cache warm). Not part of `make test` or CI.
 test-cluster: controlplane bytecode
 	$(PY) -m setpoint controlplane build --nodes
