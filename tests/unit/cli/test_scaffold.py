@@ -139,6 +139,8 @@ def test_create_api_adds_the_kind_and_wires_its_controller(project: Path) -> Non
         assert (project / path).is_file(), path
     wiring = (project / "shop_op/controllers/__init__.py").read_text()
     assert "cargo_ship.setup(manager)" in wiring
+    controller = (project / "shop_op/controllers/cargo_ship.py").read_text()
+    assert ".for_(CargoShip).kstatus_conditions().build(reconcile)" in controller
     crd = yaml.safe_load((project / "config/crd/kustomization.yaml").read_text())
     assert crd["resources"] == ["bases/ship.example.com_cargoships.yaml"]
     entry = yaml.safe_load((project / "PROJECT").read_text())["resources"][0]
