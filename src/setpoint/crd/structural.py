@@ -48,6 +48,7 @@ from typing import Any
 from setpoint.crd.errors import SchemaPath, StructuralError
 from setpoint.crd.formats import (
     NUMBER_FORMATS,
+    STRING_FORMATS,
     effective_format,
     format_problem,
     number_range_problem,
@@ -1241,11 +1242,15 @@ def _check_value(
         return  # the schema node itself is reported by the structural walk
     node = _clean(raw_node, path, [])
     if value is None:
-        # kube-openapi checks only the type and the enum of a null value.
-        if node.get("nullable") is not True and (not branch or node.get("type")):
+        # kube-openapi checks only the type and the enum of a null value. A node without
+        # a type (a branch; an int-or-string node in a default, checked alone) takes it.
+        typeless = not node.get("type") and (
+            branch or (node.get("x-kubernetes-int-or-string") is True and where == "default")
+        )
+        if node.get("nullable") is not True and not typeless:
             bad("null is not allowed here")
-        elif branch and isinstance(node.get("enum"), list) and not _in_enum(None, node["enum"]):
-            bad(f"is not one of {_show(node['enum'])}")
+        elif isinstance(node.get("enum"), list):
+            bad(f"is not one of {_show(node['enum'])} (a null never is)")
         return
     if isinstance(value, list | dict):
         if id(value) in stack:
@@ -1267,7 +1272,11 @@ def _check_value(
             bad("must be an integer or a string")
             return
         node_type = "string" if isinstance(value, str) else "integer"
-    if node_type and not _is_type(value, node_type):
+    if (
+        node_type
+        and not _is_type(value, node_type)
+        and not _format_lets_through(value, node, where)
+    ):
         bad(f"is not of type {node_type}")
         return
     if isinstance(value, float) and not math.isfinite(value):
@@ -1285,7 +1294,7 @@ def _check_value(
                     bad(problem)
             _check_number(value, node, bad)
         if isinstance(value, str):
-            _check_string(value, node, bad)
+            _check_string(value, node, bad, fmt=_checked_format(node, where))
         if isinstance(value, list):
             _check_list(value, node, path, errors, where=where, bad=bad, stack=stack, branch=branch)
         if isinstance(value, dict):
@@ -1295,6 +1304,30 @@ def _check_value(
         _check_junctors(value, node, path, errors, where=where, bad=bad, stack=stack, branch=branch)
     finally:
         stack.discard(id(value))
+
+
+def _format_lets_through(value: Any, node: Mapping[str, Any], where: str) -> bool:
+    """kube-openapi's type check passes a string or a list on a non-numeric node with a format.
+
+    For an object only string nodes keep a format (the server strips the rest), so a list
+    passes a ``type: string`` field with a supported format. A default is checked against
+    its node unstripped: any format on any non-numeric node lets a string or list through.
+    """
+    node_type, fmt = node.get("type"), node.get("format")
+    if not isinstance(value, str | list) or node_type in ("integer", "number"):
+        return False
+    if where == "default":
+        return isinstance(fmt, str) and bool(fmt)
+    return effective_format(node_type, fmt) is not None
+
+
+def _checked_format(node: Mapping[str, Any], where: str) -> str | None:
+    """The string format the server checks on a string value of ``node`` (normalized)."""
+    fmt = node.get("format")
+    if where == "default":  # unstripped: the strfmt registry decides
+        normalized = fmt.replace("-", "") if isinstance(fmt, str) else None
+        return normalized if normalized in STRING_FORMATS else None
+    return effective_format(node.get("type"), fmt)
 
 
 def _typeless_format_refuses(
@@ -1366,10 +1399,9 @@ def _in_enum(value: Any, enum: list[Any]) -> bool:
     integer is an int64 and a number with a fraction a float64, so ``1.5`` matches the
     member ``1`` (truncated), ``1`` matches ``1.0``, and an integer matches the string
     holding that code point (``65`` matches ``"A"``). Nested lists and maps compare
-    exactly, an int64 never equal to a float64. Booleans equal only booleans.
+    exactly, an int64 never equal to a float64. Booleans equal only booleans. A null
+    matches nothing, not even a null member (kube-openapi skips untyped members).
     """
-    if value is None:
-        return any(member is None for member in enum)
     return any(_go_enum_equal(value, member) for member in enum)
 
 
@@ -1532,12 +1564,13 @@ def _is_json_integer(f: float) -> bool:
     return diff / min(abs(f) + abs(g), sys.float_info.max) < 1e-9
 
 
-def _check_string(value: str, node: Mapping[str, Any], bad: Callable[[str], None]) -> None:
+def _check_string(
+    value: str, node: Mapping[str, Any], bad: Callable[[str], None], *, fmt: str | None
+) -> None:
     if node.get("minLength") is not None and len(value) < node["minLength"]:
         bad(f"must be at least {node['minLength']} characters")
     if node.get("maxLength") is not None and len(value) > node["maxLength"]:
         bad(f"must be at most {node['maxLength']} characters")
-    fmt = effective_format(node.get("type"), node.get("format"))
     if fmt is not None and format_problem(value, fmt):
         bad(f"must be of type {node['format']}")
     pattern = node.get("pattern")
