@@ -724,7 +724,7 @@ def import_image(sockets: Sequence[Path], image: str, *, work: Path | None = Non
     with tempfile.TemporaryDirectory(prefix="setpoint-load-", dir=work) as tmp:
         archive = Path(image)
         if not archive.is_file():
-            if "/" in image and Path(image).suffix in (".tar", ".gz"):
+            if image.endswith((".tar", ".tar.gz", ".tgz")) or image.startswith(("/", ".")):
                 raise NodesError(f"{image}: no such archive")
             archive = Path(tmp) / "image.oci.tar"
             _export_image(image, archive)
@@ -820,6 +820,7 @@ class NodeSet:
         self._links: list[str] = []
         self._routes: list[str] = []
         self._plane: ControlPlane | None = None
+        self._owns_record = False
 
     @property
     def names(self) -> list[str]:
@@ -917,12 +918,14 @@ class NodeSet:
         """
         self._plane = plane
         self._before = host_state(self.directory)
-        # For `down --clean` after a crash: what to put back, and where the nodes lived.
+        _run(["ip", "link", "add", HOST_BRIDGE, "type", "bridge"])
+        self._links.append(HOST_BRIDGE)
+        # The bridge is this set's (a second plane racing past preflight fails above): for
+        # `down --clean` after a crash, record what to put back and where the nodes live.
         record = _host_record()
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"directory": str(self.directory), "before": self._before}))
-        _run(["ip", "link", "add", HOST_BRIDGE, "type", "bridge"])
-        self._links.append(HOST_BRIDGE)
+        self._owns_record = True
         _run(["ip", "addr", "add", f"{HOST_IP}/24", "dev", HOST_BRIDGE])
         _run(["ip", "link", "set", HOST_BRIDGE, "up"])
         relay = self._spawn(
@@ -1231,7 +1234,9 @@ class NodeSet:
         after = host_state(self.directory)
         self.problems.extend(leftovers(before, after, processes_mentioning(str(self.directory))))
         self._before = None
-        _host_record().unlink(missing_ok=True)
+        if self._owns_record:
+            _host_record().unlink(missing_ok=True)
+            self._owns_record = False
 
 
 def _host_record() -> Path:

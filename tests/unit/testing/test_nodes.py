@@ -455,3 +455,9 @@ def test_a_plane_with_nodes_lists_the_nodes_logs(tmp_path: Path) -> None:
     node = plane.nodes.nodes[0]
     node.kubelet = _Process("setpoint-node1 kubelet", ["true"], tmp_path / "kubelet.log")
     assert list(plane.logs()) == [("setpoint-node1 kubelet", tmp_path / "kubelet.log")]
+
+
+@pytest.mark.parametrize("image", ["operator.tar", "./operator", "/x/operator.tar.gz", "a.tgz"])
+def test_a_missing_archive_is_named_not_looked_up_as_an_image(tmp_path: Path, image: str) -> None:
+    with pytest.raises(NodesError, match="no such archive"):
+        nodes.import_image([tmp_path / "containerd.sock"], image)
