@@ -121,6 +121,22 @@ def _non_nullable(node: Any) -> bool:
     return isinstance(node, Mapping) and node.get("nullable") is not True
 
 
+def _as_stored(value: Any) -> Any:
+    """A copy of a default as the server applies it: as its stored CRD reads back.
+
+    The server writes the CRD with Go's JSON encoder, which writes the float 2.0 as
+    ``2``, so an integral float in a default reaches objects as an integer (and then
+    meets integer arithmetic: ``multipleOf: 0.1`` refuses it).
+    """
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    if isinstance(value, list):
+        return [_as_stored(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_stored(v) for k, v in value.items()}
+    return value
+
+
 def _default(value: Any, node: Any) -> None:
     """structuraldefaulting.Default: fill missing (or non-nullable null) fields, top down."""
     if not isinstance(node, Mapping):
@@ -129,7 +145,7 @@ def _default(value: Any, node: Any) -> None:
         items = node.get("items")
         for i in range(len(value)):
             if value[i] is None and isinstance(items, Mapping) and _non_nullable(items):
-                value[i] = copy.deepcopy(items.get("default"))
+                value[i] = _as_stored(items.get("default"))
             _default(value[i], items)
         return
     if not isinstance(value, dict):
@@ -140,12 +156,12 @@ def _default(value: Any, node: Any) -> None:
         if not isinstance(prop, Mapping) or prop.get("default") is None:
             continue
         if key not in value or (value[key] is None and _non_nullable(prop)):
-            value[key] = copy.deepcopy(prop["default"])
+            value[key] = _as_stored(prop["default"])
     additional = node.get("additionalProperties")
     for key in list(value):
         if key in props:
             _default(value[key], props[key])
         elif isinstance(additional, Mapping):
             if value[key] is None and _non_nullable(additional):
-                value[key] = copy.deepcopy(additional.get("default"))
+                value[key] = _as_stored(additional.get("default"))
             _default(value[key], additional)
