@@ -10,14 +10,15 @@ runs the node-lifecycle, node-IPAM, EndpointSlice, Deployment and ReplicaSet con
 
 Expected flow (driven by :class:`~setpoint.testing.ControlPlane`):
     1. :meth:`NodeSet.preflight` before anything starts: root, the distribution's
-       packages (:func:`check_machine`), the node binaries, the names and the relay port
-       free. Each failure is a :class:`NodesError` that says what to do.
+       packages (:func:`check_machine`), the node binaries, the names free. Each failure
+       is a :class:`NodesError` that says what to do.
     2. :meth:`NodeSet.apiserver_args` and :meth:`NodeSet.controller_manager_args`: what
        the plane's components need for nodes.
     3. :meth:`NodeSet.start` once the plane is up: the host bridge, a ``socat`` relay from
-       the bridge address to the loopback kube-apiserver, the ``kubernetes`` Service's
-       EndpointSlice pointing at it, kube-scheduler, the pause and busybox images (built
-       here, no registry), then each node; it returns when every node is Ready.
+       the bridge address to the loopback kube-apiserver, on kube-apiserver's own port
+       (kube-apiserver advertises the bridge address, so its endpoint reconciler points
+       the ``kubernetes`` Service there), kube-scheduler, the pause and busybox images
+       (built here, no registry), then each node; it returns when every node is Ready.
     4. :meth:`NodeSet.stop` (from :meth:`ControlPlane.stop`): deletes the nodes' Pods,
        stops every daemon, unmounts, removes the namespaces, links, routes and cgroups,
        puts back the sysctls the kubelet changed, and checks that nothing is left
@@ -44,7 +45,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tarfile
 import tempfile
@@ -91,9 +91,6 @@ HOST_BRIDGE = "setpoint0"
 
 HOST_IP = "10.213.0.1"
 """The host's address on :data:`HOST_BRIDGE`: the relay to kube-apiserver listens here."""
-
-RELAY_PORT = 6443
-"""The relay's port on :data:`HOST_IP`."""
 
 CLUSTER_CIDR = "10.244.0.0/16"
 """All Pods' addresses; kube-controller-manager's node-IPAM gives each node a /24 of it."""
@@ -287,16 +284,6 @@ def _is_static_elf(path: Path) -> bool:
         if p_type == 3:  # PT_INTERP: needs a dynamic loader
             return False
     return True
-
-
-def _port_in_use(address: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((address, port))
-        except OSError:
-            return True
-    return False
 
 
 def _run(argv: Sequence[str], *, check: bool = True, env: Mapping[str, str] | None = None) -> str:
@@ -802,14 +789,14 @@ class NodeSet:
         *,
         bin_dir: Path,
         ready_timeout: float = 90.0,
-        relay_port: int = RELAY_PORT,
         proxy_mode: str = "iptables",
     ) -> None:
         self.count = check_node_count(count)
         self.directory = directory
         self.bin_dir = bin_dir
         self.ready_timeout = ready_timeout
-        self.relay_port = relay_port
+        self.relay_port = 0
+        """The relay's port on :data:`HOST_IP`: kube-apiserver's own (set by :meth:`start`)."""
         self.proxy_mode = proxy_mode
         self.nodes = [_Node(i, directory / f"node{i}") for i in range(1, count + 1)]
         self.problems: list[str] = []
@@ -834,7 +821,7 @@ class NodeSet:
 
         Raises:
             NodesError: not root, a package or a node binary missing, another plane's
-                nodes (or a crashed run's) hold the names, or the relay port is in use.
+                nodes (or a crashed run's) hold the names.
 
         """
         check_machine()
@@ -853,12 +840,6 @@ class NodeSet:
                 f"{', '.join(taken[:4])} exist already: another plane with nodes runs, or a "
                 "run crashed. Stop the other plane (`setpoint controlplane down`), or remove "
                 "what a crashed run left with `setpoint controlplane down --clean`"
-            )
-        if _port_in_use("0.0.0.0", self.relay_port):
-            raise NodesError(
-                f"port {self.relay_port} is in use (the relay to kube-apiserver listens on "
-                f"{HOST_IP}:{self.relay_port}): stop what listens there "
-                f"(`ss -ltnp 'sport = :{self.relay_port}'`)"
             )
 
     def apiserver_args(self, pki_dir: Path) -> dict[str, str]:
@@ -880,6 +861,10 @@ class NodeSet:
             "enable-aggregator-routing": "true",
             "kubelet-client-certificate": str(pki_dir / "kubelet-client.crt"),
             "kubelet-client-key": str(pki_dir / "kubelet-client.key"),
+            # kube-apiserver writes the kubernetes Service's endpoints itself: the bridge
+            # address (where the relay listens, on kube-apiserver's own port).
+            "advertise-address": HOST_IP,
+            "endpoint-reconciler-type": "lease",
         }
 
     @staticmethod
@@ -920,6 +905,7 @@ class NodeSet:
         self._before = host_state(self.directory)
         _run(["ip", "link", "add", HOST_BRIDGE, "type", "bridge"])
         self._links.append(HOST_BRIDGE)
+        self.relay_port = plane.api_port
         # The bridge is this set's (a second plane racing past preflight fails above): for
         # `down --clean` after a crash, record what to put back and where the nodes live.
         record = _host_record()
@@ -937,9 +923,6 @@ class NodeSet:
             ],
         )
         self._write_node_kubeconfig(plane)
-        # kube-apiserver runs no endpoint reconciler (loopback): point the kubernetes
-        # Service at the relay, so Pods reach the API at 10.0.0.1.
-        self._kubernetes_endpoints(plane)
         kubeconfig = str(plane.kubeconfig_path)
         self._spawn(
             "kube-scheduler",
@@ -975,23 +958,6 @@ class NodeSet:
         cluster["server"] = f"https://{HOST_IP}:{self.relay_port}"
         cluster["tls-server-name"] = API_SERVER_NAME
         write_private(self.directory / "node.kubeconfig", yaml.safe_dump(config).encode())
-
-    def _kubernetes_endpoints(self, plane: ControlPlane) -> None:
-        slice_ = {
-            "apiVersion": "discovery.k8s.io/v1",
-            "kind": "EndpointSlice",
-            "metadata": {
-                "name": "kubernetes-setpoint-nodes",
-                "namespace": "default",
-                "labels": {"kubernetes.io/service-name": "kubernetes"},
-            },
-            "addressType": "IPv4",
-            "endpoints": [{"addresses": [HOST_IP], "conditions": {"ready": True}}],
-            "ports": [{"name": "https", "port": self.relay_port, "protocol": "TCP"}],
-        }
-        plane._api_request(
-            "POST", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", slice_
-        )
 
     def _start_node(self, node: _Node, images: Sequence[Path]) -> None:
         i, d = node.index, node.directory

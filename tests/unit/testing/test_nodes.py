@@ -12,7 +12,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import tarfile
 import tomllib
 from pathlib import Path
@@ -167,17 +166,6 @@ def test_names_left_by_another_plane_or_a_crash_are_refused(
     with pytest.raises(NodesError, match="setpoint0, setpoint-node1 exist already") as caught:
         NodeSet(1, tmp_path, bin_dir=_bin_dir(tmp_path)).preflight()
     assert "setpoint controlplane down --clean" in str(caught.value)
-
-
-def test_the_relay_port_in_use_is_refused(tmp_path: Path, machine_ok: None) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        node_set = NodeSet(1, tmp_path, bin_dir=_bin_dir(tmp_path), relay_port=port)
-        with pytest.raises(NodesError, match=f"port {port} is in use"):
-            node_set.preflight()
-    NodeSet(1, tmp_path, bin_dir=_bin_dir(tmp_path), relay_port=port).preflight()
 
 
 def _binaries(tmp_path: Path) -> Binaries:
@@ -405,6 +393,9 @@ def test_kube_apiserver_reaches_kubelets_by_internal_ip_with_its_own_certificate
     args = node_set.apiserver_args(tmp_path)
     assert args["kubelet-preferred-address-types"] == "InternalIP"
     assert args["enable-aggregator-routing"] == "true"
+    # kube-apiserver points the kubernetes Service at the bridge address itself.
+    assert args["advertise-address"] == nodes.HOST_IP
+    assert args["endpoint-reconciler-type"] == "lease"
     assert Path(args["kubelet-client-certificate"]).read_bytes().startswith(b"-----BEGIN")
     assert (Path(args["kubelet-client-key"]).stat().st_mode & 0o777) == 0o600
     assert (tmp_path / "nodes" / "kubelet-client-ca.crt").is_file()
