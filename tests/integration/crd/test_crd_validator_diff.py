@@ -8,7 +8,7 @@ value is sent as an object (server-side dry-run create), compared with
 :func:`setpoint.crd.objects.validate_object` (accept or refuse) and, when both accept,
 with :func:`setpoint.crd.objects.prune_and_default` (the stored spec).
 
-SETPOINT_VALIDATOR_DIFF_CASES (200 here, in CRDs of at most 500 each) and
+SETPOINT_VALIDATOR_DIFF_CASES (500 here, in CRDs of at most 500 each) and
 SETPOINT_VALIDATOR_DIFF_SEED (fixed here; a random one from ``make test-validator-diff``)
 size a run. A disagreement fails the test
 with the case; each one found becomes an entry of validator_corpus.json.
@@ -36,7 +36,7 @@ from setpoint.testing.waits import eventually
 from tests._support.crd_server import is_established
 from tests._support.validator_diff import Case, Generator
 
-CASES = int(os.environ.get("SETPOINT_VALIDATOR_DIFF_CASES", "200"))
+CASES = int(os.environ.get("SETPOINT_VALIDATOR_DIFF_CASES", "500"))
 BATCH = 500
 SEED = int(os.environ.get("SETPOINT_VALIDATOR_DIFF_SEED", "31"))
 CORPUS = Path(__file__).with_name("validator_corpus.json")
