@@ -134,7 +134,7 @@ fuzz: $(STAMP)
 	SETPOINT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q $(wildcard tests/unit/*/test_*fuzz.py)
 
 # The schema validator's differential test (issue 31) with many more cases than the suite's
-# 200: generated schemas and objects, setpoint's verdicts compared with the local control
+# 500: generated schemas and objects, setpoint's verdicts compared with the local control
 # plane's (dry-run creates), in CRDs of 500 cases each, from a random seed (printed with any
 # disagreement; SEED= replays one). ~15 s per 500 cases.
 VALIDATOR_DIFF_CASES ?= 3000
