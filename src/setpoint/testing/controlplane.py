@@ -446,9 +446,16 @@ class ControlPlane:
     def start(self) -> None:
         """Start etcd, kube-apiserver and (unless disabled) kube-controller-manager.
 
+        With ``ControlPlaneOptions(nodes=N)``, the nodes are checked first (before anything
+        starts), then kube-scheduler and the N nodes start last; it returns once they are
+        Ready (:mod:`setpoint.testing.nodes`).
+
         Raises:
             ControlPlaneError: binaries missing, or a component failed to become
                 healthy within ``start_timeout`` (the message has its log tail).
+                :class:`~setpoint.testing.nodes.NodesError` (a subclass) for nodes:
+                not root, a package missing, a kubelet that exited (its log tail).
+                Whatever had started is stopped.
 
         """
         if self._processes:
