@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "dev": "setpoint.cli.dev",
     "doctor": "setpoint.cli.doctor",
     "generate": "setpoint.cli.generate",
+    "image": "setpoint.cli.image",
     "init": "setpoint.cli.scaffold",
     "run": "setpoint.cli.run",
     "snapshot": "setpoint.cli.snapshot",

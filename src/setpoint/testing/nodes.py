@@ -53,7 +53,7 @@ import urllib.error
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import yaml
 
@@ -72,6 +72,7 @@ __all__ = [
     "PAUSE_IMAGE",
     "NodeSet",
     "NodesError",
+    "OciLayer",
     "check_machine",
     "check_node_count",
     "clean_host",
@@ -79,6 +80,7 @@ __all__ = [
     "import_image",
     "leftovers",
     "node_name",
+    "oci_layer",
     "running_nodes",
     "write_oci_archive",
 ]
@@ -420,14 +422,38 @@ def _layer(files: Mapping[str, tuple[bytes | None, int, str | None]]) -> bytes:
     return buf.getvalue()
 
 
-def write_oci_archive(
-    path: Path, ref: str, layer_tar: bytes, config: Mapping[str, Any], *, arch: str = "amd64"
-) -> None:
-    """Write an OCI image layout tarball with one gzip layer, named ``ref``.
+class OciLayer(NamedTuple):
+    """One image layer as the archive stores it: the gzip blob and its tar's digest."""
 
-    ``ctr images import`` (and :meth:`NodeSet.load_image`) accepts it; no registry and no
-    image builder is involved. ``config`` is the image config's ``config`` (Entrypoint,
-    User, Env).
+    blob: bytes
+    """The layer tar, gzip-compressed (the blob the manifest names)."""
+    diff_id: str
+    """``sha256:`` of the uncompressed tar (the image config's ``rootfs.diff_ids``)."""
+
+
+def oci_layer(layer_tar: bytes, *, compresslevel: int = 9) -> OciLayer:
+    """Compress ``layer_tar`` into an :class:`OciLayer` (reproducibly: no gzip mtime)."""
+    return OciLayer(
+        gzip.compress(layer_tar, compresslevel=compresslevel, mtime=0),
+        "sha256:" + hashlib.sha256(layer_tar).hexdigest(),
+    )
+
+
+def write_oci_archive(
+    path: Path,
+    ref: str,
+    layer_tar: bytes | Sequence[OciLayer],
+    config: Mapping[str, Any],
+    *,
+    arch: str = "amd64",
+) -> None:
+    """Write an OCI image layout tarball named ``ref``.
+
+    ``layer_tar`` is one uncompressed layer tar (gzipped here), or the layers, bottom
+    first, already compressed (:func:`oci_layer`; an image builder caches its base layer
+    so). ``ctr images import`` (and :meth:`NodeSet.load_image`) accepts the archive; no
+    registry and no image builder is involved. ``config`` is the image config's
+    ``config`` (Entrypoint, User, Env).
     """
     blobs: dict[str, bytes] = {}
 
@@ -436,15 +462,13 @@ def write_oci_archive(
         blobs[digest] = data
         return digest, len(data)
 
-    layer_digest, layer_size = blob(gzip.compress(layer_tar, mtime=0))
+    layers = [oci_layer(layer_tar)] if isinstance(layer_tar, bytes) else list(layer_tar)
+    layer_refs = [blob(layer.blob) for layer in layers]
     image_config = {
         "architecture": arch,
         "os": "linux",
         "config": dict(config),
-        "rootfs": {
-            "type": "layers",
-            "diff_ids": ["sha256:" + hashlib.sha256(layer_tar).hexdigest()],
-        },
+        "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
     }
     config_digest, config_size = blob(json.dumps(image_config).encode())
     manifest = {
@@ -458,9 +482,10 @@ def write_oci_archive(
         "layers": [
             {
                 "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                "digest": layer_digest,
-                "size": layer_size,
+                "digest": digest,
+                "size": size,
             }
+            for digest, size in layer_refs
         ],
     }
     manifest_digest, manifest_size = blob(json.dumps(manifest).encode())
