@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: dist fuzz venv bytecode bench-deps demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane prometheus test-dashboards bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix test-pythons node-spike cluster-deps test-cluster clean
+.PHONY: dist fuzz venv bytecode bench-deps demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane prometheus test-dashboards bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix test-pythons node-spike cluster-deps test-cluster image-tenants clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,7 +56,14 @@ node-spike: controlplane
 cluster-deps:
 	apt-get update
 	apt-get install -y --no-install-recommends containerd runc containernetworking-plugins \
-		iptables socat busybox-static iproute2 util-linux
+		iptables socat busybox-static iproute2 util-linux debootstrap
+
+# The tenants operator's image as an OCI archive, build/tenants-operator.oci.tar, without
+# Docker or a registry (`setpoint image build`; docs/controlplane.md "Build an image"): the
+# first run, as root, builds the Debian base with debootstrap (~55 s, then cached); a
+# rebuild ~8 s. Needs debootstrap (`make cluster-deps`). Not part of `make test` or CI.
+image-tenants: $(STAMP)
+	$(MAKE) -C examples/tenants docker-build SETPOINT_BIN=$(abspath $(VENV))/bin/setpoint
 
 # tests/cluster (marker `cluster`; as root, after `make cluster-deps`): a plane with two real
 # nodes runs a Deployment behind a Service, and `setpoint controlplane down` leaves nothing

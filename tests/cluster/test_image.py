@@ -18,7 +18,8 @@ from tests.cluster.test_nodes import Cluster, _setpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 TENANTS = ROOT / "examples" / "tenants"
-IMAGE = "localhost/setpoint-test/tenants-operator:v1"
+IMAGE = "tenants-operator:latest"
+"""The name config/manager/manager.yaml runs; the archive carries its normalized form."""
 CERT_SECRET = "tenants-webhook-server-cert"
 
 
@@ -92,7 +93,9 @@ def test_the_tenants_image_runs_as_a_pod_and_its_readiness_probe_passes(
 
     `build_image` builds the tenants operator's OCI image (Debian base from debootstrap,
     cached; setpoint and the operator in a virtualenv), `setpoint controlplane load-image`
-    loads it into a 1-node plane, and a Pod runs it as the generated Deployment does:
+    loads it into a 1-node plane, and a Pod runs it by the Deployment's short image name
+    (`tenants-operator:latest`, which the kubelet looks up as `docker.io/library/...`,
+    the name the archive carries) as the generated Deployment runs it:
     non-root (the image's own user 65532, not set in the Pod), read-only root filesystem,
     no capabilities, only an emptyDir on /tmp writable. With the Tenant CRD installed and
     its service account allowed, the kubelet's readiness probe on /readyz passes (the
@@ -105,7 +108,8 @@ def test_the_tenants_image_runs_as_a_pod_and_its_readiness_probe_passes(
     assert result.archive.stat().st_size > 0
     load = _setpoint("load-image", str(archive), "--name", one_node.name)
     assert load.returncode == 0, load.stderr
-    assert IMAGE in load.stdout
+    assert result.ref == "docker.io/library/tenants-operator:latest"
+    assert result.ref in load.stdout
 
     kc = one_node.kc
     kc("apply", "-f", str(TENANTS / "config/crd/bases"))

@@ -53,6 +53,7 @@ __all__ = [
     "build_image",
     "find_module",
     "image_config",
+    "normalized_ref",
     "setpoint_requirement",
 ]
 
@@ -260,16 +261,30 @@ def setpoint_requirement() -> str:
 
     An editable or directory install (``pip install -e .`` in a checkout) records the
     directory (PEP 610 ``direct_url.json``): the image gets a wheel built from it, so the
-    image runs the setpoint the build ran. Otherwise ``setpoint==<installed version>``.
+    image runs the setpoint the build ran; an install from a local wheel file gets that
+    file. Otherwise ``setpoint==<installed version>``.
     """
     dist = metadata.distribution("setpoint")
     direct = dist.read_text("direct_url.json")
     if direct:
         info = json.loads(direct)
         url = info.get("url", "")
-        if url.startswith("file://") and "dir_info" in info:
-            return unquote(urlparse(url).path)
+        if url.startswith("file://") and ("dir_info" in info or "archive_info" in info):
+            return unquote(urlparse(url).path)  # a checkout, or the wheel file installed
     return f"setpoint=={dist.version}"
+
+
+def normalized_ref(ref: str) -> str:
+    """The image name as the kubelet asks containerd for it (docker's normalization).
+
+    ``tenants-operator:latest`` is ``docker.io/library/tenants-operator:latest``: a Pod's
+    ``image: tenants-operator:latest`` is looked up under the long name, so the archive
+    carries that one; a name with a registry (``localhost/x``, ``a.io/x``) stays.
+    """
+    first, _, rest = ref.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return ref
+    return f"docker.io/{ref}" if rest else f"docker.io/library/{ref}"
 
 
 def find_module(project: Path) -> str:
@@ -407,7 +422,7 @@ def build_image(
     """
     project = project.resolve()
     module = module or find_module(project)
-    ref = ref or f"{module}-operator:latest"
+    ref = normalized_ref(ref or f"{module}-operator:latest")
     started = clock()
     base, python, cached = base_layer(packages=base_packages, mirror=mirror, progress=progress)
     base_seconds = clock() - started

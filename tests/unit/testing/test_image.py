@@ -93,7 +93,7 @@ def test_an_image_is_the_cached_base_and_a_layer_with_the_venv_and_the_operator(
     lines: list[str] = []
     result = build_image(out, project=_project(tmp_path), requirements=[], progress=lines.append)
     assert result.base_cached
-    assert result.ref == "widgets-operator:latest"
+    assert result.ref == "docker.io/library/widgets-operator:latest"
     _, config, layers = _read_archive(out)
     assert layers[0] == cached_base
     assert len(layers) == 2
@@ -201,3 +201,13 @@ def test_setpoint_comes_from_its_checkout_else_from_its_release(
     assert image.setpoint_requirement() == "/src/set point"
     monkeypatch.setattr("importlib.metadata.distribution", lambda name: _Dist(None))
     assert image.setpoint_requirement() == "setpoint==1.2.3"
+
+
+def test_a_short_image_name_is_stored_under_the_name_the_kubelet_asks_for() -> None:
+    assert image.normalized_ref("tenants-operator:latest") == (
+        "docker.io/library/tenants-operator:latest"
+    )
+    assert image.normalized_ref("team/op:v1") == "docker.io/team/op:v1"
+    assert image.normalized_ref("localhost/x/op:v1") == "localhost/x/op:v1"
+    assert image.normalized_ref("registry.example.com/op:v1") == "registry.example.com/op:v1"
+    assert image.normalized_ref("host:5000/op:v1") == "host:5000/op:v1"
