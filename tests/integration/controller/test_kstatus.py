@@ -20,6 +20,9 @@ import pytest
 import setpoint as sp
 from setpoint.api.conditions import find_condition
 from setpoint.client import Client
+from setpoint.client.patch import MergePatch
+from setpoint.crd.generator import crd_for
+from setpoint.migrate.install import apply_crd
 from setpoint.testing import eventually, run_operator
 from tests._support.kinds import GIZMO, Gizmo
 
@@ -85,12 +88,13 @@ async def test_kstatus_reads_ready_reconciling_and_stalled(
     async def get() -> dict[str, Any]:
         return await k8s.get(GIZMO, "g", namespace=namespace)
 
-    async def update(color: str, annotations: dict[str, str] | None = None) -> None:
-        live = await get()
-        live["spec"] = {"color": color}
-        if annotations is not None:
-            live["metadata"]["annotations"] = annotations
-        await k8s.update(live)
+    async def update(color: str, paused: bool | None = None) -> None:
+        # A merge patch: the controller's own status writes must not make it a Conflict.
+        patch: dict[str, Any] = {"spec": {"color": color}}
+        if paused is not None:
+            value = "true" if paused else None
+            patch["metadata"] = {"annotations": {"setpoint.dev/paused": value}}
+        await k8s.patch(GIZMO, "g", MergePatch(patch), namespace=namespace)
 
     async def verdict_is(status: str, says: str = "") -> bool:
         verdict = await kstatus(binary, await get())
@@ -132,17 +136,98 @@ async def test_kstatus_reads_ready_reconciling_and_stalled(
         )
         assert find_condition((await get())["status"], "Reconciling") is None
 
-        await update("ok", {"setpoint.dev/paused": "true"})
+        await update("ok", paused=True)
         await eventually(
             lambda: verdict_is("InProgress", "latest observed generation"),
             timeout=30,
             description="InProgress by generation",
         )
 
-        await update("ok", {})
+        await update("ok", paused=False)
         await eventually(lambda: verdict_is("Current"), timeout=30, description="Current")
         final = (await get())["status"]
         assert find_condition(final, "Stalled") is None
         assert find_condition(final, "Reconciling") is None
         ready = find_condition(final, "Ready")
         assert ready is not None and (ready.status, ready.reason) == ("True", "Succeeded")
+
+
+class BareStatus(sp.Model):
+    """A status schema without observedGeneration: the server prunes it."""
+
+    conditions: list[sp.Condition] = sp.field(
+        default_factory=list, list_type="map", list_map_keys=["type"]
+    )
+    """Conditions."""
+
+
+@sp.resource(group="kstatus.test.setpoint.dev", version="v1")
+class Bare(sp.Resource):
+    """A kind whose status schema cannot hold observedGeneration."""
+
+    spec: dict[str, Any] | None = sp.field(default=None, preserve_unknown_fields=True)
+    status: BareStatus | None = None
+
+
+@pytest.fixture
+async def bare_crd(k8s: Client) -> None:
+    await apply_crd(k8s, crd_for(Bare))
+
+
+@pytest.mark.usefixtures("bare_crd")
+async def test_a_status_schema_that_prunes_the_fields_stops_the_writes(
+    k8s: Client, namespace: str, kubeconfig_path: Path
+) -> None:
+    """A status schema that drops observedGeneration gets one status write, then none.
+
+    The server prunes status.observedGeneration from the controller's first write; the
+    controller sees the written object lacks it, warns and stops writing the conditions.
+    Three later reconciles (label changes) send no status request; without the check each
+    would see a transition again and send a write the server prunes.
+    """
+    calls: list[str] = []
+
+    async def reconcile(ctx: sp.Context, request: sp.Request) -> None:
+        calls.append(request.name)
+
+    def setup(manager: sp.Manager) -> None:
+        manager.controller("bare-health").for_(Bare).kstatus_conditions().build(reconcile)
+
+    async with run_operator(setup, kubeconfig=kubeconfig_path) as op:
+
+        def status_writes() -> float:
+            return op.metrics.value("rest_client_requests_total", method="PUT")
+
+        await k8s.create(
+            {
+                "apiVersion": Bare.gvk.api_version,
+                "kind": "Bare",
+                "metadata": {"name": "b", "namespace": namespace},
+                "spec": {"x": 1},
+            }
+        )
+
+        async def written() -> bool:
+            obj = await k8s.get(Bare.gvk, "b", namespace=namespace)
+            return find_condition(obj.get("status") or {}, "Ready") is not None
+
+        await eventually(written, timeout=30, description="the first status write")
+        await op.wait_idle(timeout=30, settle=1.0)
+        obj = await k8s.get(Bare.gvk, "b", namespace=namespace)
+        assert "observedGeneration" not in obj["status"]
+        assert status_writes() == 1
+        for n in range(3):
+            target = len(calls) + 1
+
+            def reconciled(target: int = target) -> bool:
+                return len(calls) >= target
+
+            await k8s.patch(
+                Bare.gvk,
+                "b",
+                MergePatch({"metadata": {"labels": {"n": str(n)}}}),
+                namespace=namespace,
+            )
+            await eventually(reconciled, timeout=30, description="a reconcile")
+        await op.wait_idle(timeout=30, settle=1.0)
+        assert status_writes() == 1
