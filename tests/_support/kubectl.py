@@ -20,14 +20,14 @@ __all__ = ["kubectl_binary", "run_kubectl"]
 
 
 def kubectl_binary() -> str:
-    """The kubectl built with the control plane, else one on ``PATH``; skips without one."""
+    """The kubectl built with the control plane, else one on ``PATH``; fails without one."""
     try:
         built = find_binaries().kubectl
     except ControlPlaneError:
         built = None
     found = str(built) if built is not None else shutil.which("kubectl")
     if found is None:
-        pytest.skip("no kubectl: build the control plane (make controlplane) or put one on PATH")
+        pytest.fail("no kubectl: build the control plane (make controlplane) or put one on PATH")
     return found
 
 
