@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,9 +11,7 @@ from typing import Any
 import pytest
 
 from setpoint.testing.image import IMAGE_USER, build_image
-from setpoint.testing.nodes import host_state, leftovers, processes_mentioning
-from setpoint.testing.supervisor import plane_dir as supervisor_dir
-from tests.cluster.test_nodes import Cluster, _setpoint
+from tests.cluster.test_nodes import Cluster, _setpoint, running_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 TENANTS = ROOT / "examples" / "tenants"
@@ -25,20 +22,8 @@ CERT_SECRET = "tenants-webhook-server-cert"
 
 @pytest.fixture
 def one_node(tmp_path: Path) -> Iterator[Cluster]:
-    before = host_state()
-    name = f"image-test-{os.getpid()}"
-    up = _setpoint("up", "--nodes", "1", "--name", name)
-    assert up.returncode == 0, up.stderr
-    kubeconfig = up.stdout.strip().removeprefix("export KUBECONFIG=")
-    try:
-        yield Cluster(name, kubeconfig, tmp_path)
-    finally:
-        down = _setpoint("down", "--name", name)
-        plane_dir = str(Path(kubeconfig).parent)
-        shutil.rmtree(supervisor_dir(name), ignore_errors=True)
-        assert down.returncode == 0, down.stderr
-        problems = leftovers(before, host_state(), processes_mentioning(plane_dir))
-        assert problems == [], problems
+    with running_cluster("image-test", 1, tmp_path) as plane:
+        yield plane
 
 
 def _operator_pod() -> dict[str, Any]:

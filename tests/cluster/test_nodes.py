@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -93,29 +94,34 @@ def _web_image(path: Path) -> None:
     )
 
 
-@pytest.fixture
-def host_before() -> dict[str, Any]:
-    return host_state()
+@contextmanager
+def running_cluster(prefix: str, nodes: int, work: Path) -> Iterator[Cluster]:
+    """A plane from `setpoint controlplane up --nodes N`; on exit `down`, checked.
 
-
-@pytest.fixture
-def cluster(tmp_path: Path, host_before: dict[str, Any]) -> Iterator[Cluster]:
-    name = f"cluster-test-{os.getpid()}"
-    up = _setpoint("up", "--nodes", "2", "--name", name)
+    The host's state is read before `up`; after `down` no process, mount, network
+    namespace, link, cgroup, sysctl change or host path of the plane may be left.
+    """
+    before = host_state()
+    name = f"{prefix}-{os.getpid()}"
+    up = _setpoint("up", "--nodes", str(nodes), "--name", name)
     assert up.returncode == 0, up.stderr
     kubeconfig = up.stdout.strip().removeprefix("export KUBECONFIG=")
     try:
-        yield Cluster(name, kubeconfig, tmp_path)
+        yield Cluster(name, kubeconfig, work)
     finally:
         down = _setpoint("down", "--name", name)
         plane_dir = str(Path(kubeconfig).parent)
         shutil.rmtree(supervisor_dir(name), ignore_errors=True)
         assert down.returncode == 0, down.stderr
-        # `down` leaves no process, mount, network namespace, link, cgroup, sysctl change
-        # or host path behind.
-        problems = leftovers(host_before, host_state(), processes_mentioning(plane_dir))
+        problems = leftovers(before, host_state(), processes_mentioning(plane_dir))
         assert problems == [], problems
         assert not Path(plane_dir).exists()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    with running_cluster("cluster-test", 2, tmp_path) as plane:
+        yield plane
 
 
 def test_two_nodes_run_a_deployment_that_a_pod_reaches_through_a_service(
