@@ -66,9 +66,10 @@ image-tenants: $(STAMP)
 	$(MAKE) -C examples/tenants docker-build SETPOINT_BIN=$(abspath $(VENV))/bin/setpoint
 
 # tests/cluster (marker `cluster`; as root, after `make cluster-deps`): a plane with two real
-# nodes runs a Deployment behind a Service, and `setpoint controlplane down` leaves nothing
-# behind (~30 s once kubelet, kube-proxy and kube-scheduler are built: ~1 min with the plane's
-# Go cache warm). Not part of `make test` or CI.
+# nodes runs a Deployment behind a Service, the tenants image (built here) runs as a Pod and
+# turns Ready, and `setpoint controlplane down` leaves nothing behind (~50 s once kubelet,
+# kube-proxy, kube-scheduler and the image's base are built: +1 min for the base, once;
+# ~1 min more with only the plane's Go cache warm). Not part of `make test` or CI.
 test-cluster: controlplane bytecode
 	$(PY) -m setpoint controlplane build --nodes
 	$(PY) -m pytest tests/cluster -q -m cluster
