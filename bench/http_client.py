@@ -17,7 +17,7 @@ hits all of them alike), all with the same TLS context:
 
 - ``llhttp``: this tree's ``setpoint.client._http.HttpPool``;
 - ``own-parser``: the ``HttpPool`` of ``--baseline`` (a tree with the hand-written parser,
-  e.g. ``git worktree add /tmp/wt-client-old 113a4fb``; its ``_http.py`` uses only the
+  e.g. ``git worktree add ../wt-client-old 113a4fb``; its ``_http.py`` uses only the
   standard library, so it is loaded beside this tree's under another module name);
 - ``llhttp+mapped``: this tree's pool with the baseline's ``_tlsbuffer`` (the TLS read
   buffer as a private memory map, which issue 28 removed): the bulk-read CPU it saved;
@@ -26,10 +26,9 @@ hits all of them alike), all with the same TLS context:
 - ``aiohttp`` (``--aiohttp``, small requests only; it is in the dev extra): decision 0016's
   reference.
 
-Run under the shared lock (2 shared cores)::
+Run it while nothing else loads the machine (2 shared cores)::
 
-    flock /tmp/setpoint-integration.lock .venv/bin/python bench/http_client.py \\
-        --baseline /tmp/wt-client-old/src --rounds 5
+    .venv/bin/python bench/http_client.py --baseline ../wt-client-old/src --rounds 5
 """
 
 from __future__ import annotations

@@ -21,10 +21,10 @@ is its own:
   where objects belong.
 
 Run it against any tree: ``--tree DIR`` puts ``DIR/src`` first on the child's path (an old
-commit checked out with ``git worktree add``)::
+commit checked out with ``git worktree add ../wt-old COMMIT``)::
 
     .venv/bin/python bench/conversion/loop_lag.py --label new
-    .venv/bin/python bench/conversion/loop_lag.py --label old --tree /tmp/wt-old --cap-mib 16
+    .venv/bin/python bench/conversion/loop_lag.py --label old --tree ../wt-old --cap-mib 16
 
 Prints one Markdown row per scenario. No time is asserted: it is a measurement.
 """

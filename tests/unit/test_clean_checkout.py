@@ -77,7 +77,7 @@ def test_a_snapshot_sees_untracked_files_in_new_directories_but_not_ignored_ones
     tmp_path: Path,
 ) -> None:
     if shutil.which("git") is None:
-        pytest.skip("git is not installed")
+        pytest.fail("git is not installed: the clean-checkout check needs it")
     git(tmp_path, "init", "-q")
     (tmp_path / ".gitignore").write_text(".venv/\n")
     (tmp_path / "kept.py").write_text("x = 1\n")
@@ -99,15 +99,19 @@ def test_a_snapshot_sees_untracked_files_in_new_directories_but_not_ignored_ones
     assert snapshot(tmp_path / ".kube") == after  # from a subdirectory: the whole tree
 
 
-def test_outside_a_git_work_tree_there_is_no_snapshot(tmp_path: Path) -> None:
+def test_outside_a_git_work_tree_there_is_no_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # git looks no higher than tmp_path's parent, so tmp_path is outside any work tree
+    # wherever the temporary directory lives.
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     inside = subprocess.run(
         ["git", "rev-parse", "--is-inside-work-tree"],
         cwd=tmp_path,
         capture_output=True,
         check=False,
     )
-    if inside.returncode == 0:
-        pytest.skip(f"{tmp_path} is inside a git work tree")
+    assert inside.returncode != 0, f"{tmp_path} is inside a git work tree"
     assert snapshot(tmp_path) is None
 
 
