@@ -6,7 +6,8 @@ and histogram buckets are those of controller-runtime (``pkg/internal/controller
 ``pkg/metrics/leaderelection.go``, ``pkg/webhook/internal/metrics`` and the webhook panic
 counters), so Grafana dashboards and alerts written for Go operators work unchanged. The
 ``setpoint_finalizer_*``, ``setpoint_shard_*``, ``setpoint_cluster_*``,
-``setpoint_reconcile_threads_*`` and ``setpoint_event_loop_*`` families are setpoint's own.
+``setpoint_reconcile_threads_*``, ``setpoint_source_*`` and ``setpoint_event_loop_*``
+families are setpoint's own.
 
 Metrics live on a setpoint-owned :class:`prometheus_client.CollectorRegistry`, never on
 prometheus_client's global default registry: the manager serves :func:`default_registry`, and a
@@ -437,6 +438,25 @@ class Metrics:
     """``setpoint_reconcile_threads_overdue_total{controller}``: how many such threads
     outlived their reconcile's cancellation."""
 
+    source_polls_total: Counter
+    """``setpoint_source_polls_total{controller, source}``: polls an external polling source
+    (:mod:`setpoint.controller.sources`) ran, failed ones included."""
+    source_poll_errors_total: Counter
+    """``setpoint_source_poll_errors_total{controller, source}``: polls that raised (for a
+    per-object source, each object's failed poll counts)."""
+    source_poll_duration_seconds: Histogram
+    """``setpoint_source_poll_duration_seconds{controller, source}``: how long one poll took,
+    on the controller's clock, :data:`RECONCILE_TIME_BUCKETS`."""
+    source_enqueued_total: Counter
+    """``setpoint_source_enqueued_total{controller, source}``: keys an external source handed
+    to its controller's work queue."""
+    source_dropped_total: Counter
+    """``setpoint_source_dropped_total{controller, source}``: keys refused because the
+    source's buffer was full (``ChannelSource.offer``)."""
+    source_buffered: Gauge
+    """``setpoint_source_buffered{controller, source}``: keys waiting in an external source's
+    buffer for room in the work queue."""
+
     def __init__(self, registry: CollectorRegistry | None = None, *, runtime: bool = True) -> None:
         from setpoint.observability.runtime import EVENT_LOOP_LAG_BUCKETS
 
@@ -641,6 +661,38 @@ class Metrics:
             "setpoint_reconcile_threads_overdue_total",
             "Blocking reconciles whose thread outlived their reconcile's cancellation.",
             ctrl,
+        )
+        source = ("controller", "source")
+        self.source_polls_total = Counter(
+            "setpoint_source_polls_total",
+            "Polls an external polling source ran, failed ones included.",
+            source,
+        )
+        self.source_poll_errors_total = Counter(
+            "setpoint_source_poll_errors_total",
+            "Polls of an external polling source that raised.",
+            source,
+        )
+        self.source_poll_duration_seconds = Histogram(
+            "setpoint_source_poll_duration_seconds",
+            "Seconds one poll of an external polling source took.",
+            source,
+            buckets=RECONCILE_TIME_BUCKETS,
+        )
+        self.source_enqueued_total = Counter(
+            "setpoint_source_enqueued_total",
+            "Keys an external source handed to its controller's work queue.",
+            source,
+        )
+        self.source_dropped_total = Counter(
+            "setpoint_source_dropped_total",
+            "Keys an external source refused because its buffer was full.",
+            source,
+        )
+        self.source_buffered = Gauge(
+            "setpoint_source_buffered",
+            "Keys waiting in an external source's buffer for room in the work queue.",
+            source,
         )
         self._collector = FamilyCollector(
             [v for v in vars(self).values() if isinstance(v, (Counter, Gauge, Histogram))]

@@ -56,6 +56,12 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "setpoint_shard_handover_seconds": ("histogram", ("ring", "reason")),
     "setpoint_shard_drains_total": ("counter", ("ring",)),
     "setpoint_cluster_ready": ("gauge", ("cluster",)),
+    "setpoint_source_polls_total": ("counter", ("controller", "source")),
+    "setpoint_source_poll_errors_total": ("counter", ("controller", "source")),
+    "setpoint_source_poll_duration_seconds": ("histogram", ("controller", "source")),
+    "setpoint_source_enqueued_total": ("counter", ("controller", "source")),
+    "setpoint_source_dropped_total": ("counter", ("controller", "source")),
+    "setpoint_source_buffered": ("gauge", ("controller", "source")),
 }
 
 CONTROLLER_RUNTIME_RECONCILE_BUCKETS = [
@@ -93,6 +99,12 @@ def _touch_every_metric(metrics: Metrics) -> None:
     metrics.shard_handover_seconds.labels("r", "drain").observe(0.1)
     metrics.shard_drains_total.labels("r").inc()
     metrics.cluster_ready.labels("c").set(1)
+    metrics.source_polls_total.labels("c", "s").inc()
+    metrics.source_poll_errors_total.labels("c", "s").inc()
+    metrics.source_poll_duration_seconds.labels("c", "s").observe(0.1)
+    metrics.source_enqueued_total.labels("c", "s").inc()
+    metrics.source_dropped_total.labels("c", "s").inc()
+    metrics.source_buffered.labels("c", "s").set(1)
 
 
 def _families(registry: CollectorRegistry) -> dict[str, tuple[str, set[frozenset[str]]]]:
