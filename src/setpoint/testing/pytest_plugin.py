@@ -21,6 +21,15 @@ whose report (the reconcile and the blocking stack) becomes the failure. It watc
 loop of the test's fixtures (``asyncio_default_fixture_loop_scope``); a test on a loop of
 another scope is not watched.
 
+And ``--setpoint-nodes=N`` (or ``setpoint_nodes = N`` in the ini options): the session's
+plane gets N worker nodes (``ControlPlaneOptions(nodes=N)``, real kubelets running real
+containers, :mod:`setpoint.testing.nodes`; as root, one such plane per host), for end-to-end
+tests that deploy the operator's image (a scaffolded project's ``make test-e2e``).
+``control_plane.nodes.load_image(ARCHIVE)`` loads an image into every node. When the session
+ends, the plane stops and a node that left something on the host (a process, mount,
+namespace, cgroup) fails the session's teardown. The option has no effect with
+``SETPOINT_USE_EXISTING_CLUSTER=1``: that cluster brings its own nodes.
+
 There is no skipping: if the plane cannot start, every test that needs it
 errors with the reason (missing binaries, a component's log tail). A run where
 the integration suite silently did nothing is worse than a red one.
@@ -57,9 +66,16 @@ from setpoint.client.patch import MergePatch
 from setpoint.observability.logging import FIELDS_ATTR
 from setpoint.observability.runtime import BlockedLoopDetector
 from setpoint.testing._test_scope import current_test_namespace, set_test_namespace
-from setpoint.testing.controlplane import ControlPlane, ControlPlaneError
+from setpoint.testing.controlplane import ControlPlane, ControlPlaneError, ControlPlaneOptions
+from setpoint.testing.nodes import MAX_NODES
 
-__all__ = ["ExistingCluster", "FieldsFormatter", "release_finalizers"]
+__all__ = [
+    "ExistingCluster",
+    "FieldsFormatter",
+    "check_node_leftovers",
+    "node_count",
+    "release_finalizers",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -84,8 +100,32 @@ def _use_existing() -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register setpoint's markers."""
+    """Register setpoint's markers; refuse a ``--setpoint-nodes`` that is not 0 to 9."""
     config.addinivalue_line("markers", "integration: runs against a real Kubernetes API server")
+    node_count(config)
+
+
+def node_count(config: pytest.Config) -> int:
+    """The nodes the session's plane gets: ``--setpoint-nodes`` (wins), else the ini, else 0.
+
+    Raises:
+        pytest.UsageError: not a whole number from 0 to :data:`~setpoint.testing.nodes.MAX_NODES`
+            (pytest then exits with its usage error, before collecting anything).
+
+    """
+    raw = config.getoption("setpoint_nodes", None) or config.getini("setpoint_nodes")
+    text = str(raw).strip() if raw is not None else ""
+    if not text:
+        return 0
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if not 0 <= count <= MAX_NODES:
+        raise pytest.UsageError(
+            f"--setpoint-nodes={text!r}: give a number of worker nodes from 0 to {MAX_NODES}"
+        )
+    return count
 
 
 _BLOCKED_LOOP_FIXTURE = "_setpoint_blocked_loop"
@@ -94,15 +134,23 @@ _STALLS_FAILED = pytest.StashKey[int]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """``--setpoint-blocked-loop=SECONDS`` and its ini twin ``setpoint_blocked_loop``."""
+    """``--setpoint-blocked-loop=SECONDS`` and ``--setpoint-nodes=N``, and their ini twins."""
     help = (
         "fail an async test during which the event loop was blocked for more than SECONDS "
         "(a blocking call in async code); the failure names the blocking stack. 0: off"
     )
-    parser.getgroup("setpoint").addoption(
+    group = parser.getgroup("setpoint")
+    group.addoption(
         "--setpoint-blocked-loop", dest="setpoint_blocked_loop", metavar="SECONDS", help=help
     )
     parser.addini("setpoint_blocked_loop", help, default="")
+    nodes_help = (
+        f"start the session's control plane with N worker nodes (0 to {MAX_NODES}; real "
+        "kubelets running containers, as root; `setpoint controlplane build --nodes` builds "
+        "them). Default 0: no nodes"
+    )
+    group.addoption("--setpoint-nodes", dest="setpoint_nodes", metavar="N", help=nodes_help)
+    parser.addini("setpoint_nodes", nodes_help, default="")
 
 
 def _blocked_loop_threshold(config: pytest.Config) -> float | None:
@@ -181,8 +229,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 @pytest.fixture(scope="session")
-def control_plane() -> Iterator[ControlPlane | ExistingCluster]:
-    """A real control plane for the whole session (see the module docstring)."""
+def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane | ExistingCluster]:
+    """A real control plane for the whole session (see the module docstring).
+
+    With ``--setpoint-nodes=N``, it has N worker nodes (``plane.nodes``); stopping them
+    must leave nothing on the host, or the session's teardown fails with what was left.
+    """
     if _use_existing():
         path = os.environ.get("KUBECONFIG")
         if not path:
@@ -192,12 +244,29 @@ def control_plane() -> Iterator[ControlPlane | ExistingCluster]:
             )
         yield ExistingCluster(Path(path.split(os.pathsep)[0]))
         return
-    plane = ControlPlane()
+    plane = ControlPlane(ControlPlaneOptions(nodes=node_count(request.config)))
     plane.start()
     try:
         yield plane
     finally:
         plane.stop()
+        check_node_leftovers(plane)
+
+
+def check_node_leftovers(plane: ControlPlane) -> None:
+    """Fail when stopping ``plane``'s nodes left host state behind.
+
+    Raises:
+        ControlPlaneError: listing what is left (:attr:`ControlPlane.node_leftovers`) and how
+            to remove it.
+
+    """
+    if plane.node_leftovers:
+        left = "\n".join(f"  {line}" for line in plane.node_leftovers)
+        raise ControlPlaneError(
+            "stopping the plane's nodes left this on the host; `setpoint controlplane down "
+            f"--clean` (as root) removes it:\n{left}"
+        )
 
 
 @pytest.fixture(scope="session")
