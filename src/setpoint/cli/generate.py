@@ -14,6 +14,9 @@ what was declared there and write kubebuilder-compatible files under
   the runtime metrics), ``config/prometheus/monitor.yaml`` (a ServiceMonitor that scrapes
   secure metrics as ``setpoint init``'s file at that path does) and
   ``config/prometheus/alerts.yaml`` (a PrometheusRule); it imports nothing of the operator.
+* ``generate gitops`` -> ``config/gitops/argocd-cm.yaml`` (Argo CD health checks of the
+  declared kinds and ``ignoreDifferences`` for what setpoint writes) and
+  ``config/gitops/flux-kustomization.yaml`` (:mod:`setpoint.cli.gitops`);
 * ``generate sharding-policy`` -> ``config/sharding/policy.yaml``: the
   ValidatingAdmissionPolicy and binding that let only the operator change a sharding ring's
   labels and hand-over records (:mod:`setpoint.manager.shardpolicy`); it imports nothing of
@@ -200,6 +203,34 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
     return _write(manifests, args)
 
 
+def _cmd_gitops(args: argparse.Namespace) -> int:
+    from setpoint.cli.gitops import gitops_manifests
+
+    try:
+        resources = find_resources(import_targets(args.targets))
+    except LoadError as exc:
+        print(f"setpoint: error: {exc}", file=sys.stderr)
+        return 1
+    if not resources:
+        print(
+            "setpoint: error: no @sp.resource classes found in "
+            f"{', '.join(args.targets)}; pass the modules that define them",
+            file=sys.stderr,
+        )
+        return 1
+    return _write(
+        gitops_manifests(
+            resources,
+            argocd_namespace=args.argocd_namespace,
+            flux_name=args.flux_name,
+            flux_path=args.flux_path,
+            flux_source=args.flux_source,
+            flux_namespace=args.flux_namespace,
+        ),
+        args,
+    )
+
+
 def _cmd_sharding_policy(args: argparse.Namespace) -> int:
     from setpoint.manager.shardpolicy import (
         ShardedResource,
@@ -226,7 +257,7 @@ def _cmd_sharding_policy(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``generate``: ``crd``, ``rbac``, ``webhook``, ``dashboard``, ``sharding-policy``.
+    """Add ``generate``: crd, rbac, webhook, dashboard, gitops and sharding-policy.
 
     Each subcommand sets ``func``; ``main`` calls ``args.func(args)`` for the exit code.
     """
@@ -393,6 +424,39 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="alert when the event loop's p99 lag is above this (default: 0.1)",
     )
     dashboard.set_defaults(func=_cmd_dashboard)
+
+    gitops = sub.add_parser(
+        "gitops",
+        help="write config/gitops/: Argo CD health checks and ignoreDifferences (argocd-cm), "
+        "and a Flux Kustomization that waits for the objects",
+        description="Generate what Argo CD and Flux need to read the health of the declared "
+        "kinds (their controllers' kstatus conditions) without false drift: "
+        "config/gitops/argocd-cm.yaml (resource.customizations.health.<group>_<Kind> Lua "
+        "checks, ignoreDifferences for injected caBundles and setpoint.dev/applied-* "
+        "annotations) and config/gitops/flux-kustomization.yaml (wait: true; Flux reads "
+        "kstatus itself).",
+    )
+    common(gitops)
+    gitops.add_argument(
+        "--argocd-namespace", default="argocd", help="namespace of argocd-cm (default: argocd)"
+    )
+    gitops.add_argument("--flux-name", default="operator-objects", help="the Kustomization's name")
+    gitops.add_argument(
+        "--flux-path",
+        default="./config/samples",
+        help="the path in the Git source the Kustomization applies (default: ./config/samples)",
+    )
+    gitops.add_argument(
+        "--flux-source",
+        default="flux-system",
+        help="the GitRepository's name (default: flux-system)",
+    )
+    gitops.add_argument(
+        "--flux-namespace",
+        default="flux-system",
+        help="the Kustomization's namespace (default: flux-system)",
+    )
+    gitops.set_defaults(func=_cmd_gitops)
 
     policy = sub.add_parser(
         "sharding-policy",
