@@ -33,7 +33,7 @@ import contextlib
 import datetime
 import inspect
 import logging
-import tempfile
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,9 +68,13 @@ __all__ = [
 
 log = logging.getLogger("setpoint.webhook")
 
-DEFAULT_CERT_DIR: Final = str(Path(tempfile.gettempdir()) / "k8s-webhook-server" / "serving-certs")
+DEFAULT_CERT_DIR: Final = str(
+    Path(os.environ.get("TMPDIR") or "/tmp") / "k8s-webhook-server" / "serving-certs"
+)
 """controller-runtime's default certificate directory,
-``$TMPDIR/k8s-webhook-server/serving-certs``."""
+``$TMPDIR/k8s-webhook-server/serving-certs`` (``/tmp`` without ``TMPDIR``, as Go's
+``os.TempDir``). Computed without :func:`tempfile.gettempdir`, which fails at import in a
+container with a read-only root filesystem and no writable ``/tmp``."""
 
 
 @runtime_checkable
