@@ -46,6 +46,7 @@ from setpoint.controller.finalizers import (
 from setpoint.controller.handlers import KeyMapper, Source
 from setpoint.controller.predicates import Predicate, check_predicates
 from setpoint.controller.reconcile import EventRecorder, ReconcilerLike
+from setpoint.controller.sources import ExternalSource
 from setpoint.observability.metrics import Metrics
 
 __all__ = ["Builder"]
@@ -66,6 +67,7 @@ class Builder:
         self._sources: list[Source] = []
         self._predicates: list[Predicate] = []
         self._finalizers: list[FinalizerHandler] = []
+        self._external: list[ExternalSource] = []
         self._options = ControllerOptions()
 
     @property
@@ -159,6 +161,35 @@ class Builder:
         )
         return self
 
+    def watches_source(self, source: ExternalSource) -> Self:
+        """Reconcile the keys an external source sends: state outside Kubernetes.
+
+        ``source`` is a :class:`~setpoint.controller.sources.ChannelSource` (a queue you
+        feed), a :class:`~setpoint.controller.sources.PollingSource` or a
+        :class:`~setpoint.controller.sources.PerObjectPollingSource` (or your own
+        :class:`~setpoint.controller.sources.ExternalSource`). It starts after the
+        controller's informers synced and stops with the controller; one source object
+        serves one controller.
+
+        Raises:
+            ControllerError: ``source`` is not an external source, or one of that name
+                was added already.
+
+        """
+        if not isinstance(source, ExternalSource):
+            raise ControllerError(
+                f"controller {self._name!r}: watches_source({source!r}) needs an external "
+                "source (ChannelSource, PollingSource, PerObjectPollingSource); watch a "
+                "Kubernetes kind with watches(Kind, mapper)"
+            )
+        if any(s.name == source.name for s in self._external):
+            raise ControllerError(
+                f"controller {self._name!r}: a source named {source.name!r} was added "
+                "already; give each source its own name (it labels the metrics)"
+            )
+        self._external.append(source)
+        return self
+
     def finalizer(
         self,
         name: str,
@@ -217,6 +248,7 @@ class Builder:
         copy._sources = list(self._sources)
         copy._predicates = list(self._predicates)
         copy._finalizers = list(self._finalizers)
+        copy._external = list(self._external)
         copy._options = self._options
         return copy
 
@@ -337,6 +369,7 @@ class Builder:
             for_kind=self.for_kind,
             finalizers=finalizers,
             cluster=cluster,
+            external=self._external,
         )
 
     def __repr__(self) -> str:
@@ -345,6 +378,7 @@ class Builder:
             f"{s.role}:{s.kind.kind}{'(metadata)' if s.metadata_only else ''}"
             for s in self._sources
         ]
+        kinds += [f"source:{s.name}" for s in self._external]
         return f"<Builder {self._name!r} {kinds}>"
 
 

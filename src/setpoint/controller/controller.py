@@ -130,6 +130,7 @@ from setpoint.controller.reconcile import (
     TerminalError,
 )
 from setpoint.controller.reporting import ConditionReporter
+from setpoint.controller.sources import ExternalSource, SourceTarget
 from setpoint.controller.terminal import (
     STALLED_CONDITION,
     fingerprint,
@@ -345,6 +346,7 @@ class Controller:
         for_kind: GroupVersionKind | None = None,
         finalizers: Finalizers | None = None,
         cluster: str | None = None,
+        external: Iterable[ExternalSource] = (),
     ) -> None:
         self._name = validate_name(name)
         self._cluster = cluster
@@ -354,10 +356,11 @@ class Controller:
         self._live = client
         self._cache = cache
         self._sources = tuple(sources)
-        if not self._sources:
+        self._external = tuple(external)
+        if not self._sources and not self._external:
             raise ControllerError(
-                f"controller {name!r} watches nothing: add for_(Kind), owns(Kind) or "
-                "watches(Kind, mapper) before build()"
+                f"controller {name!r} watches nothing: add for_(Kind), owns(Kind), "
+                "watches(Kind, mapper) or watches_source(source) before build()"
             )
         if for_kind is None and any(s.role == "owns" for s in self._sources):
             raise ControllerError(
@@ -643,10 +646,12 @@ class Controller:
             task = asyncio.create_task(self._worker(), name=f"{self.name} worker {index}")
             task.add_done_callback(self._worker_done)
             self._workers.append(task)
+        await self._start_external()
         self._log.info(
             "Controller started",
             workers=self._options.max_concurrent_reconciles,
-            sources=[f"{s.role}:{s.kind.kind}" for s in self._sources],
+            sources=[f"{s.role}:{s.kind.kind}" for s in self._sources]
+            + [f"source:{s.name}" for s in self._external],
         )
 
     async def stop(self, timeout: float) -> None:
@@ -654,6 +659,11 @@ class Controller:
         if self._stopping:
             return
         self._stopping = True
+        for source in self._external:
+            try:
+                await source.stop()
+            except Exception:
+                self._log.exception("Stopping an external source failed", source=source.name)
         for registration in self._registrations:
             registration.remove()
         self._registrations.clear()
@@ -685,6 +695,30 @@ class Controller:
             self._log.info("Controller stopped", drained=drained)
 
     # -- sources ---------------------------------------------------------------------------------
+
+    async def _start_external(self) -> None:
+        """Start the external sources (``Builder.watches_source``) on this controller's queue."""
+        if not self._external:
+            return
+
+        def keys() -> Iterable[ObjectKey]:
+            store = self._for_store()
+            return () if store is None else list(store.keys())
+
+        target = SourceTarget(
+            controller=self._name,
+            add=self._queue_add,
+            ready_count=lambda: self._queue.ready_count,
+            keys=keys,
+            clock=self._options.clock if self._options.clock is not None else LoopClock(),
+            log=self._log,
+            metrics=self._metrics,
+        )
+        for source in self._external:
+            await source.start(target)
+
+    def _queue_add(self, key: ObjectKey, priority: int) -> None:
+        self._queue.add(key, priority=priority)
 
     def _key_mapper(self, source: Source, owner_namespaced: bool) -> Any:
         if source.role == "for":
