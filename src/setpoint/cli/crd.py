@@ -357,6 +357,10 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         return 1
     findings = diff_crds(old, new, config=config)
     print(_render(findings, args.format))
+    from setpoint.crd.runtime_fields import runtime_field_warnings
+
+    for runtime in runtime_field_warnings(new, known=old):
+        print(f"setpoint: warning: {runtime}", file=sys.stderr)
     failed = any(f.level == "error" for f in findings)
     if args.against_cluster:
         try:

@@ -107,6 +107,10 @@ def _cmd_crd(args: argparse.Namespace) -> int:
     except (LoadError, CRDGenerationError, ValueError, OSError) as exc:
         print(f"setpoint: error: {exc}", file=sys.stderr)
         return 1
+    from setpoint.crd.runtime_fields import runtime_field_warnings
+
+    for runtime in runtime_field_warnings(m.documents[0] for m in manifests):
+        print(f"setpoint: warning: {runtime}", file=sys.stderr)
     if args.against_cluster:
         for warning in asyncio.run(_stored_version_warnings(manifests, args)):
             print(f"setpoint: warning: {warning}", file=sys.stderr)
@@ -487,7 +491,3 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--user",
         action="append",
         default=[],
-        metavar="USERNAME",
-        help="another identity allowed to change them (an operator run outside the cluster)",
-    )
-    policy.set_defaults(func=_cmd_sharding_policy)
