@@ -491,3 +491,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--user",
         action="append",
         default=[],
+        metavar="USERNAME",
+        help="another identity allowed to change them (an operator run outside the cluster)",
+    )
+    policy.set_defaults(func=_cmd_sharding_policy)
