@@ -45,6 +45,7 @@ from setpoint.cache.errors import (
     CacheError,
     CacheNotStarted,
     CacheSyncTimeout,
+    InformerRemoved,
     NotCached,
     ReadAfterWriteTimeout,
     UndecodableObject,
@@ -225,6 +226,11 @@ class Cache:
         # Informers that have synced, by the kind a read named (an informer syncs once and
         # is never replaced): a read's lookup is then one dict access.
         self._ready: dict[Kind[object], Informer] = {}
+        # Kinds whose informer was removed (remove_informer) and not added again: reads of
+        # them fail with InformerRemoved instead of starting a watch behind the remover's back.
+        self._removed: set[GroupVersionKind | Metadata] = set()
+        # Indexes added with add_index, rebuilt on an informer added again after a removal.
+        self._indexes: dict[GroupVersionKind | Metadata, dict[str, IndexFunc]] = {}
         self._started = False
         self._stopped = False
 
@@ -341,6 +347,11 @@ class Cache:
         ``Metadata(kind)`` (:mod:`setpoint.api.metadata`) has an informer of its own, which
         lists and watches ``PartialObjectMetadata`` only; it never shares the store of the
         kind's full informer.
+
+        This is also how an informer is added at run time, and added again after
+        :meth:`remove_informer`: it starts at once in a started cache (wait for it with
+        ``await cache.informer(kind).wait_for_sync(timeout)``), with the indexes
+        :meth:`add_index` declared for the kind.
         """
         key = _informer_key(kind)
         informer = self._informers.get(key)
@@ -351,10 +362,48 @@ class Cache:
             informer = Informer(self._client, gvk, options)
             for labels in self._narrowed.get(gvk, ()):
                 informer.narrow(labels)
+            for name, fn in self._indexes.get(key, {}).items():
+                informer.add_index(name, fn)
+            self._removed.discard(key)
             self._informers[key] = informer
             if self.started:
                 informer._start_task()
         return informer
+
+    async def remove_informer(self, kind: Kind[object], *, timeout: float = 5.0) -> bool:
+        """Remove ``kind``'s informer: stop its watch, drop its store, indexes and handlers.
+
+        The counterpart of :meth:`informer` at run time (controller-runtime's
+        ``RemoveInformer``), for kinds that stop being served (a deleted CRD) or are no
+        longer needed: the watch connection is closed, and the objects, their indexes and
+        the handlers are released, so the memory the kind took goes back. Afterwards a read
+        of ``kind`` raises :class:`InformerRemoved`, as does a read that was waiting for the
+        informer to sync, until :meth:`informer` adds it again (the indexes declared with
+        :meth:`add_index` are then rebuilt). Handlers registered on it get no more events:
+        remove an informer only when no controller watches the kind any more.
+
+        ``kind`` names one informer: a GVK (or typed class), or ``Metadata(kind)`` for the
+        metadata-only one. Waits at most ``timeout`` seconds for the watch to stop.
+
+        Returns:
+            Whether there was an informer to remove.
+
+        """
+        key = _informer_key(kind)
+        informer = self._informers.pop(key, None)
+        self._removed.add(key)
+        if informer is None:
+            return False
+        for read_as, ready in list(self._ready.items()):
+            if ready is informer:
+                del self._ready[read_as]
+        error = InformerRemoved(
+            f"the cache's informer for {_describe(key)} was removed (Cache.remove_informer), "
+            "usually because its CustomResourceDefinition was deleted; add it again with "
+            "cache.informer(kind), or read it with the live client"
+        )
+        await informer.release(error, timeout)
+        return True
 
     def narrow(self, kind: Kind[object], labels: str) -> None:
         """Add label requirements to ``kind``'s informer (ANDed with its selector), before start.
@@ -397,6 +446,7 @@ class Cache:
 
         """
         self.informer(kind).add_index(name, fn)
+        self._indexes.setdefault(_informer_key(kind), {})[name] = fn
 
     async def _ready_informer(self, kind: Kind[object]) -> Informer:
         try:
@@ -409,6 +459,14 @@ class Cache:
             raise CacheNotStarted(
                 f"read of {split_kind(kind)[0].kind} before the cache was started; start it "
                 "first (the manager starts it before any controller)"
+            )
+        key = _informer_key(kind)
+        if key in self._removed:
+            raise InformerRemoved(
+                f"read of {_describe(key)}, whose informer was removed from the cache "
+                "(Cache.remove_informer, usually because its CustomResourceDefinition was "
+                "deleted); add it again with cache.informer(kind), or read it with the live "
+                "client"
             )
         informer = self.informer(kind)
         if not informer.synced:
@@ -653,6 +711,14 @@ def _informer_key(kind: Kind[object]) -> GroupVersionKind | Metadata:
     if isinstance(kind, Metadata):
         return kind
     return split_kind(kind)[0]
+
+
+def _describe(key: GroupVersionKind | Metadata) -> str:
+    """``Gizmo (test.setpoint.dev/v1)``, with ``metadata-only`` for a ``Metadata`` key."""
+    gvk = key.gvk
+    version = f"{gvk.group}/{gvk.version}" if gvk.group else gvk.version
+    only = ", metadata-only" if isinstance(key, Metadata) else ""
+    return f"{gvk.kind} ({version}{only})"
 
 
 def _object_key(

@@ -11,6 +11,7 @@ __all__ = [
     "CacheError",
     "CacheNotStarted",
     "CacheSyncTimeout",
+    "InformerRemoved",
     "KindNotServed",
     "NotCached",
     "ReadAfterWriteTimeout",
@@ -45,6 +46,18 @@ class KindNotServed(UnknownKind, CacheError):
     """
 
     __module__ = "setpoint"
+
+
+class InformerRemoved(CacheError):
+    """A read named a kind whose informer was removed from the cache.
+
+    See :meth:`~setpoint.cache.Cache.remove_informer`.
+
+    The cache does not start watching the kind again behind the caller's back (its CRD was
+    deleted, usually, and a new watch would only fail): add the informer again with
+    :meth:`~setpoint.cache.Cache.informer` first, or read with the live client. A read
+    waiting for the informer to sync when it was removed fails with it too.
+    """
 
 
 class NotCached(CacheError):

@@ -435,6 +435,11 @@ class Informer:
         self._handlers.append(registration)
         return registration
 
+    @property
+    def handler_count(self) -> int:
+        """Handlers registered and not removed (a controller's sources register one each)."""
+        return len(self._handlers)
+
     def _remove(self, registration: HandlerRegistration) -> None:
         with contextlib.suppress(ValueError):
             self._handlers.remove(registration)
@@ -498,6 +503,27 @@ class Informer:
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                 await asyncio.wait_for(asyncio.shield(task), timeout)
         self._expectations.close()
+
+    async def release(self, error: CacheError, timeout: float = 5.0) -> None:
+        """Stop (as :meth:`stop`), then drop the store, its indexes and every handler.
+
+        For an informer removed from its cache: the watch is closed, the objects are no
+        longer referenced from here, and whoever waits for the informer to sync, or calls
+        :meth:`wait_for_sync` later, gets ``error`` at once.
+        """
+        self._fail_sync(error)
+        await self.stop(timeout)
+        self._fail_sync(error)  # in case the task got as far as resolving the kind meanwhile
+        for registration in self._handlers:
+            registration.removed = True
+        self._handlers.clear()
+        self._streams.clear()
+        self._store.clear()
+
+    def _fail_sync(self, error: CacheError) -> None:
+        self._synced.clear()
+        self._sync_failed = error
+        self._sync_failed_event.set()
 
     async def wait_for_sync(self, timeout: float) -> None:
         """Wait until the initial list of every scope is stored.

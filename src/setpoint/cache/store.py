@@ -237,6 +237,20 @@ class Store:
             self._reindex(name, key, None)
         return _decoded(stored)
 
+    def clear(self) -> None:
+        """Drop every object and every index (definitions too): the store holds nothing after.
+
+        For an informer removed from its cache (:meth:`~setpoint.cache.Cache.remove_informer`):
+        whatever still refers to the store no longer keeps its objects alive.
+        """
+        if self._items:
+            _CHANGES.value += 1
+        self._items = {}
+        self._by_namespace = {}
+        self._indexers = {}
+        self._indices = {}
+        self._index_values = {}
+
     # -- indexes ---------------------------------------------------------------------
 
     def has_index(self, name: str) -> bool:
