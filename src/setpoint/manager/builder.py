@@ -21,12 +21,13 @@ from setpoint.client.protocols import ApiClient
 from setpoint.controller.builder import Builder
 from setpoint.controller.controller import Controller
 from setpoint.controller.reconcile import EventRecorder, ReconcilerLike
+from setpoint.manager.optional import OptionalController
 from setpoint.observability.metrics import Metrics
 
 if TYPE_CHECKING:
     from setpoint.manager.options import ManagerOptions
 
-__all__ = ["ManagedBuilder", "ManagerParts"]
+__all__ = ["ManagedBuilder", "ManagerParts", "OptionalBuilder"]
 
 
 class ManagerParts(Protocol):
@@ -95,6 +96,21 @@ class ManagedBuilder(Builder):
 
         """
         manager = self._manager
+        self._take_managers_defaults()
+        controller = super().build(
+            reconciler,
+            client=client if client is not None else manager.client,
+            cache=cache if cache is not None else manager.cache,
+            metrics=metrics if metrics is not None else manager.metrics,
+            recorder=recorder if recorder is not None else manager.event_recorder(self.name),
+            cluster=cluster,
+        )
+        manager.add(controller)
+        return controller
+
+    def _take_managers_defaults(self) -> None:
+        """Check the name is free; take the manager's sync timeout and clock where unset."""
+        manager = self._manager
         taken = {runnable.name for runnable in manager.runnables}
         if f"controller/{self.name}" in taken:
             raise ValueError(
@@ -107,13 +123,77 @@ class ManagedBuilder(Builder):
             )
         if self.options.clock is None:
             self._options = dataclasses.replace(self.options, clock=manager.options.clock)
-        controller = super().build(
-            reconciler,
-            client=client if client is not None else manager.client,
-            cache=cache if cache is not None else manager.cache,
-            metrics=metrics if metrics is not None else manager.metrics,
-            recorder=recorder if recorder is not None else manager.event_recorder(self.name),
-            cluster=cluster,
+
+    def optional(self, *, drain_timeout: float = 30.0) -> OptionalBuilder:
+        """Make the controller wait for its kinds to be served, and follow their CRDs.
+
+        Call it last: its ``build(reconciler)`` returns an
+        :class:`~setpoint.manager.optional.OptionalController` added to the manager, which
+        starts a controller built from this description once every watched kind is
+        served, stops it (informers removed, reconciles drained for up to
+        ``drain_timeout`` seconds, metrics series dropped) when one of their CRDs is
+        deleted, and starts a new one when it returns. Without it, a kind that is not
+        served makes the manager's start-up fail. See :mod:`setpoint.manager.optional`::
+
+            manager.controller("gizmo").for_(Gizmo).owns(kinds.ConfigMap).optional().build(r)
+        """
+        return OptionalBuilder(self, drain_timeout=drain_timeout)
+
+
+class OptionalBuilder:
+    """What ``manager.controller(name)...optional()`` returns: its :meth:`build` follows CRDs."""
+
+    def __init__(self, builder: ManagedBuilder, *, drain_timeout: float) -> None:
+        if drain_timeout < 0:
+            raise ValueError("optional(drain_timeout=...) must be >= 0 seconds")
+        self._builder = builder
+        self._drain_timeout = drain_timeout
+
+    def build(
+        self,
+        reconciler: ReconcilerLike,
+        *,
+        client: ApiClient | None = None,
+        cache: Cache | None = None,
+        metrics: Metrics | None = None,
+        recorder: EventRecorder | None = None,
+    ) -> OptionalController:
+        """Add an optional controller running ``reconciler`` to the manager; return it.
+
+        The description is checked now (a controller is built once and dropped, without
+        metrics), so its errors surface here, not when a CRD appears. Defaults as
+        :meth:`ManagedBuilder.build`.
+
+        Raises:
+            ControllerError: as :meth:`Builder.build`.
+            ValueError: a controller with this name was added to the manager already.
+
+        """
+        builder = self._builder
+        manager = builder._manager
+        builder._take_managers_defaults()
+        client = client if client is not None else manager.client
+        cache = cache if cache is not None else manager.cache
+        metrics = metrics if metrics is not None else manager.metrics
+        recorder = recorder if recorder is not None else manager.event_recorder(builder.name)
+        probe = Builder.build(builder, reconciler, client=client, cache=cache)
+
+        def make() -> Controller:
+            return Builder.build(
+                builder, reconciler, client=client, cache=cache, metrics=metrics, recorder=recorder
+            )
+
+        options = builder.options
+        controller = OptionalController(
+            builder.name,
+            make,
+            kinds=probe.watched_kinds,
+            client=client,
+            cache=cache,
+            metrics=metrics,
+            needs_leader_election=options.needs_leader_election,
+            clock=options.clock,
+            drain_timeout=self._drain_timeout,
         )
         manager.add(controller)
         return controller

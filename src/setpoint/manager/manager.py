@@ -56,6 +56,7 @@ from setpoint.manager.errors import (
     StartupSyncTimeout,
 )
 from setpoint.manager.healthz import Check, HealthChecks
+from setpoint.manager.optional import WAITING_ANNOTATION, OptionalController, kind_label
 from setpoint.manager.options import LeadershipLossPolicy, ManagerOptions
 from setpoint.manager.sharedcache import CacheLike
 from setpoint.observability import recording, tracing
@@ -562,15 +563,24 @@ class Manager:
         when none), so ``setpoint doctor finalizers`` can tell whether the controller that
         owns a stuck object's finalizer is running: its Lease is then fresh. Written on every
         create and renewal of the Lease; without leader election there is no Lease.
+
+        And ``{"setpoint.dev/waiting": '{"<controller>": ["<Kind>.<version>.<group>"]}'}``,
+        the optional controllers waiting for kinds to be served (``{}`` when none;
+        :mod:`setpoint.manager.optional`), for ``setpoint doctor``.
         """
         owned: dict[str, str] = {}
+        waiting: dict[str, list[str]] = {}
         for entry in self._entries:
             runnable = entry.runnable
-            if isinstance(runnable, Controller):
+            if isinstance(runnable, Controller | OptionalController):
                 for finalizer in runnable.finalizers:
                     owned[finalizer] = runnable.controller_name
-        text = json.dumps(owned, sort_keys=True, separators=(",", ":"))
-        return {OWNED_FINALIZERS_ANNOTATION: text}
+            if isinstance(runnable, OptionalController) and runnable.waiting_for:
+                waiting[runnable.controller_name] = [kind_label(k) for k in runnable.waiting_for]
+        return {
+            OWNED_FINALIZERS_ANNOTATION: json.dumps(owned, sort_keys=True, separators=(",", ":")),
+            WAITING_ANNOTATION: json.dumps(waiting, sort_keys=True, separators=(",", ":")),
+        }
 
     # -- state -------------------------------------------------------------------------------
 
@@ -741,7 +751,7 @@ class Manager:
             return
         needs: list[AccessNeed] = []
         for entry in self._entries:
-            if isinstance(entry.runnable, Controller):
+            if isinstance(entry.runnable, Controller | OptionalController):
                 needs.extend(entry.runnable.access_needs())
         if self._cache is not None:
             for informer in self._cache.informers():
