@@ -495,3 +495,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="another identity allowed to change them (an operator run outside the cluster)",
     )
     policy.set_defaults(func=_cmd_sharding_policy)
+
+    from setpoint.cli import bundle, helm, installer
+
+    for shipping in (helm, bundle, installer):
+        shipping.register(sub)
