@@ -16,7 +16,9 @@ controller's threads (:mod:`setpoint.controller.blocking`).
 
 See :mod:`setpoint.controller.controller` for the lifecycle and outcome semantics,
 :mod:`setpoint.controller.builder` for the builder, :mod:`setpoint.controller.predicates`
-for event filters and :mod:`setpoint.controller.workqueue` for the queue.
+for event filters, :mod:`setpoint.controller.workqueue` for the queue,
+:mod:`setpoint.controller.sources` for event sources outside Kubernetes and
+:mod:`setpoint.controller.dependents` for children applied in dependency order.
 """
 
 from setpoint.controller.blocking import SyncClient, SyncContext, SyncReader, run_blocking
@@ -26,6 +28,14 @@ from setpoint.controller.controller import (
     ControllerError,
     ControllerOptions,
     KeyGate,
+)
+from setpoint.controller.dependents import (
+    Dependent,
+    DependentFailed,
+    DependentInvalid,
+    Dependents,
+    DependentsOutcome,
+    rollout_complete,
 )
 from setpoint.controller.finalizers import (
     Cleanup,
@@ -71,12 +81,20 @@ from setpoint.controller.reconcile import (
     SyncReconciler,
     TerminalError,
 )
+from setpoint.controller.sources import (
+    ChannelSource,
+    ExternalSource,
+    PerObjectPollingSource,
+    PollingSource,
+    SourceTarget,
+)
 from setpoint.controller.workqueue import Priority, WorkQueue, WorkQueueOptions
 
 __all__ = [
     "AddEvent",
     "AnnotationsChanged",
     "Builder",
+    "ChannelSource",
     "Cleanup",
     "CleanupFailed",
     "CleanupRetry",
@@ -86,7 +104,13 @@ __all__ = [
     "ControllerError",
     "ControllerOptions",
     "DeleteEvent",
+    "Dependent",
+    "DependentFailed",
+    "DependentInvalid",
+    "Dependents",
+    "DependentsOutcome",
     "EventRecorder",
+    "ExternalSource",
     "FinalizerHandler",
     "Finalizers",
     "GenerationChanged",
@@ -95,6 +119,8 @@ __all__ = [
     "KeyMapper",
     "LabelSelectorPredicate",
     "LabelsChanged",
+    "PerObjectPollingSource",
+    "PollingSource",
     "Predicate",
     "Priority",
     "ReconcileError",
@@ -106,6 +132,7 @@ __all__ = [
     "ResourceVersionChanged",
     "Result",
     "Source",
+    "SourceTarget",
     "SyncClient",
     "SyncContext",
     "SyncReader",
@@ -123,5 +150,6 @@ __all__ = [
     "enqueue_from_label",
     "enqueue_tracked_owner",
     "not_",
+    "rollout_complete",
     "run_blocking",
 ]
