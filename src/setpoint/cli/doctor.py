@@ -955,6 +955,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "setpoint.cli.doctor_crds",
     "setpoint.cli.doctor_shards",
     "setpoint.cli.doctor_paused",
+    "setpoint.cli.doctor_rollout",
 )
 """The modules of the other checks; each adds its own with ``register_checks(checks)``."""
 
