@@ -48,6 +48,7 @@ from setpoint.client.objects import Applied, ObjectList, WatchEvent
 from setpoint.client.patch import ApplyPatch, JsonPatch, MergePatch, Patch, StrategicMergePatch
 from setpoint.client.preflight import AccessNeed, PreflightFailed, PreflightProblem, preflight
 from setpoint.client.protocols import Reader, ReadWriter, StatusWriter, Writer
+from setpoint.client.server_warnings import FieldValidation, collect_warnings
 from setpoint.client.transport import TransportOptions
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "Conflict",
     "ConnectionFailed",
     "Expired",
+    "FieldValidation",
     "Forbidden",
     "Gone",
     "Invalid",
@@ -95,6 +97,7 @@ __all__ = [
     "Watch",
     "WatchEvent",
     "Writer",
+    "collect_warnings",
     "kubeconfig_from_secret",
     "load_config",
     "load_incluster_config",

@@ -37,6 +37,7 @@ from setpoint.client.errors import ConnectionFailed, Expired, MalformedResponse
 from setpoint.client.kubeconfig import load_config, load_kubeconfig
 from setpoint.client.objects import Applied, ObjectList, WatchEvent, WatchEventType
 from setpoint.client.patch import ApplyPatch, Patch
+from setpoint.client.server_warnings import FieldValidation
 from setpoint.client.transport import RequestHook, Transport, TransportOptions, quote_segment
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "PropagationPolicy",
     "Selector",
     "Watch",
+    "field_validation_for",
 ]
 
 log = logging.getLogger("setpoint.client")
@@ -138,6 +140,29 @@ def check_continue_token(token: str, seen: set[str], *, url: str) -> None:
 
 def _to_json(obj: JsonObject | TypedObject) -> JsonObject:
     return obj.to_object() if is_typed(obj) else obj
+
+
+def field_validation_for(
+    obj_or_kind: object, asked: FieldValidation | None
+) -> FieldValidation | None:
+    """The ``fieldValidation`` a write sends: what was asked, else the default for its body.
+
+    ``Strict`` for a typed object (or a patch of a typed kind): a field the Python type
+    has and the installed schema lacks is version skew the caller wants to hear about.
+    ``None`` (the parameter is not sent: the server's default, ``Warn``) for a dict,
+    which often carries fields from elsewhere; the warnings still reach the log and
+    :func:`~setpoint.client.server_warnings.collect_warnings`. Decision 0033.
+    """
+    if asked is not None:
+        if asked not in ("Strict", "Warn", "Ignore"):
+            raise ValueError(
+                f"field_validation must be 'Strict', 'Warn' or 'Ignore', not {asked!r}"
+            )
+        return asked
+    typed = is_typed(obj_or_kind) or (
+        isinstance(obj_or_kind, type) and hasattr(obj_or_kind, "from_object")
+    )
+    return "Strict" if typed else None
 
 
 class Client:
@@ -422,12 +447,22 @@ class Client:
     # -- writes ---------------------------------------------------------------------
 
     async def create(
-        self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None
+        self,
+        obj: Obj,
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Create ``obj`` and return it as stored (with uid, resourceVersion, defaults).
 
+        ``field_validation`` says what the server does with fields the schema does not
+        declare (see :data:`~setpoint.client.server_warnings.FieldValidation`); by default
+        ``Strict`` for a typed object and the server's default (``Warn``) for a dict.
+
         Raises:
             AlreadyExists: the name is taken.
+            BadRequest: under ``Strict``, a field the schema does not declare.
             Invalid: validation failed; ``causes`` name the fields.
 
         """
@@ -437,7 +472,11 @@ class Client:
         resp = await self.transport.request(
             "POST",
             path,
-            params=self._params(dry_run=dry_run, field_manager=field_manager),
+            params=self._params(
+                dry_run=dry_run,
+                field_manager=field_manager,
+                fieldValidation=field_validation_for(obj, field_validation),
+            ),
             body=data,
         )
         return kind.from_object(resp.body)
@@ -449,12 +488,14 @@ class Client:
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Replace ``obj`` (PUT), optimistically: its ``metadata.resourceVersion`` is checked.
 
         If the object changed since it was read, the server answers
         :class:`~setpoint.client.errors.Conflict` instead of losing that change.
         ``subresource="status"`` writes only status (the server ignores the rest).
+        ``field_validation`` as for :meth:`create` (the whole body is checked, status too).
         """
         data = _to_json(obj)
         kind = kind_of(obj)
@@ -467,13 +508,22 @@ class Client:
         resp = await self.transport.request(
             "PUT",
             path,
-            params=self._params(dry_run=dry_run, field_manager=field_manager),
+            params=self._params(
+                dry_run=dry_run,
+                field_manager=field_manager,
+                fieldValidation=field_validation_for(obj, field_validation),
+            ),
             body=data,
         )
         return kind.from_object(resp.body)
 
     async def replace_status(
-        self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None
+        self,
+        obj: Obj,
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Replace ``obj``'s status through the ``status`` subresource (a PUT; spec is ignored).
 
@@ -482,7 +532,11 @@ class Client:
         :func:`setpoint.update_status` (``setpoint.client.safe.update_status``).
         """
         return await self.update(
-            obj, subresource="status", dry_run=dry_run, field_manager=field_manager
+            obj,
+            subresource="status",
+            dry_run=dry_run,
+            field_manager=field_manager,
+            field_validation=field_validation,
         )
 
     async def patch(
@@ -495,17 +549,27 @@ class Client:
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> T:
         """Patch one object with any of the four patch kinds (see :mod:`setpoint.client.patch`).
 
+        ``field_validation`` as for :meth:`create` (``Strict`` by default when ``kind`` is a
+        typed class); the server checks the patched object. An apply patch is refused
+        whatever it says when it sets a field the schema does not declare.
+
         Raises:
-            Invalid: for a JSON patch whose ``test`` failed, among other causes.
+            Invalid: for a JSON patch whose ``test`` failed, among other causes; under
+                ``Strict``, a field the schema does not declare (cause ``patch``).
             Conflict: a server-side apply conflict (``causes`` name the fields).
             UnsupportedMediaType: strategic merge on a custom resource.
 
         """
         _, path = await self._path(kind, namespace=namespace, name=name, subresource=subresource)
-        params = self._params(dry_run=dry_run, field_manager=field_manager)
+        params = self._params(
+            dry_run=dry_run,
+            field_manager=field_manager,
+            fieldValidation=field_validation_for(kind, field_validation),
+        )
         if isinstance(patch, ApplyPatch) and patch.force:
             params["force"] = "true"
         resp = await self.transport.request(
@@ -521,10 +585,14 @@ class Client:
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Server-side apply ``obj``: create it, or merge the fields this manager owns.
 
-        ``obj`` should contain only the fields this manager wants to own.
+        ``obj`` should contain only the fields this manager wants to own. The server
+        refuses an apply that sets a field the schema does not declare whatever
+        ``field_validation`` says (500, ``.spec.x: field not declared in schema``);
+        ``field_validation`` (default as for :meth:`create`) then decides about duplicates.
         """
         applied = await self.apply_outcome(
             obj,
@@ -532,6 +600,7 @@ class Client:
             force=force,
             subresource=subresource,
             dry_run=dry_run,
+            field_validation=field_validation,
         )
         return applied.object
 
@@ -543,6 +612,7 @@ class Client:
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: FieldValidation | None = None,
     ) -> Applied[Obj]:
         """Server-side apply ``obj`` (as :meth:`apply`) and say whether it created the object.
 
@@ -560,7 +630,11 @@ class Client:
             name=self._name(data),
             subresource=subresource,
         )
-        params = self._params(dry_run=dry_run, field_manager=field_manager)
+        params = self._params(
+            dry_run=dry_run,
+            field_manager=field_manager,
+            fieldValidation=field_validation_for(obj, field_validation),
+        )
         patch = ApplyPatch(data, force=force)
         if force:
             params["force"] = "true"

@@ -61,6 +61,7 @@ from setpoint.client.errors import (
     Unauthorized,
     error_from_response,
 )
+from setpoint.client.server_warnings import record_warning, warning_text
 from setpoint.observability.recording import active_recorder
 from setpoint.observability.tracing import active_tracing
 
@@ -871,6 +872,7 @@ class Transport:
             # Deprecated APIs, unknown fields dropped by the server, ...: the server's
             # advice is worth a log line, once per request.
             log.warning("API server warning for %s %s: %s", method, url, warning)
+            record_warning(warning_text(warning))
         if 200 <= status < 300:
             return Response(status, headers, _decode(raw.body, raw.content_type))
         retry_after = _retry_after(headers)
