@@ -15,6 +15,7 @@ import inspect
 from collections import defaultdict
 from types import FunctionType
 
+from setpoint.api import kinds
 from tests._support.exports import Export, exports
 
 MODULE_HOOKS: dict[str, str] = {
@@ -26,6 +27,15 @@ MODULE_HOOKS: dict[str, str] = {
 """Function names that several modules define on purpose: one interface, many modules.
 
 Only functions may share these names; a class or constant by the same name still fails."""
+
+
+GENERATED_MODULES = frozenset(
+    f"setpoint.api.kinds.{name}" for name in (*kinds.TYPED_MODULES, "_model")
+)
+"""The generated models of the built-in kinds (decision 0032, and their private base module)
+keep the API's own type names, scoped by group-version as Go's ``appsv1.Deployment`` is:
+``core_v1.Secret`` is the typed form of the GVK constant ``kinds.Secret``, and
+``_model.Quantity`` the API's quantity, not another concept."""
 
 
 def _describe(homes: list[Export]) -> str:
@@ -49,7 +59,12 @@ def shared_names(found: tuple[Export, ...]) -> dict[str, list[list[Export]]]:
     for export in found:
         by_name[export.name].setdefault(id(export.obj), []).append(export)
     shared: dict[str, list[list[Export]]] = {}
-    for name, objects in sorted(by_name.items()):
+    for name, all_objects in sorted(by_name.items()):
+        objects = {
+            key: homes
+            for key, homes in all_objects.items()
+            if any(home.module not in GENERATED_MODULES for home in homes)
+        }
         if len(objects) < 2:
             continue
         if name in MODULE_HOOKS and all(

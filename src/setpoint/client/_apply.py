@@ -279,8 +279,9 @@ async def apply_child(
     """Apply a declared child object with server-side apply, writing only when needed.
 
     ``desired`` holds exactly the fields this controller wants to own (dict or
-    typed). With ``owner``, the child gets a controller reference to it (and
-    is garbage collected with it).
+    typed: a typed object, such as ``kinds.apps_v1.Deployment(...)``, sends only the
+    fields that were set, and the result's object is of its class). With ``owner``,
+    the child gets a controller reference to it (and is garbage collected with it).
 
     Expected Flow:
         1. Set the controller reference (scope checked with the server's
