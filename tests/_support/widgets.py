@@ -50,9 +50,15 @@ def widget(name: str, namespace: str = "default", **extra: Any) -> JsonObject:
 
 
 def fake_api(*, widgets: bool = True, **options: Any) -> FakeClient:
-    """A fake serving Widgets (unless ``widgets=False``) and the cluster-scoped Dial."""
+    """A fake serving Widgets (unless ``widgets=False``) and the cluster-scoped Dial.
+
+    Widgets are served without their schema (registered by ResourceInfo, not by class), so
+    the tests can store any content in them; the fake would otherwise prune it as the
+    server does.
+    """
     return FakeClient(
-        resources=[Widget, Dial] if widgets else [Dial], options=FakeOptions(**options)
+        resources=[Widget.resource_info(), Dial] if widgets else [Dial],
+        options=FakeOptions(**options),
     )
 
 

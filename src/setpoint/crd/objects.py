@@ -8,7 +8,9 @@ functions do the same offline, so a test or a tool can tell what the server will
 and whether it will refuse the object, without a server:
 
 * :func:`prune_and_default` returns the object the server would validate and store;
-* :func:`validate_object` returns the server's refusals for it (empty: accepted).
+* :func:`validate_object` returns the server's refusals for it (empty: accepted);
+* :func:`unknown_fields` names the fields pruning drops, as the server's
+  ``fieldValidation`` reports them (``Strict`` refuses the write, ``Warn`` warns).
 
 ``apiVersion``, ``kind`` and ``metadata`` at the root (and of embedded resources) are the
 server's and are kept as they are; CEL rules (``x-kubernetes-validations``) are only
@@ -26,7 +28,7 @@ from typing import Any
 from setpoint.crd.errors import StructuralError
 from setpoint.crd.structural import validate_value
 
-__all__ = ["prune_and_default", "validate_object"]
+__all__ = ["prune_and_default", "unknown_fields", "validate_object"]
 
 _RESOURCE_FIELDS = ("apiVersion", "kind", "metadata")
 
@@ -58,13 +60,36 @@ def validate_object(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> list[S
     return validate_value(body, node, ())
 
 
-def _prune(value: Any, node: Any, *, resource_root: bool = False) -> None:
-    """structuralpruning.Prune: drop what the schema neither declares nor preserves."""
+def unknown_fields(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
+    """The fields of ``obj`` that ``schema`` neither declares nor preserves, sorted.
+
+    Spelled as the server's strict decoding names them (``spec.foo``,
+    ``spec.items[0].bar``): what ``fieldValidation=Strict`` refuses and ``Warn`` warns
+    about (``unknown field "spec.foo"``), and what :func:`prune_and_default` drops.
+    ``metadata`` is the server's (ObjectMeta) and is not looked into.
+    """
+    dropped: list[str] = []
+    _prune(copy.deepcopy(dict(obj)), schema, resource_root=True, dropped=dropped, path="")
+    return sorted(dropped)
+
+
+def _prune(
+    value: Any,
+    node: Any,
+    *,
+    resource_root: bool = False,
+    dropped: list[str] | None = None,
+    path: str = "",
+) -> None:
+    """structuralpruning.Prune: drop what the schema neither declares nor preserves.
+
+    With ``dropped``, the path of each dropped field is appended to it.
+    """
     if not isinstance(node, Mapping):
         return
     if isinstance(value, list):
-        for item in value:
-            _prune(item, node.get("items"))
+        for index, item in enumerate(value):
+            _prune(item, node.get("items"), dropped=dropped, path=f"{path}[{index}]")
         return
     if not isinstance(value, dict):
         return
@@ -79,12 +104,15 @@ def _prune(value: Any, node: Any, *, resource_root: bool = False) -> None:
             if key == "metadata" and key in props and not resource_root:
                 continue  # the server keeps ObjectMeta as it is
             continue
+        where = f"{path}.{key}" if path else str(key)
         if key in props:
-            _prune(value[key], props[key])
+            _prune(value[key], props[key], dropped=dropped, path=where)
         elif isinstance(additional, Mapping):
-            _prune(value[key], additional)
+            _prune(value[key], additional, dropped=dropped, path=where)
         elif not preserve and additional is not True:
             del value[key]
+            if dropped is not None:
+                dropped.append(where)
 
 
 def _drop_null_fields(value: Any, node: Any) -> None:

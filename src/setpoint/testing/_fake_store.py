@@ -41,6 +41,8 @@ from setpoint.api.meta import JsonObject
 from setpoint.cache.selectors import FieldMatcher, LabelMatcher, SelectorError
 from setpoint.client.errors import ApiError, Cause
 from setpoint.client.patch import ApplyPatch, JsonPatch, MergePatch, Patch, StrategicMergePatch
+from setpoint.client.server_warnings import FieldValidation
+from setpoint.crd.objects import prune_and_default
 from setpoint.testing._fake_apply import Ownership, Record, apply_configuration
 from setpoint.testing._fake_errors import (
     api_error,
@@ -65,6 +67,7 @@ from setpoint.testing._fake_patch import (
     merge_patch,
     strategic_merge_patch,
 )
+from setpoint.testing._fake_schema import check_apply, check_fields, schema_causes
 from setpoint.testing._fake_validation import (
     check_decodable,
     finalizers_added_while_deleting,
@@ -169,6 +172,7 @@ class FakeServerStore:
         self._conversions: dict[tuple[str, str], tuple[KindConversion, str]] = {}
         self._gc = GarbageCollector(self, enabled=garbage_collection)
         self._rv_prefix = resource_version_prefix
+        self._schemas: dict[GroupVersionKind, tuple[Mapping[str, Any], bool]] = {}
 
     # -- resource versions ------------------------------------------------------------
 
@@ -191,6 +195,37 @@ class FakeServerStore:
         self.kinds[info.gvk] = rules
         self._rules_by_gk.setdefault(rules.group_kind, rules)
         return rules
+
+    def register_schema(
+        self, gvk: GroupVersionKind, schema: Mapping[str, Any], *, from_crd: bool
+    ) -> None:
+        """Validate custom resources of ``gvk`` against ``schema`` (its ``openAPIV3Schema``).
+
+        A schema from a CustomResourceDefinition written in the fake (``from_crd``) is what
+        the server would use and replaces any other; one generated from a Python type is
+        kept only while no CRD gave one.
+        """
+        known = self._schemas.get(gvk)
+        if from_crd or known is None or not known[1]:
+            self._schemas[gvk] = (schema, from_crd)
+
+    def schema_of(self, gvk: GroupVersionKind) -> Mapping[str, Any] | None:
+        """The schema objects of ``gvk`` are validated against, if the fake knows one."""
+        known = self._schemas.get(gvk)
+        return known[0] if known is not None else None
+
+    def _object_schema(self, obj: JsonObject) -> Mapping[str, Any] | None:
+        api_version, kind = str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")
+        group, _, version = api_version.rpartition("/")
+        return self.schema_of(GroupVersionKind(group, version, kind))
+
+    def _schema_problems(self, obj: JsonObject) -> tuple[JsonObject, list[Cause]]:
+        """``obj`` pruned and defaulted by its schema, and the schema's 422 causes."""
+        schema = self._object_schema(obj)
+        if schema is None:
+            return obj, []
+        stored = prune_and_default(obj, schema)
+        return stored, schema_causes(stored, schema)
 
     def register_conversion(self, conversion: KindConversion, storage_version: str) -> None:
         """Store the kind at ``storage_version`` and convert with ``conversion`` on the way.
@@ -521,13 +556,27 @@ class FakeServerStore:
             )
 
     def create(
-        self, rules: KindRules, obj: JsonObject, *, manager: str, dry_run: bool
+        self,
+        rules: KindRules,
+        obj: JsonObject,
+        *,
+        manager: str,
+        dry_run: bool,
+        field_validation: FieldValidation | None = None,
     ) -> JsonObject:
         """Create ``obj`` (already checked for scope), or raise the server's error."""
         new = clone(obj)
         meta = _meta(new)
         namespace = str(meta.get("namespace") or "")
         path = path_of(rules.info, namespace)
+        check_fields(
+            rules,
+            new,
+            self.schema_of(rules.info.gvk),
+            field_validation,
+            method="POST",
+            path=path,
+        )
         if meta.get("resourceVersion"):
             raise api_error(
                 500,
@@ -562,6 +611,10 @@ class FakeServerStore:
             )
         check_decodable(rules, new, method="POST", path=path)
         problems = metadata_problems(rules, new, creating=True)
+        new["apiVersion"], new["kind"] = rules.info.gvk.api_version, rules.info.gvk.kind
+        new, schema_problems = self._schema_problems(new)
+        meta = _meta(new)
+        problems += schema_problems
         if problems:
             raise invalid(rules, name, problems, method="POST", path=path)
         self._check_namespace(rules, namespace, name, method="POST", path=path)
@@ -715,6 +768,16 @@ class FakeServerStore:
         if rules.group_kind == ("apiextensions.k8s.io", "CustomResourceDefinition"):
             for info in crd_resources(obj):
                 self.register(info)
+            spec = obj.get("spec") or {}
+            for version in spec.get("versions") or []:
+                schema = (version.get("schema") or {}).get("openAPIV3Schema")
+                if isinstance(schema, Mapping):
+                    gvk = GroupVersionKind(
+                        spec.get("group") or "",
+                        version.get("name") or "",
+                        (spec.get("names") or {}).get("kind") or "",
+                    )
+                    self.register_schema(gvk, schema, from_crd=True)
 
     def update(
         self,
@@ -725,6 +788,7 @@ class FakeServerStore:
         dry_run: bool,
         subresource: str | None,
         method: str = "PUT",
+        field_validation: FieldValidation | None = None,
     ) -> JsonObject:
         """Replace an object (or its status), optimistically on ``resourceVersion``."""
         incoming = clone(obj)
@@ -732,6 +796,14 @@ class FakeServerStore:
         namespace = str(meta.get("namespace") or "")
         name = str(meta.get("name") or "")
         path = path_of(rules.info, namespace, name, subresource or "")
+        check_fields(
+            rules,
+            incoming,
+            self.schema_of(rules.info.gvk),
+            field_validation,
+            method=method,
+            path=path,
+        )
         if rules.group_kind in self._conversions:
             incoming = self._to_storage(rules, incoming, method=method, path=path)
             meta = _meta(incoming)
@@ -832,6 +904,9 @@ class FakeServerStore:
         check_decodable(rules, new, method=method, path=path)
         problems: list[Cause] = metadata_problems(rules, new, creating=False)
         problems += finalizers_added_while_deleting(old_meta, meta)
+        new, schema_problems = self._schema_problems(new)
+        meta = _meta(new)
+        problems += schema_problems
         if problems:
             raise invalid(rules, name, problems, method=method, path=path)
         if rules.generation != "none" and not json_equal(
@@ -886,6 +961,7 @@ class FakeServerStore:
         manager: str,
         dry_run: bool,
         subresource: str | None,
+        field_validation: FieldValidation | None = None,
     ) -> JsonObject:
         """Patch an object with any of the four patch kinds (apply may create it)."""
         path = path_of(rules.info, namespace, name, subresource or "")
@@ -951,6 +1027,15 @@ class FakeServerStore:
                 path=path,
             )
         self._check_identity(rules, old, patched, path)
+        check_fields(
+            rules,
+            patched,
+            self.schema_of(rules.info.gvk),
+            field_validation,
+            method="PATCH",
+            path=path,
+            patched=True,
+        )
         return self.update(
             rules,
             patched,
@@ -958,6 +1043,7 @@ class FakeServerStore:
             dry_run=dry_run,
             subresource=subresource,
             method="PATCH",
+            field_validation="Ignore",  # checked above, on the patched object
         )
 
     def _check_identity(
@@ -1027,6 +1113,7 @@ class FakeServerStore:
                 method="PATCH",
                 path=path,
             )
+        check_apply(rules, config, self.schema_of(rules.info.gvk), path=path)
         part: Literal["main", "status", "all"] = (
             "status" if subresource == "status" else ("main" if rules.status else "all")
         )

@@ -52,9 +52,16 @@ suite in ``tests/integration/parity``):
 
 Where the fake does not agree with the server (see also docs/guide/testing.md):
 
-- **No defaulting, no schema validation, no admission**: objects are stored
-  as sent (a Deployment gets no ``strategy``, a CR no schema defaults, unknown
-  fields are not pruned); no webhooks, no quota, no RBAC.
+- **Custom resources are checked against their schema, built-ins are not.** A
+  custom resource whose schema the fake knows (its CRD was created in the fake,
+  or its Python type was registered or used; a ResourceInfo alone carries no
+  schema) goes through ``fieldValidation`` (Strict/Warn/Ignore, worded as the
+  server), pruning, defaulting and validation (422 with the server's field paths
+  and reasons; the messages are setpoint's wording): see
+  :mod:`setpoint.testing._fake_schema`. CEL rules are not evaluated; duplicate
+  JSON fields cannot reach the fake. Built-in kinds are stored as sent (a
+  Deployment gets no ``strategy``, unknown fields are kept); no admission, no
+  webhooks, no quota, no RBAC.
 - **Garbage collection and namespace teardown are synchronous**, done inside
   the delete call rather than eventually by controllers; dependents are
   collected only for owners the fake saw deleted (a real collector also
@@ -102,12 +109,16 @@ from setpoint.client.client import (
     Preconditions,
     PropagationPolicy,
     Selector,
+    field_validation_for,
 )
 from setpoint.client.errors import ApiError, UnknownKind
 from setpoint.client.objects import Applied, ObjectList, WatchEvent
 from setpoint.client.patch import ApplyPatch, MergePatch, Patch
+from setpoint.client.server_warnings import FieldValidation
+from setpoint.crd.errors import CRDGenerationError
+from setpoint.crd.generator import crd_for
 from setpoint.testing._fake_errors import api_error
-from setpoint.testing._fake_kinds import KindRules, path_of
+from setpoint.testing._fake_kinds import BUILTIN_GROUPS, KindRules, path_of
 from setpoint.testing._fake_store import (
     INITIAL_EVENTS_END,
     Change,
@@ -261,6 +272,7 @@ class FakeClient:
         if not (isinstance(kind, type) and issubclass(kind, Resource)):
             return
         cls: type[Resource] = kind
+        self._register_schema(cls)
         if hub_of(cls) is None:
             return
         gvk = cls.declaration().gvk
@@ -274,6 +286,20 @@ class FakeClient:
         storage = [c for c in versions if c.declaration().storage]
         storage_version = storage[0].gvk.version if len(storage) == 1 else conversion.hub_version
         self._store.register_conversion(conversion, storage_version)
+
+    def _register_schema(self, cls: type[Resource]) -> None:
+        """Validate ``cls``'s objects against the schema ``setpoint generate crd`` makes for it."""
+        gvk = cls.declaration().gvk
+        if gvk.group in BUILTIN_GROUPS:
+            return
+        try:
+            crd = crd_for(cls)
+        except CRDGenerationError:
+            return  # a type the generator refuses: the fake stores its objects unchecked
+        for version in crd["spec"]["versions"]:
+            schema = (version.get("schema") or {}).get("openAPIV3Schema")
+            if version["name"] == gvk.version and isinstance(schema, Mapping):
+                self._store.register_schema(gvk, schema, from_crd=False)
 
     def add(self, *objects: JsonObject | TypedObject) -> None:
         """Store objects as they are (status, finalizers and deletionTimestamp included).
@@ -645,14 +671,25 @@ class FakeClient:
     # -- writes ------------------------------------------------------------------------------
 
     async def create(
-        self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None
+        self,
+        obj: Obj,
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Create ``obj`` and return it as stored (uid, resourceVersion, creationTimestamp).
+
+        A custom resource whose schema the fake knows is checked under
+        ``field_validation`` (default as the client's), pruned, defaulted and validated
+        as the server does (see the module docstring).
 
         Raises:
             AlreadyExists: the name is taken (also while an object of that name
                 is being deleted).
-            Invalid: no name, or an invalid name, label or annotation.
+            BadRequest: under ``Strict``, a field the schema does not declare.
+            Invalid: no name, or an invalid name, label or annotation, or a value
+                the schema refuses.
 
         """
 
@@ -661,7 +698,11 @@ class FakeClient:
             kind = kind_of(obj)
             rules = self._target(kind, namespace=namespace_of(data) or None)
             created = self._store.create(
-                rules, data, manager=self._manager(field_manager), dry_run=dry_run
+                rules,
+                data,
+                manager=self._manager(field_manager),
+                dry_run=dry_run,
+                field_validation=field_validation_for(obj, field_validation),
             )
             return kind.from_object(created)
 
@@ -674,11 +715,13 @@ class FakeClient:
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Replace ``obj``, optimistically on its ``metadata.resourceVersion``.
 
         Status is ignored when the kind has a status subresource;
-        ``subresource="status"`` writes only status.
+        ``subresource="status"`` writes only status. ``field_validation`` as for
+        :meth:`create`.
 
         Raises:
             Conflict: the resourceVersion is stale.
@@ -688,7 +731,10 @@ class FakeClient:
 
         """
         call = object_call("update", obj, subresource=subresource)
-        return await self._run(call, lambda: self._update(obj, subresource, dry_run, field_manager))
+        return await self._run(
+            call,
+            lambda: self._update(obj, subresource, dry_run, field_manager, field_validation),
+        )
 
     def _update(
         self,
@@ -696,6 +742,7 @@ class FakeClient:
         subresource: str | None,
         dry_run: bool,
         field_manager: str | None,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         data = _to_json(obj)
         kind = kind_of(obj)
@@ -713,15 +760,24 @@ class FakeClient:
             manager=self._manager(field_manager),
             dry_run=dry_run,
             subresource=subresource,
+            field_validation=field_validation_for(obj, field_validation),
         )
         return kind.from_object(updated)
 
     async def replace_status(
-        self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None
+        self,
+        obj: Obj,
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Write ``obj``'s status through the status subresource (everything else is ignored)."""
         call = object_call("replace_status", obj, subresource="status")
-        return await self._run(call, lambda: self._update(obj, "status", dry_run, field_manager))
+        return await self._run(
+            call,
+            lambda: self._update(obj, "status", dry_run, field_manager, field_validation),
+        )
 
     async def patch(
         self,
@@ -733,8 +789,12 @@ class FakeClient:
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> T:
         """Patch one object with any of the four patch kinds.
+
+        ``field_validation`` as for :meth:`create`, checked on the patched object; an apply
+        patch setting a field the schema does not declare is refused whatever it says.
 
         Raises:
             Invalid: a JSON patch whose ``test`` (or another operation) failed.
@@ -755,6 +815,7 @@ class FakeClient:
                 manager=self._manager(field_manager),
                 dry_run=dry_run,
                 subresource=subresource,
+                field_validation=field_validation_for(kind, field_validation),
             )
             return kind.from_object(result)
 
@@ -769,10 +830,16 @@ class FakeClient:
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Server-side apply ``obj`` (approximated; see the module docstring)."""
         applied = await self.apply_outcome(
-            obj, field_manager=field_manager, force=force, subresource=subresource, dry_run=dry_run
+            obj,
+            field_manager=field_manager,
+            force=force,
+            subresource=subresource,
+            dry_run=dry_run,
+            field_validation=field_validation,
         )
         return applied.object
 
@@ -784,6 +851,7 @@ class FakeClient:
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: FieldValidation | None = None,
     ) -> Applied[Obj]:
         """Server-side apply ``obj`` and say whether it created the object (the server's 201).
 
@@ -807,6 +875,7 @@ class FakeClient:
                 manager=self._manager(field_manager),
                 dry_run=dry_run,
                 subresource=subresource,
+                field_validation=field_validation_for(obj, field_validation),
             )
             return Applied(kind.from_object(result), not existed)
 

@@ -47,7 +47,8 @@ async def test_assigning_equal_values_writes_nothing() -> None:
     The status holds only observedGeneration; the mutation assigns it again, and assigns
     ready=False and parts=[] (their defaults, absent from the JSON). No request is sent.
     """
-    fake = FakeClient(resources=[Part])
+    # Served without its schema, which would default ready=false as the server does.
+    fake = FakeClient(resources=[Part.resource_info()])
     await fake.create(part())
     first = await sp.update_status(
         fake, await fake.get(Part, "p", namespace="default"), lambda o: _observe(o, 1)
