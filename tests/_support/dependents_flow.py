@@ -4,7 +4,7 @@ The parent is a Gizmo. ``config`` (a ConfigMap) is ready once applied; ``db`` (a
 Gizmo) is ready when its ``Ready`` condition is True, which the test sets by hand (as a
 database operator would); ``app`` (a ConfigMap) depends on ``db`` and applies only while
 the parent's ``spec.color`` is not ``"off"``. A parent with ``spec.color == "broken"`` makes
-``db`` invalid (its size a string: the server refuses it with 422).
+``db`` invalid (a label value the server refuses with 422).
 
 tests/unit/controller/test_dependents.py drives it over the fake client;
 tests/integration/controller/test_dependents.py runs it in a controller on the real plane.
@@ -16,7 +16,12 @@ from typing import Any
 
 from setpoint.api import kinds
 from setpoint.api.meta import JsonObject
+from setpoint.client.errors import NotFound
+from setpoint.client.patch import MergePatch
+from setpoint.controller import Builder, Context, Request, Result
 from setpoint.controller.dependents import Dependent, Dependents
+from setpoint.testing import eventually
+from tests._support.finalizer_flow import Backend, Operator
 from tests._support.kinds import GIZMO
 
 FIELD_MANAGER = "dependents-test"
@@ -35,12 +40,13 @@ def config(parent: JsonObject) -> JsonObject:
 def db(parent: JsonObject) -> JsonObject:
     name = parent["metadata"]["name"]
     spec = parent.get("spec") or {}
-    size: Any = "not-a-number" if spec.get("color") == "broken" else spec.get("size", 1)
+    # A label value must start and end with a letter or digit: the server refuses "-x-".
+    tier = f"-{spec['color']}-" if spec.get("color") == "broken" else "db"
     return {
         "apiVersion": GIZMO.api_version,
         "kind": GIZMO.kind,
-        "metadata": {"name": f"{name}-db"},
-        "spec": {"size": size},
+        "metadata": {"name": f"{name}-db", "labels": {"tier": tier}},
+        "spec": {"size": spec.get("size", 1)},
     }
 
 
@@ -102,3 +108,88 @@ def condition_of(parent: JsonObject, kind: str = "DependentsReady") -> JsonObjec
 
 
 CONFIG_MAP = kinds.ConfigMap
+
+
+# -- the scenario, in a controller ---------------------------------------------------------------
+
+
+async def chain_in_a_controller(backend: Backend) -> None:
+    """The chain in a running controller: each level waits for the one before, a broken
+    middle level stops it, and a fix of the parent's spec lets it go on."""
+    dependents = chain()
+
+    async def reconcile(ctx: Context, request: Request) -> Result | None:
+        try:
+            obj = await ctx.reader.get(GIZMO, request.name, namespace=request.namespace)
+        except NotFound:
+            return None
+        if obj["metadata"].get("ownerReferences"):
+            return None  # a "db" child: the parents are the Gizmos nobody owns
+        outcome = await dependents.reconcile(ctx, obj)
+        return Result(requeue_after=outcome.requeue_after) if outcome.requeue_after else None
+
+    operator = Operator(backend, name="shop")
+    operator.reconcile = reconcile  # type: ignore[method-assign]
+    builder = Builder("shop").for_(GIZMO).owns(GIZMO).owns(kinds.ConfigMap)
+    await operator.start(builder)
+    try:
+        await _good_chain(backend)
+        await _broken_middle(backend)
+    finally:
+        await operator.stop()
+
+
+async def _condition(backend: Backend, name: str, reason: str) -> JsonObject | None:
+    parent = await backend.read(GIZMO, name)
+    condition = condition_of(parent) if parent is not None else None
+    return condition if condition is not None and condition["reason"] == reason else None
+
+
+async def _good_chain(backend: Backend) -> None:
+    client = backend.client
+    await client.create(parent_of("shop", backend.namespace))
+    waiting = await eventually(
+        lambda: _condition(backend, "shop", "Waiting"), timeout=30, description="Waiting"
+    )
+    assert waiting["message"] == "waiting for db to be ready; not applied yet: app"
+    assert await backend.read(CONFIG_MAP, "shop-config") is not None
+    assert await backend.read(CONFIG_MAP, "shop-app") is None
+
+    db = await client.get(GIZMO, "shop-db", namespace=backend.namespace)
+    mark_ready(db)
+    await client.replace_status(db)  # the db's own operator reports it Ready
+    ready = await eventually(
+        lambda: _condition(backend, "shop", "AllReady"), timeout=30, description="AllReady"
+    )
+    assert ready["status"] == "True"
+    app_map = await backend.read(CONFIG_MAP, "shop-app")
+    assert app_map is not None and app_map["data"] == {"database": "shop-db"}
+
+
+async def _broken_middle(backend: Backend) -> None:
+    client = backend.client
+    await client.create(parent_of("broken", backend.namespace, color="broken"))
+    failed = await eventually(
+        lambda: _condition(backend, "broken", "Failed"), timeout=30, description="Failed"
+    )
+    assert failed["message"].startswith("applying db failed: ")
+    assert failed["message"].endswith("; not applied until it succeeds: app")
+    assert await backend.read(CONFIG_MAP, "broken-config") is not None
+    assert await backend.read(GIZMO, "broken-db") is None
+    assert await backend.read(CONFIG_MAP, "broken-app") is None
+
+    # The server refused the child as invalid: a terminal error, not retried ...
+    async def stalled() -> bool:
+        parent = await backend.read(GIZMO, "broken")
+        condition = condition_of(parent, "Stalled") if parent is not None else None
+        return condition is not None and condition["reason"] == "DependentInvalid"
+
+    await eventually(stalled, timeout=30, description="Stalled: DependentInvalid")
+    # ... until the parent changes: fixed, the chain goes on to wait for the db.
+    await client.patch(
+        GIZMO, "broken", MergePatch({"spec": {"color": "blue"}}), namespace=backend.namespace
+    )
+    await eventually(
+        lambda: _condition(backend, "broken", "Waiting"), timeout=30, description="Waiting"
+    )
+    assert await backend.read(GIZMO, "broken-db") is not None

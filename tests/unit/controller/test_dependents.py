@@ -255,3 +255,7 @@ def test_rollout_complete_reads_a_deployments_status(status: JsonObject, ready: 
         "status": status,
     }
     assert rollout_complete(deployment) is ready
+
+
+async def test_the_chain_in_a_controller(backend: Backend) -> None:
+    await flow.chain_in_a_controller(backend)
