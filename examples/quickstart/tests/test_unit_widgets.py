@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from widgets import Widget, converge, desired_config_map
+from widgets import IMAGE, Widget, converge, desired_config_map, desired_deployment
 
 from setpoint import kinds
+from setpoint.api.kinds import apps_v1
 from setpoint.testing import FakeClient
 
 
@@ -23,6 +24,32 @@ def test_the_config_map_carries_the_replicas() -> None:
     assert desired["data"] == {"replicas": "3"}
 
 
+def test_the_deployment_sets_only_what_the_operator_owns() -> None:
+    desired = desired_deployment(Widget.model_validate(widget(3))).to_object()
+    labels = {"app.kubernetes.io/name": "widget", "app.kubernetes.io/instance": "w1"}
+    assert desired == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "w1-web", "namespace": "team"},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "web",
+                            "image": IMAGE,
+                            "ports": [{"name": "http", "containerPort": 80}],
+                        }
+                    ]
+                },
+            },
+        },
+    }
+
+
 async def test_converge_applies_the_config_map_and_reports_ready() -> None:
     fake = FakeClient(resources=[Widget])
     await fake.create(widget(4))
@@ -34,6 +61,9 @@ async def test_converge_applies_the_config_map_and_reports_ready() -> None:
     assert config["data"] == {"replicas": "4"}
     (owner,) = config["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["controller"]) == ("Widget", "w1", True)
+    web = await fake.get(apps_v1.Deployment, "w1-web", namespace="team")
+    assert web.spec.replicas == 4
+    assert [ref.name for ref in web.metadata.owner_references] == ["w1"]
     status = (await fake.get(Widget, "w1", namespace="team")).status
     assert status is not None
     assert status.observed_generation == live.metadata.generation

@@ -12,6 +12,7 @@ import widgets.blocking
 
 import setpoint as sp
 from setpoint import kinds
+from setpoint.api.kinds import apps_v1
 from setpoint.testing import eventually, run_operator
 
 pytestmark = pytest.mark.e2e
@@ -36,12 +37,15 @@ async def test_a_widget_gets_its_config_map_and_follows_its_spec(
     namespace: str,
     kubeconfig_path: Path,
 ) -> None:
-    """A Widget gets a ConfigMap with its replicas and Ready; a spec change follows through.
+    """A Widget gets a ConfigMap and a typed Deployment with its replicas; a change follows.
 
     The operator runs in-process (``setpoint.testing.run_operator``) against the plugin's
     control plane, with the CRD generated from the Python types. The ConfigMap is
-    controlled by the Widget; after ``spec.replicas`` changes, the ConfigMap and
-    ``status.observedGeneration`` catch up with the new generation. The same holds for
+    controlled by the Widget; after ``spec.replicas`` changes, the ConfigMap, the
+    Deployment (applied as an ``apps_v1.Deployment`` model, read back as one) and
+    ``status.observedGeneration`` catch up with the new generation. The operator's field
+    manager owns only the Deployment fields the model set: not ``spec.strategy``, which the
+    server defaulted. The same holds for
     ``widgets.blocking``, the operator written as a plain ``def`` reconcile that runs in the
     controller's threads with a ``SyncContext``.
     """
@@ -62,6 +66,18 @@ async def test_a_widget_gets_its_config_map_and_follows_its_spec(
             widget_crd, "w1", sp.MergePatch({"spec": {"replicas": 5}}), namespace=namespace
         )
         await eventually(lambda: announced("5"), description="ConfigMap with 5")
+
+        async def deployed() -> apps_v1.Deployment:
+            web = await k8s.get(apps_v1.Deployment, "w1-web", namespace=namespace)
+            assert web.spec.replicas == 5
+            return web
+
+        web = await eventually(deployed, description="Deployment with 5 replicas")
+        assert [ref.uid for ref in web.metadata.owner_references] == [created["metadata"]["uid"]]
+        assert web.spec.strategy is not None  # the server's default ...
+        (mine,) = [m for m in web.metadata.managed_fields if m["manager"] == widgets.FIELD_MANAGER]
+        assert "f:strategy" not in mine["fieldsV1"]["f:spec"]  # ... owned by no one
+        assert "f:replicas" in mine["fieldsV1"]["f:spec"]
 
         async def observed() -> bool:
             live = await k8s.get(widget_crd, "w1", namespace=namespace)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import setpoint as sp
 from setpoint import kinds
+from setpoint.api.kinds import apps_v1
 
 from . import FIELD_MANAGER, Widget, converge
 
@@ -19,6 +20,7 @@ __all__ = ["FIELD_MANAGER", "reconcile", "setup"]
 
 
 @sp.rbac.for_kind(kinds.ConfigMap, verbs=["get", "list", "watch", "create", "patch"])
+@sp.rbac.for_kind(apps_v1.Deployment, verbs=["get", "list", "watch", "create", "patch"])
 def reconcile(ctx: sp.SyncContext, request: sp.Request) -> sp.Result | None:
     """Reconcile one Widget from a worker thread; the event loop runs on meanwhile.
 
@@ -36,4 +38,4 @@ def reconcile(ctx: sp.SyncContext, request: sp.Request) -> sp.Result | None:
 def setup(manager: sp.Manager) -> None:
     """Register the blocking Widget controller (what ``setpoint run widgets.blocking`` calls)."""
     builder = manager.controller("widget").for_(Widget).owns(kinds.ConfigMap)
-    builder.max_concurrent_reconciles(2).build(reconcile)
+    builder.owns(apps_v1.Deployment).max_concurrent_reconciles(2).build(reconcile)
