@@ -204,7 +204,7 @@ def values_spec(sources: OperatorSources, options: ChartOptions) -> list[tuple[s
         (
             "The operator's image (`make docker-build`, `setpoint image build`).",
             "image",
-            {"repository": name, "tag": "", "pullPolicy": ""},
+            {"repository": name, "tag": "", "pullPolicy": "IfNotPresent"},
         ),
         ("Secrets to pull the image with.", "imagePullSecrets", []),
         (

@@ -47,7 +47,7 @@ def test_regenerating_keeps_the_values_the_author_set_and_added(
 ) -> None:
     first = yaml.safe_load(render_values(_spec(tenants)))
     assert first["replicas"] == 1
-    assert first["image"] == {"repository": "tenants", "tag": "", "pullPolicy": ""}
+    assert first["image"] == {"repository": "tenants", "tag": "", "pullPolicy": "IfNotPresent"}
     edited = copy.deepcopy(first)
     edited["replicas"] = 3
     edited["image"]["tag"] = "v2"
@@ -59,7 +59,7 @@ def test_regenerating_keeps_the_values_the_author_set_and_added(
     assert again["image"] == {
         "repository": "tenants",
         "tag": "v2",
-        "pullPolicy": "",
+        "pullPolicy": "IfNotPresent",
         "digest": "sha256:abc",
     }
     assert again["myTeam"] == {"owner": "platform"}
