@@ -840,10 +840,12 @@ async def run_all(client: Client, *, older_than: float = 300.0) -> list[CheckSum
         report = await scan_leases(client)
         problems = report.problems
         held = sum(1 for s in report.leases if s.state == "held")
+        waiting = sum(len(s.waiting) for s in report.leases if s.state == "held")
+        waits = f", {waiting} optional controller(s) waiting for CRDs" if waiting else ""
         return CheckSummary(
             check="leader-election",
             ok=not problems,
-            summary=f"{len(report.leases)} Leases, {held} held, {len(problems)} problem(s)",
+            summary=f"{len(report.leases)} Leases, {held} held{waits}, {len(problems)} problem(s)",
             problems=tuple(problems),
         )
 

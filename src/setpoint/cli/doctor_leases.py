@@ -35,6 +35,7 @@ from setpoint.cli.doctor import (
 )
 from setpoint.client.client import Client
 from setpoint.controller.finalizers import parse_owned_finalizers
+from setpoint.manager.optional import parse_waiting
 
 __all__ = [
     "LeaseReport",
@@ -81,6 +82,9 @@ class LeaseStatus:
     """``spec.leaseTransitions``: how many times the Lease changed hands."""
     finalizers: dict[str, str] | None = None
     """For a setpoint manager: finalizer -> controller it handles (``None`` otherwise)."""
+    waiting: dict[str, list[str]] = field(default_factory=dict)
+    """For a setpoint manager: optional controller -> the kinds it waits for (their CRDs not
+    served; the ``setpoint.dev/waiting`` annotation, :mod:`setpoint.manager.optional`)."""
     problems: tuple[str, ...] = ()
     """What deserves attention, each with what to do."""
 
@@ -96,6 +100,7 @@ class LeaseStatus:
             "acquiredSecondsAgo": _round(self.acquired_seconds_ago),
             "transitions": self.transitions,
             "finalizers": self.finalizers,
+            "waiting": self.waiting,
             "problems": list(self.problems),
         }
 
@@ -172,6 +177,7 @@ def lease_status(lease: Mapping[str, Any], now: float) -> LeaseStatus:
         acquired_seconds_ago=now - acquired if acquired is not None else None,
         transitions=transitions,
         finalizers=parse_owned_finalizers(lease),
+        waiting=parse_waiting(lease),
         problems=tuple(problems),
     )
 
@@ -243,6 +249,14 @@ def render_lease_table(report: LeaseReport) -> str:
                 assert s.finalizers is not None
                 handled = ", ".join(f"{f} ({c})" for f, c in sorted(s.finalizers.items()))
                 lines.append(f"  {s.namespace}/{s.name}: {handled}")
+        waiting = [s for s in report.leases if s.waiting and s.state == "held"]
+        if waiting:
+            lines.append("")
+            lines.append("Optional controllers waiting for their kinds to be served (CRDs):")
+            for s in waiting:
+                for controller, kinds_waited in sorted(s.waiting.items()):
+                    what = ", ".join(kinds_waited)
+                    lines.append(f"  {s.namespace}/{s.name}: {controller} waits for {what}")
     lines.extend(problem_lines(report.problems, "Every Lease with a holder is being renewed."))
     if report.node_leases:
         lines.append(

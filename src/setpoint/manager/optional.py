@@ -36,15 +36,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from setpoint.api import kinds as builtin_kinds
 from setpoint.api.clock import Clock, LoopClock
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
-from setpoint.api.meta import JsonObject, metadata_of
+from setpoint.api.meta import JsonObject, annotations_of, metadata_of
 from setpoint.api.metadata import Metadata
 from setpoint.api.runnable import RunnableGroup
 from setpoint.cache.cache import Cache
@@ -66,6 +67,7 @@ __all__ = [
     "OptionalController",
     "drop_controller_series",
     "kind_label",
+    "parse_waiting",
 ]
 
 WAITING_METRIC: Final = "setpoint_controller_waiting"
@@ -420,6 +422,27 @@ class OptionalController:
             else "new"
         )
         return f"<OptionalController {self._name!r} {state} runs={self.runs}>"
+
+
+def parse_waiting(lease: Mapping[str, Any]) -> dict[str, list[str]]:
+    """What a manager's Lease says its optional controllers wait for: ``{controller: [kind]}``.
+
+    Empty when nothing waits, or the Lease does not carry a valid ``setpoint.dev/waiting``.
+    """
+    text = annotations_of(lease).get(WAITING_ANNOTATION)
+    if not isinstance(text, str):
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        str(controller): [str(k) for k in kinds_]
+        for controller, kinds_ in data.items()
+        if isinstance(kinds_, list)
+    }
 
 
 def drop_controller_series(metrics: Metrics, controller: str) -> int:
