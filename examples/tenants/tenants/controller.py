@@ -29,6 +29,7 @@ from typing import Any
 
 import setpoint as sp
 from setpoint import kinds
+from setpoint.api.kinds import core_v1
 
 from . import children
 from .api import GROUP, NamespaceUsage, Tenant, TenantStatus
@@ -196,7 +197,7 @@ class TenantReconciler:
             return
         if result is sp.OperationResult.UPDATED:
             ctx.log.info("Restored a namespace", tenant_namespace=ns)
-        desired = [
+        desired: list[children.Child] = [
             children.resource_quota(tenant, ns),
             children.limit_range(tenant, ns),
             children.admin_binding(tenant, ns),
@@ -205,7 +206,7 @@ class TenantReconciler:
             desired.append(children.isolation_policy(tenant, ns))
         else:
             await self._delete_child(ctx, tenant, kinds.NetworkPolicy, ns)
-        quota: dict[str, Any] | None = None
+        quota: core_v1.ResourceQuota | None = None
         for child in desired:
             result, live = await sp.apply_child(
                 ctx.client, child, field_manager=self._manager, owner=tenant
@@ -214,11 +215,11 @@ class TenantReconciler:
                 ctx.log.info(
                     "Applied a child",
                     tenant_namespace=ns,
-                    kind=child["kind"],
-                    child=child["metadata"]["name"],
+                    kind=child.gvk.kind,
+                    child=child.metadata.name,
                     result=result.value,
                 )
-            if child["kind"] == "ResourceQuota":
+            if isinstance(live, core_v1.ResourceQuota):
                 quota = live
         outcome.present.append(ns)
         outcome.usage.append(_usage(ns, quota))
@@ -366,8 +367,9 @@ def _foreign(existing: dict[str, Any], tenant: Tenant, ns: str) -> tuple[str, st
     )
 
 
-def _usage(ns: str, quota: dict[str, Any] | None) -> NamespaceUsage:
-    used = ((quota or {}).get("status") or {}).get("used") or {}
+def _usage(ns: str, quota: core_v1.ResourceQuota | None) -> NamespaceUsage:
+    status = quota.status if quota is not None else None
+    used = (status.used if status is not None else None) or {}
     return NamespaceUsage(
         namespace=ns,
         cpu=used.get("requests.cpu"),

@@ -22,31 +22,56 @@ def tenant(**spec: Any) -> Tenant:
 
 def test_quantities_are_sent_as_the_strings_the_server_stores() -> None:
     quota = children.resource_quota(tenant(quota={"cpu": 2, "memory": "3Gi", "pods": 7}), "ns")
-    assert quota["spec"]["hard"] == {"requests.cpu": "2", "requests.memory": "3Gi", "pods": "7"}
+    assert quota.to_object()["spec"]["hard"] == {
+        "requests.cpu": "2",
+        "requests.memory": "3Gi",
+        "pods": "7",
+    }
     limits = children.limit_range(tenant(containerDefaults={"cpu": 1}), "ns")
-    (item,) = limits["spec"]["limits"]
-    assert item["default"] == item["defaultRequest"] == {"cpu": "1", "memory": "512Mi"}
+    (item,) = limits.to_object()["spec"]["limits"]
+    assert item == {
+        "type": "Container",
+        "default": {"cpu": "1", "memory": "512Mi"},
+        "defaultRequest": {"cpu": "1", "memory": "512Mi"},
+    }
 
 
 def test_defaults_come_from_the_model_when_the_spec_leaves_them_out() -> None:
     quota = children.resource_quota(tenant(), "ns")
-    assert quota["spec"]["hard"] == {"requests.cpu": "4", "requests.memory": "8Gi", "pods": "20"}
+    assert quota.spec is not None
+    assert quota.spec.hard == {"requests.cpu": "4", "requests.memory": "8Gi", "pods": "20"}
 
 
 def test_the_isolation_policy_admits_only_the_tenants_namespaces() -> None:
-    policy = children.isolation_policy(tenant(), "acme-a")
-    assert policy["metadata"] == {"name": "tenant-isolation", "namespace": "acme-a"}
-    assert policy["spec"]["ingress"] == [
-        {"from": [{"namespaceSelector": {"matchLabels": {TENANT_LABEL: "acme"}}}]}
-    ]
+    policy = children.isolation_policy(tenant(), "acme-a").to_object()
+    assert policy == {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "tenant-isolation", "namespace": "acme-a"},
+        "spec": {
+            "podSelector": {},  # set, and empty: every pod of the namespace
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {TENANT_LABEL: "acme"}}}]}],
+        },
+    }
     namespace = children.namespace(tenant(), "acme-a")
-    assert namespace["metadata"]["labels"] == {TENANT_LABEL: "acme"}
+    assert namespace.to_object() == {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "acme-a", "labels": {TENANT_LABEL: "acme"}},
+    }
 
 
 def test_the_binding_gives_the_admin_group_the_admin_cluster_role() -> None:
-    binding = children.admin_binding(tenant(adminGroup="team-x"), "acme-a")
-    assert binding["roleRef"]["name"] == "admin"
-    assert binding["subjects"][0]["name"] == "team-x"
+    binding = children.admin_binding(tenant(adminGroup="team-x"), "acme-a").to_object()
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "admin",
+    }
+    assert binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "team-x"}
+    ]
 
 
 def test_status_describes_the_generation_acted_on_not_a_newer_one() -> None:
