@@ -327,3 +327,124 @@ class Generator:
         if rng.random() < 0.25 and not near_default:
             result["unknown"] = rng.choice(["u", 1, {"x": 1}])
         return result
+
+
+class TypeCases:
+    """Python model types declaring constraints (issue 31), drawn from a seed, as cases.
+
+    Each type is an ``sp.Model`` built with ``pydantic.create_model``: optional fields of
+    several types (snake_case names, so JSON names differ), some with field-level
+    ``one_of``/``any_of``/``all_of``/``not_`` constraints or formats, and one or two
+    class-level constraints (``exactly_one_of``, ``at_most_one_of``, or a
+    :class:`setpoint.Constraint` with required fields, nested properties and junctors).
+    The case's schema is what ``setpoint generate crd`` makes of the type; its values
+    set random subsets of the fields, plus :class:`Generator`'s values for the schema.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.values = Generator(seed)
+        self.seed = seed
+
+    def cases(self, count: int, values_per_case: int = 6) -> list[Case]:
+        """``count`` cases: a generated type's schema and ``values_per_case`` values."""
+        from setpoint.crd.schema import model_schema
+
+        result = []
+        for i in range(count):
+            cls = self.model(f"Generated{self.seed}x{i}")
+            built = model_schema(cls)
+            assert not built.errors, [str(e) for e in built.errors]
+            node = built.schema
+            values = [self.presence_value(node) for _ in range(values_per_case - 2)]
+            values += [self.values.value(node) for _ in range(2)]
+            result.append(Case(node, values))
+        return result
+
+    def presence_value(self, node: dict[str, Any]) -> dict[str, Any]:
+        """An object setting a random subset of ``node``'s fields, each to a drawn value."""
+        rng = self.rng
+        props = node.get("properties") or {}
+        chosen = [n for n in sorted(props) if rng.random() < 0.45]
+        return {n: self.values.value(props[n]) for n in chosen}
+
+    def model(self, name: str) -> type[Any]:
+        """One generated model class (with a nested model field half the time)."""
+        import pydantic
+
+        import setpoint as sp
+
+        rng = self.rng
+        names = [f"f_{chr(97 + j)}_x" for j in range(rng.randint(2, 5))]
+        fields: dict[str, Any] = {}
+        for field_name in names:
+            fields[field_name] = self._field()
+        if rng.random() < 0.5:
+            inner: type[Any] = pydantic.create_model(
+                f"{name}Inner",
+                __base__=sp.Model,
+                a_one=(int | None, sp.field(default=None)),
+                b_two=(str | None, sp.field(default=None)),
+            )
+            if rng.random() < 0.5:
+                sp.exactly_one_of("a_one", "b_two")(inner)  # decorates in place
+            fields["nested_x"] = (inner | None, sp.field(default=None))
+            names.append("nested_x")
+        built: type[Any] = pydantic.create_model(name, __base__=sp.Model, **fields)
+        for _ in range(rng.randint(1, 2)):
+            self._model_constraint(names)(built)  # decorates in place
+        return built
+
+    def _field(self) -> tuple[Any, Any]:
+        import setpoint as sp
+
+        rng = self.rng
+        kind = rng.choice(["str", "str", "int", "bool", "list"])
+        junctor: dict[str, Any] = {}
+        if kind == "str":
+            roll = rng.random()
+            if roll < 0.3:
+                junctor["one_of"] = [sp.Constraint(format="ipv4"), sp.Constraint(format="ipv6")]
+            elif roll < 0.5:
+                junctor["any_of"] = [sp.Constraint(pattern="^a"), sp.Constraint(max_length=2)]
+            elif roll < 0.65:
+                junctor["not_"] = sp.Constraint(enum=("x", "xyz"))
+            elif roll < 0.8:
+                junctor["format"] = rng.choice(["date", "duration", "hostname", "cidr"])
+            return (str | None, sp.field(default=None, **junctor))
+        if kind == "int":
+            if rng.random() < 0.6:
+                junctor["any_of"] = [sp.Constraint(maximum=2), sp.Constraint(minimum=8)]
+            if rng.random() < 0.3:
+                junctor["all_of"] = [sp.Constraint(format="int32"), sp.Constraint(multiple_of=2)]
+            return (int | None, sp.field(default=None, **junctor))
+        if kind == "bool":
+            return (bool | None, sp.field(default=None))
+        if rng.random() < 0.6:
+            junctor["not_"] = sp.Constraint(max_items=0)
+        if rng.random() < 0.4:
+            junctor["all_of"] = [sp.Constraint(items=sp.Constraint(min_length=2))]
+        return (list[str] | None, sp.field(default=None, **junctor))
+
+    def _model_constraint(self, names: list[str]) -> Any:
+        import setpoint as sp
+
+        rng = self.rng
+        roll = rng.random()
+        picked = rng.sample(names, min(len(names), rng.randint(2, 3)))
+        if roll < 0.3:
+            return sp.exactly_one_of(*picked)
+        if roll < 0.55:
+            return sp.at_most_one_of(*picked)
+        if roll < 0.75:
+            return sp.Constraint(
+                any_of=[sp.Constraint(required=[picked[0]]), sp.Constraint(required=picked[1:])]
+            )
+        if roll < 0.85:
+            return sp.Constraint(
+                all_of=[sp.Constraint(min_properties=1)], not_=sp.Constraint(required=picked)
+            )
+        if "nested_x" in names and roll < 0.95:
+            # A constraint on a nested model's fields, by their Python names.
+            return sp.Constraint(properties={"nested_x": sp.at_most_one_of("a_one", "b_two")})
+        return sp.Constraint(min_properties=1, max_properties=3)

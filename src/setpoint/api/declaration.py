@@ -3,7 +3,9 @@
 The declaration data, kept apart from the runtime models of :mod:`setpoint.api.resource`:
 
 * field level: :func:`field` and :class:`FieldSchema` (the equivalent of kubebuilder's
-  validation markers), CEL :class:`Rule` s, :data:`Quantity`;
+  validation markers), CEL :class:`Rule` s, :data:`Quantity`, and :class:`Constraint`
+  for allOf/anyOf/oneOf/not (also on a whole model: :func:`exactly_one_of`,
+  :func:`at_most_one_of`);
 * kind level: :func:`resource` / :class:`ResourceOptions` (group, version, names, scope,
   subresources, printer columns, storage version), with :class:`PrinterColumn` and
   :class:`Scale`, and the naming helpers :func:`default_plural` and
@@ -22,9 +24,9 @@ Decorators reach a class through hooks it carries: :class:`Rule` needs a class w
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, replace
-from typing import Annotated, Any, Literal, TypeAlias, TypeVar
+from typing import Annotated, Any, Literal, TypeAlias, TypeVar, cast
 
 from pydantic import BaseModel, Field
 from pydantic.fields import FieldInfo
@@ -35,6 +37,7 @@ from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.validation import is_dns1035_label, is_dns1123_subdomain
 
 __all__ = [
+    "Constraint",
     "DeclarationError",
     "FieldSchema",
     "IntOrString",
@@ -43,8 +46,11 @@ __all__ = [
     "ResourceOptions",
     "Rule",
     "Scale",
+    "at_most_one_of",
     "cel_rules_of",
+    "constraints_of",
     "default_plural",
+    "exactly_one_of",
     "field",
     "field_schema_of",
     "resource",
@@ -167,6 +173,198 @@ class Rule:
         return cls
 
 
+@dataclass(frozen=True, kw_only=True)
+class Constraint:
+    """Value validations for one branch of ``allOf``/``anyOf``/``oneOf``/``not``.
+
+    The API server's structural-schema rules allow only value validations inside these
+    junctors: no type, default, description, nullable or ``x-kubernetes-*`` keyword, and
+    only properties and items the field's own type declares. A Constraint holds exactly
+    the keywords that are allowed, so whatever it says is a schema the server accepts.
+
+    On a field: ``sp.field(one_of=[sp.Constraint(format="ipv4"), sp.Constraint(format="ipv6")])``.
+    On a whole model, as a class decorator (``self`` is the object)::
+
+        @sp.Constraint(one_of=(sp.Constraint(required=("image",)),
+                               sp.Constraint(required=("build",))))
+        class Source(sp.Model):       # exactly one of image and build
+            image: str | None = None
+            build: Build | None = None
+
+    :func:`exactly_one_of` and :func:`at_most_one_of` build the common ones. Field names
+    (in ``required`` and ``properties``) may be Python or JSON names; a name the type
+    does not declare is an error when the CRD is generated, as is a ``format`` the server
+    does not check (it would silently strip it). Every attribute defaults to "not declared".
+    """
+
+    required: Sequence[str] = ()
+    """Fields that must be present (``required``)."""
+    minimum: float | None = None
+    """Smallest allowed number."""
+    maximum: float | None = None
+    """Largest allowed number."""
+    exclusive_minimum: bool = False
+    """The number must be strictly greater than ``minimum``."""
+    exclusive_maximum: bool = False
+    """The number must be strictly less than ``maximum``."""
+    multiple_of: float | None = None
+    """The number must be a multiple of this."""
+    min_length: int | None = None
+    """Shortest allowed string, in characters."""
+    max_length: int | None = None
+    """Longest allowed string, in characters."""
+    pattern: str | None = None
+    """Regular expression (RE2 syntax, unanchored) the string must match."""
+    format: str | None = None
+    """A format the server checks: ``ipv4``, ``ipv6``, ``cidr``, ``mac``, ``uri``,
+    ``hostname``, ``email``, ``uuid``, ``date``, ``date-time``, ``duration``, ``byte``...;
+    ``int32``/``int64`` for integers, ``float``/``double`` for numbers."""
+    enum: Sequence[Any] | None = None
+    """The allowed values."""
+    min_items: int | None = None
+    """Fewest list items."""
+    max_items: int | None = None
+    """Most list items."""
+    min_properties: int | None = None
+    """Fewest keys in a map or object."""
+    max_properties: int | None = None
+    """Most keys in a map or object."""
+    properties: Mapping[str, Constraint] | Sequence[tuple[str, Constraint]] = ()
+    """Constraints on fields of the object, as ``(name, Constraint)`` pairs (a mapping is
+    accepted too)."""
+    items: Constraint | None = None
+    """A constraint on every item of the list."""
+    all_of: Sequence[Constraint] = ()
+    """The value must satisfy every one of these."""
+    any_of: Sequence[Constraint] = ()
+    """The value must satisfy at least one of these."""
+    one_of: Sequence[Constraint] = ()
+    """The value must satisfy exactly one of these."""
+    not_: Constraint | None = None
+    """The value must not satisfy this."""
+
+    def __post_init__(self) -> None:
+        properties = self.properties
+        pairs = tuple(properties.items()) if isinstance(properties, Mapping) else tuple(properties)
+        object.__setattr__(self, "properties", pairs)
+        for name in ("required", "enum", "all_of", "any_of", "one_of"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                raise ValueError(f"Constraint {name}= takes a sequence, not the string {value!r}")
+            if value is not None and not isinstance(value, tuple):
+                object.__setattr__(self, name, tuple(value))
+        FieldSchema(
+            minimum=self.minimum,
+            maximum=self.maximum,
+            exclusive_minimum=self.exclusive_minimum,
+            exclusive_maximum=self.exclusive_maximum,
+            multiple_of=self.multiple_of,
+            min_length=self.min_length,
+            max_length=self.max_length,
+            pattern=self.pattern,
+            enum=tuple(self.enum) if self.enum is not None else None,
+            min_items=self.min_items,
+            max_items=self.max_items,
+            min_properties=self.min_properties,
+            max_properties=self.max_properties,
+        )  # the same argument checks as sp.field's
+        for name in ("all_of", "any_of", "one_of"):
+            branches = getattr(self, name)
+            if any(not isinstance(b, Constraint) for b in branches):
+                raise ValueError(f"Constraint {name}= takes Constraint values")
+        if not self.to_schema():
+            raise ValueError("Constraint() declares nothing; give it at least one validation")
+
+    def to_schema(self) -> dict[str, Any]:
+        """The schema keywords of this constraint, field names as declared.
+
+        The CRD generator then turns Python field names into JSON names against the
+        node the constraint applies to, and checks every name and format.
+        """
+        out: dict[str, Any] = {}
+        for attr, key in _CONSTRAINT_KEYWORDS:
+            value = getattr(self, attr)
+            if value is None or value is False or value == ():
+                continue
+            out[key] = list(value) if isinstance(value, tuple) else value
+        if self.required:
+            out["required"] = list(self.required)
+        pairs = cast("tuple[tuple[str, Constraint], ...]", self.properties)  # see __post_init__
+        if pairs:
+            out["properties"] = {n: c.to_schema() for n, c in pairs}
+        if self.items is not None:
+            out["items"] = self.items.to_schema()
+        for attr, key in (("all_of", "allOf"), ("any_of", "anyOf"), ("one_of", "oneOf")):
+            branches = getattr(self, attr)
+            if branches:
+                out[key] = [b.to_schema() for b in branches]
+        if self.not_ is not None:
+            out["not"] = self.not_.to_schema()
+        return out
+
+    def __call__(self, cls: _M) -> _M:
+        """Attach this constraint to a model class (used as a class decorator)."""
+        if not (
+            isinstance(cls, type)
+            and issubclass(cls, BaseModel)
+            and hasattr(cls, "__setpoint_own_rules__")
+        ):
+            raise DeclarationError(
+                f"Constraint decorates {cls!r}, which is not a setpoint Model; "
+                "decorate a class deriving from sp.Model or sp.Resource"
+            )
+        own: tuple[Constraint, ...] = cls.__dict__.get("__setpoint_own_constraints__", ())
+        type.__setattr__(cls, "__setpoint_own_constraints__", (self, *own))
+        return cls
+
+
+_CONSTRAINT_KEYWORDS = (
+    ("minimum", "minimum"),
+    ("maximum", "maximum"),
+    ("exclusive_minimum", "exclusiveMinimum"),
+    ("exclusive_maximum", "exclusiveMaximum"),
+    ("multiple_of", "multipleOf"),
+    ("min_length", "minLength"),
+    ("max_length", "maxLength"),
+    ("pattern", "pattern"),
+    ("format", "format"),
+    ("enum", "enum"),
+    ("min_items", "minItems"),
+    ("max_items", "maxItems"),
+    ("min_properties", "minProperties"),
+    ("max_properties", "maxProperties"),
+)
+
+
+def exactly_one_of(*fields: str) -> Constraint:
+    """A model constraint: exactly one of ``fields`` is set (a ``oneOf`` of ``required``).
+
+    Use as a class decorator: ``@sp.exactly_one_of("image", "build")``. A field with a
+    schema default counts as set once defaulted, so give these fields no default but None.
+    """
+    if len(fields) < 2:
+        raise ValueError("exactly_one_of needs at least two field names")
+    return Constraint(one_of=tuple(Constraint(required=(f,)) for f in fields))
+
+
+def at_most_one_of(*fields: str) -> Constraint:
+    """A model constraint: at most one of ``fields`` is set (``not`` any two together)."""
+    if len(fields) < 2:
+        raise ValueError("at_most_one_of needs at least two field names")
+    pairs = [(a, b) for i, a in enumerate(fields) for b in fields[i + 1 :]]
+    if len(pairs) == 1:
+        return Constraint(not_=Constraint(required=pairs[0]))
+    return Constraint(not_=Constraint(any_of=tuple(Constraint(required=p) for p in pairs)))
+
+
+def constraints_of(cls: type[BaseModel]) -> tuple[Constraint, ...]:
+    """The constraints declared on a model class and its bases (bases first)."""
+    found: list[Constraint] = []
+    for klass in reversed(cls.__mro__):
+        found.extend(klass.__dict__.get("__setpoint_own_constraints__", ()))
+    return tuple(found)
+
+
 def _has_newline(text: str) -> bool:
     return "\n" in text or "\r" in text
 
@@ -240,6 +438,14 @@ class FieldSchema:
     """Short title shown by schema tools."""
     example: Any = None
     """An example value shown by schema tools (``None`` means no example)."""
+    all_of: tuple[Constraint, ...] = ()
+    """The value must satisfy every one of these (``allOf``; :class:`Constraint`)."""
+    any_of: tuple[Constraint, ...] = ()
+    """The value must satisfy at least one of these (``anyOf``)."""
+    one_of: tuple[Constraint, ...] = ()
+    """The value must satisfy exactly one of these (``oneOf``)."""
+    not_: Constraint | None = None
+    """The value must not satisfy this (``not``)."""
 
     def __post_init__(self) -> None:
         if self.exclusive_minimum and self.minimum is None:
@@ -314,6 +520,10 @@ def field(
     map_type: MapType | None = None,
     title: str | None = None,
     example: Any = None,
+    all_of: Sequence[Constraint] = (),
+    any_of: Sequence[Constraint] = (),
+    one_of: Sequence[Constraint] = (),
+    not_: Constraint | None = None,
 ) -> Any:
     """Declare a model field with its JSON name, default and schema constraints.
 
@@ -360,6 +570,10 @@ def field(
         map_type=map_type,
         title=title,
         example=example,
+        all_of=tuple(all_of),
+        any_of=tuple(any_of),
+        one_of=tuple(one_of),
+        not_=not_,
     )
     if default is not _MISSING and default_factory is not None:
         raise ValueError("field() takes default= or default_factory=, not both")

@@ -46,9 +46,10 @@ from pydantic import BaseModel, StringConstraints, TypeAdapter
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from setpoint.api.declaration import FieldSchema, cel_rules_of
+from setpoint.api.declaration import Constraint, FieldSchema, cel_rules_of, constraints_of
 from setpoint.api.resource import SPELL_OUT_DEFAULTS, Model, ObjectMeta, Resource, json_name_for
 from setpoint.crd.errors import SchemaPath, StructuralError
+from setpoint.crd.formats import NUMBER_FORMATS, STRING_FORMATS
 
 __all__ = ["BuiltSchema", "model_schema", "resource_schema", "type_name"]
 
@@ -214,6 +215,7 @@ class _Builder:
         rules = cel_rules_of(cls)
         if rules:
             node["x-kubernetes-validations"] = [rule.to_schema() for rule in rules]
+        self._model_constraints(cls, node, path)
         if embedded:
             node["x-kubernetes-embedded-resource"] = True
             if getattr(cls, "__setpoint_resource__", None) is not None:
@@ -275,7 +277,16 @@ class _Builder:
         rules = cel_rules_of(cls)
         if rules:
             node["x-kubernetes-validations"] = [rule.to_schema() for rule in rules]
+        self._model_constraints(cls, node, path)
         return node
+
+    def _model_constraints(
+        self, cls: type[BaseModel], node: dict[str, Any], path: SchemaPath
+    ) -> None:
+        """A model's class-level :class:`Constraint` s: merged in, or under ``allOf``."""
+        target = _Target(node, path, type_name(cls), self.error)
+        for constraint in constraints_of(cls):
+            _add_constraint(target, constraint)
 
     def _complete(self, cls: type[BaseModel], path: SchemaPath) -> bool:
         if cls.__pydantic_complete__:
@@ -733,6 +744,104 @@ def _apply_embedded_resource(target: _Target, decl: Mapping[str, Any]) -> None:
         target.node["x-kubernetes-preserve-unknown-fields"] = True
 
 
+def _apply_junctors(target: _Target, decl: Mapping[str, Any]) -> None:
+    """A field's ``all_of``/``any_of``/``one_of``/``not_``, each a :class:`Constraint`."""
+    junctors = {k: decl[k] for k in ("all_of", "any_of", "one_of", "not_") if decl.get(k)}
+    if junctors:
+        _add_constraint(target, Constraint(**junctors))
+
+
+def _add_constraint(target: _Target, constraint: Constraint) -> None:
+    """Write ``constraint``'s keywords on the target node, with JSON names, checked.
+
+    Keywords the node already has (its own ``required``, say) are not overwritten: the
+    constraint then goes under ``allOf``, which means the same.
+    """
+    fragment = constraint.to_schema()
+    _resolve_constraint(target, fragment, target.node, "")
+    if any(key in target.node for key in fragment):
+        target.node.setdefault("allOf", []).append(fragment)
+    else:
+        target.node.update(fragment)
+
+
+def _resolve_constraint(
+    target: _Target, fragment: dict[str, Any], node: Mapping[str, Any], where: str
+) -> None:
+    """Rename ``fragment``'s field names to the JSON names of ``node``; report what cannot be.
+
+    The structural rules let a junctor name only properties and items the node itself
+    declares; a format must be one the server checks on the node's type (any other is
+    stripped by the server, so the constraint would check nothing).
+    """
+    here = f" (in {where})" if where else ""
+    properties = node.get("properties")
+    declared: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
+    free_form = node.get("x-kubernetes-preserve-unknown-fields") is True or isinstance(
+        node.get("additionalProperties"), Mapping
+    )
+
+    def json_key(name: str) -> str | None:
+        if name in declared:
+            return name
+        derived = json_name_for(name)
+        if derived in declared:
+            return derived
+        return name if free_form and not declared else None
+
+    if "required" in fragment:
+        keys = []
+        for name in fragment["required"]:
+            key = json_key(name)
+            if key is None:
+                target.error(
+                    f"the constraint requires {name!r}{here}, which the type does not declare",
+                    f"name a field of the type (declared: {sorted(declared) or 'none'})",
+                )
+                key = name
+            keys.append(key)
+        fragment["required"] = keys
+    if "properties" in fragment:
+        renamed: dict[str, Any] = {}
+        for name, sub in fragment["properties"].items():
+            key = json_key(name)
+            if key is None or key not in declared:
+                target.error(
+                    f"the constraint has properties[{name!r}]{here}, which the type does not "
+                    "declare; a junctor may only constrain declared fields",
+                    f"name a field of the type (declared: {sorted(declared) or 'none'})",
+                )
+                continue
+            _resolve_constraint(target, sub, declared[key], f"{where}.{key}" if where else key)
+            renamed[key] = sub
+        fragment["properties"] = renamed
+    if "items" in fragment:
+        items = node.get("items")
+        if node.get("type") != "array" or not isinstance(items, Mapping):
+            target.error(
+                f"the constraint has items{here}, but the value is not a list",
+                "constrain items on a list field only",
+            )
+        else:
+            _resolve_constraint(target, fragment["items"], items, f"{where}[*]")
+    for key in ("allOf", "anyOf", "oneOf"):
+        for branch in fragment.get(key, ()):
+            _resolve_constraint(target, branch, node, where)
+    if "not" in fragment:
+        _resolve_constraint(target, fragment["not"], node, where)
+    fmt = fragment.get("format")
+    if fmt is not None:
+        node_type = node.get("type")
+        known = NUMBER_FORMATS[node_type] if node_type in NUMBER_FORMATS else set(STRING_FORMATS)
+        normalized = fmt if node_type in NUMBER_FORMATS else str(fmt).replace("-", "")
+        if normalized not in known:
+            target.error(
+                f"the constraint's format {fmt!r}{here} is not one the API server checks on "
+                f"a {node_type or 'untyped'} value; the server would strip it and check nothing",
+                f"use one of {sorted(known)}",
+            )
+
+
 _DECLARATION_RULES: tuple[_Rule, ...] = (
     _Keyword("minimum", "minimum", _NUMBERS),
     _Keyword("maximum", "maximum", _NUMBERS),
@@ -758,6 +867,7 @@ _DECLARATION_RULES: tuple[_Rule, ...] = (
     _Keyword("map_type", "x-kubernetes-map-type", _OBJECTS),
     _Keyword("nullable", "nullable", flag=True),
     _apply_rules,
+    _apply_junctors,
     _Keyword(
         "preserve_unknown_fields", "x-kubernetes-preserve-unknown-fields", _FREE_FORM, flag=True
     ),
