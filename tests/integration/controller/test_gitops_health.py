@@ -205,3 +205,86 @@ async def test_argocd_reads_the_generated_health_check_as_kstatus_does(
     normalized = await _run(argocd_binary, ["ignore", *expressions["jqPathExpressions"]], child)
     assert normalized["metadata"]["annotations"] == {"team": "gizmos"}
     assert normalized["data"] == child["data"]
+
+
+async def test_argocd_ignores_the_ca_bundles_setpoint_injects(
+    k8s: Client, namespace: str, checkers: tuple[Path, Path], argocd_cm: tuple[dict[str, str], Path]
+) -> None:
+    """The generated ignoreDifferences drop injected caBundles from live objects, nothing else.
+
+    A ValidatingWebhookConfiguration stored by the real API server with a caBundle in each of
+    its two webhooks, and a CRD with a conversion webhook's caBundle (as generate crd writes it
+    with --webhook-ca-file), are normalized by gojq with the expressions of the generated
+    argocd-cm, as Argo CD's diff normalizer does: the caBundles are gone and the rest of each
+    object is unchanged. Fails if a path misses the field or an expression cannot run on an
+    object that lacks it (the CRD of a kind without conversion).
+    """
+    _, argocd_binary = checkers
+    data, _ = argocd_cm
+    bundle = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="
+
+    def expressions(suffix: str) -> list[str]:
+        key = f"resource.customizations.ignoreDifferences.{suffix}"
+        found: list[str] = yaml.safe_load(data[key])["jqPathExpressions"]
+        return found
+
+    def webhook(name: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "clientConfig": {"url": f"https://127.0.0.1:1/{name}", "caBundle": bundle},
+            "rules": [
+                {
+                    "apiGroups": ["nothing.test.setpoint.dev"],
+                    "apiVersions": ["v1"],
+                    "operations": ["CREATE"],
+                    "resources": ["nothings"],
+                }
+            ],
+            "failurePolicy": "Ignore",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+        }
+
+    name = f"gitops-{namespace}"
+    await k8s.create(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [webhook("a.test.setpoint.dev"), webhook("b.test.setpoint.dev")],
+        }
+    )
+    try:
+        live = await k8s.get(kinds.ValidatingWebhookConfiguration, name)
+    finally:
+        await k8s.delete(kinds.ValidatingWebhookConfiguration, name)
+    normalized = await _run(
+        argocd_binary,
+        ["ignore", *expressions("admissionregistration.k8s.io_ValidatingWebhookConfiguration")],
+        live,
+    )
+    for hook in normalized["webhooks"]:
+        assert "caBundle" not in hook["clientConfig"]
+        hook["clientConfig"]["caBundle"] = bundle
+    assert normalized == live
+
+    crd_expressions = expressions("apiextensions.k8s.io_CustomResourceDefinition")
+    crd = await k8s.get(kinds.CustomResourceDefinition, f"gizmos.{GIZMO.group}")
+    assert await _run(argocd_binary, ["ignore", *crd_expressions], crd) == crd
+    converting = {
+        **crd,
+        "spec": {
+            **crd["spec"],
+            "conversion": {
+                "strategy": "Webhook",
+                "webhook": {
+                    "clientConfig": {"url": "https://127.0.0.1:1/convert", "caBundle": bundle},
+                    "conversionReviewVersions": ["v1"],
+                },
+            },
+        },
+    }
+    normalized = await _run(argocd_binary, ["ignore", *crd_expressions], converting)
+    assert normalized["spec"]["conversion"]["webhook"]["clientConfig"] == {
+        "url": "https://127.0.0.1:1/convert"
+    }
