@@ -24,7 +24,8 @@ unknown ``--kind``, bad duration).
 leader-election`` in :mod:`setpoint.cli.doctor_leases`, ``setpoint doctor crds`` in
 :mod:`setpoint.cli.doctor_crds`, ``setpoint doctor shards`` in :mod:`setpoint.cli.doctor_shards`,
 ``setpoint doctor paused`` in :mod:`setpoint.cli.doctor_paused` (it reads the same listing
-as this check).
+as this check), ``setpoint doctor rollout`` in :mod:`setpoint.cli.doctor_rollout` (the
+same listing).
 A bare ``setpoint doctor`` runs every check and prints one line per check, then each problem
 found (:func:`run_all`).
 """
@@ -797,7 +798,7 @@ class CheckSummary:
 
     check: str
     """The check's name (``crds``, ``leader-election``, ``finalizers``, ``paused``,
-    ``webhooks``, ``shards``)."""
+    ``webhooks``, ``shards``, ``rollout``)."""
     ok: bool | None
     """``True``: nothing found; ``False``: problems; ``None``: the check could not run."""
     summary: str
@@ -815,6 +816,7 @@ async def run_all(client: Client, *, older_than: float = 300.0) -> list[CheckSum
     from setpoint.cli.doctor_crds import scan_crds
     from setpoint.cli.doctor_leases import scan_leases
     from setpoint.cli.doctor_paused import paused_summary, scan_paused
+    from setpoint.cli.doctor_rollout import rollout_summary, scan_rollout
     from setpoint.cli.doctor_shards import scan_rings
     from setpoint.cli.doctor_webhooks import scan_webhooks
 
@@ -870,6 +872,9 @@ async def run_all(client: Client, *, older_than: float = 300.0) -> list[CheckSum
     async def paused() -> CheckSummary:
         return paused_summary(await scan_paused(client, listing=await listing()))
 
+    async def rollout() -> CheckSummary:
+        return rollout_summary(await scan_rollout(client, listing=await listing()))
+
     async def webhooks() -> CheckSummary:
         report = await scan_webhooks(client)
         problems = [
@@ -900,6 +905,7 @@ async def run_all(client: Client, *, older_than: float = 300.0) -> list[CheckSum
         ("leader-election", leases),
         ("finalizers", finalizers),
         ("paused", paused),
+        ("rollout", rollout),
         ("webhooks", webhooks),
         ("shards", shards),
     ):

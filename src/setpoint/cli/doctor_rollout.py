@@ -18,6 +18,7 @@ from typing import Any
 
 from setpoint.api.meta import metadata_of
 from setpoint.cli.doctor import (
+    CheckSummary,
     ObjectListing,
     add_check,
     add_scope_options,
@@ -28,7 +29,15 @@ from setpoint.cli.doctor import (
 from setpoint.client.client import Client
 from setpoint.manager.rollout import ROLLOUT_LABEL, version_of
 
-__all__ = ["INCUMBENT", "RolloutReport", "find_rollouts", "register_checks", "render_rollout"]
+__all__ = [
+    "INCUMBENT",
+    "RolloutReport",
+    "find_rollouts",
+    "register_checks",
+    "render_rollout",
+    "rollout_summary",
+    "scan_rollout",
+]
 
 INCUMBENT = "(incumbent)"
 """The row of the unlabelled objects: the version that yields runs them."""
@@ -122,6 +131,19 @@ def render_rollout(report: RolloutReport) -> str:
         f"types ({scope}; metadata-only lists; narrow with --kind / -n)."
     )
     return "\n".join(lines)
+
+
+def rollout_summary(report: RolloutReport) -> CheckSummary:
+    """The bare ``setpoint doctor`` line: objects per version for each kind under a rollout.
+
+    A rollout is not a problem: the line is informational and always ``ok``.
+    """
+    parts = [
+        f"{kind}: " + ", ".join(f"{version} {len(names)}" for version, names in versions.items())
+        for kind, versions in report.kinds.items()
+    ]
+    summary = "; ".join(parts) if parts else "no rollout in progress"
+    return CheckSummary(check="rollout", ok=True, summary=summary)
 
 
 def _cmd_rollout(args: argparse.Namespace) -> int:

@@ -115,6 +115,7 @@ async def test_the_doctor_reads_leases_and_crds_as_the_server_reports_them(
             "leader-election",
             "finalizers",
             "paused",
+            "rollout",
             "webhooks",
             "shards",
         }
@@ -126,6 +127,7 @@ async def test_the_doctor_reads_leases_and_crds_as_the_server_reports_them(
         )
         assert checks["finalizers"]["ok"] is not None
         assert checks["shards"]["ok"] is not None
+        assert checks["rollout"]["ok"] is True
     finally:
         for obj in (clash, first):
             with contextlib.suppress(NotFound):

@@ -6,7 +6,13 @@ import pytest
 
 from setpoint.cache import CacheOptions, KindOptions
 from setpoint.cache.selectors import LabelMatcher
-from setpoint.cli.doctor_rollout import INCUMBENT, RolloutReport, find_rollouts, render_rollout
+from setpoint.cli.doctor_rollout import (
+    INCUMBENT,
+    RolloutReport,
+    find_rollouts,
+    render_rollout,
+    rollout_summary,
+)
 from setpoint.manager.rollout import ROLLOUT_LABEL, Rollout, version_of
 from tests._support.kinds import DOODAD, GIZMO, Gizmo
 
@@ -67,3 +73,11 @@ def test_doctor_groups_by_version_only_kinds_under_a_rollout() -> None:
     assert "Gizmo.test.setpoint.dev   v2" in text
     empty = render_rollout(RolloutReport(namespace=None))
     assert "no rollout in progress" in empty
+
+
+def test_the_bare_doctor_line_counts_objects_per_version() -> None:
+    kinds = find_rollouts([obj("a"), obj("b", "v2"), obj("c")])
+    line = rollout_summary(RolloutReport(namespace=None, kinds=kinds))
+    assert (line.check, line.ok) == ("rollout", True)
+    assert line.summary == "Gizmo.test.setpoint.dev: (incumbent) 2, v2 1"
+    assert rollout_summary(RolloutReport(namespace=None)).summary == "no rollout in progress"
