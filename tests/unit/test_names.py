@@ -29,13 +29,17 @@ MODULE_HOOKS: dict[str, str] = {
 Only functions may share these names; a class or constant by the same name still fails."""
 
 
-GENERATED_MODULES = frozenset(
-    f"setpoint.api.kinds.{name}" for name in (*kinds.TYPED_MODULES, "_model")
+GENERATED_MODULES = tuple(
+    f"setpoint.api.kinds.{name}" for name in (*kinds.TYPED_MODULES, "scheduling_v1alpha3", "_model")
 )
 """The generated models of the built-in kinds (decision 0032, and their private base module)
 keep the API's own type names, scoped by group-version as Go's ``appsv1.Deployment`` is:
 ``core_v1.Secret`` is the typed form of the GVK constant ``kinds.Secret``, and
 ``_model.Quantity`` the API's quantity, not another concept."""
+
+
+def _generated(module: str) -> bool:
+    return any(module == m or module.startswith(f"{m}.") for m in GENERATED_MODULES)
 
 
 def _describe(homes: list[Export]) -> str:
@@ -63,7 +67,7 @@ def shared_names(found: tuple[Export, ...]) -> dict[str, list[list[Export]]]:
         objects = {
             key: homes
             for key, homes in all_objects.items()
-            if any(home.module not in GENERATED_MODULES for home in homes)
+            if any(not _generated(home.module) for home in homes)
         }
         if len(objects) < 2:
             continue

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -23,7 +24,6 @@ from setpoint.api.kinds._model import KindModel, KindObject
 from setpoint.api.resource import _json_name_problems
 
 ROOT = Path(__file__).resolve().parents[3]
-GENERATED = ROOT / "src" / "setpoint" / "api" / "kinds"
 CONNECT = frozenset({"attach", "exec", "portforward", "proxy"})
 
 
@@ -37,8 +37,10 @@ def _generator() -> ModuleType:
 
 
 def _modules() -> list[ModuleType]:
-    names = sorted(p.stem for p in GENERATED.glob("*.py") if not p.stem.startswith("_"))
-    return [importlib.import_module(f"setpoint.api.kinds.{name}") for name in names]
+    """Every generated class's module (``setpoint.api.kinds.core_v1._pod_spec``, ...)."""
+    gen = _generator()
+    names = [path[: -len(".py")].replace("/", ".") for path in gen.generated_files()]
+    return [importlib.import_module(f"setpoint.api.kinds.{name}") for name in sorted(names)]
 
 
 def _classes() -> list[type[KindModel]]:
@@ -56,10 +58,27 @@ def test_the_checked_in_modules_are_what_the_snapshot_generates() -> None:
     gen = _generator()
     data: dict[str, Any] = json.loads(gen.SNAPSHOT.read_text())
     expected = gen.generate(data)
-    on_disk = {p.name: p.read_text() for p in GENERATED.glob("*.py") if not p.stem.startswith("_")}
-    assert set(expected) == set(on_disk) - {"__init__.py"}
-    stale = [name for name, source in expected.items() if on_disk[name] != source]
+    on_disk = gen.generated_files()
+    assert sorted(set(on_disk) - set(expected)) == []  # generated files no longer generated
+    stale = sorted(name for name, source in expected.items() if on_disk.get(name) != source)
     assert stale == [], f"run python scripts/gen_kinds.py; out of date: {stale}"
+
+
+def test_each_class_is_loaded_when_first_used() -> None:
+    code = (
+        "import sys; from setpoint.api.kinds import core_v1; core_v1.Namespace; "
+        "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules "
+        "if m.startswith('setpoint.api.kinds.core_v1.')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == [
+        "['_namespace',",
+        "'_namespace_condition',",
+        "'_namespace_spec',",
+        "'_namespace_status']",
+    ]
 
 
 def test_the_lazy_modules_listed_are_the_generated_group_versions() -> None:

@@ -39,8 +39,10 @@ __all__ = [
 
 IntOrString: TypeAlias = int | str
 """A port or a percentage: ``8080``, ``"http"``, ``"25%"`` (Go's ``intstr.IntOrString``)."""
-Quantity: TypeAlias = str | int | float
-"""A resource quantity, ``"500m"``, ``"1Gi"`` or a number; the server answers with strings."""
+Quantity: TypeAlias = str
+"""A resource quantity as the server stores it, ``"500m"``, ``"1Gi"``, ``"2"``: a string, so
+that a desired value compares equal to the stored one and an unchanged child is not applied
+again (the server accepts a JSON number, but answers with the string)."""
 Time: TypeAlias = str
 """An RFC 3339 timestamp as the server writes it (kept as text: lossless, and cheap)."""
 MicroTime: TypeAlias = str
