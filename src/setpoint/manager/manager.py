@@ -44,6 +44,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Final, Self, cast
 
 from setpoint.api.runnable import Runnable, RunnableGroup
+from setpoint.cache.errors import KindNotServed
 from setpoint.controller.controller import Controller
 from setpoint.controller.finalizers import ADVERTISES_FINALIZERS_LABEL, OWNED_FINALIZERS_ANNOTATION
 from setpoint.manager.builder import ManagedBuilder
@@ -964,7 +965,13 @@ class Manager:
         try:
             await runnable.start()
         except Exception as exc:
-            raise _failed(entry.name, f"{entry.name} failed to start: {exc}", exc) from exc
+            message = f"{entry.name} failed to start: {exc}"
+            if isinstance(exc, KindNotServed) and isinstance(runnable, Controller):
+                message += (
+                    ". To start without the kind and run the controller once its CRD is "
+                    "installed, build it with manager.controller(name)...optional()"
+                )
+            raise _failed(entry.name, message, exc) from exc
         if entry.state is _State.STARTING:
             entry.state = _State.RUNNING
         if entry.group is RunnableGroup.CACHES and isinstance(runnable, CacheLike):

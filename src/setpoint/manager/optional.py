@@ -147,6 +147,9 @@ class OptionalController:
         self._running = asyncio.Event()
         self._idle = asyncio.Event()  # set while waiting for kinds, no controller running
         self._task: asyncio.Task[None] | None = None
+        # A retirement in progress: shielded from the follower's cancellation, so a shutdown
+        # that comes meanwhile waits for its drain instead of cutting it short.
+        self._retiring: asyncio.Task[None] | None = None
         self._registration: HandlerRegistration | None = None
         self._stopping = False
         self.runs = 0
@@ -231,6 +234,8 @@ class OptionalController:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self._retiring is not None and not self._retiring.done():
+            await asyncio.wait({self._retiring}, timeout=max(timeout, 0.0) + 0.5)
         controller, self._controller = self._controller, None
         if controller is not None:
             await controller.stop(timeout)
@@ -394,6 +399,13 @@ class OptionalController:
         return True
 
     async def _retire(self, controller: Controller, gone: set[tuple[str, str]]) -> None:
+        """Retire ``controller`` in a task of its own (see ``_retire_now``) and wait for it."""
+        self._retiring = asyncio.create_task(
+            self._retire_now(controller, gone), name=f"{self.name} retire"
+        )
+        await asyncio.shield(self._retiring)
+
+    async def _retire_now(self, controller: Controller, gone: set[tuple[str, str]]) -> None:
         """Stop ``controller`` (draining), remove the gone kinds' informers, drop its series."""
         self._running.clear()
         await controller.stop(self._drain_timeout)

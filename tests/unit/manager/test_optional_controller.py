@@ -78,9 +78,12 @@ class Run:
             ),
         )
         self.reconciled: list[ObjectKey] = []
+        self.gate = asyncio.Event()  # what a Sprocket named "slow" waits for
 
         async def reconcile(ctx: Context, request: ObjectKey) -> None:
             await ctx.reader.get(SPROCKET, request.name, namespace=request.namespace)
+            if request.name == "slow":
+                await self.gate.wait()
             self.reconciled.append(request)
 
         self.optional = (
@@ -201,3 +204,19 @@ async def test_without_optional_a_missing_crd_fails_the_start_up() -> None:
         await asyncio.wait_for(manager.run(), 10)
     assert isinstance(caught.value.__cause__, KindNotServed)
     assert "Sprocket" in str(caught.value)
+    assert "...optional()" in str(caught.value)
+
+
+async def test_a_shutdown_during_a_retirement_still_stops_the_controller(run: Run) -> None:
+    await run.api.create(CRD)
+    await run.api.create(sprocket("slow"))
+    run.start()
+    controller = await run.optional.wait_running(5)
+    await eventually(lambda: controller.active_workers == 1, timeout=5, description="in flight")
+
+    await run.api.delete(kinds.CustomResourceDefinition, CRD["metadata"]["name"])
+    await eventually(lambda: controller.queue.shutting_down, timeout=5, description="draining")
+    await run.close()  # the manager stops while the retirement drains the slow reconcile
+
+    assert controller.active_workers == 0
+    assert run.task is not None and run.task.done() and run.task.exception() is None
