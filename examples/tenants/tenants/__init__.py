@@ -33,6 +33,7 @@ from .api import (
 )
 from .controller import CONTROLLER_NAME, FINALIZER, TenantReconciler
 from .directory import DirectoryEntry, DirectoryUnavailable, TenantDirectory
+from .drift import add_drift_controller
 from .settings import SettingsError, TenantsSettings
 from .webhooks import TenantValidator
 
@@ -98,4 +99,6 @@ def setup(manager: sp.Manager, settings: TenantsSettings | None = None) -> Tenan
         .max_concurrent_reconciles(settings.max_concurrent_reconciles)
         .build(reconciler)
     )
+    # Rows edited behind the operator's back: polled, reported in status, then repaired.
+    add_drift_controller(manager, directory)
     return reconciler
