@@ -1,7 +1,7 @@
 """External event sources (``setpoint.controller.sources``) on a ManualClock, and in a controller.
 
-tests/integration/controller/test_sources.py runs a polling source against the real API
-server; the tenants example's test_directory_drift.py polls its SQLite directory.
+On the real API server, the tenants example's test_directory_drift.py polls its SQLite
+directory with a PollingSource and sees drift reach a Tenant's status.
 """
 
 from __future__ import annotations
