@@ -56,7 +56,7 @@ node-spike: controlplane
 cluster-deps:
 	apt-get update
 	apt-get install -y --no-install-recommends containerd runc containernetworking-plugins \
-		iptables socat busybox-static iproute2 util-linux debootstrap
+		iptables nftables socat busybox-static iproute2 util-linux debootstrap
 
 # The tenants operator's image as an OCI archive, build/tenants-operator.oci.tar, without
 # Docker or a registry (`setpoint image build`; docs/controlplane.md "Build an image"): the
@@ -67,9 +67,11 @@ image-tenants: $(STAMP)
 
 # tests/cluster (marker `cluster`; as root, after `make cluster-deps`): a plane with two real
 # nodes runs a Deployment behind a Service, the tenants image (built here) runs as a Pod and
-# turns Ready, and `setpoint controlplane down` leaves nothing behind (~50 s once kubelet,
-# kube-proxy, kube-scheduler and the image's base are built: +1 min for the base, once;
-# ~1 min more with only the plane's Go cache warm). Not part of `make test` or CI.
+# turns Ready, the tenants operator deployed from config/ with `kubectl apply -k` (2
+# replicas, webhooks through its Service) survives losing its leader Pod and a drained node,
+# and `setpoint controlplane down` leaves nothing behind (docs/controlplane.md "Nodes" has
+# the times; +1 min for the image's base, once; ~1 min more with only the plane's Go cache
+# warm). Not part of `make test` or CI.
 test-cluster: controlplane bytecode
 	$(PY) -m setpoint controlplane build --nodes
 	$(PY) -m pytest tests/cluster -q -m cluster

@@ -17,12 +17,16 @@ Expected flow (driven by :class:`~setpoint.testing.ControlPlane`):
     3. :meth:`NodeSet.start` once the plane is up: the host bridge, a ``socat`` relay from
        the bridge address to the loopback kube-apiserver, on kube-apiserver's own port
        (kube-apiserver advertises the bridge address, so its endpoint reconciler points
-       the ``kubernetes`` Service there), kube-scheduler, the pause and busybox images
-       (built here, no registry), then each node; it returns when every node is Ready.
+       the ``kubernetes`` Service there), a kube-proxy in the host's network namespace
+       (nftables; kube-apiserver reaches webhook Services by ClusterIP, as on a
+       control-plane node), kube-scheduler, the pause and busybox images (built here, no
+       registry), then each node; it returns when every node is Ready and the host's
+       kube-proxy has written its rules.
     4. :meth:`NodeSet.stop` (from :meth:`ControlPlane.stop`): deletes the nodes' Pods,
-       stops every daemon, unmounts, removes the namespaces, links, routes and cgroups,
-       puts back the sysctls the kubelet changed, and checks that nothing is left
-       (:func:`leftovers`); what could not be undone is in :attr:`NodeSet.problems`.
+       stops every daemon, unmounts, removes the namespaces, links, routes, cgroups and
+       the host kube-proxy's nftables tables, puts back the sysctls the kubelet changed,
+       and checks that nothing is left (:func:`leftovers`); what could not be undone is
+       in :attr:`NodeSet.problems`.
 
 Guarantees:
     - A start that fails raises :class:`NodesError` (a kubelet that exits or is not Ready
@@ -45,6 +49,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tarfile
 import tempfile
@@ -100,6 +105,12 @@ CLUSTER_CIDR = "10.244.0.0/16"
 SERVICE_CIDR = "10.0.0.0/24"
 """The plane's Service ClusterIP range (kube-apiserver's ``--service-cluster-ip-range``)."""
 
+HOST_PROXY_NAME = "setpoint-host"
+"""The node name of the host's kube-proxy (no Node has it; see :meth:`NodeSet.start`)."""
+
+HOST_PROXY_TABLES = ("ip kube-proxy", "ip6 kube-proxy")
+"""The nftables tables the host's kube-proxy keeps its rules in (deleted by ``down``)."""
+
 API_SERVER_NAME = "kubernetes.default.svc"
 """A name in kube-apiserver's serving certificate, for clients that reach it by relay."""
 
@@ -117,6 +128,7 @@ NODE_PACKAGES = (
     "runc",
     "containernetworking-plugins",
     "iptables",
+    "nftables",
     "socat",
     "busybox-static",
     "iproute2",
@@ -133,6 +145,7 @@ _TOOLS = {
     "runc": "runc",
     "socat": "socat",
     "iptables": "iptables",
+    "nft": "nftables",
     "ip": "iproute2",
     "nsenter": "util-linux",
 }
@@ -358,7 +371,17 @@ def host_state(directory: Path | None = None) -> dict[str, Any]:
             if Path("/proc/sys", name).exists()
         },
         "paths": {str(p): p.exists() for p in _WATCHED_PATHS},
+        "nftables": _proxy_tables(),
     }
+
+
+def _proxy_tables() -> list[str]:
+    """Which of :data:`HOST_PROXY_TABLES` exist on the host (``nft list tables``)."""
+    if shutil.which("nft") is None:
+        return []
+    listed = _run(["nft", "list", "tables"], check=False).splitlines()
+    present = {line.removeprefix("table ").strip() for line in listed}
+    return [table for table in HOST_PROXY_TABLES if table in present]
 
 
 def processes_mentioning(text: str) -> list[tuple[int, str]]:
@@ -381,13 +404,15 @@ def leftovers(
 ) -> list[str]:
     """What ``after`` has that ``before`` had not (two :func:`host_state` results).
 
-    Returns one line per difference (a mount, namespace, link or cgroup left, a sysctl not
-    put back, a path created) and per process in ``processes``; empty means clean.
+    Returns one line per difference (a mount, namespace, link, cgroup or nftables table
+    left, a sysctl not put back, a path created) and per process in ``processes``; empty
+    means clean.
     """
     problems = [f"process {pid} still runs: {cmdline[:160]}" for pid, cmdline in processes]
-    for key in ("mounts", "netns", "links", "cgroups"):
+    for key in ("mounts", "netns", "links", "cgroups", "nftables"):
         extra = sorted(set(after.get(key, ())) - set(before.get(key, ())))
-        problems.extend(f"{key[:-1] if key != 'netns' else key} left: {item}" for item in extra)
+        label = {"netns": "netns", "nftables": "nftables table"}.get(key, key[:-1])
+        problems.extend(f"{label} left: {item}" for item in extra)
     for name, value in before.get("sysctls", {}).items():
         now = after.get("sysctls", {}).get(name)
         if now != value:
@@ -705,6 +730,39 @@ def kube_proxy_config(kubeconfig: Path, index: int, mode: str = "iptables") -> s
     )
 
 
+def host_kube_proxy_config(kubeconfig: Path) -> str:
+    """KubeProxyConfiguration for the kube-proxy in the host's network namespace.
+
+    kube-apiserver runs on the host, as on a control-plane node, where a kube-proxy makes
+    Service ClusterIPs work for it: webhooks and conversion with a ``service:``
+    clientConfig are called through the Service, as in a cluster. nftables mode keeps every
+    rule in :data:`HOST_PROXY_TABLES` (the host's iptables are not touched, and ``down``
+    deletes the tables); the conntrack settings leave the host's sysctls as they are; its
+    health and metrics ports are on the bridge address.
+    """
+    return json.dumps(
+        {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(kubeconfig)},
+            "hostnameOverride": HOST_PROXY_NAME,
+            "mode": "nftables",
+            "clusterCIDR": CLUSTER_CIDR,
+            "nodePortAddresses": [f"{HOST_IP}/32"],
+            "healthzBindAddress": f"{HOST_IP}:10256",
+            "metricsBindAddress": f"{HOST_IP}:10249",
+            "oomScoreAdj": 0,
+            "conntrack": {
+                "maxPerCore": 0,
+                "min": 0,
+                "tcpEstablishedTimeout": "0s",
+                "tcpCloseWaitTimeout": "0s",
+            },
+        },
+        indent=2,
+    )
+
+
 # --- images into nodes ------------------------------------------------------------------
 
 
@@ -882,8 +940,6 @@ class NodeSet:
         return {
             # The nodes' Hostname addresses do not resolve: reach kubelets by InternalIP.
             "kubelet-preferred-address-types": "InternalIP",
-            # Webhooks' service: clientConfigs go to the endpoints' Pod IPs (host routes).
-            "enable-aggregator-routing": "true",
             "kubelet-client-certificate": str(pki_dir / "kubelet-client.crt"),
             "kubelet-client-key": str(pki_dir / "kubelet-client.key"),
             # kube-apiserver writes the kubernetes Service's endpoints itself: the bridge
@@ -948,6 +1004,24 @@ class NodeSet:
             ],
         )
         self._write_node_kubeconfig(plane)
+        # The host's kube-proxy first: without a Node of its name it waits 30 s before it
+        # writes rules (kube-proxy's NodeManager), time the nodes take to start anyway.
+        (self.directory / "host-kube-proxy.json").write_text(
+            host_kube_proxy_config(self.directory / "node.kubeconfig")
+        )
+        host_proxy = self._spawn(
+            "kube-proxy (host)",
+            [
+                str(self.bin_dir / "kube-proxy"),
+                f"--config={self.directory / 'host-kube-proxy.json'}",
+                "--v=1",
+            ],
+            self.directory / "host-kube-proxy.log",
+        )
+        # ClusterIPs leave the host by the bridge, from its address, whatever the host's
+        # default route is; kube-proxy's rules turn them into Pod IPs (routes via nodes).
+        _run(["ip", "route", "add", SERVICE_CIDR, "dev", HOST_BRIDGE, "src", HOST_IP])
+        self._routes.append(SERVICE_CIDR)
         kubeconfig = str(plane.kubeconfig_path)
         self._spawn(
             "kube-scheduler",
@@ -970,6 +1044,37 @@ class NodeSet:
         for node in self.nodes:
             self._wait_ready(plane, node)
         self._add_routes()
+        self._wait_host_proxy(host_proxy, plane)
+
+    def _wait_host_proxy(self, proxy: _Process, plane: ControlPlane) -> None:
+        """Wait until the host reaches kube-apiserver through the ``kubernetes`` ClusterIP.
+
+        That is the host kube-proxy's rules at work: from then on kube-apiserver reaches
+        webhook Services as it would on a control-plane node.
+        """
+        service = plane._api_request("GET", "/api/v1/namespaces/default/services/kubernetes")
+        service_ip = str(service["spec"]["clusterIP"])
+
+        def synced() -> bool:
+            if not proxy.alive():
+                raise NodesError(
+                    f"the host's kube-proxy exited; last lines of {proxy.log_path}:\n"
+                    f"{proxy.log_tail(15)}"
+                )
+            try:
+                with socket.create_connection((service_ip, 443), timeout=0.5):
+                    return True
+            except OSError:
+                return False
+
+        try:
+            _wait("the host's kube-proxy", synced, 60, interval=0.5)
+        except NodesError as exc:
+            if "timed out" not in str(exc):
+                raise
+            raise NodesError(
+                f"{exc}; last lines of {proxy.log_path}:\n{proxy.log_tail(15)}"
+            ) from None
 
     def _spawn(self, name: str, argv: list[str], log: Path | None = None) -> _Process:
         proc = _Process(name, argv, log or self.directory / f"{name}.log")
@@ -1186,6 +1291,9 @@ class NodeSet:
             _run(["umount", mountpoint], check=False)
             if mountpoint in _mountpoints():
                 _run(["umount", "-l", mountpoint], check=False)
+        for table in _proxy_tables():
+            if before is None or table not in before.get("nftables", ()):
+                _run(["nft", "delete", "table", *table.split()], check=False)
         for route in self._routes:
             _run(["ip", "route", "delete", route], check=False)
         for name in self._netns:
@@ -1264,7 +1372,10 @@ def clean_host() -> list[str]:
     (``setpoint controlplane down --clean``) only when no plane with nodes runs.
     """
     removed: list[str] = []
-    for pid, cmdline in processes_mentioning("/nodes/node"):
+    for pid, cmdline in [
+        *processes_mentioning("/nodes/node"),
+        *processes_mentioning("/nodes/host-kube-proxy.json"),
+    ]:
         if "setpoint-cp-" in cmdline:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 9)
@@ -1300,6 +1411,10 @@ def clean_host() -> list[str]:
     with contextlib.suppress(OSError, ValueError):
         data = json.loads(record.read_text())
         removed += _restore(data["before"])
+        for table in _proxy_tables():
+            if table not in data["before"].get("nftables", ()):
+                _run(["nft", "delete", "table", *table.split()], check=False)
+                removed.append(f"nftables table {table}")
         directory = Path(data["directory"]).parent
         if directory.name.startswith("setpoint-cp-") and directory.is_dir():
             shutil.rmtree(directory, ignore_errors=True)

@@ -59,6 +59,7 @@ EMPTY_HOST: dict[str, Any] = {
     "cgroups": [],
     "sysctls": {},
     "paths": {},
+    "nftables": [],
 }
 
 
@@ -234,6 +235,7 @@ def test_leftovers_name_everything_the_host_did_not_have_before() -> None:
         "cgroups": ["/sys/fs/cgroup/memory/setpoint-node1"],
         "sysctls": {"kernel/panic": "10"},
         "paths": {"/run/netns": True, "/var/lib/cni": True},
+        "nftables": ["ip kube-proxy"],
     }
     problems = nodes.leftovers(before, after, [(42, "kubelet --config=x")])
     assert problems == [
@@ -242,6 +244,7 @@ def test_leftovers_name_everything_the_host_did_not_have_before() -> None:
         "netns left: setpoint-node1",
         "link left: setpoint0",
         "cgroup left: /sys/fs/cgroup/memory/setpoint-node1",
+        "nftables table left: ip kube-proxy",
         "sysctl kernel/panic is 10, was 0",
         "path left: /run/netns",
     ]
@@ -392,7 +395,7 @@ def test_kube_apiserver_reaches_kubelets_by_internal_ip_with_its_own_certificate
     node_set = NodeSet(1, tmp_path / "nodes", bin_dir=tmp_path)
     args = node_set.apiserver_args(tmp_path)
     assert args["kubelet-preferred-address-types"] == "InternalIP"
-    assert args["enable-aggregator-routing"] == "true"
+    assert "enable-aggregator-routing" not in args  # the host kube-proxy serves Services
     # kube-apiserver points the kubernetes Service at the bridge address itself.
     assert args["advertise-address"] == nodes.HOST_IP
     assert args["endpoint-reconciler-type"] == "lease"
@@ -407,6 +410,29 @@ def test_kube_proxy_keeps_host_wide_settings_alone(tmp_path: Path) -> None:
     assert config["oomScoreAdj"] == 0
     assert config["conntrack"] == {"maxPerCore": 0}
     assert config["clusterCIDR"] == nodes.CLUSTER_CIDR
+
+
+def test_the_host_kube_proxy_keeps_its_rules_and_ports_to_itself(tmp_path: Path) -> None:
+    """The host's kube-proxy (kube-apiserver's path to Services) changes no host setting.
+
+    nftables mode: its rules live in tables of its own, which `down` deletes; conntrack
+    timeouts and table size are left as the host has them; it listens on the bridge only.
+    """
+    config = json.loads(nodes.host_kube_proxy_config(tmp_path / "kubeconfig"))
+    assert config["mode"] == "nftables"
+    assert config["hostnameOverride"] == nodes.HOST_PROXY_NAME
+    assert not config["hostnameOverride"].startswith("setpoint-node")
+    assert config["conntrack"] == {
+        "maxPerCore": 0,
+        "min": 0,
+        "tcpEstablishedTimeout": "0s",
+        "tcpCloseWaitTimeout": "0s",
+    }
+    assert config["oomScoreAdj"] == 0
+    for key in ("healthzBindAddress", "metricsBindAddress"):
+        assert config[key].startswith(f"{nodes.HOST_IP}:")
+    assert config["nodePortAddresses"] == [f"{nodes.HOST_IP}/32"]
+    assert config["clientConnection"]["kubeconfig"] == str(tmp_path / "kubeconfig")
 
 
 # --- the command line -------------------------------------------------------------------
