@@ -313,6 +313,7 @@ class _Poller(_BufferedSource):
     def __init__(
         self,
         name: str,
+        poll: Callable[..., Any],
         *,
         period: float,
         jitter: float,
@@ -320,6 +321,9 @@ class _Poller(_BufferedSource):
         rng: random.Random | None,
     ) -> None:
         super().__init__(name, capacity=capacity)
+        if not callable(poll):
+            raise TypeError(f"source {name!r}: poll must be a function, not {poll!r}")
+        self._poll_function = poll
         if isinstance(period, bool) or not period > 0:
             raise ValueError(f"source {name!r}: period must be > 0 seconds, not {period!r}")
         if not 0 <= jitter < 1:
@@ -455,10 +459,7 @@ class PollingSource(_Poller, Generic[V]):
         capacity: int = 1024,
         rng: random.Random | None = None,
     ) -> None:
-        super().__init__(name, period=period, jitter=jitter, capacity=capacity, rng=rng)
-        if not callable(poll):
-            raise TypeError(f"source {name!r}: poll must be a function, not {poll!r}")
-        self._poll = poll
+        super().__init__(name, poll, period=period, jitter=jitter, capacity=capacity, rng=rng)
         self._values: dict[ObjectKey, V] = {}
         self._seen_once = False
 
@@ -471,7 +472,7 @@ class PollingSource(_Poller, Generic[V]):
         return dict(self._values)
 
     async def _poll_once(self, target: SourceTarget) -> None:
-        result, ok = await self._timed(target, _call(self._poll))
+        result, ok = await self._timed(target, _call(self._poll_function))
         if not ok:
             return
         if not isinstance(result, Mapping):
@@ -532,12 +533,9 @@ class PerObjectPollingSource(_Poller, Generic[V]):
         capacity: int = 1024,
         rng: random.Random | None = None,
     ) -> None:
-        super().__init__(name, period=period, jitter=jitter, capacity=capacity, rng=rng)
-        if not callable(poll):
-            raise TypeError(f"source {name!r}: poll must be a function, not {poll!r}")
+        super().__init__(name, poll, period=period, jitter=jitter, capacity=capacity, rng=rng)
         if isinstance(concurrency, bool) or concurrency < 1:
             raise ValueError(f"source {name!r}: concurrency must be >= 1, not {concurrency!r}")
-        self._poll = poll
         self._concurrency = concurrency
         self._values: dict[ObjectKey, V | None] = {}
 
@@ -554,7 +552,7 @@ class PerObjectPollingSource(_Poller, Generic[V]):
 
         async def one(key: ObjectKey) -> None:
             async with limit:
-                value, ok = await self._timed(target, _call(self._poll, key))
+                value, ok = await self._timed(target, _call(self._poll_function, key))
             if not ok or self._stopped:
                 return
             known = key in self._values

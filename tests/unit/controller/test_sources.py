@@ -347,3 +347,10 @@ def test_the_builder_refuses_what_is_not_a_source_and_a_repeated_name() -> None:
         Builder("x").watches_source(GIZMO)  # type: ignore[arg-type]
     with pytest.raises(ControllerError, match="added already"):
         Builder("x").watches_source(ChannelSource("bus")).watches_source(ChannelSource("bus"))
+
+
+def test_a_poll_that_is_not_a_function_is_refused() -> None:
+    with pytest.raises(TypeError, match="poll must be a function"):
+        PollingSource("db", {}, period=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="concurrency"):
+        PerObjectPollingSource("db", dict, period=1, concurrency=0)
