@@ -236,6 +236,7 @@ class OptionalController:
                 await task
         if self._retiring is not None and not self._retiring.done():
             await asyncio.wait({self._retiring}, timeout=max(timeout, 0.0) + 0.5)
+        self._running.clear()
         controller, self._controller = self._controller, None
         if controller is not None:
             await controller.stop(timeout)
@@ -258,10 +259,9 @@ class OptionalController:
 
         """
         async with asyncio.timeout(timeout):
-            while True:
-                await self._running.wait()
-                if self._controller is not None:
-                    return self._controller
+            await self._running.wait()
+        assert self._controller is not None  # set before _running, cleared after it
+        return self._controller
 
     async def wait_waiting(self, timeout: float) -> None:
         """Wait until no controller runs and the follower waits for a kind (for tests).
