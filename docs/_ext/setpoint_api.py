@@ -55,7 +55,9 @@ __all__ = ["Entry", "collect", "resolve_alias", "setup", "write_pages"]
 
 TOP = "setpoint"
 FIRST_SURFACES = ("setpoint", "setpoint.testing")
-EXCLUDED = ("setpoint.cli",)
+# The typed built-in kinds (decision 0032) are Kubernetes' own types, documented upstream;
+# docs/guide/typed-kinds.md lists them.
+EXCLUDED = ("setpoint.cli", "setpoint.api.kinds.")
 
 AREA_TITLES = {
     "api": "Resources, kinds and object helpers (setpoint.api)",
@@ -81,7 +83,7 @@ class Entry:
 
 
 def _excluded(name: str) -> bool:
-    return any(name == e or name.startswith(f"{e}.") for e in EXCLUDED)
+    return any(name == e or name.startswith(e if e.endswith(".") else f"{e}.") for e in EXCLUDED)
 
 
 def _public_module(name: str) -> bool:

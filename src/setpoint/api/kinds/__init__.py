@@ -35,18 +35,16 @@ from setpoint._lazy import lazy_attribute
 from setpoint.api.gvk import GroupVersionKind, GroupVersionResource
 
 if TYPE_CHECKING:
-    from setpoint.api.kinds import (
-        apps_v1,
-        autoscaling_v2,
-        batch_v1,
-        coordination_v1,
-        core_v1,
-        meta_v1,
-        networking_v1,
-        policy_v1,
-        rbac_v1,
-        storage_v1,
-    )
+    from setpoint.api.kinds import apps_v1 as apps_v1
+    from setpoint.api.kinds import autoscaling_v2 as autoscaling_v2
+    from setpoint.api.kinds import batch_v1 as batch_v1
+    from setpoint.api.kinds import coordination_v1 as coordination_v1
+    from setpoint.api.kinds import core_v1 as core_v1
+    from setpoint.api.kinds import meta_v1 as meta_v1
+    from setpoint.api.kinds import networking_v1 as networking_v1
+    from setpoint.api.kinds import policy_v1 as policy_v1
+    from setpoint.api.kinds import rbac_v1 as rbac_v1
+    from setpoint.api.kinds import storage_v1 as storage_v1
 
 __all__ = [
     "BUILTIN_RESOURCES",
@@ -70,16 +68,6 @@ __all__ = [
     "Service",
     "ServiceAccount",
     "ValidatingWebhookConfiguration",
-    "apps_v1",
-    "autoscaling_v2",
-    "batch_v1",
-    "coordination_v1",
-    "core_v1",
-    "meta_v1",
-    "networking_v1",
-    "policy_v1",
-    "rbac_v1",
-    "storage_v1",
 ]
 
 TYPED_MODULES = (
@@ -94,7 +82,8 @@ TYPED_MODULES = (
     "rbac_v1",
     "storage_v1",
 )
-"""The modules of typed models, one per API group and version, each imported on first use."""
+"""The packages of typed models, one per API group and version, each imported on first use
+(attributes of this package, not in ``__all__``: the constants are its names)."""
 
 __getattr__ = lazy_attribute(
     __name__, globals(), {name: (f"{__name__}.{name}", None) for name in TYPED_MODULES}
