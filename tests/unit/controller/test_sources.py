@@ -353,4 +353,4 @@ def test_a_poll_that_is_not_a_function_is_refused() -> None:
     with pytest.raises(TypeError, match="poll must be a function"):
         PollingSource("db", {}, period=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="concurrency"):
-        PerObjectPollingSource("db", dict, period=1, concurrency=0)
+        PerObjectPollingSource("db", lambda key: None, period=1, concurrency=0)
