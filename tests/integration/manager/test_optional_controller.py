@@ -5,49 +5,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 from prometheus_client import CollectorRegistry
 
 from setpoint.api import kinds
-from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.client import Client, NotFound, load_kubeconfig
 from setpoint.controller import Context
 from setpoint.manager import Manager, ManagerOptions
 from setpoint.observability.metrics import Metrics
 from setpoint.testing.waits import eventually
-
-GROUP = "follow.test.setpoint.dev"
-SPROCKET = GroupVersionKind(GROUP, "v1", "Sprocket")
-CRD_NAME = f"sprockets.{GROUP}"
-
-
-def crd() -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": CRD_NAME},
-        "spec": {
-            "group": GROUP,
-            "scope": "Namespaced",
-            "names": {"plural": "sprockets", "singular": "sprocket", "kind": "Sprocket"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
+from tests._support.sprockets import CRD_NAME, GROUP, SPROCKET, sprocket, sprocket_crd
 
 
 async def _crd_gone(k8s: Client) -> None:
@@ -65,11 +34,7 @@ async def _crd_gone(k8s: Client) -> None:
 
 
 async def _create_sprocket(k8s: Client, namespace: str, name: str) -> None:
-    obj = {
-        "apiVersion": SPROCKET.api_version,
-        "kind": "Sprocket",
-        "metadata": {"name": name, "namespace": namespace},
-    }
+    obj = sprocket(name, namespace)
 
     async def created() -> bool:
         await k8s.create(obj)  # fails (and is retried) until the CRD is served
@@ -130,7 +95,7 @@ async def test_optional_controller_follows_its_crd(
             waiting = metrics.value("setpoint_controller_waiting", controller="sprocket-follow")
             assert waiting == 1.0
 
-            await k8s.create(crd())
+            await k8s.create(sprocket_crd())
             first = await optional.wait_running(60)
             await _create_sprocket(k8s, namespace, "one")
             await eventually(
@@ -152,7 +117,7 @@ async def test_optional_controller_follows_its_crd(
             await eventually(ready, timeout=30, description="/readyz 200 after the CRD went")
 
             reconciled.clear()
-            await k8s.create(crd())
+            await k8s.create(sprocket_crd())
             second = await optional.wait_running(60)
             assert second is not first
             await _create_sprocket(k8s, namespace, "two")

@@ -9,13 +9,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from setpoint.api import kinds
-from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.cache import InformerRemoved, KindNotServed
 from setpoint.controller import Context
@@ -24,41 +22,7 @@ from setpoint.manager.optional import WAITING_ANNOTATION, OptionalController
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import FakeClient, eventually
 from tests._support.manager_fakes import FakeHttpServer
-
-GROUP = "follow.test.setpoint.dev"
-SPROCKET = GroupVersionKind(GROUP, "v1", "Sprocket")
-CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"sprockets.{GROUP}"},
-    "spec": {
-        "group": GROUP,
-        "scope": "Namespaced",
-        "names": {"plural": "sprockets", "singular": "sprocket", "kind": "Sprocket"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                    }
-                },
-                "subresources": {"status": {}},
-            }
-        ],
-    },
-}
-
-
-def sprocket(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": SPROCKET.api_version,
-        "kind": "Sprocket",
-        "metadata": {"name": name, "namespace": "default"},
-    }
+from tests._support.sprockets import CRD_NAME, GROUP, SPROCKET, sprocket, sprocket_crd
 
 
 class Run:
@@ -144,7 +108,7 @@ async def test_follows_the_crd_install_delete_reinstall(run: Run) -> None:
     run.start()
     await eventually(lambda: run.optional.waiting_for == (SPROCKET,), timeout=5)
 
-    await run.api.create(CRD)
+    await run.api.create(sprocket_crd())
     await run.api.create(sprocket("one"))
     controller = await run.optional.wait_running(5)
     await eventually(lambda: ObjectKey("default", "one") in run.reconciled, timeout=5)
@@ -153,7 +117,7 @@ async def test_follows_the_crd_install_delete_reinstall(run: Run) -> None:
     assert "controller_runtime_reconcile_total" in run.series()
     assert json.loads(run.manager.lease_annotations()[WAITING_ANNOTATION]) == {}
 
-    await run.api.delete(kinds.CustomResourceDefinition, CRD["metadata"]["name"])
+    await run.api.delete(kinds.CustomResourceDefinition, CRD_NAME)
     await run.optional.wait_waiting(5)
     assert controller.queue.shutting_down
     assert not any(i.kind.group == GROUP for i in run.manager.cache.informers())
@@ -166,7 +130,7 @@ async def test_follows_the_crd_install_delete_reinstall(run: Run) -> None:
         assert await run.manager.readyz.run(check) is None, check
 
     run.reconciled.clear()
-    await run.api.create({**CRD, "metadata": {"name": CRD["metadata"]["name"]}})
+    await run.api.create(sprocket_crd())
     await run.api.create(sprocket("two"))
     again = await run.optional.wait_running(5)
     assert again is not controller
@@ -176,7 +140,7 @@ async def test_follows_the_crd_install_delete_reinstall(run: Run) -> None:
 
 
 async def test_an_installed_crd_starts_the_controller_with_the_manager(run: Run) -> None:
-    await run.api.create(CRD)
+    await run.api.create(sprocket_crd())
     await run.api.create(sprocket("one"))
     run.start()
     await run.optional.wait_running(5)
@@ -208,13 +172,13 @@ async def test_without_optional_a_missing_crd_fails_the_start_up() -> None:
 
 
 async def test_a_shutdown_during_a_retirement_still_stops_the_controller(run: Run) -> None:
-    await run.api.create(CRD)
+    await run.api.create(sprocket_crd())
     await run.api.create(sprocket("slow"))
     run.start()
     controller = await run.optional.wait_running(5)
     await eventually(lambda: controller.active_workers == 1, timeout=5, description="in flight")
 
-    await run.api.delete(kinds.CustomResourceDefinition, CRD["metadata"]["name"])
+    await run.api.delete(kinds.CustomResourceDefinition, CRD_NAME)
     await eventually(lambda: controller.queue.shutting_down, timeout=5, description="draining")
     await run.close()  # the manager stops while the retirement drains the slow reconcile
 
