@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from setpoint.api import kinds
+from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import JsonObject
 from setpoint.client.errors import NotFound
 from setpoint.client.patch import MergePatch
@@ -134,6 +135,7 @@ async def chain_in_a_controller(backend: Backend) -> None:
     await operator.start(builder)
     try:
         await _good_chain(backend)
+        await _settled_chain_writes_nothing(backend, operator)
         await _broken_middle(backend)
     finally:
         await operator.stop()
@@ -164,6 +166,29 @@ async def _good_chain(backend: Backend) -> None:
     assert ready["status"] == "True"
     app_map = await backend.read(CONFIG_MAP, "shop-app")
     assert app_map is not None and app_map["data"] == {"database": "shop-db"}
+
+
+async def _settled_chain_writes_nothing(backend: Backend, operator: Operator) -> None:
+    """Reconciling a settled chain again changes no object: the applies and the condition
+    find everything as wanted."""
+    names = [(GIZMO, "shop"), (CONFIG_MAP, "shop-config"), (GIZMO, "shop-db")]
+    names.append((CONFIG_MAP, "shop-app"))
+    controller = operator.controller
+    assert controller is not None
+    await controller.wait_idle(timeout=30, settle=0.5)
+
+    async def versions() -> list[str]:
+        found = [await backend.read(kind, name) for kind, name in names]
+        return [obj["metadata"]["resourceVersion"] for obj in found if obj is not None]
+
+    before = await versions()
+    reconciles = operator.successes()
+    controller.enqueue(ObjectKey(backend.namespace, "shop"))
+    await eventually(
+        lambda: operator.successes() > reconciles, timeout=30, description="reconciled again"
+    )
+    await controller.wait_idle(timeout=30, settle=0.5)
+    assert await versions() == before
 
 
 async def _broken_middle(backend: Backend) -> None:

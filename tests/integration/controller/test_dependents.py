@@ -28,7 +28,8 @@ async def test_a_chain_of_dependents_waits_level_by_level_and_stops_at_a_failure
     a second ConfigMap that depends on it. The parent's DependentsReady condition says
     Waiting (naming the child Gizmo, the last ConfigMap not applied) until the test sets
     the child's Ready condition; the owns() event then applies the last level and the
-    condition turns AllReady. A parent whose spec makes the middle child invalid gets
+    condition turns AllReady; reconciling the settled chain again changes no object (no
+    resourceVersion moves). A parent whose spec makes the middle child invalid gets
     Failed (the server's 422 in the message), a Stalled condition with reason
     DependentInvalid and no third level; fixing its spec lets the chain go on.
     """
