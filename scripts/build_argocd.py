@@ -7,9 +7,8 @@ operator's customizations with: ``github.com/yuin/gopher-lua`` runs a
 decoding; the same reading of the returned table), and ``github.com/itchyny/gojq`` applies
 ``ignoreDifferences`` jqPathExpressions as its diff normalizer does (``del(EXPRESSION)``).
 The tests of ``setpoint generate gitops`` run the generated files with it on objects the
-real plane's controller wrote. Built like scripts/kstatus (see
-scripts/build_kstatus.py): from the Go module proxy, never committed, cached outside the
-repository; go.sum pins the module.
+real plane's controller wrote. Built like scripts/kstatus (:mod:`gobuild`): from the Go
+module proxy, never committed, cached outside the repository; go.sum pins the modules.
 
 Usage::
 
@@ -21,39 +20,32 @@ Prints the binary's path.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
+
+import gobuild
 
 SOURCE = Path(__file__).resolve().parent / "argocd"
 """The Go program's directory (main.go, go.mod, go.sum)."""
 
-VERSION = "lua-v1.1.2-gojq-v0.12.17"
-"""The gopher-lua and gojq versions go.mod requires (the cache directory's name)."""
+GOPHER_LUA_VERSION = "v1.1.2"
+"""The ``github.com/yuin/gopher-lua`` version go.mod requires."""
+
+GOJQ_VERSION = "v0.12.17"
+"""The ``github.com/itchyny/gojq`` version go.mod requires."""
+
+VERSION = f"lua-{GOPHER_LUA_VERSION}-gojq-{GOJQ_VERSION}"
+"""The cache directory's name."""
 
 
-def binary_path(version: str = VERSION) -> Path:
-    """Where :func:`build` puts the binary (``$XDG_CACHE_HOME`` respected; may not exist)."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "setpoint" / "argocd" / version / "bin" / "argocd"
+def binary_path() -> Path:
+    """Where :func:`build` puts the binary (it may not be built yet)."""
+    return gobuild.binary_path("argocd", VERSION)
 
 
 def build(*, force: bool = False) -> Path:
     """Build (or find cached) the checker; return the binary's path."""
-    target = binary_path()
-    if target.exists() and not force:
-        return target
-    go = shutil.which("go")
-    if go is None:
-        raise SystemExit("go is not on PATH: install Go 1.26 or newer to build the checker")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, GOFLAGS="-buildvcs=false -mod=readonly")
-    command = [go, "build", "-trimpath", "-ldflags", "-s -w", "-o", str(target), "."]
-    print("building:", " ".join(command), file=sys.stderr)
-    subprocess.run(command, env=env, check=True, cwd=SOURCE)
-    return target
+    record = {"gopher_lua": GOPHER_LUA_VERSION, "gojq": GOJQ_VERSION}
+    return gobuild.build(SOURCE, "argocd", VERSION, force=force, record=record)
 
 
 def main() -> None:

@@ -5,8 +5,8 @@
 is Current, InProgress or Failed). It reads objects as JSON lines on stdin and prints the
 library's verdict per line. The integration tests of the controller's kstatus conditions
 (``ControllerOptions.kstatus``, issue 32) compare setpoint's conditions with that verdict.
-Built like the plane's tools: from the Go module proxy, never committed, cached outside the
-repository; the source's go.sum pins every module.
+Built like the plane's tools (:mod:`gobuild`): from the Go module proxy, never committed,
+cached outside the repository; the source's go.sum pins every module.
 
 Usage::
 
@@ -18,13 +18,9 @@ Prints the binary's path.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
+
+import gobuild
 
 SOURCE = Path(__file__).resolve().parent / "kstatus"
 """The Go program's directory (main.go, go.mod, go.sum)."""
@@ -35,38 +31,18 @@ CLI_UTILS_VERSION = "v0.37.2"
 
 def cache_dir(version: str = CLI_UTILS_VERSION) -> Path:
     """``~/.cache/setpoint/kstatus/<version>`` (``$XDG_CACHE_HOME`` respected)."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "setpoint" / "kstatus" / version
+    return gobuild.cache_dir("kstatus", version)
 
 
 def binary_path(version: str = CLI_UTILS_VERSION) -> Path:
     """Where :func:`build` puts the binary (it may not be built yet)."""
-    return cache_dir(version) / "bin" / "kstatus"
+    return gobuild.binary_path("kstatus", version)
 
 
 def build(*, force: bool = False) -> Path:
     """Build (or find cached) the checker; return the binary's path."""
-    target = binary_path()
-    if target.exists() and not force:
-        return target
-    go = shutil.which("go")
-    if go is None:
-        raise SystemExit("go is not on PATH: install Go 1.26 or newer to build the checker")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, GOFLAGS="-buildvcs=false -mod=readonly")
-    command = [go, "build", "-trimpath", "-ldflags", "-s -w", "-o", str(target), "."]
-    print("building:", " ".join(command), file=sys.stderr)
-    started = time.monotonic()
-    subprocess.run(command, env=env, check=True, cwd=SOURCE)
-    seconds = time.monotonic() - started
-    record = {
-        "cli_utils": CLI_UTILS_VERSION,
-        "seconds": round(seconds, 1),
-        "bytes": target.stat().st_size,
-    }
-    (cache_dir() / "build.json").write_text(json.dumps(record, indent=2) + "\n")
-    print(f"built in {seconds:.0f}s", file=sys.stderr)
-    return target
+    record = {"cli_utils": CLI_UTILS_VERSION}
+    return gobuild.build(SOURCE, "kstatus", CLI_UTILS_VERSION, force=force, record=record)
 
 
 def main() -> None:
