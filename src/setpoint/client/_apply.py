@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Mapping
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -19,7 +20,7 @@ from setpoint.api.owners import (
     controller_of,
     set_controller_reference,
 )
-from setpoint.api.types import is_typed
+from setpoint.api.types import TypedObject, is_typed
 from setpoint.client._fieldpath import (
     IDENTITY_METADATA,
     apply_is_noop,
@@ -47,6 +48,9 @@ from setpoint.client._status import MutationScopeError, require_status_subresour
 from setpoint.client.errors import AlreadyExists, ApiError, Invalid, NotFound
 from setpoint.client.patch import JsonPatch
 from setpoint.client.protocols import CachedClient
+
+Desired = TypeVar("Desired", bound="Mapping[str, Any] | TypedObject")
+"""What ``apply_child`` takes and gives back: a JSON mapping or a typed object, the same."""
 
 __all__ = [
     "APPLIED_ANNOTATION_PREFIX",
@@ -268,14 +272,14 @@ class Adoption(Enum):
 
 async def apply_child(
     client: SafeClient,
-    desired: Any,
+    desired: Desired,
     *,
     field_manager: str,
     owner: Any = None,
     force: bool = True,
     applied_annotation: bool = True,
     adopt: Adoption = Adoption.NEVER,
-) -> WriteResult[Any]:
+) -> WriteResult[Desired]:
     """Apply a declared child object with server-side apply, writing only when needed.
 
     ``desired`` holds exactly the fields this controller wants to own (dict or

@@ -133,6 +133,7 @@ async def test_the_fake_client_reads_and_writes_typed_objects() -> None:
     fake = FakeClient()
     result, applied = await sp.apply_child(fake, web(replicas=2), field_manager="web-ctl")
     assert result is sp.OperationResult.CREATED
+    assert_type(applied, apps_v1.Deployment)
     assert isinstance(applied, apps_v1.Deployment) and applied.metadata.uid
 
     got = await fake.get(apps_v1.Deployment, "web", namespace="ns")
