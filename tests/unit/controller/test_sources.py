@@ -27,7 +27,7 @@ from setpoint.controller.sources import (
 from setpoint.observability.logging import get_logger
 from setpoint.observability.metrics import Metrics
 from setpoint.testing import eventually
-from tests._support import finalizer_flow
+from tests._support import finalizer_flow, sources_flow
 from tests._support.finalizer_flow import Operator
 from tests._support.kinds import GIZMO
 
@@ -354,3 +354,7 @@ def test_a_poll_that_is_not_a_function_is_refused() -> None:
         PollingSource("db", {}, period=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="concurrency"):
         PerObjectPollingSource("db", lambda key: None, period=1, concurrency=0)
+
+
+async def test_a_channel_and_a_per_object_poller_in_a_controller() -> None:
+    await sources_flow.channel_and_per_object_poller(finalizer_flow.fake_backend())
