@@ -10,10 +10,12 @@ classes or the client's signatures lose their types.
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
 from typing import Any, assert_type
 
+import orjson
 import pytest
 from pydantic import ValidationError
 
@@ -175,3 +177,52 @@ async def test_client_apply_sends_only_the_fields_set() -> None:
     )
     assert_type(created, core_v1.ConfigMap)
     assert created.data == {"k": "v"}
+
+
+def test_metadata_views_and_rbac_rules_take_the_class() -> None:
+    assert sp.Metadata(apps_v1.Deployment) == sp.Metadata(kinds.Deployment)
+    rule = sp.rbac.for_kind(apps_v1.Deployment, verbs=["get", "list"])
+    assert rule == sp.rbac.for_kind(kinds.Deployment, verbs=["get", "list"])
+    assert (list(rule.groups), list(rule.resources)) == (["apps"], ["deployments"])
+
+
+class LabelPods(sp.CustomDefaulter[core_v1.Pod]):
+    """A defaulter over typed Pods: labels each one."""
+
+    def default(self, obj: core_v1.Pod) -> None:
+        obj.metadata.labels["typed"] = "yes"
+
+
+async def test_an_admission_defaulter_takes_the_typed_class() -> None:
+    """The Pod arrives typed; the patch is its change, fields the model lacks untouched."""
+    from setpoint.api.admission import admission_spec_of
+    from setpoint.server.http import HttpRequest
+    from setpoint.webhook.admission_review import AdmissionWebhook
+
+    spec = admission_spec_of(LabelPods)
+    assert spec.typed is core_v1.Pod and spec.gvk == kinds.Pod
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"containers": [{"name": "app", "image": "nginx"}], "futureField": 1},
+    }
+    request = {
+        "uid": "u-1",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "operation": "CREATE",
+        "name": "web",
+        "namespace": "shop",
+        "object": pod,
+        "userInfo": {"username": "alice"},
+    }
+    hook = AdmissionWebhook(LabelPods())
+    body = orjson.dumps(
+        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    )
+    response = await hook(HttpRequest("POST", hook.spec.path, body=body))
+    answer = orjson.loads(response.body)["response"]
+    assert answer["allowed"] is True
+    patch = orjson.loads(base64.b64decode(answer["patch"]))
+    assert patch == [{"op": "add", "path": "/metadata/labels", "value": {"typed": "yes"}}]
