@@ -27,9 +27,9 @@ The controller starts its sources after its informers synced and its workers sta
 stops them first when it stops. A polling source polls once at start, then ``period`` seconds
 after the previous poll *ended* (fixed delay: a slow poll never overlaps the next one), each
 delay spread by ``jitter`` (0.1: from 90% to 110% of ``period``) so replicas and sources do not
-poll in step. A poll compares the values with the previous poll's by ``==``; the first poll's
-keys are queued at low priority (the informers' initial list queued the same objects), later
-changes at normal priority.
+poll in step. A poll compares the values with the previous poll's by ``==`` (a comparison
+that raises counts as a change); the first poll's keys are queued at low priority (the
+informers' initial list queued the same objects), later changes at normal priority.
 
 Backpressure
 ------------
@@ -376,7 +376,17 @@ class _Poller(_BufferedSource):
             await self._wait_room()
             if self._stopped:
                 return
-            await self._poll_once(target)
+            try:
+                await self._poll_once(target)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # The poll function's errors are handled in _timed; this is a value whose
+                # comparison raised, or a bug: the source keeps polling.
+                target.log.exception(
+                    "Handling a poll's result failed; the source keeps polling",
+                    source=self._name,
+                )
             await clock_sleep(target.clock, self.next_delay())
 
     async def _poll_once(self, target: SourceTarget) -> None:
@@ -412,6 +422,14 @@ class _Poller(_BufferedSource):
         if failed:
             self._metric("source_poll_errors_total").inc()
         self._metric("source_poll_duration_seconds").observe(max(0.0, target.clock.now() - started))
+
+
+def _differs(old: object, new: object) -> bool:
+    """Whether a polled value changed; a comparison that raises counts as a change."""
+    try:
+        return bool(old != new)
+    except Exception:  # e.g. an array's ambiguous truth value
+        return True
 
 
 async def _call(function: Callable[..., Any], *args: Any) -> Any:
@@ -487,7 +505,7 @@ class PollingSource(_Poller, Generic[V]):
         fresh: dict[ObjectKey, V] = dict(result)
         old = self._values
         priority = Priority.NORMAL if self._seen_once else Priority.LOW
-        changed = [k for k, v in fresh.items() if k not in old or old[k] != v]
+        changed = [k for k, v in fresh.items() if k not in old or _differs(old[k], v)]
         changed += [k for k in old if k not in fresh]
         self._values = fresh
         self._seen_once = True
@@ -558,7 +576,7 @@ class PerObjectPollingSource(_Poller, Generic[V]):
             known = key in self._values
             previous = self._values.get(key)
             self._values[key] = value
-            if known and previous != value and not self._put(key, Priority.NORMAL):
+            if known and _differs(previous, value) and not self._put(key, Priority.NORMAL):
                 self._buffer[key] = Priority.NORMAL  # over the bound rather than lost
 
         await asyncio.gather(*(one(key) for key in keys))

@@ -358,3 +358,34 @@ def test_a_poll_that_is_not_a_function_is_refused() -> None:
 
 async def test_a_channel_and_a_per_object_poller_in_a_controller() -> None:
     await sources_flow.channel_and_per_object_poller(finalizer_flow.fake_backend())
+
+
+class Incomparable:
+    """A polled value whose comparison raises (as a numpy array's truth value does)."""
+
+    def __eq__(self, other: object) -> bool:
+        raise ValueError("ambiguous")
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+async def test_a_value_that_cannot_be_compared_counts_as_changed() -> None:
+    sink = Sink()
+    values: dict[ObjectKey, Any] = {A: Incomparable()}
+
+    async def poll() -> dict[ObjectKey, Any]:
+        return dict(values)
+
+    source: PollingSource[Any] = PollingSource("db", poll, period=5, jitter=0)
+    await source.start(sink.target())
+    await settle()
+    sink.added.clear()
+    await sink.tick(5)  # comparing the new Incomparable with the old one raises: changed
+    assert sink.keys() == [A]
+    values[A] = "fine"
+    await sink.tick(5)
+    await sink.tick(5)
+    assert source.polls == 4
+    assert source.get(A) == "fine"
+    assert sink.keys() == [A, A]  # the change to "fine" once, then nothing
+    await source.stop()
