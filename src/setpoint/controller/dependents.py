@@ -244,6 +244,7 @@ class Dependents:
         """The parent's condition type that reports the outcome (``None``: none)."""
         self.poll_not_ready = poll_not_ready
         """Seconds after which to look again while something is not ready."""
+        self._warned_no_status = False
 
     @property
     def order(self) -> tuple[str, ...]:
@@ -359,6 +360,15 @@ class Dependents:
             ctx.log.warning(
                 "Could not write the dependents' condition", condition=condition, error=str(exc)
             )
+        except ValueError as exc:  # the parent's kind has no status subresource
+            if not self._warned_no_status:
+                self._warned_no_status = True
+                ctx.log.warning(
+                    "The dependents' condition cannot be written; pass Dependents("
+                    "condition=None) and report DependentsOutcome yourself",
+                    condition=condition,
+                    error=str(exc),
+                )
 
     async def _deactivate(self, ctx: Context, parent: Any, dependent: Dependent) -> None:
         """Delete an inactive dependent's child if it exists and the parent controls it."""

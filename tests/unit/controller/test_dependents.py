@@ -259,3 +259,16 @@ def test_rollout_complete_reads_a_deployments_status(status: JsonObject, ready: 
 
 async def test_the_chain_in_a_controller(backend: Backend) -> None:
     await flow.chain_in_a_controller(backend)
+
+
+async def test_a_parent_without_a_status_subresource_gets_no_condition(
+    backend: Backend,
+) -> None:
+    from tests._support.kinds import DOODAD
+
+    dependents = Dependents(Dependent("config", flow.config), field_manager="m")
+    doodad = await backend.client.create(backend.obj(DOODAD, "plain"))
+    for _ in range(2):  # warned once, never raised
+        outcome = await dependents.reconcile(context(backend, "plain"), doodad)
+        assert outcome.ready
+    assert await exists(backend, flow.CONFIG_MAP, "plain-config")
