@@ -320,3 +320,23 @@ def test_generate_helm_check_fails_on_a_stale_chart(tmp_path: Path) -> None:
     assert main(["generate", "helm", TENANTS, "--output-dir", str(chart)]) == 0
     assert main(["generate", "helm", TENANTS, "--output-dir", str(chart), "--check"]) == 0
     assert yaml.safe_load((chart / "Chart.yaml").read_text())["name"] == "tenants"
+
+
+def test_installer_without_a_kustomization_says_which(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["generate", "installer", "--kustomize", str(tmp_path)]) == 1
+    assert f"{tmp_path}/kustomization.yaml does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "dist").exists()
+
+
+def test_bundle_maintainers_and_links_are_name_and_value() -> None:
+    from setpoint.cli.bundle import _pair
+
+    assert _pair("Ada Lovelace <ada@example.com>", "--maintainer") == (
+        "Ada Lovelace",
+        "ada@example.com",
+    )
+    assert _pair("Docs=https://example.com", "--link") == ("Docs", "https://example.com")
+    with pytest.raises(ValueError, match="--maintainer 'nobody'"):
+        _pair("nobody", "--maintainer")
