@@ -485,17 +485,28 @@ def _dependency_order(dependents: Iterable[Dependent]) -> list[Dependent]:
 
 
 async def _in_namespace(ctx: Context, desired: Any, parent: Any) -> Any:
-    """``desired`` in its namespaced parent's namespace when it names none (dicts only)."""
-    if not isinstance(desired, dict):
-        return desired
-    metadata = desired.get("metadata") or {}
+    """``desired`` in its namespaced parent's namespace when it names none.
+
+    A dict is copied with the namespace; a typed child (a pydantic model with
+    ``metadata.namespace``) is copied with ``model_copy`` and the namespace set, so the
+    author's object is never changed.
+    """
+    data = _json(desired)
     namespace = key_of(_json(parent)).namespace
-    if metadata.get("namespace") or not namespace:
+    if (data.get("metadata") or {}).get("namespace") or not namespace:
         return desired
-    info = await ctx.client.resource_info(_kind_of(desired))
+    info = await ctx.client.resource_info(_kind_of(data))
     if not info.namespaced:
         return desired
-    return {**desired, "metadata": {**metadata, "namespace": namespace}}
+    if isinstance(desired, dict):
+        metadata = desired.get("metadata") or {}
+        return {**desired, "metadata": {**metadata, "namespace": namespace}}
+    copy = getattr(desired, "model_copy", None)
+    if copy is None or getattr(desired, "metadata", None) is None:
+        return desired  # apply_child says what is missing
+    placed = copy(deep=True)
+    placed.metadata.namespace = namespace
+    return placed
 
 
 def _active(dependent: Dependent, parent: Any) -> bool:

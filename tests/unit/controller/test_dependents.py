@@ -272,3 +272,24 @@ async def test_a_parent_without_a_status_subresource_gets_no_condition(
         outcome = await dependents.reconcile(context(backend, "plain"), doodad)
         assert outcome.ready
     assert await exists(backend, flow.CONFIG_MAP, "plain-config")
+
+
+async def test_a_typed_child_without_a_namespace_goes_to_the_parents(backend: Backend) -> None:
+    from setpoint.api.kinds import core_v1
+
+    made: list[Any] = []
+
+    def typed_config(parent: JsonObject) -> Any:
+        child = core_v1.ConfigMap(
+            metadata={"name": f"{parent['metadata']['name']}-typed"}, data={"a": "1"}
+        )
+        made.append(child)
+        return child
+
+    dependents = Dependents(Dependent("config", typed_config), field_manager="m")
+    shop = await parent(backend, "typed")
+    outcome = await dependents.reconcile(context(backend, "typed"), shop)
+    assert outcome.ready
+    live = await backend.client.get(flow.CONFIG_MAP, "typed-typed", namespace=backend.namespace)
+    assert live["data"] == {"a": "1"}
+    assert made[0].metadata.namespace is None  # the author's object is left as it was
