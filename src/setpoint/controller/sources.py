@@ -58,6 +58,7 @@ Metrics: ``setpoint_source_polls_total``, ``setpoint_source_poll_errors_total``,
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -264,7 +265,8 @@ class ChannelSource(_BufferedSource):
     """A queue of reconcile requests the author feeds, as controller-runtime's ``source.Channel``.
 
     ``await source.send(key)`` from any coroutine on the controller's event loop (a
-    message-bus consumer, a webhook handler of your own): the key is reconciled like one an
+    message-bus consumer, a webhook handler of your own), or
+    ``source.send_threadsafe(key)`` from another thread: the key is reconciled like one an
     informer queued. Keys sent before the controller starts wait in the buffer.
 
     Args:
@@ -276,6 +278,33 @@ class ChannelSource(_BufferedSource):
 
     def __init__(self, name: str = "channel", *, capacity: int = 1024) -> None:
         super().__init__(name, capacity=capacity)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def start(self, target: SourceTarget) -> None:
+        """Bind to the controller and remember its event loop (for :meth:`send_threadsafe`)."""
+        self._loop = asyncio.get_running_loop()
+        await super().start(target)
+
+    def send_threadsafe(
+        self, key: ObjectKey, *, priority: int = Priority.NORMAL
+    ) -> concurrent.futures.Future[None]:
+        """:meth:`send` from another thread (an SDK's callback, a consumer thread).
+
+        Returns a ``concurrent.futures.Future`` that completes once the key is buffered:
+        ``.result()`` blocks the calling thread while the buffer is full (backpressure).
+        Never call ``.result()`` from the event loop's own thread.
+
+        Raises:
+            ControllerError: the source's controller has not started (no loop to send to).
+
+        """
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            raise ControllerError(
+                f"source {self._name!r}: send_threadsafe() needs a started controller; before "
+                "that, call send() or offer() from the event loop"
+            )
+        return asyncio.run_coroutine_threadsafe(self.send(key, priority=priority), loop)
 
     async def send(self, key: ObjectKey, *, priority: int = Priority.NORMAL) -> None:
         """Queue ``key`` for reconcile, waiting while the buffer is full.

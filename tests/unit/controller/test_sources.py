@@ -389,3 +389,26 @@ async def test_a_value_that_cannot_be_compared_counts_as_changed() -> None:
     assert source.get(A) == "fine"
     assert sink.keys() == [A, A]  # the change to "fine" once, then nothing
     await source.stop()
+
+
+async def test_a_thread_sends_through_the_loop_and_waits_while_the_buffer_is_full() -> None:
+    sink = Sink(depth=1)
+    channel = ChannelSource("bus", capacity=1)
+    with pytest.raises(ControllerError, match="needs a started controller"):
+        channel.send_threadsafe(A)
+    await channel.start(sink.target())
+
+    def from_a_thread() -> None:
+        channel.send_threadsafe(A).result(timeout=10)  # buffered: the queue is full
+        channel.send_threadsafe(B).result(timeout=10)  # returns once the test makes room
+
+    thread = asyncio.create_task(asyncio.to_thread(from_a_thread))
+    await eventually(lambda: channel.buffered == 1, timeout=10, description="A buffered")
+    assert not thread.done()  # B waits for room (or has not been sent yet)
+    sink.depth = 0
+    await sink.tick(RECHECK_SECONDS)  # A goes to the queue; B takes its place
+    await asyncio.wait_for(thread, 10)
+    sink.depth = 0
+    await sink.tick(RECHECK_SECONDS)
+    assert sink.keys() == [A, B]
+    await channel.stop()
