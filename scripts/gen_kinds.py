@@ -6,8 +6,8 @@ Two steps, so that the generated code can be checked without a control plane:
 ``--snapshot KUBECONFIG``
     Read the API server's OpenAPI v3 documents (``/openapi/v3/<group-version>``) for
     :data:`GROUP_VERSIONS` and write the part the generator uses (schemas reachable from
-    those group-versions, the first paragraph of each description, and each kind's
-    plural, scope and subresources from the paths) to :data:`SNAPSHOT`.
+    those group-versions, the first paragraph of each description, and each kind's plural,
+    scope, subresources, singular and short names from discovery) to :data:`SNAPSHOT`.
 (no option)
     Write the modules under ``src/setpoint/api/kinds/`` from :data:`SNAPSHOT`.
 ``--check``
@@ -144,30 +144,27 @@ def _package_of(group_version: str) -> str:
     return f"io.k8s.api.{short}.{version}"
 
 
-def _resources(paths: dict[str, Any], group_version: str) -> dict[str, Any]:
-    """Each kind's plural, scope and subresources, from the document's paths."""
-    prefix = "/api/v1/" if group_version == "v1" else f"/apis/{group_version}/"
+def _resources(resource_list: dict[str, Any]) -> dict[str, Any]:
+    """Each kind's plural, scope, subresources, singular and short names, from discovery.
+
+    ``resource_list`` is the group-version's ``APIResourceList`` (``/apis/apps/v1``), what
+    the client's RESTMapper reads too.
+    """
     found: dict[str, Any] = {}
-    subresources: dict[tuple[bool, str], set[str]] = {}
-    for path, item in sorted(paths.items()):
-        if not path.startswith(prefix):
+    subresources: dict[str, list[str]] = {}
+    for resource in resource_list.get("resources", []):
+        plural, _, sub = str(resource["name"]).partition("/")
+        if sub:
+            subresources.setdefault(plural, []).append(sub)
             continue
-        rest = path[len(prefix) :]
-        namespaced = rest.startswith("namespaces/{namespace}/")
-        if namespaced:
-            rest = rest[len("namespaces/{namespace}/") :]
-        parts = rest.split("/")
-        post = item.get("post") if isinstance(item, dict) else None
-        if len(parts) == 1 and post and post.get("x-kubernetes-action") == "post":
-            gvk = post.get("x-kubernetes-group-version-kind") or {}
-            kind = gvk.get("kind")
-            if kind:
-                found[kind] = {"plural": parts[0], "namespaced": namespaced}
-        elif len(parts) == 3 and parts[1] == "{name}":
-            subresources.setdefault((namespaced, parts[0]), set()).add(parts[2])
+        found[resource["kind"]] = {
+            "plural": plural,
+            "namespaced": bool(resource["namespaced"]),
+            "singular": resource.get("singularName") or resource["kind"].lower(),
+            "short_names": list(resource.get("shortNames") or []),
+        }
     for info in found.values():
-        subs = subresources.get((info["namespaced"], info["plural"]), set())
-        info["subresources"] = sorted(subs)
+        info["subresources"] = sorted(subresources.get(info["plural"], []))
     return found
 
 
@@ -178,22 +175,23 @@ def snapshot(kubeconfig: str) -> dict[str, Any]:
 
     from setpoint.client import Client
 
-    async def fetch() -> tuple[str, dict[str, Any]]:
+    async def fetch() -> tuple[str, dict[str, Any], dict[str, Any]]:
         async with Client.from_kubeconfig(kubeconfig) as client:
             version = (await client.transport.request("GET", "/version")).body
-            docs = {}
+            docs, lists = {}, {}
             for gv in GROUP_VERSIONS:
-                path = "/openapi/v3/api/v1" if gv == "v1" else f"/openapi/v3/apis/{gv}"
-                docs[gv] = (await client.transport.request("GET", path)).body
-            return str(version["gitVersion"]), docs
+                path = "/api/v1" if gv == "v1" else f"/apis/{gv}"
+                docs[gv] = (await client.transport.request("GET", f"/openapi/v3{path}")).body
+                lists[gv] = (await client.transport.request("GET", path)).body
+            return str(version["gitVersion"]), docs, lists
 
-    release, docs = asyncio.run(fetch())
+    release, docs, lists = asyncio.run(fetch())
     schemas: dict[str, Any] = {}
     resources: dict[str, Any] = {}
     for gv, doc in docs.items():
         for name, schema in doc["components"]["schemas"].items():
             schemas.setdefault(name, schema)
-        resources[gv] = _resources(doc["paths"], gv)
+        resources[gv] = _resources(lists[gv])
     wanted = {_package_of(gv) for gv in GROUP_VERSIONS}
     todo = [n for n in schemas if n.rsplit(".", 1)[0] in wanted and _wanted(n)]
     keep: set[str] = set()
@@ -426,10 +424,12 @@ class Generator:
                 imports.add("_model.ResourceInfo")
                 subs = ", ".join(repr(s) for s in info["subresources"])
                 subresources = f"frozenset({{{subs}}})" if subs else "frozenset()"
+                short = "".join(f"{n!r}, " for n in info["short_names"])
+                short_names = f", short_names=({short.rstrip(' ')})" if short else ""
                 body += [
                     "    resource: ClassVar[ResourceInfo | None] = ResourceInfo(",
                     f"        gvk, {info['plural']!r}, {info['namespaced']!r}, "
-                    f"{subresources}, {kind_name.lower()!r}",
+                    f"{subresources}, {info['singular']!r}{short_names}",
                     "    )",
                 ]
         required = set(schema.get("required", ()))

@@ -107,7 +107,12 @@ def test_the_generated_resource_table_agrees_with_builtin_resources() -> None:
             continue
         compared += 1
         info = cls.resource_info()
-        assert (info.plural, info.namespaced) == (builtin.plural, builtin.namespaced), cls.gvk
+        assert (info.plural, info.namespaced, info.singular, info.short_names) == (
+            builtin.plural,
+            builtin.namespaced,
+            builtin.singular,
+            builtin.short_names,
+        ), cls.gvk
         # The paths also give a Pod's connect subresources, which the table leaves out.
         assert info.subresources - builtin.subresources <= CONNECT, cls.gvk
         assert builtin.subresources <= info.subresources, cls.gvk

@@ -17,7 +17,7 @@ class DaemonSet(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("apps", "v1", "DaemonSet")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "daemonsets", True, frozenset({"status"}), "daemonset"
+        gvk, "daemonsets", True, frozenset({"status"}), "daemonset", short_names=("ds",)
     )
     spec: DaemonSetSpec
     """The desired behavior of this daemon set.

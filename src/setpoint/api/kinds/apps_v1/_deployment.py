@@ -17,7 +17,12 @@ class Deployment(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("apps", "v1", "Deployment")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "deployments", True, frozenset({"scale", "status"}), "deployment"
+        gvk,
+        "deployments",
+        True,
+        frozenset({"scale", "status"}),
+        "deployment",
+        short_names=("deploy",),
     )
     spec: DeploymentSpec
     """Specification of the desired behavior of the Deployment."""

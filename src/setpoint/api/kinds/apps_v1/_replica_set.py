@@ -17,7 +17,7 @@ class ReplicaSet(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("apps", "v1", "ReplicaSet")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "replicasets", True, frozenset({"scale", "status"}), "replicaset"
+        gvk, "replicasets", True, frozenset({"scale", "status"}), "replicaset", short_names=("rs",)
     )
     spec: ReplicaSetSpec
     """Spec defines the specification of the desired behavior of the ReplicaSet.

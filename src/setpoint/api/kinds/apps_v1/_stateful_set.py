@@ -21,7 +21,12 @@ class StatefulSet(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("apps", "v1", "StatefulSet")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "statefulsets", True, frozenset({"scale", "status"}), "statefulset"
+        gvk,
+        "statefulsets",
+        True,
+        frozenset({"scale", "status"}),
+        "statefulset",
+        short_names=("sts",),
     )
     spec: StatefulSetSpec
     """Spec defines the desired identities of pods in this set."""

@@ -27,7 +27,12 @@ class HorizontalPodAutoscaler(KindObject):
         "autoscaling", "v2", "HorizontalPodAutoscaler"
     )
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "horizontalpodautoscalers", True, frozenset({"status"}), "horizontalpodautoscaler"
+        gvk,
+        "horizontalpodautoscalers",
+        True,
+        frozenset({"status"}),
+        "horizontalpodautoscaler",
+        short_names=("hpa",),
     )
     spec: HorizontalPodAutoscalerSpec
     """spec is the specification for the behaviour of the autoscaler.

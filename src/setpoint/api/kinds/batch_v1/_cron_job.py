@@ -17,7 +17,7 @@ class CronJob(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("batch", "v1", "CronJob")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "cronjobs", True, frozenset({"status"}), "cronjob"
+        gvk, "cronjobs", True, frozenset({"status"}), "cronjob", short_names=("cj",)
     )
     spec: CronJobSpec
     """Specification of the desired behavior of a cron job, including the schedule.

@@ -17,7 +17,7 @@ class ConfigMap(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("", "v1", "ConfigMap")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "configmaps", True, frozenset(), "configmap"
+        gvk, "configmaps", True, frozenset(), "configmap", short_names=("cm",)
     )
     binary_data: dict[str, str] | None = Field(default=None, alias="binaryData")
     """BinaryData contains the binary data.

@@ -16,7 +16,7 @@ class Endpoints(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("", "v1", "Endpoints")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "endpoints", True, frozenset(), "endpoints"
+        gvk, "endpoints", True, frozenset(), "endpoints", short_names=("ep",)
     )
     subsets: list[EndpointSubset] | None = None
     """The set of all endpoints is the union of all subsets.

@@ -26,7 +26,7 @@ class Event(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("", "v1", "Event")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "events", True, frozenset(), "event"
+        gvk, "events", True, frozenset(), "event", short_names=("ev",)
     )
     action: str | None = None
     """What action was taken/failed regarding to the Regarding object."""

@@ -16,7 +16,7 @@ class LimitRange(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("", "v1", "LimitRange")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "limitranges", True, frozenset(), "limitrange"
+        gvk, "limitranges", True, frozenset(), "limitrange", short_names=("limits",)
     )
     spec: LimitRangeSpec | None = None
     """Spec defines the limits enforced.

@@ -20,7 +20,12 @@ class Namespace(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("", "v1", "Namespace")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "namespaces", False, frozenset({"finalize", "status"}), "namespace"
+        gvk,
+        "namespaces",
+        False,
+        frozenset({"finalize", "status"}),
+        "namespace",
+        short_names=("ns",),
     )
     spec: NamespaceSpec | None = None
     """Spec defines the behavior of the Namespace.

@@ -20,7 +20,7 @@ class Node(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("", "v1", "Node")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "nodes", False, frozenset({"proxy", "status"}), "node"
+        gvk, "nodes", False, frozenset({"proxy", "status"}), "node", short_names=("no",)
     )
     spec: NodeSpec | None = None
     """Spec defines the behavior of a node...

@@ -21,7 +21,12 @@ class PersistentVolume(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("", "v1", "PersistentVolume")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "persistentvolumes", False, frozenset({"status"}), "persistentvolume"
+        gvk,
+        "persistentvolumes",
+        False,
+        frozenset({"status"}),
+        "persistentvolume",
+        short_names=("pv",),
     )
     spec: PersistentVolumeSpec | None = None
     """spec defines a specification of a persistent volume owned by the cluster.

@@ -17,7 +17,12 @@ class PersistentVolumeClaim(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("", "v1", "PersistentVolumeClaim")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "persistentvolumeclaims", True, frozenset({"status"}), "persistentvolumeclaim"
+        gvk,
+        "persistentvolumeclaims",
+        True,
+        frozenset({"status"}),
+        "persistentvolumeclaim",
+        short_names=("pvc",),
     )
     spec: PersistentVolumeClaimSpec | None = None
     """spec defines the desired characteristics of a volume requested by a pod author.

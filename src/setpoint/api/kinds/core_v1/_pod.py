@@ -38,6 +38,7 @@ class Pod(KindObject):
             }
         ),
         "pod",
+        short_names=("po",),
     )
     spec: PodSpec | None = None
     """Specification of the desired behavior of the pod.

@@ -17,7 +17,12 @@ class ReplicationController(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("", "v1", "ReplicationController")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "replicationcontrollers", True, frozenset({"scale", "status"}), "replicationcontroller"
+        gvk,
+        "replicationcontrollers",
+        True,
+        frozenset({"scale", "status"}),
+        "replicationcontroller",
+        short_names=("rc",),
     )
     spec: ReplicationControllerSpec | None = None
     """Spec defines the specification of the desired behavior of the replication controller.

@@ -17,7 +17,7 @@ class ResourceQuota(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("", "v1", "ResourceQuota")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "resourcequotas", True, frozenset({"status"}), "resourcequota"
+        gvk, "resourcequotas", True, frozenset({"status"}), "resourcequota", short_names=("quota",)
     )
     spec: ResourceQuotaSpec | None = None
     """Spec defines the desired quota...

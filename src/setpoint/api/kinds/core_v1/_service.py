@@ -21,7 +21,7 @@ class Service(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("", "v1", "Service")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "services", True, frozenset({"proxy", "status"}), "service"
+        gvk, "services", True, frozenset({"proxy", "status"}), "service", short_names=("svc",)
     )
     spec: ServiceSpec | None = None
     """Spec defines the behavior of a service...

@@ -23,7 +23,7 @@ class ServiceAccount(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("", "v1", "ServiceAccount")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "serviceaccounts", True, frozenset({"token"}), "serviceaccount"
+        gvk, "serviceaccounts", True, frozenset({"token"}), "serviceaccount", short_names=("sa",)
     )
     automount_service_account_token: bool | None = Field(
         default=None, alias="automountServiceAccountToken"

@@ -21,7 +21,7 @@ class Ingress(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("networking.k8s.io", "v1", "Ingress")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "ingresses", True, frozenset({"status"}), "ingress"
+        gvk, "ingresses", True, frozenset({"status"}), "ingress", short_names=("ing",)
     )
     spec: IngressSpec | None = None
     """spec is the desired state of the Ingress.

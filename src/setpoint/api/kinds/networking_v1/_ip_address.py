@@ -24,7 +24,7 @@ class IPAddress(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("networking.k8s.io", "v1", "IPAddress")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "ipaddresses", False, frozenset(), "ipaddress"
+        gvk, "ipaddresses", False, frozenset(), "ipaddress", short_names=("ip",)
     )
     spec: IPAddressSpec
     """spec is the desired state of the IPAddress.

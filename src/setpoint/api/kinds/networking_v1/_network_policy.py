@@ -16,7 +16,7 @@ class NetworkPolicy(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("networking.k8s.io", "v1", "NetworkPolicy")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "networkpolicies", True, frozenset(), "networkpolicy"
+        gvk, "networkpolicies", True, frozenset(), "networkpolicy", short_names=("netpol",)
     )
     spec: NetworkPolicySpec | None = None
     """spec represents the specification of the desired behavior for this NetworkPolicy."""

@@ -20,7 +20,12 @@ class PodDisruptionBudget(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("policy", "v1", "PodDisruptionBudget")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "poddisruptionbudgets", True, frozenset({"status"}), "poddisruptionbudget"
+        gvk,
+        "poddisruptionbudgets",
+        True,
+        frozenset({"status"}),
+        "poddisruptionbudget",
+        short_names=("pdb",),
     )
     spec: PodDisruptionBudgetSpec | None = None
     """spec is the specification of the desired behavior of the PodDisruptionBudget."""

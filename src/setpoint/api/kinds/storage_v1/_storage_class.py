@@ -21,7 +21,7 @@ class StorageClass(KindObject):
 
     gvk: ClassVar[GroupVersionKind] = GroupVersionKind("storage.k8s.io", "v1", "StorageClass")
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "storageclasses", False, frozenset(), "storageclass"
+        gvk, "storageclasses", False, frozenset(), "storageclass", short_names=("sc",)
     )
     allow_volume_expansion: bool | None = Field(default=None, alias="allowVolumeExpansion")
     """allowVolumeExpansion shows whether the storage class allow volume expand."""

@@ -23,7 +23,12 @@ class VolumeAttributesClass(KindObject):
         "storage.k8s.io", "v1", "VolumeAttributesClass"
     )
     resource: ClassVar[ResourceInfo | None] = ResourceInfo(
-        gvk, "volumeattributesclasses", False, frozenset(), "volumeattributesclass"
+        gvk,
+        "volumeattributesclasses",
+        False,
+        frozenset(),
+        "volumeattributesclass",
+        short_names=("vac",),
     )
     driver_name: str = Field(alias="driverName")
     """driverName is the name of the CSI driver This field is immutable."""
