@@ -179,7 +179,9 @@ class DependentsOutcome:
     children: dict[str, Any] = field(default_factory=dict)
     """The live child of each applied dependent (as ``apply_child`` returned it)."""
     errors: dict[str, BaseException] = field(default_factory=dict)
-    """The error of each dependent whose apply failed."""
+    """The error of each dependent whose apply (or deletion) failed."""
+    deleting: set[str] = field(default_factory=set)
+    """The failed dependents whose failure was deleting an inactive child."""
     requeue_after: float | None = None
     """Seconds after which to look again when something is not ready (``Dependents``'
     ``poll_not_ready``), else ``None``."""
@@ -265,7 +267,17 @@ class Dependents:
             needs = [states[name] for name in dependent.depends_on]
             if any(state == "inactive" for state in needs) or not _active(dependent, parent):
                 states[dependent.name] = "inactive"
-                await self._deactivate(ctx, parent, dependent)
+                try:
+                    await self._deactivate(ctx, parent, dependent)
+                except ClientError as exc:
+                    states[dependent.name] = "failed"
+                    outcome.errors[dependent.name] = exc
+                    outcome.deleting.add(dependent.name)
+                    ctx.log.warning(
+                        "Deleting an inactive dependent failed",
+                        dependent=dependent.name,
+                        error=str(exc),
+                    )
                 continue
             if any(state != "ready" for state in needs):
                 states[dependent.name] = "blocked"
@@ -293,7 +305,8 @@ class Dependents:
         if failed:
             name = failed[0]
             error = outcome.errors[name]
-            message = f"applying dependent {name!r} failed: {error}"
+            verb = "deleting" if name in outcome.deleting else "applying"
+            message = f"{verb} dependent {name!r} failed: {error}"
             if terminal_reason(error) is not None:
                 raise DependentInvalid(name, message) from error
             raise DependentFailed(name, message) from error
@@ -319,7 +332,8 @@ class Dependents:
         blocked = outcome.named("blocked")
         if failed:
             name = failed[0]
-            message = f"applying {name} failed: {outcome.errors[name]}"
+            verb = "deleting" if name in outcome.deleting else "applying"
+            message = f"{verb} {name} failed: {outcome.errors[name]}"
             if blocked:
                 message += f"; not applied until it succeeds: {', '.join(blocked)}"
             return False, "Failed", _clip(message)

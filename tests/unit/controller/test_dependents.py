@@ -6,6 +6,7 @@ test_dependents.py runs it in a controller on the real API server.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from setpoint.client.errors import NotFound
 from setpoint.controller import Context, ControllerError
 from setpoint.controller.dependents import (
     Dependent,
+    DependentFailed,
     DependentInvalid,
     Dependents,
     rollout_complete,
@@ -293,3 +295,37 @@ async def test_a_typed_child_without_a_namespace_goes_to_the_parents(backend: Ba
     live = await backend.client.get(flow.CONFIG_MAP, "typed-typed", namespace=backend.namespace)
     assert live["data"] == {"a": "1"}
     assert made[0].metadata.namespace is None  # the author's object is left as it was
+
+
+async def test_a_failed_deletion_of_an_inactive_child_is_reported(backend: Backend) -> None:
+    from setpoint.client.errors import Forbidden
+
+    dependents = flow.chain()
+    shop = await parent(backend, "nodelete")
+    await dependents.reconcile(context(backend, "nodelete"), shop)
+    db = await backend.client.get(GIZMO, "nodelete-db", namespace=backend.namespace)
+    flow.mark_ready(db)
+    await backend.client.replace_status(db)
+    await dependents.reconcile(context(backend, "nodelete"), shop)
+    assert await exists(backend, flow.CONFIG_MAP, "nodelete-app")
+
+    shop = await parent(backend, "nodelete")
+    shop["spec"]["color"] = "off"
+    shop = await backend.client.update(shop)
+
+    class Refusing:
+        """The fake, refusing deletes (as RBAC without the delete verb would)."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(backend.client, name)
+
+        async def delete(self, *args: Any, **kwargs: Any) -> Any:
+            raise Forbidden("deleting is not allowed", code=403)
+
+    refused = dataclasses.replace(context(backend, "nodelete"), client=Refusing())
+    with pytest.raises(DependentFailed, match="deleting dependent 'app' failed"):
+        await dependents.reconcile(refused, shop)
+    condition = flow.condition_of(await parent(backend, "nodelete"))
+    assert condition is not None and condition["reason"] == "Failed"
+    assert condition["message"].startswith("deleting app failed: ")
+    assert await exists(backend, flow.CONFIG_MAP, "nodelete-app")
