@@ -15,8 +15,10 @@ real kube-apiserver by tests/integration/parity/test_parity_schema.py):
 2. Pruning and defaulting (:func:`setpoint.crd.objects.prune_and_default`).
 3. Validation (:func:`setpoint.crd.objects.validate_object`): a 422 Invalid whose causes
    name the field paths (``spec.size``) with the server's reasons (FieldValueInvalid,
-   FieldValueTypeInvalid, FieldValueRequired, FieldValueNotSupported); the messages are
-   setpoint's wording of the same rule, not the server's text.
+   FieldValueTypeInvalid, FieldValueRequired, FieldValueNotSupported). A failed junctor
+   is a cause on the field ``<nil>`` (kube-openapi's way), plus the closest branch's
+   errors when none passed. Type, format, required and junctor messages are the
+   server's text; the others are setpoint's wording of the same rule.
 
 Duplicate fields in a JSON body are refused or warned about by the server too; the fake
 receives parsed objects, in which duplicates are already gone, so it cannot see them.
@@ -35,6 +37,7 @@ from setpoint.client.errors import Cause
 from setpoint.client.server_warnings import FieldValidation, record_warning
 from setpoint.crd.errors import StructuralError
 from setpoint.crd.objects import unknown_fields, validate_object
+from setpoint.crd.structural import validate_value
 from setpoint.testing._fake_errors import api_error
 from setpoint.testing._fake_kinds import KindRules
 
@@ -168,6 +171,12 @@ _MESSAGE = re.compile(
     re.DOTALL,
 )
 _REQUIRED = re.compile(r"^is missing the required field '(?P<key>.*)'$", re.DOTALL)
+_ONE_OF = re.compile(r"^must validate one and only one schema \(oneOf\); (?P<valid>\d+) validated$")
+_JUNCTOR_TEXT = {
+    "must validate all the schemas (allOf)": "must validate all the schemas (allOf)",
+    "must validate at least one schema (anyOf)": "must validate at least one schema (anyOf)",
+    "must not validate the schema (not)": "must not validate the schema (not)",
+}
 
 
 def _field(path: tuple[Any, ...]) -> str:
@@ -198,14 +207,46 @@ def _cause(stored: JsonObject, error: StructuralError) -> Cause:
             field=f"{field}.{key}" if field else key,
             message="Required value",
         )
-    value = json.dumps(_value_at(stored, tuple(error.schema_path)), sort_keys=True)
-    if rest.startswith(("is not of type", "must be an integer or a string", "null is not")):
+    one_of = _ONE_OF.match(rest)
+    if one_of is not None or rest in _JUNCTOR_TEXT:
+        # kube-openapi reports a junctor on no field, naming the path in the message.
+        if one_of is not None:
+            valid = int(one_of.group("valid"))
+            found = "Found none valid" if valid == 0 else f"Found {valid} valid alternatives"
+            text = f"must validate one and only one schema (oneOf). {found}"
+        else:
+            text = _JUNCTOR_TEXT[rest]
+        return Cause(
+            reason="FieldValueInvalid",
+            field="<nil>",
+            message=f'Invalid value: "": "{field}" {text}',
+        )
+    raw = _value_at(stored, tuple(error.schema_path))
+    value = json.dumps(raw, sort_keys=True)
+    where = field or "<root>"
+    if rest.startswith("is not of type "):
+        # kube-openapi shows the value's type, not the value.
+        shown = f'"{_type_name(raw)}"'
+        text = f"must be of type {rest.removeprefix('is not of type ')}: {shown}"
+        return Cause(
+            reason="FieldValueTypeInvalid",
+            field=field,
+            message=f"Invalid value: {shown}: {where} in body {text}",
+        )
+    if rest.startswith("must be of type "):  # a format
+        return Cause(
+            reason="FieldValueTypeInvalid",
+            field=field,
+            message=f"Invalid value: {value}: {where} in body {rest}: {value}",
+        )
+    if rest.startswith(
+        ("is not of type", "must be an integer or a string", "null is not", "must be of type")
+    ):
         reason = "FieldValueTypeInvalid"
     elif rest.startswith("is not one of"):
         reason = "FieldValueNotSupported"
     else:
         reason = "FieldValueInvalid"
-    where = field or "<root>"
     return Cause(
         reason=reason, field=field, message=f"Invalid value: {value}: {where} in body {rest}"
     )
@@ -214,7 +255,77 @@ def _cause(stored: JsonObject, error: StructuralError) -> Cause:
 def schema_causes(stored: JsonObject, schema: Mapping[str, Any]) -> list[Cause]:
     """The 422 causes the server answers for ``stored`` (already pruned and defaulted).
 
-    One per problem, sorted by field path as the server sorts them; empty when valid.
+    One per problem (a failed anyOf/oneOf adds its closest branch's), sorted by field path
+    and message as the server sorts them; a junctor's cause is on the field ``<nil>``, its
+    path in the message, as kube-openapi reports it. Empty when valid.
     """
-    causes = [_cause(stored, e) for e in validate_object(stored, schema)]
-    return sorted(causes, key=lambda c: c.field)
+    causes: list[Cause] = []
+    for error in validate_object(stored, schema):
+        causes.append(_cause(stored, error))
+        causes += _best_branch_causes(stored, schema, error)
+    return sorted(causes, key=lambda c: (c.field, c.message))
+
+
+def _type_name(value: Any) -> str:
+    """The JSON type of ``value`` as kube-openapi names it in a type error."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _node_at(schema: Mapping[str, Any], path: tuple[Any, ...]) -> Mapping[str, Any] | None:
+    node: Any = schema
+    for part in path:
+        if not isinstance(node, Mapping):
+            return None
+        if isinstance(part, int):
+            node = node.get("items")
+            continue
+        properties = node.get("properties")
+        if isinstance(properties, Mapping) and part in properties:
+            node = properties[part]
+        else:
+            node = node.get("additionalProperties")
+    return node if isinstance(node, Mapping) else None
+
+
+def _best_branch_causes(
+    stored: JsonObject, schema: Mapping[str, Any], error: StructuralError
+) -> list[Cause]:
+    """The branch errors the server adds to an anyOf or oneOf that no branch satisfied.
+
+    kube-openapi merges the failures of the branch that passed the most checks; the fake
+    takes the first branch with the fewest errors (the same branch in the cases the parity
+    suite holds it to).
+    """
+    match = _MESSAGE.match(error.message)
+    rest = match.group("rest") if match else ""
+    one_of = _ONE_OF.match(rest)
+    if one_of is not None and one_of.group("valid") == "0":
+        key = "oneOf"
+    elif rest == "must validate at least one schema (anyOf)":
+        key = "anyOf"
+    else:
+        return []
+    path = tuple(error.schema_path)
+    node = _node_at(schema, path)
+    branches = node.get(key) if node is not None else None
+    if not isinstance(branches, list) or not branches:
+        return []
+    value = _value_at(stored, path)
+    # A branch holds value validations only: the fields it does not name are not unknown.
+    failures = [
+        validate_value(value, {"x-kubernetes-preserve-unknown-fields": True, **b}, path)
+        for b in branches
+        if isinstance(b, Mapping)
+    ]
+    best = min(failures, key=len, default=[])
+    return [_cause(stored, e) for e in best]

@@ -187,7 +187,11 @@ def test_constraint_arguments_are_checked_when_declared() -> None:
 
 
 async def test_the_fake_refuses_what_the_constraint_refuses() -> None:
-    """The fake validates with the generated schema: both sources set is a 422 on spec."""
+    """The fake validates with the generated schema: both sources set is a 422.
+
+    As kube-openapi reports it: a junctor's cause is on no field (``<nil>``), naming the
+    path in its message.
+    """
     fake = FakeClient(resources=[App])
     body: dict[str, Any] = {
         "apiVersion": f"{GROUP}/v1",
@@ -197,7 +201,14 @@ async def test_the_fake_refuses_what_the_constraint_refuses() -> None:
     }
     with pytest.raises(Invalid) as refused:
         await fake.create(body)
-    assert [(c.field, c.reason) for c in refused.value.causes] == [("spec", "FieldValueInvalid")]
+    assert [(c.field, c.reason, c.message) for c in refused.value.causes] == [
+        (
+            "<nil>",
+            "FieldValueInvalid",
+            'Invalid value: "": "spec" must validate one and only one schema (oneOf). '
+            "Found 2 valid alternatives",
+        )
+    ]
     del body["spec"]["build"]
     created = await fake.create(body)
     assert created["spec"] == {"imageRef": "nginx"}
