@@ -581,3 +581,67 @@ def test_config_default_builds_and_its_pieces_agree(project: Path) -> None:
         selector = policy["spec"]["podSelector"]["matchLabels"]
         assert selector.items() <= pod["metadata"]["labels"].items()
         assert [p["port"] for r in policy["spec"]["ingress"] for p in r["ports"]] == [port]
+
+
+def generated_e2e(project: Path) -> Any:
+    """The project's tests/e2e/test_e2e.py, imported as a module."""
+    import importlib.util
+
+    path = project / "tests/e2e/test_e2e.py"
+    spec = importlib.util.spec_from_file_location("generated_e2e", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_init_scaffolds_an_e2e_that_deploys_the_image_a_node_already_has(project: Path) -> None:
+    """Issue 29: ``make test-e2e`` deploys config/ with the image ``docker-build`` wrote.
+
+    The Deployment takes the image a node has (``IfNotPresent``: ``:latest`` alone means
+    Always, a pull from a registry), /tmp is the one writable path of its read-only root
+    (secure metrics write their self-signed certificate there), the reconciler declares
+    the RBAC its kind needs (the generated role is not empty), ``make test-e2e`` builds the
+    image and runs tests/e2e on a plane with one node while ``make test`` and ``make unit``
+    leave it out, and the e2e's kustomize override follows ``IMG``.
+    """
+    (container,) = manager_pod(project)["spec"]["containers"]
+    assert container["image"] == "shop-op:latest"
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    (tmp,) = [v for v in manager_pod(project)["spec"]["volumes"] if v["name"] == mounts["/tmp"]]
+    assert "emptyDir" in tmp
+
+    create_api(project, group="ship", version="v1", kind="Frigate")
+    controller = (project / "shop_op/controllers/frigate.py").read_text()
+    assert '@sp.rbac.for_kind(Frigate, verbs=["get", "list", "watch"])' in controller
+    assert 'subresources=["status"], verbs=["get", "update", "patch"])' in controller
+
+    makefile = (project / "Makefile").read_text()
+    recipe = re.search(r"^test-e2e: (.*)\n((?:\t.*\n)+)", makefile, re.M)
+    assert recipe is not None, makefile
+    assert "docker-build" in recipe.group(1).split()
+    assert "setpoint controlplane build --nodes" in recipe.group(2)
+    assert "-m e2e --setpoint-nodes 1 tests/e2e" in recipe.group(2)
+    assert "IMAGE_ARCHIVE='$(IMAGE_ARCHIVE)'" in recipe.group(2)
+    assert re.search(r'^test: .*\n\t\$\(PY\) -m pytest -q -m "not e2e"$', makefile, re.M)
+    assert re.search(r'^unit: .*\n\t.* -m "not integration and not e2e"$', makefile, re.M)
+    assert '"e2e: ' in (project / "pyproject.toml").read_text()
+
+    e2e = generated_e2e(project)
+    assert e2e.PROJECT == "shop-op" and e2e.DEPLOYMENT == "shop-op-controller-manager"
+    assert e2e.image_override("shop-op:latest") == {
+        "name": "shop-op",
+        "newName": "shop-op",
+        "newTag": "latest",
+    }
+    assert e2e.image_override("registry.example.com:5000/team/shop-op:v2") == {
+        "name": "shop-op",
+        "newName": "registry.example.com:5000/team/shop-op",
+        "newTag": "v2",
+    }
+    assert e2e.image_override("registry.example.com:5000/shop-op") == {
+        "name": "shop-op",
+        "newName": "registry.example.com:5000/shop-op",
+    }

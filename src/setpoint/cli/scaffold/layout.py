@@ -55,6 +55,8 @@ def project_files(project: Project, requirement: str, testing_requirement: str) 
         "tests/__init__.py": "",
         "tests/conftest.py": render_template("project/conftest.py", values),
         "tests/test_project.py": render_template("project/test_project.py", values),
+        "tests/e2e/__init__.py": "",
+        "tests/e2e/test_e2e.py": render_template("tests/test_e2e.py", values),
     }
     for name in (
         "crd/kustomizeconfig.yaml",
