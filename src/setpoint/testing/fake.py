@@ -92,6 +92,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -283,23 +284,16 @@ class FakeClient:
         for version_cls in versions:
             if version_cls.gvk not in self._store.kinds:
                 self._store.register(_info_of_class(version_cls))
+                self._register_schema(version_cls)
         storage = [c for c in versions if c.declaration().storage]
         storage_version = storage[0].gvk.version if len(storage) == 1 else conversion.hub_version
         self._store.register_conversion(conversion, storage_version)
 
     def _register_schema(self, cls: type[Resource]) -> None:
         """Validate ``cls``'s objects against the schema ``setpoint generate crd`` makes for it."""
-        gvk = cls.declaration().gvk
-        if gvk.group in BUILTIN_GROUPS:
-            return
-        try:
-            crd = crd_for(cls)
-        except CRDGenerationError:
-            return  # a type the generator refuses: the fake stores its objects unchecked
-        for version in crd["spec"]["versions"]:
-            schema = (version.get("schema") or {}).get("openAPIV3Schema")
-            if version["name"] == gvk.version and isinstance(schema, Mapping):
-                self._store.register_schema(gvk, schema, from_crd=False)
+        schema = _generated_schema(cls)
+        if schema is not None:
+            self._store.register_schema(cls.declaration().gvk, schema, from_crd=False)
 
     def add(self, *objects: JsonObject | TypedObject) -> None:
         """Store objects as they are (status, finalizers and deletionTimestamp included).
@@ -1352,6 +1346,28 @@ class FakeWatch(Generic[T]):
 
 def _to_json(obj: JsonObject | TypedObject) -> JsonObject:
     return obj.to_object() if is_typed(obj) else obj
+
+
+@functools.lru_cache(maxsize=512)
+def _generated_schema(cls: type[Resource]) -> Mapping[str, Any] | None:
+    """The ``openAPIV3Schema`` ``setpoint generate crd`` makes for ``cls``'s version, if any.
+
+    ``None`` for a built-in group and for a type the generator refuses (its objects are
+    then stored unchecked). Cached per class: generation takes about a millisecond, and
+    unit tests build many fakes. The fake only reads the schema.
+    """
+    gvk = cls.declaration().gvk
+    if gvk.group in BUILTIN_GROUPS:
+        return None
+    try:
+        crd = crd_for(cls)
+    except CRDGenerationError:
+        return None
+    for version in crd["spec"]["versions"]:
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        if version["name"] == gvk.version and isinstance(schema, Mapping):
+            return cast("Mapping[str, Any]", schema)
+    return None
 
 
 def _info_of_class(cls: type[Any]) -> ResourceInfo:
