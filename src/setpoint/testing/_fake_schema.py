@@ -17,8 +17,10 @@ real kube-apiserver by tests/integration/parity/test_parity_schema.py):
    name the field paths (``spec.size``) with the server's reasons (FieldValueInvalid,
    FieldValueTypeInvalid, FieldValueRequired, FieldValueNotSupported). A failed junctor
    is a cause on the field ``<nil>`` (kube-openapi's way), plus the closest branch's
-   errors when none passed. Type, format, required and junctor messages are the
-   server's text; the others are setpoint's wording of the same rule.
+   errors when none passed. Messages are the server's text for types, formats,
+   required fields, junctors, bounds, lengths, patterns, counts, enums and set
+   duplicates (one cause for a value's first failing length/pattern/bound check, as
+   kube-openapi stops there); the rarer ones are setpoint's wording of the same rule.
 
 Duplicate fields in a JSON body are refused or warned about by the server too; the fake
 receives parsed objects, in which duplicates are already gone, so it cannot see them.
@@ -195,7 +197,10 @@ def _value_at(obj: Any, path: tuple[Any, ...]) -> Any:
     return obj
 
 
-def _cause(stored: JsonObject, error: StructuralError) -> Cause:
+def _cause(
+    stored: JsonObject, error: StructuralError, node: Mapping[str, Any] | None = None
+) -> Cause:
+    """The server's cause for one validation error; ``node`` is the schema node checked."""
     field = _field(tuple(error.schema_path))
     match = _MESSAGE.match(error.message)
     rest = match.group("rest") if match else error.message
@@ -239,6 +244,9 @@ def _cause(stored: JsonObject, error: StructuralError) -> Cause:
             field=field,
             message=f"Invalid value: {value}: {where} in body {rest}: {value}",
         )
+    limit = _limit_cause(field, raw, rest, node or {})
+    if limit is not None:
+        return limit
     if rest.startswith(
         ("is not of type", "must be an integer or a string", "null is not", "must be of type")
     ):
@@ -252,6 +260,121 @@ def _cause(stored: JsonObject, error: StructuralError) -> Cause:
     )
 
 
+def _go_number(value: Any) -> str:
+    """A bound as Go's ``%v`` prints a float64: ``10``, ``1.5``."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    return str(value)
+
+
+def _go_quoted(value: Any) -> str:
+    """An enum member as the server lists it: always quoted (``"1"``, ``"a"``)."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _limit_cause(field: str, raw: Any, rest: str, node: Mapping[str, Any]) -> Cause | None:
+    """A bound, length, count, pattern, enum or set failure in the server's words, if it is one."""
+    where = field or "<root>"
+    value = json.dumps(raw, sort_keys=True, ensure_ascii=False)
+
+    def invalid(text: str, shown: str = value) -> Cause:
+        return Cause(
+            reason="FieldValueInvalid",
+            field=field,
+            message=f"Invalid value: {shown}: {where} in body {text}",
+        )
+
+    def too_many(limit: Any) -> Cause:
+        noun = "item" if limit == 1 else "items"
+        return Cause(
+            reason="FieldValueTooMany",
+            field=field,
+            message=f"Too many: {len(raw)}: must have at most {limit} {noun}",
+        )
+
+    def number(key: str) -> str:
+        return _go_number(node.get(key))
+
+    if rest.startswith("must be a multiple of"):
+        return invalid(f"should be a multiple of {number('multipleOf')}")
+    if rest.startswith("must be less than"):
+        return invalid(f"should be less than {number('maximum')}")
+    if rest.startswith("must be greater than"):
+        return invalid(f"should be greater than {number('minimum')}")
+    if rest.endswith("characters"):
+        if rest.startswith("must be at least"):
+            return invalid(f"should be at least {node.get('minLength')} chars long")
+        return Cause(
+            reason="FieldValueTooLong",
+            field=field,
+            message=f"Too long: may not be more than {node.get('maxLength')} bytes",
+        )
+    if rest.startswith("must be at most") and not rest.endswith(("items", "keys")):
+        return invalid(f"should be less than or equal to {number('maximum')}")
+    if rest.startswith("must be at least") and not rest.endswith(("items", "keys")):
+        return invalid(f"should be greater than or equal to {number('minimum')}")
+    if rest.startswith("does not match pattern"):
+        return invalid(f"should match '{node.get('pattern')}'")
+    if rest.startswith("must have at least") and rest.endswith("items"):
+        return invalid(f"should have at least {node.get('minItems')} items", str(len(raw)))
+    if rest.startswith("must have at least") and rest.endswith("keys"):
+        return invalid(
+            f"should have at least {node.get('minProperties')} properties", str(len(raw))
+        )
+    if rest.startswith("must have at most") and rest.endswith("items"):
+        return too_many(node.get("maxItems"))
+    if rest.startswith("must have at most") and rest.endswith("keys"):
+        return too_many(node.get("maxProperties"))
+    if rest.startswith("is not one of") and isinstance(node.get("enum"), list):
+        supported = ", ".join(_go_quoted(v) for v in node["enum"])
+        return Cause(
+            reason="FieldValueNotSupported",
+            field=field,
+            message=f"Unsupported value: {value}: supported values: {supported}",
+        )
+    if rest.startswith("repeats") and "set list" in rest and isinstance(raw, list):
+        for index, item in enumerate(raw):
+            if item in raw[:index]:
+                return Cause(
+                    reason="FieldValueDuplicate",
+                    field=f"{field}[{index}]",
+                    message=f"Duplicate value: {json.dumps(item, ensure_ascii=False)}",
+                )
+    return None
+
+
+# kube-openapi's string, number and list validators stop at their first failing check: a
+# string too short is not also reported for its pattern. Each family, in checking order.
+_FIRST_ONLY = (
+    ("Too long:", "should be at least", "should match"),
+    ("should be a multiple of", "should be less than", "should be greater than"),
+)
+
+
+def _first_of_each_validator(causes: list[Cause]) -> list[Cause]:
+    """``causes`` with only the first failing check of each validator family per field."""
+    kept: list[Cause] = []
+    first: dict[tuple[str, int], tuple[int, Cause]] = {}
+    for cause in causes:
+        family = next(
+            (
+                (i, rank)
+                for i, texts in enumerate(_FIRST_ONLY)
+                for rank, text in enumerate(texts)
+                if text in cause.message
+            ),
+            None,
+        )
+        if family is None:
+            kept.append(cause)
+            continue
+        key = (cause.field, family[0])
+        if key not in first or family[1] < first[key][0]:
+            first[key] = (family[1], cause)
+    return kept + [cause for _, cause in first.values()]
+
+
 def schema_causes(stored: JsonObject, schema: Mapping[str, Any]) -> list[Cause]:
     """The 422 causes the server answers for ``stored`` (already pruned and defaulted).
 
@@ -261,9 +384,9 @@ def schema_causes(stored: JsonObject, schema: Mapping[str, Any]) -> list[Cause]:
     """
     causes: list[Cause] = []
     for error in validate_object(stored, schema):
-        causes.append(_cause(stored, error))
+        causes.append(_cause(stored, error, _node_at(schema, tuple(error.schema_path))))
         causes += _best_branch_causes(stored, schema, error)
-    return sorted(causes, key=lambda c: (c.field, c.message))
+    return sorted(_first_of_each_validator(causes), key=lambda c: (c.field, c.message))
 
 
 def _type_name(value: Any) -> str:
@@ -323,9 +446,11 @@ def _best_branch_causes(
     value = _value_at(stored, path)
     # A branch holds value validations only: the fields it does not name are not unknown.
     failures = [
-        validate_value(value, {"x-kubernetes-preserve-unknown-fields": True, **b}, path)
+        (b, validate_value(value, {"x-kubernetes-preserve-unknown-fields": True, **b}, path))
         for b in branches
         if isinstance(b, Mapping)
     ]
-    best = min(failures, key=len, default=[])
-    return [_cause(stored, e) for e in best]
+    if not failures:
+        return []
+    branch, best = min(failures, key=lambda f: len(f[1]))
+    return [_cause(stored, e, _node_at(branch, tuple(e.schema_path)[len(path) :])) for e in best]

@@ -8,7 +8,7 @@ declared in Python (sp.exactly_one_of, sp.Constraint).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
@@ -292,3 +292,85 @@ async def test_constraints_from_python_types_refuse_the_same_objects(api: Api) -
         assert sorted(got) == sorted(want), name  # the server's order varies (Go maps)
     created = await c.create(pull("ok", imageRef="x", address="::1"))
     assert created["spec"] == {"imageRef": "x", "address": "::1", "replicas": 1}
+
+
+class LimitsSpec(sp.Model):
+    """One field per kind of limit the server checks."""
+
+    s: str | None = sp.field(default=None, min_length=2, max_length=3, pattern="^a")
+    """Length and pattern."""
+    e: Literal["a", "b"] | None = None
+    """An enum."""
+    n: float | None = sp.field(default=None, minimum=1.5, maximum=3, exclusive_maximum=True)
+    """Number bounds."""
+    i: int | None = sp.field(
+        default=None, multiple_of=3, maximum=10, minimum=0, exclusive_minimum=True
+    )
+    """Integer bounds."""
+    l: list[str] | None = sp.field(default=None, min_items=1, max_items=2)  # noqa: E741
+    """Item counts."""
+    m: dict[str, str] | None = sp.field(default=None, min_properties=1, max_properties=1)
+    """Key counts."""
+    st: set[str] | None = None
+    """A set list."""
+
+
+@sp.resource(group=GROUP, version="v1")
+class Limits(sp.Resource):
+    """A kind whose fields carry every kind of limit."""
+
+    spec: LimitsSpec | None = None
+
+
+async def test_limit_failures_are_worded_as_the_server_words_them(api: Api) -> None:
+    """Bounds, lengths, counts, patterns, enums and set duplicates: the server's causes.
+
+    Each value breaks one limit of a type declared in Python; the fake answers the cause
+    the server answers, reason and message included (FieldValueTooLong and
+    FieldValueTooMany for the upper limits of strings, lists and maps, the item index
+    for a set's duplicate), and, as kube-openapi stops at a string's first failing
+    check, a string too short that also misses the pattern gets one cause.
+    """
+    await install_crds(api.client, [crd_for(Limits)])
+
+    def body(field: str, value: str, text: str) -> tuple[str, str, str]:
+        return (
+            f"spec.{field}",
+            "FieldValueInvalid",
+            f"Invalid value: {value}: spec.{field} in body {text}",
+        )
+
+    cases: list[tuple[dict[str, Any], tuple[str, str, str]]] = [
+        ({"s": "b"}, body("s", '"b"', "should be at least 2 chars long")),
+        ({"s": "abcd"}, ("spec.s", "FieldValueTooLong", "Too long: may not be more than 3 bytes")),
+        ({"s": "bcd"}, body("s", '"bcd"', "should match '^a'")),
+        (
+            {"e": "c"},
+            (
+                "spec.e",
+                "FieldValueNotSupported",
+                'Unsupported value: "c": supported values: "a", "b"',
+            ),
+        ),
+        ({"n": 3}, body("n", "3", "should be less than 3")),
+        ({"n": 1.25}, body("n", "1.25", "should be greater than or equal to 1.5")),
+        ({"i": 4}, body("i", "4", "should be a multiple of 3")),
+        ({"i": 12}, body("i", "12", "should be less than or equal to 10")),
+        ({"i": 0}, body("i", "0", "should be greater than 0")),
+        ({"l": []}, body("l", "0", "should have at least 1 items")),
+        (
+            {"l": ["a", "b", "c"]},
+            ("spec.l", "FieldValueTooMany", "Too many: 3: must have at most 2 items"),
+        ),
+        ({"m": {}}, body("m", "0", "should have at least 1 properties")),
+        (
+            {"m": {"a": "1", "b": "2"}},
+            ("spec.m", "FieldValueTooMany", "Too many: 2: must have at most 1 item"),
+        ),
+        ({"st": ["a", "a"]}, ("spec.st[1]", "FieldValueDuplicate", 'Duplicate value: "a"')),
+    ]
+    for spec, expected in cases:
+        with pytest.raises(Invalid) as refused:
+            await api.client.create(api.obj(Limits.gvk, "limits", spec=spec), dry_run=True)
+        got = [(c.field, c.reason, c.message) for c in refused.value.causes]
+        assert got == [expected], spec
