@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from setpoint.testing.image import build_image
-from setpoint.testing.nodes import BUSYBOX_IMAGE, running_nodes
+from setpoint.testing.nodes import BUSYBOX_IMAGE, DNS_SERVICE_IP, running_nodes
 from tests.cluster.test_nodes import Cluster, _setpoint, running_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -227,6 +227,7 @@ def test_deployed_from_config_it_converges_behind_its_service_webhooks(
     """`kubectl apply -k` of config/: 2 Ready replicas serve webhooks, metrics and tenants.
 
     Both replicas pass the kubelet's liveness and readiness probes; one holds the Lease.
+    A Pod resolves the webhook Service's name through the cluster DNS (CoreDNS).
     The operator made its own CA and serving certificate (a Secret shared by the replicas)
     and injected the CA into the CRD's conversion webhook and the validating webhook, which
     kube-apiserver calls through the webhook Service's ClusterIP (the host's kube-proxy):
@@ -275,6 +276,20 @@ def test_deployed_from_config_it_converges_behind_its_service_webhooks(
         lambda: (u := _usage(d, "acme", "acme-dev")).get("pods") == "1" and u,
     )
     assert usage["cpu"] == "500m" and usage["memory"] == "512Mi"  # the LimitRange's defaults
+
+    # Cluster DNS (CoreDNS, the kubelets' clusterDNS): the Pod resolves the webhook Service.
+    assert f"nameserver {DNS_SERVICE_IP}" in d.kc(
+        "-n", "acme-dev", "exec", "sleeper", "--", "/bin/cat", "/etc/resolv.conf"
+    )
+    service_ip = d.kc(
+        "-n", NS, "get", "service", "tenants-webhook-service", "-o", "jsonpath={.spec.clusterIP}"
+    )
+    answer = d.kc(
+        *("-n", "acme-dev", "exec", "sleeper", "--", "/bin/busybox", "nslookup"),
+        f"tenants-webhook-service.{NS}.svc.cluster.local",
+        DNS_SERVICE_IP,
+    )
+    assert f"Address: {service_ip}" in answer, answer
 
     d.kc("create", "namespace", "scrape")
     for account in ("prometheus", "nobody"):

@@ -47,6 +47,11 @@ def _cmd_build(args: argparse.Namespace) -> int:
         how = f"built in {seconds:.0f}s" if seconds else "cached"
         print(f"{name:<25} {size / 2**20:6.1f} MiB  {how}")
     print(f"binaries: {result.bin_dir}")
+    if args.nodes:  # the nodes' cluster DNS, from its own Go module
+        from setpoint.testing.nodes import build_coredns
+
+        coredns = build_coredns(log=lambda line: print(line, file=sys.stderr, flush=True))
+        print(f"{'coredns':<25} {coredns.stat().st_size / 2**20:6.1f} MiB  ({coredns})")
     return 0
 
 

@@ -20,8 +20,8 @@ Expected flow (driven by :class:`~setpoint.testing.ControlPlane`):
        the ``kubernetes`` Service there), a kube-proxy in the host's network namespace
        (nftables; kube-apiserver reaches webhook Services by ClusterIP, as on a
        control-plane node), kube-scheduler, the pause and busybox images (built here, no
-       registry), then each node; it returns when every node is Ready and the host's
-       kube-proxy has written its rules.
+       registry), then each node, then CoreDNS when it is built; it returns when every
+       node is Ready, the host's kube-proxy has written its rules and CoreDNS is Ready.
     4. :meth:`NodeSet.stop` (from :meth:`ControlPlane.stop`): deletes the nodes' Pods,
        stops every daemon, unmounts, removes the namespaces, links, routes, cgroups and
        the host kube-proxy's nftables tables, puts back the sysctls the kubelet changed,
@@ -37,7 +37,9 @@ Guarantees:
 Caveats:
     - Root only; the host's cgroup, mount and sysctl state is changed while nodes run.
     - Node clients (kubelet, kube-proxy) use the plane's admin credentials.
-    - No cluster DNS yet: Pods reach Services by ClusterIP.
+    - Cluster DNS (CoreDNS in ``kube-system``, the kubelets' ``clusterDNS``) runs only
+      when CoreDNS is built (``setpoint controlplane build --nodes``); without it Pods
+      reach Services by ClusterIP.
 """
 
 from __future__ import annotations
@@ -110,6 +112,18 @@ HOST_PROXY_NAME = "setpoint-host"
 
 HOST_PROXY_TABLES = ("ip kube-proxy", "ip6 kube-proxy")
 """The nftables tables the host's kube-proxy keeps its rules in (deleted by ``down``)."""
+
+COREDNS_VERSION = "v1.15.0"
+"""The CoreDNS module release the plane's cluster DNS runs (``go install``, no replaces)."""
+
+COREDNS_IMAGE = f"localhost/setpoint/coredns:{COREDNS_VERSION}"
+"""CoreDNS's image, built here from the binary alone (no registry)."""
+
+DNS_SERVICE_IP = "10.0.0.10"
+"""The ``kube-dns`` Service's ClusterIP: the kubelets' ``clusterDNS``."""
+
+CLUSTER_DOMAIN = "cluster.local"
+"""The cluster's DNS domain (the kubelets' ``clusterDomain``, CoreDNS's zone)."""
 
 API_SERVER_NAME = "kubernetes.default.svc"
 """A name in kube-apiserver's serving certificate, for clients that reach it by relay."""
@@ -595,6 +609,205 @@ def write_node_images(directory: Path, busybox: Path | None = None) -> list[Path
     return [pause_archive, busybox_archive]
 
 
+def coredns_binary() -> Path:
+    """Where :func:`build_coredns` puts CoreDNS (``<cache>/coredns/<version>/bin``)."""
+    return cache_dir() / "coredns" / COREDNS_VERSION / "bin" / "coredns"
+
+
+def build_coredns(log: Callable[[str], None] = print) -> Path:
+    """Build CoreDNS :data:`COREDNS_VERSION` from its Go module, once (~3 min cold).
+
+    ``go install github.com/coredns/coredns@<version>``, static (``CGO_ENABLED=0``), into
+    :func:`coredns_binary`'s directory; nothing is done when the binary is there.
+
+    Raises:
+        NodesError: Go is missing or the build failed.
+
+    """
+    binary = coredns_binary()
+    if binary.is_file():
+        return binary
+    if shutil.which("go") is None:
+        raise NodesError("Go is needed once to build CoreDNS: install Go 1.26")
+    log(f"building CoreDNS {COREDNS_VERSION} from its Go module (go install; ~3 min once)")
+    try:
+        _run(
+            [
+                *("go", "install", "-trimpath", "-ldflags", "-s -w"),
+                f"github.com/coredns/coredns@{COREDNS_VERSION}",
+            ],
+            env={**os.environ, "CGO_ENABLED": "0", "GOBIN": str(binary.parent)},
+        )
+    except NodesError as exc:
+        raise NodesError(f"building CoreDNS {COREDNS_VERSION} failed: {exc}") from None
+    return binary
+
+
+def coredns_archive(binary: Path) -> Path:
+    """:data:`COREDNS_IMAGE` as an OCI archive next to ``binary`` (written once)."""
+    archive = binary.parent.parent / "coredns.oci.tar"
+    if not archive.is_file() or archive.stat().st_mtime < binary.stat().st_mtime:
+        layer = _layer({"coredns": (binary.read_bytes(), 0o755, None)})
+        tmp = archive.with_suffix(".tmp")
+        write_oci_archive(
+            tmp, COREDNS_IMAGE, layer, {"Entrypoint": ["/coredns"], "User": "65534:65534"}
+        )
+        tmp.replace(archive)
+    return archive
+
+
+COREFILE = f""".:53 {{
+    errors
+    health :8080
+    ready :8181
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }}
+    forward . /etc/resolv.conf
+    cache 30
+    loadbalance
+}}
+"""
+"""CoreDNS's configuration: the cluster's names, the rest forwarded to the host's resolver."""
+
+
+def coredns_objects() -> list[tuple[str, dict[str, Any]]]:
+    """The cluster DNS as kubeadm deploys it: (API collection path, object) in order.
+
+    In ``kube-system``: a ServiceAccount, the ``system:coredns`` ClusterRole and binding, the
+    Corefile in a ConfigMap, a Deployment of :data:`COREDNS_IMAGE` (non-root, read-only
+    root, port 53 through the namespaced sysctl ``net.ipv4.ip_unprivileged_port_start``)
+    with readiness on ``/ready``, liveness on ``/health``, and the ``kube-dns`` Service
+    at :data:`DNS_SERVICE_IP`.
+    """
+    ns = "kube-system"
+    labels = {"k8s-app": "kube-dns"}
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    return [
+        (
+            f"/api/v1/namespaces/{ns}/serviceaccounts",
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "coredns"}},
+        ),
+        (
+            f"{rbac}/clusterroles",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": "system:coredns"},
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "resources": ["endpoints", "services", "pods", "namespaces"],
+                        "verbs": ["list", "watch"],
+                    },
+                    {
+                        "apiGroups": ["discovery.k8s.io"],
+                        "resources": ["endpointslices"],
+                        "verbs": ["list", "watch"],
+                    },
+                ],
+            },
+        ),
+        (
+            f"{rbac}/clusterrolebindings",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "system:coredns"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "system:coredns",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": "coredns", "namespace": ns}],
+            },
+        ),
+        (
+            f"/api/v1/namespaces/{ns}/configmaps",
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "coredns"},
+                "data": {"Corefile": COREFILE},
+            },
+        ),
+        (
+            f"/apis/apps/v1/namespaces/{ns}/deployments",
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "coredns", "labels": labels},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": labels},
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {
+                            "serviceAccountName": "coredns",
+                            # Its own resolver is the host's, not itself.
+                            "dnsPolicy": "Default",
+                            "terminationGracePeriodSeconds": 2,
+                            "securityContext": {
+                                "runAsNonRoot": True,
+                                "runAsUser": 65534,
+                                "sysctls": [
+                                    {"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}
+                                ],
+                            },
+                            "containers": [
+                                {
+                                    "name": "coredns",
+                                    "image": COREDNS_IMAGE,
+                                    "imagePullPolicy": "Never",
+                                    "args": ["-conf", "/etc/coredns/Corefile"],
+                                    "ports": [
+                                        {"name": "dns", "containerPort": 53, "protocol": "UDP"},
+                                        {"name": "dns-tcp", "containerPort": 53},
+                                    ],
+                                    "readinessProbe": {
+                                        "httpGet": {"path": "/ready", "port": 8181},
+                                        "periodSeconds": 2,
+                                    },
+                                    "livenessProbe": {
+                                        "httpGet": {"path": "/health", "port": 8080},
+                                        "periodSeconds": 10,
+                                    },
+                                    "securityContext": {
+                                        "allowPrivilegeEscalation": False,
+                                        "readOnlyRootFilesystem": True,
+                                        "capabilities": {"drop": ["ALL"]},
+                                    },
+                                    "volumeMounts": [
+                                        {"name": "config", "mountPath": "/etc/coredns"}
+                                    ],
+                                }
+                            ],
+                            "volumes": [{"name": "config", "configMap": {"name": "coredns"}}],
+                        },
+                    },
+                },
+            },
+        ),
+        (
+            f"/api/v1/namespaces/{ns}/services",
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "kube-dns", "labels": labels},
+                "spec": {
+                    "clusterIP": DNS_SERVICE_IP,
+                    "selector": labels,
+                    "ports": [
+                        {"name": "dns", "port": 53, "protocol": "UDP"},
+                        {"name": "dns-tcp", "port": 53, "protocol": "TCP"},
+                    ],
+                },
+            },
+        ),
+    ]
+
+
 # --- configuration files ----------------------------------------------------------------
 
 
@@ -669,11 +882,12 @@ def cni_template(node: Path) -> str:
     )
 
 
-def kubelet_config(node: Path, index: int, client_ca: Path) -> str:
+def kubelet_config(node: Path, index: int, client_ca: Path, *, dns: bool = False) -> str:
     """KubeletConfiguration for node ``index``: cgroup v1 allowed, cgroupfs, files in ``node``.
 
     The kubelet takes only clients with a certificate from ``client_ca`` (kube-apiserver's
     kubelet client certificate) or a token, and asks kube-apiserver whether they may.
+    With ``dns``, Pods resolve through the cluster DNS (:data:`DNS_SERVICE_IP`).
     """
     config = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -705,6 +919,9 @@ def kubelet_config(node: Path, index: int, client_ca: Path) -> str:
             "imagefs.available": "1%",
         },
     }
+    if dns:
+        config["clusterDNS"] = [DNS_SERVICE_IP]
+        config["clusterDomain"] = CLUSTER_DOMAIN
     return yaml.safe_dump(config, sort_keys=False)
 
 
@@ -873,6 +1090,7 @@ class NodeSet:
         bin_dir: Path,
         ready_timeout: float = 90.0,
         proxy_mode: str = "iptables",
+        dns: bool | None = None,
     ) -> None:
         self.count = check_node_count(count)
         self.directory = directory
@@ -881,6 +1099,8 @@ class NodeSet:
         self.relay_port = 0
         """The relay's port on :data:`HOST_IP`: kube-apiserver's own (set by :meth:`start`)."""
         self.proxy_mode = proxy_mode
+        self.dns = coredns_binary().is_file() if dns is None else dns
+        """Whether CoreDNS runs as the cluster DNS (by default: when it is built)."""
         self.nodes = [_Node(i, directory / f"node{i}") for i in range(1, count + 1)]
         self.problems: list[str] = []
         """What :meth:`stop` could not undo (empty when the host is as it was)."""
@@ -1036,6 +1256,8 @@ class NodeSet:
             ],
         )
         images = write_node_images(self.directory)
+        if self.dns:
+            images.append(coredns_archive(coredns_binary()))
         if not relay.alive():
             raise NodesError(f"the relay (socat) exited:\n{relay.log_tail()}")
         for node in self.nodes:
@@ -1044,7 +1266,45 @@ class NodeSet:
         for node in self.nodes:
             self._wait_ready(plane, node)
         self._add_routes()
+        if self.dns:
+            self._create_dns(plane)
         self._wait_host_proxy(host_proxy, plane)
+        if self.dns:
+            self._wait_dns(plane)
+
+    def _create_dns(self, plane: ControlPlane) -> None:
+        """Create CoreDNS's objects (:func:`coredns_objects`) through the API."""
+        for path, obj in coredns_objects():
+            try:
+                plane._api_request("POST", path, obj)
+            except urllib.error.HTTPError as exc:
+                if exc.code != 409:
+                    detail = exc.read().decode(errors="replace")[:300]
+                    raise NodesError(
+                        f"creating CoreDNS's {obj['kind']} failed (HTTP {exc.code}): {detail}"
+                    ) from None
+
+    def _wait_dns(self, plane: ControlPlane) -> None:
+        """Wait until CoreDNS's Deployment has a Ready replica (its /ready probe passes)."""
+        path = "/apis/apps/v1/namespaces/kube-system/deployments/coredns"
+
+        def ready() -> bool:
+            status = plane._api_request("GET", path).get("status") or {}
+            return int(status.get("readyReplicas") or 0) >= 1
+
+        try:
+            _wait("CoreDNS to be Ready", ready, 90, interval=0.5)
+        except NodesError as exc:
+            if "timed out" not in str(exc):
+                raise
+            pods = (
+                plane._api_request(
+                    "GET", "/api/v1/namespaces/kube-system/pods?labelSelector=k8s-app%3Dkube-dns"
+                ).get("items")
+                or []
+            )
+            states = [json.dumps((p.get("status") or {}).get("containerStatuses")) for p in pods]
+            raise NodesError(f"{exc}; CoreDNS's Pods: {states or 'none'}") from None
 
     def _wait_host_proxy(self, proxy: _Process, plane: ControlPlane) -> None:
         """Wait until the host reaches kube-apiserver through the ``kubernetes`` ClusterIP.
@@ -1126,7 +1386,7 @@ class NodeSet:
             node.ctr("images", "import", str(archive))
         _make_cgroup_root(cgroup_root(i))
         (d / "kubelet/config.yaml").write_text(
-            kubelet_config(d, i, self.directory / "kubelet-client-ca.crt")
+            kubelet_config(d, i, self.directory / "kubelet-client-ca.crt", dns=self.dns)
         )
         kubeconfig = self.directory / "node.kubeconfig"
         node.kubelet = self._node_daemon(

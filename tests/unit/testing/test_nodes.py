@@ -478,3 +478,60 @@ def test_a_plane_with_nodes_lists_the_nodes_logs(tmp_path: Path) -> None:
 def test_a_missing_archive_is_named_not_looked_up_as_an_image(tmp_path: Path, image: str) -> None:
     with pytest.raises(NodesError, match="no such archive"):
         nodes.import_image([tmp_path / "containerd.sock"], image)
+
+
+def test_the_cluster_dns_is_coredns_as_kubeadm_deploys_it() -> None:
+    """CoreDNS in kube-system behind kube-dns at the kubelets' clusterDNS address.
+
+    Non-root on port 53 through the namespaced sysctl (no capability), read-only root,
+    probes on /ready and /health, listing only what its kubernetes plugin reads.
+    """
+    objects = dict((obj["kind"], (path, obj)) for path, obj in nodes.coredns_objects())
+    assert list(objects) == [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "Deployment",
+        "Service",
+    ]
+    path, service = objects["Service"]
+    assert path == "/api/v1/namespaces/kube-system/services"
+    assert service["spec"]["clusterIP"] == nodes.DNS_SERVICE_IP
+    assert {(p["port"], p["protocol"]) for p in service["spec"]["ports"]} == {
+        (53, "UDP"),
+        (53, "TCP"),
+    }
+    pod = objects["Deployment"][1]["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["sysctls"] == [
+        {"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}
+    ]
+    container = pod["containers"][0]
+    assert container["image"] == nodes.COREDNS_IMAGE
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
+    corefile = objects["ConfigMap"][1]["data"]["Corefile"]
+    assert f"kubernetes {nodes.CLUSTER_DOMAIN} " in corefile and "ready :8181" in corefile
+    verbs = {v for rule in objects["ClusterRole"][1]["rules"] for v in rule["verbs"]}
+    assert verbs == {"list", "watch"}
+
+
+def test_kubelets_point_pods_at_the_cluster_dns_only_when_it_runs(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.crt"
+    plain = yaml.safe_load(nodes.kubelet_config(tmp_path, 1, ca))
+    assert "clusterDNS" not in plain
+    with_dns = yaml.safe_load(nodes.kubelet_config(tmp_path, 1, ca, dns=True))
+    assert with_dns["clusterDNS"] == [nodes.DNS_SERVICE_IP]
+    assert with_dns["clusterDomain"] == nodes.CLUSTER_DOMAIN
+
+
+def test_coredns_runs_when_it_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SETPOINT_CACHE_DIR", str(tmp_path))
+    assert NodeSet(1, tmp_path / "a", bin_dir=tmp_path).dns is False
+    binary = nodes.coredns_binary()
+    binary.parent.mkdir(parents=True)
+    binary.write_bytes(b"\x7fELF")
+    assert NodeSet(1, tmp_path / "b", bin_dir=tmp_path).dns is True
+    assert NodeSet(1, tmp_path / "c", bin_dir=tmp_path, dns=False).dns is False
+    assert nodes.build_coredns() == binary  # built already: no Go needed
