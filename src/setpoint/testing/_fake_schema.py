@@ -38,6 +38,7 @@ from setpoint.api.meta import JsonObject
 from setpoint.client.errors import Cause
 from setpoint.client.server_warnings import FieldValidation, record_warning
 from setpoint.crd.errors import StructuralError
+from setpoint.crd.formats import effective_format
 from setpoint.crd.objects import unknown_fields, validate_object
 from setpoint.crd.structural import validate_value
 from setpoint.testing._fake_errors import api_error
@@ -221,18 +222,37 @@ def _cause(
             text = f"must validate one and only one schema (oneOf). {found}"
         else:
             text = _JUNCTOR_TEXT[rest]
+            if (
+                "(allOf)" in text
+                and node is not None
+                and not _any_branch_passes(
+                    _value_at(stored, tuple(error.schema_path)), node.get("allOf"), error
+                )
+            ):
+                text += ". None validated"
         return Cause(
             reason="FieldValueInvalid",
             field="<nil>",
             message=f'Invalid value: "": "{field}" {text}',
         )
     raw = _value_at(stored, tuple(error.schema_path))
-    value = json.dumps(raw, sort_keys=True)
+    value = _shown(raw)
     where = field or "<root>"
+    if rest == "must be an integer or a string":
+        rest = "is not of type integer,string"
+    if rest == "null is not allowed here" and node is not None and node.get("type"):
+        rest = f"is not of type {node['type']}"
     if rest.startswith("is not of type "):
-        # kube-openapi shows the value's type, not the value.
+        # kube-openapi shows the value's type, not the value; a string field with a format
+        # names the format, and Go's type of a number.
+        expected = rest.removeprefix("is not of type ")
         shown = f'"{_type_name(raw)}"'
-        text = f"must be of type {rest.removeprefix('is not of type ')}: {shown}"
+        fmt = effective_format((node or {}).get("type"), (node or {}).get("format"))
+        if fmt is not None and expected == "string" and isinstance(raw, int | float):
+            expected = str((node or {}).get("format"))
+            is_int = isinstance(raw, int) and not isinstance(raw, bool)
+            shown = '"int64"' if is_int else '"float64"'
+        text = f"must be of type {expected}: {shown}"
         return Cause(
             reason="FieldValueTypeInvalid",
             field=field,
@@ -243,6 +263,14 @@ def _cause(
             reason="FieldValueTypeInvalid",
             field=field,
             message=f"Invalid value: {value}: {where} in body {rest}: {value}",
+        )
+    boundary = _BOUNDARY.search(rest)
+    if boundary is not None:
+        return Cause(
+            reason="FieldValueInvalid",
+            field="<nil>",
+            message=f'Invalid value: "": {boundary.group("key").capitalize()} boundary value '
+            f"must be of type {boundary.group('type')} (default format) in {where}",
         )
     limit = _limit_cause(field, raw, rest, node or {})
     if limit is not None:
@@ -273,10 +301,39 @@ def _go_quoted(value: Any) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+def _shown(value: Any) -> str:
+    """A value as the server prints it: JSON, integral numbers as integers, Unicode as is."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        value = int(value)
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _find_keyword(node: Mapping[str, Any], key: str) -> Any:
+    """``node[key]``, or the first one in its allOf/anyOf/oneOf/not branches."""
+    if key in node:
+        return node[key]
+    branches: list[Any] = [*(node.get("allOf") or ()), *(node.get("anyOf") or ())]
+    branches += [*(node.get("oneOf") or ()), node.get("not")]
+    for branch in branches:
+        if isinstance(branch, Mapping):
+            found = _find_keyword(branch, key)
+            if found is not None:
+                return found
+    return None
+
+
+_BOUNDARY = re.compile(
+    r"the schema's (?P<key>minimum|maximum) \S+ is not of type (?P<type>\w+) \(default format\)"
+)
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
+
+
 def _limit_cause(field: str, raw: Any, rest: str, node: Mapping[str, Any]) -> Cause | None:
     """A bound, length, count, pattern, enum or set failure in the server's words, if it is one."""
     where = field or "<root>"
-    value = json.dumps(raw, sort_keys=True, ensure_ascii=False)
+    value = _shown(raw)
+    found = _NUMBER.search(rest)
+    limit_text = found.group(0) if found else "?"
 
     def invalid(text: str, shown: str = value) -> Cause:
         return Cause(
@@ -285,16 +342,24 @@ def _limit_cause(field: str, raw: Any, rest: str, node: Mapping[str, Any]) -> Ca
             message=f"Invalid value: {shown}: {where} in body {text}",
         )
 
-    def too_many(limit: Any) -> Cause:
-        noun = "item" if limit == 1 else "items"
+    def too_many() -> Cause:
+        noun = "item" if limit_text == "1" else "items"
         return Cause(
             reason="FieldValueTooMany",
             field=field,
-            message=f"Too many: {len(raw)}: must have at most {limit} {noun}",
+            message=f"Too many: {len(raw)}: must have at most {limit_text} {noun}",
         )
 
     def number(key: str) -> str:
-        return _go_number(node.get(key))
+        # The bound in the message is the one that failed (a branch's, maybe); an integer
+        # value is compared with the bound converted to int64 (truncated), and shown so.
+        bound: Any = float(limit_text) if found else _find_keyword(node, key)
+        integral = (isinstance(raw, int) and not isinstance(raw, bool)) or (
+            isinstance(raw, float) and raw.is_integer() and abs(raw) < 2**63
+        )
+        if integral and isinstance(bound, float) and key != "multipleOf":
+            return str(int(bound))
+        return _go_number(bound)
 
     if rest.startswith("must be a multiple of"):
         return invalid(f"should be a multiple of {number('multipleOf')}")
@@ -304,30 +369,30 @@ def _limit_cause(field: str, raw: Any, rest: str, node: Mapping[str, Any]) -> Ca
         return invalid(f"should be greater than {number('minimum')}")
     if rest.endswith("characters"):
         if rest.startswith("must be at least"):
-            return invalid(f"should be at least {node.get('minLength')} chars long")
+            return invalid(f"should be at least {limit_text} chars long")
+        noun = "byte" if limit_text == "1" else "bytes"
         return Cause(
             reason="FieldValueTooLong",
             field=field,
-            message=f"Too long: may not be more than {node.get('maxLength')} bytes",
+            message=f"Too long: may not be more than {limit_text} {noun}",
         )
     if rest.startswith("must be at most") and not rest.endswith(("items", "keys")):
         return invalid(f"should be less than or equal to {number('maximum')}")
     if rest.startswith("must be at least") and not rest.endswith(("items", "keys")):
         return invalid(f"should be greater than or equal to {number('minimum')}")
     if rest.startswith("does not match pattern"):
-        return invalid(f"should match '{node.get('pattern')}'")
+        return invalid(f"should match '{_find_keyword(node, 'pattern')}'")
     if rest.startswith("must have at least") and rest.endswith("items"):
-        return invalid(f"should have at least {node.get('minItems')} items", str(len(raw)))
+        return invalid(f"should have at least {limit_text} items", str(len(raw)))
     if rest.startswith("must have at least") and rest.endswith("keys"):
-        return invalid(
-            f"should have at least {node.get('minProperties')} properties", str(len(raw))
-        )
+        return invalid(f"should have at least {limit_text} properties", str(len(raw)))
     if rest.startswith("must have at most") and rest.endswith("items"):
-        return too_many(node.get("maxItems"))
+        return too_many()
     if rest.startswith("must have at most") and rest.endswith("keys"):
-        return too_many(node.get("maxProperties"))
-    if rest.startswith("is not one of") and isinstance(node.get("enum"), list):
-        supported = ", ".join(_go_quoted(v) for v in node["enum"])
+        return too_many()
+    enum = _find_keyword(node, "enum")
+    if rest.startswith("is not one of") and isinstance(enum, list):
+        supported = ", ".join(_go_quoted(v) for v in enum)
         return Cause(
             reason="FieldValueNotSupported",
             field=field,
@@ -339,30 +404,48 @@ def _limit_cause(field: str, raw: Any, rest: str, node: Mapping[str, Any]) -> Ca
                 return Cause(
                     reason="FieldValueDuplicate",
                     field=f"{field}[{index}]",
-                    message=f"Duplicate value: {json.dumps(item, ensure_ascii=False)}",
+                    message=f"Duplicate value: {_shown(item)}",
                 )
     return None
 
 
-# kube-openapi's string, number and list validators stop at their first failing check: a
-# string too short is not also reported for its pattern. Each family, in checking order.
+# kube-openapi's string and number validators stop at their first failing check: a string
+# too short is not also reported for its pattern. Each family, in checking order, with the
+# keyword behind each message. Checks of allOf/anyOf branches are other validators.
 _FIRST_ONLY = (
-    ("Too long:", "should be at least", "should match"),
-    ("should be a multiple of", "should be less than", "should be greater than"),
+    (("Too long:", "maxLength"), ("should be at least", "minLength"), ("should match", "pattern")),
+    (
+        ("should be a multiple of", "multipleOf"),
+        ("should be less than", "maximum"),
+        ("should be greater than", "minimum"),
+    ),
 )
 
 
-def _first_of_each_validator(causes: list[Cause]) -> list[Cause]:
-    """``causes`` with only the first failing check of each validator family per field."""
+def _own_check(cause: Cause, node: Mapping[str, Any] | None, keyword: str) -> bool:
+    """Whether ``cause`` comes from ``node``'s own ``keyword`` (not from a junctor branch)."""
+    if node is None or keyword not in node:
+        return False
+    own = node[keyword]
+    shown = {str(own), _go_number(own)}
+    if isinstance(own, int | float) and not isinstance(own, bool):
+        shown.add(str(int(own)))
+    return any(f" {text} " in f"{cause.message} " or f"'{text}'" in cause.message for text in shown)
+
+
+def _first_of_each_validator(
+    causes: list[tuple[Cause, Mapping[str, Any] | None]],
+) -> list[Cause]:
+    """``causes`` with only the first failing own check of each validator family per field."""
     kept: list[Cause] = []
     first: dict[tuple[str, int], tuple[int, Cause]] = {}
-    for cause in causes:
+    for cause, node in causes:
         family = next(
             (
                 (i, rank)
-                for i, texts in enumerate(_FIRST_ONLY)
-                for rank, text in enumerate(texts)
-                if text in cause.message
+                for i, checks in enumerate(_FIRST_ONLY)
+                for rank, (text, keyword) in enumerate(checks)
+                if text in cause.message and _own_check(cause, node, keyword)
             ),
             None,
         )
@@ -375,6 +458,54 @@ def _first_of_each_validator(causes: list[Cause]) -> list[Cause]:
     return kept + [cause for _, cause in first.values()]
 
 
+def _any_branch_passes(value: Any, branches: Any, error: StructuralError) -> bool:
+    if not isinstance(branches, list):
+        return True
+    path = tuple(error.schema_path)
+    return any(
+        not validate_value(value, {"x-kubernetes-preserve-unknown-fields": True, **b}, path)
+        for b in branches
+        if isinstance(b, Mapping)
+    )
+
+
+_EMBEDDED = re.compile(r"^is an embedded resource without (?P<missing>.*)$")
+_MAP_KEY = re.compile(r"^repeats the map key ")
+
+
+def _error_causes(
+    stored: JsonObject, error: StructuralError, node: Mapping[str, Any] | None
+) -> list[Cause]:
+    """The server's causes for one validation error (an embedded resource's are several)."""
+    match = _MESSAGE.match(error.message)
+    rest = match.group("rest") if match else error.message
+    path = tuple(error.schema_path)
+    field = _field(path)
+    embedded = _EMBEDDED.match(rest)
+    if embedded is not None:
+        return [
+            Cause(reason="FieldValueRequired", field=f"{field}.{key}", message="Required value")
+            for key in embedded.group("missing").split(" and ")
+        ]
+    raw = _value_at(stored, path)
+    keys = (node or {}).get("x-kubernetes-list-map-keys")
+    if _MAP_KEY.match(rest) and isinstance(raw, list) and isinstance(keys, list):
+        seen: list[Any] = []
+        for index, item in enumerate(raw):
+            ident = {k: item.get(k) for k in keys if isinstance(item, Mapping) and k in item}
+            if ident in seen:
+                shown = json.dumps(ident, separators=(",", ":"), ensure_ascii=False)
+                return [
+                    Cause(
+                        reason="FieldValueDuplicate",
+                        field=f"{field}[{index}]",
+                        message=f"Duplicate value: {shown}",
+                    )
+                ]
+            seen.append(ident)
+    return [_cause(stored, error, node)]
+
+
 def schema_causes(stored: JsonObject, schema: Mapping[str, Any]) -> list[Cause]:
     """The 422 causes the server answers for ``stored`` (already pruned and defaulted).
 
@@ -382,11 +513,14 @@ def schema_causes(stored: JsonObject, schema: Mapping[str, Any]) -> list[Cause]:
     and message as the server sorts them; a junctor's cause is on the field ``<nil>``, its
     path in the message, as kube-openapi reports it. Empty when valid.
     """
-    causes: list[Cause] = []
+    causes: list[tuple[Cause, Mapping[str, Any] | None]] = []
     for error in validate_object(stored, schema):
-        causes.append(_cause(stored, error, _node_at(schema, tuple(error.schema_path))))
-        causes += _best_branch_causes(stored, schema, error)
-    return sorted(_first_of_each_validator(causes), key=lambda c: (c.field, c.message))
+        node = _node_at(schema, tuple(error.schema_path))
+        causes += [(cause, node) for cause in _error_causes(stored, error, node)]
+        causes += [(cause, None) for cause in _best_branch_causes(stored, schema, error)]
+    # The server reports an error once, though a nested junctor may meet it twice.
+    unique = list({(c.field, c.reason, c.message): (c, n) for c, n in causes}.values())
+    return sorted(_first_of_each_validator(unique), key=lambda c: (c.field, c.message))
 
 
 def _type_name(value: Any) -> str:
@@ -423,11 +557,12 @@ def _node_at(schema: Mapping[str, Any], path: tuple[Any, ...]) -> Mapping[str, A
 def _best_branch_causes(
     stored: JsonObject, schema: Mapping[str, Any], error: StructuralError
 ) -> list[Cause]:
-    """The branch errors the server adds to an anyOf or oneOf that no branch satisfied.
+    """The branch errors the server adds to a failed junctor.
 
-    kube-openapi merges the failures of the branch that passed the most checks; the fake
-    takes the first branch with the fewest errors (the same branch in the cases the parity
-    suite holds it to).
+    For an allOf, every failing branch's (the validator reports the first). For an anyOf
+    or oneOf that no branch satisfied, kube-openapi merges the failures of the branch that
+    passed the most checks; the fake takes the first branch with the fewest errors (the
+    same branch in the cases the parity suite holds it to).
     """
     match = _MESSAGE.match(error.message)
     rest = match.group("rest") if match else ""
@@ -436,6 +571,8 @@ def _best_branch_causes(
         key = "oneOf"
     elif rest == "must validate at least one schema (anyOf)":
         key = "anyOf"
+    elif rest == "must validate all the schemas (allOf)":
+        key = "allOf"
     else:
         return []
     path = tuple(error.schema_path)
@@ -452,5 +589,10 @@ def _best_branch_causes(
     ]
     if not failures:
         return []
-    branch, best = min(failures, key=lambda f: len(f[1]))
-    return [_cause(stored, e, _node_at(branch, tuple(e.schema_path)[len(path) :])) for e in best]
+    chosen = failures if key == "allOf" else [min(failures, key=lambda f: len(f[1]))]
+    return [
+        cause
+        for branch, errors in chosen
+        for e in errors
+        for cause in _error_causes(stored, e, _node_at(branch, tuple(e.schema_path)[len(path) :]))
+    ]

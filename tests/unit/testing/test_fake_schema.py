@@ -16,7 +16,9 @@ from setpoint.client import collect_warnings
 from setpoint.client.errors import BadRequest, InternalError, Invalid
 from setpoint.client.patch import MergePatch
 from setpoint.crd import crd_for
+from setpoint.crd.objects import prune_and_default
 from setpoint.testing import FakeClient
+from setpoint.testing._fake_schema import schema_causes
 
 GROUP = "schema.test.setpoint.dev"
 
@@ -123,3 +125,86 @@ async def test_kinds_without_a_schema_are_stored_as_sent() -> None:
     )
     assert cm["bogus"] == 1
     assert (await fake.get(kinds.ConfigMap, "c", namespace="default"))["bogus"] == 1
+
+
+def _causes_for(value: Any, node: dict[str, Any]) -> list[tuple[str, str, str]]:
+    spec = {"type": "object", "properties": {"c": node}}
+    schema = {"type": "object", "properties": {"spec": spec}}
+    stored = prune_and_default({"spec": {"c": value}}, schema)
+    return [(c.field, c.reason, c.message) for c in schema_causes(stored, schema)]
+
+
+def _body(value: str, text: str) -> tuple[str, str, str]:
+    return ("spec.c", "FieldValueInvalid", f"Invalid value: {value}: spec.c in body {text}")
+
+
+def _type(value: str, expected: str) -> tuple[str, str, str]:
+    message = f"Invalid value: {value}: spec.c in body must be of type {expected}: {value}"
+    return ("spec.c", "FieldValueTypeInvalid", message)
+
+
+_ALL_OF = 'Invalid value: "": "spec.c" must validate all the schemas (allOf). None validated'
+_STRING = {"type": "string"}
+
+
+@pytest.mark.parametrize(
+    ("value", "node", "expected"),
+    [
+        # Each expected cause is what the local control plane answered for the same case.
+        (
+            -2,
+            {"type": "number", "minimum": 2.5},
+            [_body("-2", "should be greater than or equal to 2")],
+        ),
+        (
+            3.5e38,
+            {"type": "number", "maximum": 2.5},
+            [_body("3.5e+38", "should be less than or equal to 2.5")],
+        ),
+        ("日本", {**_STRING, "format": "ipv4"}, [_type('"日本"', "ipv4")]),
+        (1.5, {**_STRING, "format": "uri"}, [_type('"float64"', "uri")]),
+        (
+            {},
+            {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, _STRING]},
+            [_type('"object"', "integer,string")],
+        ),
+        (
+            -4,
+            {"type": "integer", "allOf": [{"multipleOf": 3}, {"minimum": 3}]},
+            [
+                ("<nil>", "FieldValueInvalid", _ALL_OF),
+                _body("-4", "should be a multiple of 3"),
+                _body("-4", "should be greater than or equal to 3"),
+            ],
+        ),
+        (
+            "b",
+            {**_STRING, "minLength": 2, "pattern": "^a"},
+            [_body('"b"', "should be at least 2 chars long")],
+        ),
+        (
+            {"unknown": 1},
+            {
+                "type": "object",
+                "x-kubernetes-embedded-resource": True,
+                "properties": {"d": _STRING},
+            },
+            [
+                ("spec.c.apiVersion", "FieldValueRequired", "Required value"),
+                ("spec.c.kind", "FieldValueRequired", "Required value"),
+            ],
+        ),
+        (
+            ["a", "a"],
+            {"type": "array", "items": _STRING, "x-kubernetes-list-type": "set", "maxItems": 1},
+            [
+                ("spec.c", "FieldValueTooMany", "Too many: 2: must have at most 1 item"),
+                ("spec.c[1]", "FieldValueDuplicate", 'Duplicate value: "a"'),
+            ],
+        ),
+    ],
+)
+def test_refusals_are_worded_as_the_server_words_them(
+    value: Any, node: dict[str, Any], expected: list[tuple[str, str, str]]
+) -> None:
+    assert _causes_for(value, node) == expected
