@@ -108,7 +108,7 @@ SERVICE_CIDR = "10.0.0.0/24"
 """The plane's Service ClusterIP range (kube-apiserver's ``--service-cluster-ip-range``)."""
 
 HOST_PROXY_NAME = "setpoint-host"
-"""The node name of the host's kube-proxy (no Node has it; see :meth:`NodeSet.start`)."""
+"""The host kube-proxy's node name in a plane without nodes (no Node has it)."""
 
 HOST_PROXY_TABLES = ("ip kube-proxy", "ip6 kube-proxy")
 """The nftables tables the host's kube-proxy keeps its rules in (deleted by ``down``)."""
@@ -947,7 +947,7 @@ def kube_proxy_config(kubeconfig: Path, index: int, mode: str = "iptables") -> s
     )
 
 
-def host_kube_proxy_config(kubeconfig: Path) -> str:
+def host_kube_proxy_config(kubeconfig: Path, node: str = HOST_PROXY_NAME) -> str:
     """KubeProxyConfiguration for the kube-proxy in the host's network namespace.
 
     kube-apiserver runs on the host, as on a control-plane node, where a kube-proxy makes
@@ -955,14 +955,18 @@ def host_kube_proxy_config(kubeconfig: Path) -> str:
     clientConfig are called through the Service, as in a cluster. nftables mode keeps every
     rule in :data:`HOST_PROXY_TABLES` (the host's iptables are not touched, and ``down``
     deletes the tables); the conntrack settings leave the host's sysctls as they are; its
-    health and metrics ports are on the bridge address.
+    health and metrics ports are on the bridge address. It goes by the name of ``node``:
+    kube-proxy waits 30 s for a Node of its name to have addresses before it writes any
+    rule, and the host has no Node. :meth:`NodeSet.start` passes the first node's name;
+    it matters only to ``internalTrafficPolicy: Local`` Services, which from the host then
+    reach that node's endpoints.
     """
     return json.dumps(
         {
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
             "kind": "KubeProxyConfiguration",
             "clientConnection": {"kubeconfig": str(kubeconfig)},
-            "hostnameOverride": HOST_PROXY_NAME,
+            "hostnameOverride": node,
             "mode": "nftables",
             "clusterCIDR": CLUSTER_CIDR,
             "nodePortAddresses": [f"{HOST_IP}/32"],
@@ -1224,20 +1228,6 @@ class NodeSet:
             ],
         )
         self._write_node_kubeconfig(plane)
-        # The host's kube-proxy first: without a Node of its name it waits 30 s before it
-        # writes rules (kube-proxy's NodeManager), time the nodes take to start anyway.
-        (self.directory / "host-kube-proxy.json").write_text(
-            host_kube_proxy_config(self.directory / "node.kubeconfig")
-        )
-        host_proxy = self._spawn(
-            "kube-proxy (host)",
-            [
-                str(self.bin_dir / "kube-proxy"),
-                f"--config={self.directory / 'host-kube-proxy.json'}",
-                "--v=1",
-            ],
-            self.directory / "host-kube-proxy.log",
-        )
         # ClusterIPs leave the host by the bridge, from its address, whatever the host's
         # default route is; kube-proxy's rules turn them into Pod IPs (routes via nodes).
         _run(["ip", "route", "add", SERVICE_CIDR, "dev", HOST_BRIDGE, "src", HOST_IP])
@@ -1268,6 +1258,23 @@ class NodeSet:
         self._add_routes()
         if self.dns:
             self._create_dns(plane)
+        # The host's kube-proxy once node 1 exists: by node 1's name it starts at once
+        # (without a Node of its name, kube-proxy waits 30 s; host_kube_proxy_config).
+        (self.directory / "host-kube-proxy.json").write_text(
+            host_kube_proxy_config(
+                self.directory / "node.kubeconfig",
+                self.nodes[0].name if self.nodes else HOST_PROXY_NAME,
+            )
+        )
+        host_proxy = self._spawn(
+            "kube-proxy (host)",
+            [
+                str(self.bin_dir / "kube-proxy"),
+                f"--config={self.directory / 'host-kube-proxy.json'}",
+                "--v=1",
+            ],
+            self.directory / "host-kube-proxy.log",
+        )
         self._wait_host_proxy(host_proxy, plane)
         if self.dns:
             self._wait_dns(plane)
