@@ -83,6 +83,7 @@ from setpoint.client.errors import NotFound
 from setpoint.client.objects import Applied, ObjectList
 from setpoint.client.patch import Patch
 from setpoint.client.protocols import ApiClient, CacheView, Reader, WatchStream
+from setpoint.client.server_warnings import FieldValidation
 
 __all__ = [
     "ConsistentReader",
@@ -600,13 +601,19 @@ class TrackingClient:
     # -- writes -----------------------------------------------------------------------------
 
     async def create(
-        self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None
+        self,
+        obj: Obj,
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Create ``obj`` (see :meth:`Client.create`) and record the stored version."""
         result = await self._wrapped.create(
             obj,
             dry_run=dry_run,
             field_manager=field_manager,
+            field_validation=field_validation,
         )
         if not dry_run:
             self._record(None, result)
@@ -619,6 +626,7 @@ class TrackingClient:
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Replace ``obj`` (see :meth:`Client.update`; also status) and record the version."""
         result = await self._wrapped.update(
@@ -626,17 +634,26 @@ class TrackingClient:
             subresource=subresource,
             dry_run=dry_run,
             field_manager=field_manager,
+            field_validation=field_validation,
         )
         if not dry_run:
             self._record(None, result)
         return result
 
     async def replace_status(
-        self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None
+        self,
+        obj: Obj,
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Write ``obj``'s status (see :meth:`Client.replace_status`) and record the version."""
         result = await self._wrapped.replace_status(
-            obj, dry_run=dry_run, field_manager=field_manager
+            obj,
+            dry_run=dry_run,
+            field_manager=field_manager,
+            field_validation=field_validation,
         )
         if not dry_run:
             self._record(None, result)
@@ -652,6 +669,7 @@ class TrackingClient:
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> T:
         """Patch an object (see :meth:`Client.patch`) and record the version."""
         result = await self._wrapped.patch(
@@ -662,6 +680,7 @@ class TrackingClient:
             subresource=subresource,
             dry_run=dry_run,
             field_manager=field_manager,
+            field_validation=field_validation,
         )
         if not dry_run:
             self._record(kind, _with_key(result, name, namespace))
@@ -675,6 +694,7 @@ class TrackingClient:
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Server-side apply ``obj`` (see :meth:`Client.apply`) and record the version."""
         result = await self._wrapped.apply(
@@ -683,6 +703,7 @@ class TrackingClient:
             force=force,
             subresource=subresource,
             dry_run=dry_run,
+            field_validation=field_validation,
         )
         if not dry_run:
             self._record(None, result)
@@ -696,6 +717,7 @@ class TrackingClient:
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: FieldValidation | None = None,
     ) -> Applied[Obj]:
         """Apply ``obj`` (see :meth:`Client.apply_outcome`), record the version, say if created.
 
@@ -711,6 +733,7 @@ class TrackingClient:
                 force=force,
                 subresource=subresource,
                 dry_run=dry_run,
+                field_validation=field_validation,
             )
         else:
             data = obj.to_object() if is_typed(obj) else obj
@@ -727,6 +750,7 @@ class TrackingClient:
                 force=force,
                 subresource=subresource,
                 dry_run=dry_run,
+                field_validation=field_validation,
             )
             applied = Applied(written, not existed)
         if not dry_run:

@@ -44,6 +44,7 @@ from setpoint.api.meta import JsonObject
 from setpoint.api.types import Kind, Obj
 from setpoint.client.objects import Applied, ObjectList, WatchEvent
 from setpoint.client.patch import Patch
+from setpoint.client.server_warnings import FieldValidation
 
 if TYPE_CHECKING:
     from setpoint.client.client import Preconditions, PropagationPolicy, Selector
@@ -90,7 +91,12 @@ class Writer(Protocol):
     """Writes objects: create, update (optimistic), patch (four kinds), apply, delete."""
 
     async def create(
-        self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None
+        self,
+        obj: Obj,
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Create an object; raise ``AlreadyExists`` if the name is taken."""
         ...
@@ -102,6 +108,7 @@ class Writer(Protocol):
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Replace an object (or its status); raise ``Conflict`` if its resourceVersion is stale."""
         ...
@@ -116,6 +123,7 @@ class Writer(Protocol):
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> T:
         """Patch an object with a JSON, merge, strategic-merge or apply patch."""
         ...
@@ -128,6 +136,7 @@ class Writer(Protocol):
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Server-side apply an object under ``field_manager``."""
         ...
@@ -144,7 +153,12 @@ class StatusWriter(Protocol):
     """Writes the ``status`` subresource only."""
 
     async def replace_status(
-        self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None
+        self,
+        obj: Obj,
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Replace the status of an object (optimistic on resourceVersion)."""
         ...
@@ -333,6 +347,7 @@ class CachedClient(Protocol):
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: FieldValidation | None = None,
     ) -> Applied[Obj]:
         """Server-side apply ``obj`` and say whether the server created it (``201``)."""
         ...

@@ -94,6 +94,7 @@ from setpoint.api.meta import JsonObject
 from setpoint.api.types import Kind, Obj, TypedObject, is_typed
 from setpoint.client.objects import ObjectList
 from setpoint.client.patch import Patch
+from setpoint.client.server_warnings import FieldValidation
 from setpoint.controller.reconcile import Context, ControllerError, Request
 from setpoint.observability.events import EventRecorder
 from setpoint.observability.logging import Logger
@@ -293,7 +294,14 @@ class SyncClient(_SyncReads):
         """The namespace calls use when none is given (the kubeconfig context's)."""
         return self._client.default_namespace
 
-    def create(self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None) -> Obj:
+    def create(
+        self,
+        obj: Obj,
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
+    ) -> Obj:
         """Create an object; raise ``AlreadyExists`` if the name is taken."""
         return self._portal.call(
             "ctx.client.create",
@@ -301,6 +309,7 @@ class SyncClient(_SyncReads):
             obj,
             dry_run=dry_run,
             field_manager=field_manager,
+            field_validation=field_validation,
         )
 
     def update(
@@ -310,6 +319,7 @@ class SyncClient(_SyncReads):
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Replace an object (or its status); raise ``Conflict`` if its resourceVersion is stale."""
         return self._portal.call(
@@ -319,6 +329,7 @@ class SyncClient(_SyncReads):
             subresource=subresource,
             dry_run=dry_run,
             field_manager=field_manager,
+            field_validation=field_validation,
         )
 
     def patch(
@@ -331,6 +342,7 @@ class SyncClient(_SyncReads):
         subresource: str | None = None,
         dry_run: bool = False,
         field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> T:
         """Patch an object with a JSON, merge, strategic-merge or apply patch."""
         return self._portal.call(
@@ -343,6 +355,7 @@ class SyncClient(_SyncReads):
             subresource=subresource,
             dry_run=dry_run,
             field_manager=field_manager,
+            field_validation=field_validation,
         )
 
     def apply(
@@ -353,6 +366,7 @@ class SyncClient(_SyncReads):
         force: bool = False,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Server-side apply an object under ``field_manager``."""
         return self._portal.call(
@@ -363,6 +377,7 @@ class SyncClient(_SyncReads):
             force=force,
             subresource=subresource,
             dry_run=dry_run,
+            field_validation=field_validation,
         )
 
     def delete(
@@ -390,7 +405,12 @@ class SyncClient(_SyncReads):
         )
 
     def replace_status(
-        self, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None
+        self,
+        obj: Obj,
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        field_validation: FieldValidation | None = None,
     ) -> Obj:
         """Replace the status of an object (optimistic on resourceVersion)."""
         return self._portal.call(
@@ -399,6 +419,7 @@ class SyncClient(_SyncReads):
             obj,
             dry_run=dry_run,
             field_manager=field_manager,
+            field_validation=field_validation,
         )
 
     def resource_info(self, kind: Kind[object]) -> ResourceInfo:

@@ -12,6 +12,7 @@ import pytest
 
 import setpoint as sp
 from setpoint.api import kinds
+from setpoint.cache import Cache
 from setpoint.client import collect_warnings
 from setpoint.client.errors import BadRequest, InternalError, Invalid
 from setpoint.client.patch import MergePatch
@@ -208,3 +209,22 @@ def test_refusals_are_worded_as_the_server_words_them(
     value: Any, node: dict[str, Any], expected: list[tuple[str, str, str]]
 ) -> None:
     assert _causes_for(value, node) == expected
+
+
+async def test_the_controllers_tracking_client_passes_field_validation_on() -> None:
+    """``ctx.client`` (the cache's tracking client) hands ``field_validation`` to the client.
+
+    Without the pass-through every write through ``ctx.client`` used the default, so an
+    author's ``Ignore`` was refused here as an undeclared field.
+    """
+    fake = FakeClient(resources=[Part])
+    cache = Cache(fake)
+    tracking = cache.tracking_client(fake)
+    with pytest.raises(BadRequest, match=r"unknown field \"spec.extra\""):
+        await tracking.create(part("s", name="x", extra=1), field_validation="Strict")
+    created = await tracking.create(part("i", name="x", extra=1), field_validation="Ignore")
+    assert created["spec"] == {"name": "x", "size": 3}
+    applied = await tracking.apply(
+        part("a", name="x", size=2), field_manager="m", field_validation="Ignore"
+    )
+    assert applied["spec"] == {"name": "x", "size": 2}
