@@ -4,35 +4,17 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 import sys
-import time
-from collections.abc import Sequence
 from pathlib import Path
 
-import pytest
-
 from setpoint.testing.nodes import host_state, leftovers
+from tests.e2e import test_scaffold as scaffold
 
-ROOT = Path(__file__).resolve().parents[2]
-# Variables that would make the project reach back into this checkout, its plane or the
-# outer make (as tests/e2e/test_scaffold.py scrubs them).
-SCRUBBED = (
-    "PYTHONPATH",
-    "VIRTUAL_ENV",
-    "KUBECONFIG",
-    "KUBEBUILDER_ASSETS",
-    "SETPOINT_CONTROLPLANE_BIN",
-    "SETPOINT_CONTROLPLANE_SRC",
-    "SETPOINT_USE_EXISTING_CLUSTER",
-    "PYTEST_ADDOPTS",
-    "PYTEST_CURRENT_TEST",
-    "MAKEFLAGS",
-    "MFLAGS",
-    "MAKELEVEL",
-    "MAKEOVERRIDES",
-)
+# The scaffolding e2e's helpers, one home: the wheel fixture, the scrubbed variables, Steps.
+wheel = scaffold.wheel
+# Also the variables that would point the project at this session's binaries: it finds
+# them in the cache, as a user's project does.
+SCRUBBED = (*scaffold.SCRUBBED, "KUBEBUILDER_ASSETS", "SETPOINT_CONTROLPLANE_BIN")
 # What the project's .gitignore ignores: build output, the venv, caches.
 IGNORED = (".venv", "build", ".pytest_cache", ".mypy_cache", ".ruff_cache", "__pycache__")
 
@@ -48,43 +30,6 @@ def project_files(project: Path) -> dict[str, bytes]:
             for part in path.relative_to(project).parts
         )
     }
-
-
-def run(
-    title: str, command: Sequence[str | Path], cwd: Path, env: dict[str, str]
-) -> subprocess.CompletedProcess[str]:
-    began = time.monotonic()
-    done = subprocess.run(
-        [str(c) for c in command],
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    print(f"{title}: {time.monotonic() - began:.1f}s")
-    assert done.returncode == 0, (
-        f"{title}: `{' '.join(map(str, command))}` exited {done.returncode}\n"
-        f"{done.stdout[-8000:]}\n{done.stderr[-4000:]}"
-    )
-    return done
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The setpoint wheel, built from this checkout (as the release check builds it)."""
-    out = tmp_path_factory.mktemp("wheel")
-    shutil.rmtree(ROOT / "build" / "lib", ignore_errors=True)
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(ROOT)],
-        check=True,
-        capture_output=True,
-        stdin=subprocess.DEVNULL,
-    )
-    (built,) = out.glob("setpoint-*.whl")
-    return built
 
 
 def test_a_scaffolded_projects_make_test_e2e_deploys_it_on_a_node(
@@ -107,19 +52,18 @@ def test_a_scaffolded_projects_make_test_e2e_deploys_it_on_a_node(
     env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env["PYTHONNOUSERSITE"] = "1"
+    steps = scaffold.Steps(project, env)
     setpoint = [sys.executable, "-m", "setpoint"]
-    run("setpoint init", [*setpoint, "init", "--setpoint-from", wheel], project, env)
-    run(
+    steps.run("setpoint init", [*setpoint, "init", "--setpoint-from", wheel])
+    steps.run(
         "setpoint create api",
         [*setpoint, "create", "api", "--group", "ship", "--version", "v1", "--kind", "Frigate"],
-        project,
-        env,
     )
-    run("make manifests (the project's venv)", ["make", "manifests"], project, env)
+    steps.run("make manifests (the project's venv)", ["make", "manifests"])
     files = project_files(project)
     before = host_state()
 
-    e2e = run("make test-e2e", ["make", "test-e2e"], project, env)
+    e2e = steps.run("make test-e2e", ["make", "test-e2e"])
 
     summary = re.search(r"^=* ?(\d+) passed.*$", e2e.stdout, re.M)
     assert summary and summary.group(1) == "1", e2e.stdout[-3000:]
