@@ -818,6 +818,9 @@ def _replace_prefix(document: dict[str, Any], prefix: str) -> dict[str, Any]:
 def chart_files(sources: OperatorSources, options: ChartOptions) -> dict[str, str]:
     """Every file of the chart but ``values.yaml`` (path under the chart -> text).
 
+    Its named templates are ``<name>.prefix`` (the object name prefix, for ``tpl`` in
+    ``extraObjects``), ``<name>.labels``, ``<name>.serviceAccount`` and so on.
+
     ``values.yaml`` comes from :func:`render_values` over :func:`values_spec`, merged with
     the one on disk (:func:`write_chart` does both).
     """
@@ -904,7 +907,9 @@ def chart_files(sources: OperatorSources, options: ChartOptions) -> dict[str, st
         files["templates/crds.yaml"] = (
             header + "{{- if .Values.crds.install }}\n" + text + "{{- end }}\n"
         )
-    return files
+    # Named templates are global across a chart and its subcharts: each chart names its own
+    # after itself, so two operators' charts can sit in one umbrella chart.
+    return {path: text.replace('"operator.', f'"{options.name}.') for path, text in files.items()}
 
 
 def write_chart(

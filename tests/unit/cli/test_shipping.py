@@ -102,12 +102,12 @@ def test_templated_crds_follow_the_release_and_are_kept(tenants: OperatorSources
     assert not any(path.startswith("crds/") for path in files)
     assert "helm.sh/resource-policy: keep" in text
     assert "namespace: {{ .Release.Namespace }}" in text
-    assert 'name: {{ include "operator.prefix" . }}webhook-service' in text
+    assert 'name: {{ include "tenants.prefix" . }}webhook-service' in text
 
 
 def test_the_manager_role_comes_from_the_rbac_declarations(tenants: OperatorSources) -> None:
     text = chart_files(tenants, ChartOptions(name="tenants"))["templates/manager-role.yaml"]
-    assert 'name: {{ include "operator.prefix" . }}manager-role' in text
+    assert 'name: {{ include "tenants.prefix" . }}manager-role' in text
     assert "tenants/finalizers" in text  # declared with @sp.rbac in tenants/controller.py
 
 
@@ -117,7 +117,7 @@ def test_the_deployment_injects_the_ca_into_every_webhook_it_serves(
     text = chart_files(tenants, ChartOptions(name="tenants"))["templates/deployment.yaml"]
     assert "- --webhook-inject=crd/tenants.tenants.setpoint.dev" in text
     assert (
-        '- --webhook-inject=validating/{{ include "operator.prefix" . }}'
+        '- --webhook-inject=validating/{{ include "tenants.prefix" . }}'
         "validating-webhook-configuration" in text
     )
     assert 'command: ["setpoint", "run", "tenants"]' in text
@@ -340,3 +340,10 @@ def test_bundle_maintainers_and_links_are_name_and_value() -> None:
     assert _pair("Docs=https://example.com", "--link") == ("Docs", "https://example.com")
     with pytest.raises(ValueError, match="--maintainer 'nobody'"):
         _pair("nobody", "--maintainer")
+
+
+def test_named_templates_carry_the_charts_name(tenants: OperatorSources) -> None:
+    """Two operators' charts in one umbrella chart must not share a named template."""
+    files = chart_files(tenants, ChartOptions(name="tenants"))
+    assert '{{- define "tenants.prefix" -}}' in files["templates/_helpers.tpl"]
+    assert not any('"operator.' in text for text in files.values())

@@ -1,7 +1,7 @@
 {{/* Written by `setpoint generate helm`: regenerating replaces this file. */}}
-{{- define "operator.prefix" -}}{{ .Values.namePrefix }}{{- end -}}
+{{- define "tenants.prefix" -}}{{ .Values.namePrefix }}{{- end -}}
 
-{{- define "operator.labels" -}}
+{{- define "tenants.labels" -}}
 app.kubernetes.io/name: {{ .Values.appName }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- with .Values.commonLabels }}
@@ -9,22 +9,22 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end -}}
 
-{{- define "operator.serviceAccount" -}}
-{{ include "operator.prefix" . }}controller-manager
+{{- define "tenants.serviceAccount" -}}
+{{ include "tenants.prefix" . }}controller-manager
 {{- end -}}
 
-{{- define "operator.certSecret" -}}
-{{ include "operator.prefix" . }}webhook-server-cert
+{{- define "tenants.certSecret" -}}
+{{ include "tenants.prefix" . }}webhook-server-cert
 {{- end -}}
 
-{{- define "operator.certManager" -}}
+{{- define "tenants.certManager" -}}
 {{ and .Values.webhook.enabled (eq .Values.webhook.certificates "cert-manager") }}
 {{- end -}}
 
-{{- define "operator.caFrom" -}}
-{{ .Release.Namespace }}/{{ include "operator.prefix" . }}serving-cert
+{{- define "tenants.caFrom" -}}
+{{ .Release.Namespace }}/{{ include "tenants.prefix" . }}serving-cert
 {{- end -}}
 
-{{- define "operator.image" -}}
+{{- define "tenants.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
