@@ -154,6 +154,8 @@ class ChartOptions:
     """The ``app.kubernetes.io/name`` label's default (default: ``name``)."""
     description: str = ""
     """The chart's description (default: one naming the operator)."""
+    icon: str | None = None
+    """The URL of the chart's icon (``helm lint`` recommends one; default: none)."""
 
 
 def _prefixed(document: dict[str, Any], *, namespaced: bool) -> dict[str, Any]:
@@ -851,7 +853,7 @@ def chart_files(sources: OperatorSources, options: ChartOptions) -> dict[str, st
                 "type": "application",
                 "version": options.version,
                 "appVersion": options.app_version,
-                "icon": "https://setpoint.dev/icon.png",
+                **({"icon": options.icon} if options.icon else {}),
             },
             sort_keys=False,
         ),
@@ -968,6 +970,7 @@ def _cmd_helm(args: argparse.Namespace) -> int:
             version=args.chart_version,
             app_version=args.app_version,
             crds=args.crds,
+            icon=args.icon,
         )
         results = write_chart(sources, options, args.output_dir, check=args.check)
     except (LoadError, CRDGenerationError, ValueError, OSError) as exc:
@@ -1026,6 +1029,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     helm.add_argument(
         "--app-version", default="0.1.0", help="Chart.yaml appVersion (the image tag default)"
     )
+    helm.add_argument("--icon", default=None, metavar="URL", help="Chart.yaml icon")
     helm.add_argument(
         "--crds",
         choices=("dir", "templates"),
