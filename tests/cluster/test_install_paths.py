@@ -172,6 +172,9 @@ def test_tenants_installs_by_the_manifest_and_by_helm_and_upgrades(
     helm = str(build_tool("helm"))
     env = {
         "KUBECONFIG": plane.kubeconfig,
+        # helm keeps its discovery cache under $HOME/.kube: without HOME it wrote
+        # .kube/ into the working directory (the checkout).
+        "HOME": str(tmp_path / "home"),
         "HELM_CACHE_HOME": str(tmp_path / "helm-cache"),
         "HELM_CONFIG_HOME": str(tmp_path / "helm-config"),
         "HELM_DATA_HOME": str(tmp_path / "helm-data"),
