@@ -46,16 +46,18 @@ prometheus: $(STAMP)
 # the plane's Go cache warm), starts a plane and two nodes (each a network namespace with
 # containerd, kubelet and kube-proxy), runs real Pods, checks their logs and networking, and
 # checks nothing is left behind (~20 s). Needs: apt-get install containerd runc
-# containernetworking-plugins iptables socat busybox-static. See docs/decisions/0021-nodes.md.
+# iptables socat busybox-static. See docs/decisions/0021-nodes.md.
 node-spike: controlplane
 	$(PY) scripts/node_spike.py
 
 # What worker nodes need from the distribution (`setpoint controlplane up --nodes N`, issue 29,
-# decision 0021), on Debian 12, as root: containerd 1.6, runc, the CNI plugins, iptables, socat
-# (the relay to kube-apiserver), a static busybox (the pause and test images), ip and nsenter.
+# decision 0021), on Debian 12, as root: containerd 1.6, runc, iptables, socat (the relay to
+# kube-apiserver), a static busybox (the pause and test images), ip and nsenter. The CNI
+# plugins are not among them: `setpoint controlplane build --nodes` builds them from their Go
+# module, as it builds kubelet and CoreDNS.
 cluster-deps:
 	apt-get update
-	apt-get install -y --no-install-recommends containerd runc containernetworking-plugins \
+	apt-get install -y --no-install-recommends containerd runc \
 		iptables nftables socat busybox-static iproute2 util-linux debootstrap
 
 # The tenants operator's image as an OCI archive, build/tenants-operator.oci.tar, without

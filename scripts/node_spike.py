@@ -53,6 +53,7 @@ from setpoint.testing.controlplane import (
 from setpoint.testing.nodes import (
     BUSYBOX_IMAGE,
     _layer,
+    build_cni_plugins,
     cgroup_root,
     host_state,
     import_image,
@@ -558,6 +559,7 @@ def main(argv: list[str] | None = None) -> int:
         if seconds:
             log(f"built {name} in {seconds:.0f}s")
     coredns = build_coredns() if args.coredns else None
+    build_cni_plugins(log=log)  # containerd's CNI bin_dir (once, ~10 s with a warm Go cache)
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt  # SIGTERM and SIGINT both take the cleanup path

@@ -47,11 +47,19 @@ def _cmd_build(args: argparse.Namespace) -> int:
         how = f"built in {seconds:.0f}s" if seconds else "cached"
         print(f"{name:<25} {size / 2**20:6.1f} MiB  {how}")
     print(f"binaries: {result.bin_dir}")
-    if args.nodes:  # the nodes' cluster DNS, from its own Go module
-        from setpoint.testing.nodes import build_coredns
+    if args.nodes:  # the nodes' cluster DNS and CNI plugins, from their own Go modules
+        from setpoint.testing.nodes import build_cni_plugins, build_coredns, cni_bin_dir
 
-        coredns = build_coredns(log=lambda line: print(line, file=sys.stderr, flush=True))
+        def progress(line: str) -> None:
+            print(line, file=sys.stderr, flush=True)
+
+        coredns = build_coredns(log=progress)
         print(f"{'coredns':<25} {coredns.stat().st_size / 2**20:6.1f} MiB  ({coredns})")
+        for plugin, seconds in build_cni_plugins(log=progress).items():
+            size = (cni_bin_dir() / plugin).stat().st_size
+            how = f"built in {seconds:.0f}s" if seconds else "cached"
+            print(f"{'cni/' + plugin:<25} {size / 2**20:6.1f} MiB  {how}")
+        print(f"CNI plugins: {cni_bin_dir()}")
     return 0
 
 
@@ -255,7 +263,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     build.add_argument(
         "--nodes",
         action="store_true",
-        help="also build kubelet, kube-proxy and kube-scheduler, which nodes need",
+        help=(
+            "also build kubelet, kube-proxy, kube-scheduler, CoreDNS and the CNI plugins "
+            "(bridge, host-local, loopback, portmap), which nodes need"
+        ),
     )
     build.add_argument(
         "--version",

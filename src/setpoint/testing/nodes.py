@@ -5,12 +5,15 @@ a local plane, as decision 0021 (docs/decisions/0021-nodes.md) found this kind o
 needs them: each node is a network namespace with a veth on one host bridge, and in it a
 containerd (the distribution's 1.6, private root, state and socket, runc with
 ``restrict_oom_score_adj``), a kubelet (cgroup v1 allowed, cgroupfs driver, a cgroup root
-of its own) and a kube-proxy. kube-scheduler joins the plane; kube-controller-manager
-runs the node-lifecycle, node-IPAM, EndpointSlice, Deployment and ReplicaSet controllers.
+of its own) and a kube-proxy; Pods get their network from the CNI plugins ``bridge``,
+``host-local``, ``loopback`` and ``portmap``, built from their Go module. kube-scheduler
+joins the plane; kube-controller-manager runs the node-lifecycle, node-IPAM,
+EndpointSlice, Deployment and ReplicaSet controllers.
 
 Expected flow (driven by :class:`~setpoint.testing.ControlPlane`):
     1. :meth:`NodeSet.preflight` before anything starts: root, the distribution's
-       packages (:func:`check_machine`), the node binaries, the names free. Each failure
+       packages (:func:`check_machine`), the node binaries and the CNI plugins (built
+       from their Go module, :func:`build_cni_plugins`), the names free. Each failure
        is a :class:`NodesError` that says what to do.
     2. :meth:`NodeSet.apiserver_args` and :meth:`NodeSet.controller_manager_args`: what
        the plane's components need for nodes.
@@ -140,7 +143,6 @@ BUSYBOX_APPLETS = ("sh", "echo", "sleep", "cat", "id", "ls", "hostname", "nc", "
 NODE_PACKAGES = (
     "containerd",
     "runc",
-    "containernetworking-plugins",
     "iptables",
     "nftables",
     "socat",
@@ -150,8 +152,20 @@ NODE_PACKAGES = (
 )
 """The Debian packages a node needs (``make cluster-deps`` installs them)."""
 
-CNI_BIN_DIR = Path("/usr/lib/cni")
-"""Where Debian's containernetworking-plugins puts the CNI plugins."""
+CNI_PLUGINS_VERSION = "v1.10.0"
+"""The release of github.com/containernetworking/plugins the nodes' CNI plugins come from."""
+
+CNI_PLUGINS = {
+    "bridge": "plugins/main/bridge",
+    "host-local": "plugins/ipam/host-local",
+    "loopback": "plugins/main/loopback",
+    "portmap": "plugins/meta/portmap",
+}
+"""The CNI plugins nodes use, by name, with their package in the plugins module.
+
+``bridge`` + ``host-local`` give Pods their addresses, ``portmap`` serves ``hostPort``s
+(:func:`cni_template` chains all three) and containerd sets up ``lo`` with ``loopback``.
+"""
 
 _TOOLS = {
     "containerd": "containerd",
@@ -270,7 +284,6 @@ def check_machine(
     *,
     euid: int | None = None,
     which: Callable[[str], str | None] = shutil.which,
-    cni_bin_dir: Path = CNI_BIN_DIR,
 ) -> None:
     """Check that nodes can run here: root, and the distribution's packages installed.
 
@@ -285,8 +298,6 @@ def check_machine(
             "namespaces. Run `sudo setpoint controlplane up --nodes N` (or the test as root)"
         )
     missing = {tool: package for tool, package in _TOOLS.items() if which(tool) is None}
-    if not (cni_bin_dir / "bridge").is_file() or not (cni_bin_dir / "host-local").is_file():
-        missing[f"{cni_bin_dir}/bridge"] = "containernetworking-plugins"
     busybox = which("busybox")
     if busybox is None or not _is_static_elf(Path(busybox)):
         missing["busybox (static)"] = "busybox-static"
@@ -656,6 +667,68 @@ def coredns_archive(binary: Path) -> Path:
     return archive
 
 
+def cni_bin_dir() -> Path:
+    """Where :func:`build_cni_plugins` puts the CNI plugins: containerd's CNI ``bin_dir``.
+
+    ``<cache>/cni-plugins/<version>/bin``, beside CoreDNS's build; nodes use no other.
+    """
+    return cache_dir() / "cni-plugins" / CNI_PLUGINS_VERSION / "bin"
+
+
+def missing_cni_plugins(directory: Path | None = None) -> list[str]:
+    """The plugins of :data:`CNI_PLUGINS` not (yet) built in ``directory`` (default: the cache)."""
+    where = cni_bin_dir() if directory is None else directory
+    return [name for name in CNI_PLUGINS if not (where / name).is_file()]
+
+
+def build_cni_plugins(
+    log: Callable[[str], None] = print, *, clock: Callable[[], float] = time.monotonic
+) -> dict[str, float]:
+    """Build the CNI plugins (:data:`CNI_PLUGINS`) from their Go module, once (~1 min cold).
+
+    ``go install github.com/containernetworking/plugins/<package>@<version>`` for each
+    plugin missing from :func:`cni_bin_dir`, static (``CGO_ENABLED=0``), with the release
+    stamped where the plugins' version output reads it; one progress line per
+    plugin through ``log``. Returns the seconds each plugin took by ``clock`` (0 for one
+    already built).
+
+    Raises:
+        NodesError: Go is missing or a build failed (the message names the plugin).
+
+    """
+    target = cni_bin_dir()
+    missing = missing_cni_plugins(target)
+    taken = dict.fromkeys(CNI_PLUGINS, 0.0)
+    if not missing:
+        return taken
+    if shutil.which("go") is None:
+        raise NodesError("Go is needed once to build the CNI plugins: install Go 1.26")
+    module = "github.com/containernetworking/plugins"
+    stamp = f"-s -w -X {module}/pkg/utils/buildversion.BuildVersion={CNI_PLUGINS_VERSION}"
+    env = {**os.environ, "CGO_ENABLED": "0", "GOBIN": str(target)}
+    log(
+        f"building CNI plugins {CNI_PLUGINS_VERSION} ({', '.join(missing)}) from their Go "
+        "module (go install; ~1 min once)"
+    )
+    for position, name in enumerate(missing, 1):
+        started = clock()
+        try:
+            _run(
+                [
+                    *("go", "install", "-trimpath", "-ldflags", stamp),
+                    f"{module}/{CNI_PLUGINS[name]}@{CNI_PLUGINS_VERSION}",
+                ],
+                env=env,
+            )
+        except NodesError as exc:
+            raise NodesError(
+                f"building CNI plugin {name} {CNI_PLUGINS_VERSION} failed: {exc}"
+            ) from None
+        taken[name] = clock() - started
+        log(f"  [{position}/{len(missing)}] {name} built in {taken[name]:.0f}s")
+    return taken
+
+
 COREFILE = f""".:53 {{
     errors
     health :8080
@@ -811,12 +884,14 @@ def coredns_objects() -> list[tuple[str, dict[str, Any]]]:
 # --- configuration files ----------------------------------------------------------------
 
 
-def containerd_config(node: Path) -> str:
+def containerd_config(node: Path, cni_bin: Path | None = None) -> str:
     """The config of containerd 1.6 for the node whose directory is ``node``.
 
     Everything under ``node``; runc with cgroupfs; the CNI config written from a template
-    once the kubelet passes the node's Pod CIDR (node-IPAM assigns it).
+    once the kubelet passes the node's Pod CIDR (node-IPAM assigns it); the CNI plugins
+    from ``cni_bin`` (default :func:`cni_bin_dir`, the plugins built from their module).
     """
+    cni_bin = cni_bin_dir() if cni_bin is None else cni_bin
     return f"""version = 2
 root = "{node}/containerd/root"
 state = "{node}/containerd/state"
@@ -845,18 +920,20 @@ state = "{node}/containerd/state"
         SystemdCgroup = false
         Root = "{node}/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{CNI_BIN_DIR}"
+    bin_dir = "{cni_bin}"
     conf_dir = "{node}/cni/net.d"
     conf_template = "{node}/cni/template.json"
 """
 
 
 def cni_template(node: Path) -> str:
-    """The CNI network template: bridge + host-local on the node's Pod CIDR.
+    """The CNI network template: bridge + host-local on the node's Pod CIDR, then portmap.
 
     containerd fills ``{{.PodCIDR}}`` in when the kubelet reports the CIDR node-IPAM gave
     the Node. The bridge lives in the node's namespace, so the ``ip_forward`` the plugin
-    sets (``isGateway``) is the node's, not the host's.
+    sets (``isGateway``) is the node's, not the host's. ``portmap`` (iptables, in the
+    node's namespace too) maps a container's ``hostPort`` to the node's address, as
+    kind's nodes do; it does nothing for Pods without one.
     """
     return json.dumps(
         {
@@ -875,7 +952,12 @@ def cni_template(node: Path) -> str:
                         "routes": [{"dst": "0.0.0.0/0"}],
                         "dataDir": f"{node}/cni/ipam",
                     },
-                }
+                },
+                {
+                    "type": "portmap",
+                    "backend": "iptables",
+                    "capabilities": {"portMappings": True},
+                },
             ],
         },
         indent=2,
@@ -1137,6 +1219,13 @@ class NodeSet:
             raise NodesError(
                 f"{', '.join(missing)} not found in {self.bin_dir}: build them once with "
                 "`setpoint controlplane build --nodes` (~1 minute with the plane's Go cache)"
+            )
+        cni = missing_cni_plugins()
+        if cni:
+            raise NodesError(
+                f"CNI plugin(s) {', '.join(cni)} not found in {cni_bin_dir()}: build them once "
+                f"from their Go module ({CNI_PLUGINS_VERSION}) with "
+                "`setpoint controlplane build --nodes` (~10 s with a warm Go cache, ~1 min cold)"
             )
         state = host_state()
         taken = [HOST_BRIDGE] if HOST_BRIDGE in state["links"] else []

@@ -7,6 +7,7 @@ import pytest
 
 import setpoint.testing.build as build_module
 from setpoint.cli.main import main
+from setpoint.testing import nodes
 from setpoint.testing.build import build_controlplane, controlplane_source_dir
 from setpoint.testing.controlplane import SUPPORTED_KUBERNETES_VERSIONS, ControlPlaneError
 
@@ -104,10 +105,15 @@ def test_the_cli_passes_nodes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _cache(tmp_path, monkeypatch, PLANE + NODE)
+    # CoreDNS and the CNI plugins built already (their own Go modules): nothing to build.
+    for built in [nodes.coredns_binary()] + [nodes.cni_bin_dir() / p for p in nodes.CNI_PLUGINS]:
+        built.parent.mkdir(parents=True, exist_ok=True)
+        built.write_bytes(b"x" * 10)
     assert main(["controlplane", "build", "--nodes", "--version", OLD]) == 0
     out = capsys.readouterr().out
-    for name in NODE:
+    for name in (*NODE, "coredns", "cni/bridge", "cni/host-local", "cni/loopback", "cni/portmap"):
         assert f"{name} " in out
+    assert f"CNI plugins: {nodes.cni_bin_dir()}" in out
 
 
 FAKE_GO = """#!/bin/sh

@@ -65,9 +65,10 @@ EMPTY_HOST: dict[str, Any] = {
 
 @pytest.fixture
 def machine_ok(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Root and every package, as far as preflight can tell; an empty host."""
+    """Root, every package and the CNI plugins, as far as preflight can tell; an empty host."""
     monkeypatch.setattr(nodes, "check_machine", lambda: None)
     monkeypatch.setattr(nodes, "host_state", lambda directory=None: dict(EMPTY_HOST))
+    monkeypatch.setattr(nodes, "missing_cni_plugins", lambda directory=None: [])
 
 
 # --- counts and options -----------------------------------------------------------------
@@ -97,14 +98,6 @@ def test_nodes_without_kube_controller_manager_are_refused(tmp_path: Path) -> No
 # --- the machine ------------------------------------------------------------------------
 
 
-def _cni(tmp_path: Path) -> Path:
-    cni = tmp_path / "cni"
-    cni.mkdir(exist_ok=True)
-    for plugin in ("bridge", "host-local"):
-        (cni / plugin).write_bytes(b"x")
-    return cni
-
-
 def test_nodes_need_root(tmp_path: Path) -> None:
     with pytest.raises(NodesError, match="nodes need root"):
         nodes.check_machine(euid=1000, which=lambda tool: f"/usr/bin/{tool}")
@@ -120,14 +113,14 @@ def test_a_missing_package_is_named_with_the_command_that_installs_it(tmp_path: 
         return str(static) if tool == "busybox" else f"/usr/bin/{tool}"
 
     with pytest.raises(NodesError) as caught:
-        nodes.check_machine(euid=0, which=which, cni_bin_dir=_cni(tmp_path))
+        nodes.check_machine(euid=0, which=which)
     message = str(caught.value)
     assert "containerd, socat" in message
     assert "make cluster-deps" in message
     assert "apt-get install containerd socat" in message
 
 
-def test_missing_cni_plugins_and_a_dynamic_busybox_are_named(tmp_path: Path) -> None:
+def test_a_dynamic_busybox_is_named_with_its_static_package(tmp_path: Path) -> None:
     dynamic = tmp_path / "busybox"
     dynamic.write_bytes(_elf(with_interpreter=True))
 
@@ -135,18 +128,115 @@ def test_missing_cni_plugins_and_a_dynamic_busybox_are_named(tmp_path: Path) -> 
         return str(dynamic) if tool == "busybox" else f"/usr/bin/{tool}"
 
     with pytest.raises(NodesError) as caught:
-        nodes.check_machine(euid=0, which=which, cni_bin_dir=tmp_path / "no-cni")
-    assert "apt-get install busybox-static containernetworking-plugins" in str(caught.value)
+        nodes.check_machine(euid=0, which=which)
+    assert "apt-get install busybox-static`" in str(caught.value)
 
 
-def test_a_machine_with_everything_passes(tmp_path: Path) -> None:
+def test_a_machine_with_everything_passes_without_the_distributions_cni_plugins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The CNI plugins come from their Go module now: /usr/lib/cni is not asked for.
     static = tmp_path / "busybox"
     static.write_bytes(_elf(with_interpreter=False))
+    looked_at: list[str] = []
+    real_is_file = Path.is_file
+
+    def is_file(path: Path) -> bool:
+        looked_at.append(str(path))
+        return real_is_file(path)
+
+    monkeypatch.setattr(Path, "is_file", is_file)
     nodes.check_machine(
-        euid=0,
-        which=lambda tool: str(static) if tool == "busybox" else f"/usr/bin/{tool}",
-        cni_bin_dir=_cni(tmp_path),
+        euid=0, which=lambda tool: str(static) if tool == "busybox" else f"/usr/bin/{tool}"
     )
+    assert not [p for p in looked_at if "cni" in p]
+    assert "containernetworking-plugins" not in nodes.NODE_PACKAGES
+
+
+def _built_cni(cache: Path) -> Path:
+    bin_dir = cache / "cni-plugins" / nodes.CNI_PLUGINS_VERSION / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for plugin in nodes.CNI_PLUGINS:
+        (bin_dir / plugin).write_bytes(b"x")
+    return bin_dir
+
+
+def test_the_cni_plugins_are_cached_beside_the_other_node_builds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SETPOINT_CACHE_DIR", str(tmp_path))
+    assert nodes.cni_bin_dir() == tmp_path / "cni-plugins" / "v1.10.0" / "bin"
+    assert set(nodes.CNI_PLUGINS) == {"bridge", "host-local", "loopback", "portmap"}
+    assert nodes.missing_cni_plugins() == list(nodes.CNI_PLUGINS)
+    _built_cni(tmp_path)
+    assert nodes.missing_cni_plugins() == []
+
+
+def test_missing_cni_plugins_name_the_build_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(nodes, "check_machine", lambda: None)
+    monkeypatch.setattr(nodes, "host_state", lambda directory=None: dict(EMPTY_HOST))
+    monkeypatch.setenv("SETPOINT_CACHE_DIR", str(tmp_path / "cache"))
+    (_built_cni(tmp_path / "cache") / "portmap").unlink()
+    node_set = NodeSet(1, tmp_path / "nodes", bin_dir=_bin_dir(tmp_path))
+    with pytest.raises(NodesError, match="CNI plugin\\(s\\) portmap not found") as caught:
+        node_set.preflight()
+    assert "setpoint controlplane build --nodes" in str(caught.value)
+    assert str(nodes.cni_bin_dir()) in str(caught.value)
+
+
+def test_building_the_cni_plugins_installs_each_missing_one_from_the_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SETPOINT_CACHE_DIR", str(tmp_path))
+    bin_dir = _built_cni(tmp_path)
+    (bin_dir / "bridge").unlink()
+    (bin_dir / "portmap").unlink()
+    calls: list[tuple[list[str], dict[str, str]]] = []
+
+    def run(argv: list[str], *, check: bool = True, env: dict[str, str] | None = None) -> str:
+        assert env is not None
+        calls.append((list(argv), env))
+        (Path(env["GOBIN"]) / argv[-1].split("/")[-1].split("@")[0]).write_bytes(b"x")
+        return ""
+
+    monkeypatch.setattr(nodes, "_run", run)
+    monkeypatch.setattr(shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    ticks = iter([0.0, 3.0, 10.0, 12.0])
+    lines: list[str] = []
+    taken = nodes.build_cni_plugins(log=lines.append, clock=lambda: next(ticks))
+    assert [argv[-1] for argv, _ in calls] == [
+        "github.com/containernetworking/plugins/plugins/main/bridge@v1.10.0",
+        "github.com/containernetworking/plugins/plugins/meta/portmap@v1.10.0",
+    ]
+    for argv, env in calls:
+        assert env["CGO_ENABLED"] == "0" and env["GOBIN"] == str(bin_dir)
+        assert argv[:3] == ["go", "install", "-trimpath"]
+        assert "buildversion.BuildVersion=v1.10.0" in argv[argv.index("-ldflags") + 1]
+    assert taken == {"bridge": 3.0, "host-local": 0.0, "loopback": 0.0, "portmap": 2.0}
+    assert lines[0].startswith("building CNI plugins v1.10.0 (bridge, portmap)")
+    assert lines[1:] == ["  [1/2] bridge built in 3s", "  [2/2] portmap built in 2s"]
+    calls.clear()
+    assert nodes.build_cni_plugins(log=lines.append) == dict.fromkeys(nodes.CNI_PLUGINS, 0.0)
+    assert calls == []  # all cached: nothing built
+
+
+def test_a_failed_cni_build_names_the_plugin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SETPOINT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(shutil, "which", lambda tool: f"/usr/bin/{tool}")
+
+    def fail(argv: list[str], **_: Any) -> str:
+        raise NodesError("`go install ...` exited 1: no route to proxy")
+
+    monkeypatch.setattr(nodes, "_run", fail)
+    with pytest.raises(NodesError, match=r"CNI plugin bridge v1\.10\.0 failed: .*no route"):
+        nodes.build_cni_plugins(log=lambda line: None)
+    monkeypatch.setattr(shutil, "which", lambda tool: None)
+    with pytest.raises(NodesError, match="Go is needed once to build the CNI plugins"):
+        nodes.build_cni_plugins(log=lambda line: None)
 
 
 def test_missing_node_binaries_name_the_build_command(tmp_path: Path, machine_ok: None) -> None:
@@ -356,7 +446,7 @@ def test_the_kubelet_config_carries_what_this_machine_needs(tmp_path: Path) -> N
 
 
 def test_the_containerd_config_keeps_everything_under_the_node(tmp_path: Path) -> None:
-    config = tomllib.loads(nodes.containerd_config(tmp_path))
+    config = tomllib.loads(nodes.containerd_config(tmp_path, tmp_path / "cni-bin"))
     cri = config["plugins"]["io.containerd.grpc.v1.cri"]
     assert cri["restrict_oom_score_adj"] is True  # root lacks CAP_SYS_RESOURCE here
     assert cri["netns_mounts_under_state_dir"] is True
@@ -364,12 +454,32 @@ def test_the_containerd_config_keeps_everything_under_the_node(tmp_path: Path) -
     runc = cri["containerd"]["runtimes"]["runc"]["options"]
     assert runc == {"SystemdCgroup": False, "Root": f"{tmp_path}/runc"}
     assert cri["cni"]["conf_template"] == f"{tmp_path}/cni/template.json"
+    assert cri["cni"]["bin_dir"] == str(tmp_path / "cni-bin")
     for path in (config["root"], config["state"], config["grpc"]["address"]):
         assert path.startswith(str(tmp_path))
 
 
+def test_containerd_runs_the_cni_plugins_built_into_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SETPOINT_CACHE_DIR", str(tmp_path / "cache"))
+    config = tomllib.loads(nodes.containerd_config(tmp_path / "node"))
+    bin_dir = config["plugins"]["io.containerd.grpc.v1.cri"]["cni"]["bin_dir"]
+    assert bin_dir == str(tmp_path / "cache" / "cni-plugins" / "v1.10.0" / "bin")
+    assert "/usr/lib/cni" not in nodes.containerd_config(tmp_path / "node")
+
+
+def test_the_cni_template_chains_every_plugin_it_names_and_all_are_built(tmp_path: Path) -> None:
+    plugins = json.loads(nodes.cni_template(tmp_path))["plugins"]
+    assert [p["type"] for p in plugins] == ["bridge", "portmap"]
+    assert plugins[0]["ipam"]["type"] == "host-local"
+    assert plugins[1]["capabilities"] == {"portMappings": True}
+    named = {p["type"] for p in plugins} | {plugins[0]["ipam"]["type"], "loopback"}
+    assert named == set(nodes.CNI_PLUGINS)  # containerd runs loopback itself
+
+
 def test_the_cni_template_takes_the_pod_cidr_node_ipam_assigns(tmp_path: Path) -> None:
-    (bridge,) = json.loads(nodes.cni_template(tmp_path))["plugins"]
+    bridge = json.loads(nodes.cni_template(tmp_path))["plugins"][0]
     assert bridge["ipam"]["ranges"] == [[{"subnet": "{{.PodCIDR}}"}]]
     assert bridge["ipam"]["dataDir"].startswith(str(tmp_path))
     assert bridge["isGateway"] is True and bridge["ipMasq"] is False
