@@ -365,6 +365,23 @@ def _cgroup_dirs() -> list[str]:
     return sorted(found)
 
 
+def cgroup_processes(cgroups: Iterable[str]) -> list[int]:
+    """The processes in ``cgroups`` and their descendants (their ``cgroup.procs``), sorted.
+
+    A containerd shim killed with SIGKILL leaves its containers' processes running,
+    re-parented to init and named only by their command (``/pause``): their cgroup under
+    a node's cgroup root is how :func:`clean_host` finds them.
+    """
+    found: set[int] = set()
+    for cgroup in cgroups:
+        for dirpath, _, files in os.walk(cgroup):
+            if "cgroup.procs" in files:
+                with contextlib.suppress(OSError, ValueError):
+                    text = Path(dirpath, "cgroup.procs").read_text()
+                    found.update(int(line) for line in text.split())
+    return sorted(found)
+
+
 def _mountpoints() -> list[str]:
     return [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
 
@@ -1723,9 +1740,11 @@ def clean_host() -> list[str]:
     """Remove what nodes of a plane that crashed left on the host; return what was removed.
 
     Kills the processes of ``setpoint-cp-*/nodes`` directories (containerd, its shims,
-    kubelets), unmounts their mounts, and deletes the ``setpoint-node*`` namespaces and
-    cgroups, the ``setpoint*`` links and the routes through node addresses. Run it
-    (``setpoint controlplane down --clean``) only when no plane with nodes runs.
+    kubelets) and then those still in a ``setpoint-node*`` cgroup (the containers a killed
+    shim leaves behind, :func:`cgroup_processes`), unmounts their mounts, and deletes the
+    ``setpoint-node*`` namespaces and cgroups, the ``setpoint*`` links and the routes
+    through node addresses. Run it (``setpoint controlplane down --clean``) only when no
+    plane with nodes runs. A cgroup that cannot be removed is not listed as removed.
     """
     removed: list[str] = []
     for pid, cmdline in [
@@ -1737,6 +1756,13 @@ def clean_host() -> list[str]:
                 os.kill(pid, 9)
                 removed.append(f"process {pid}: {cmdline[:100]}")
     time.sleep(0.5)
+    orphans = cgroup_processes(_cgroup_dirs())
+    for pid in orphans:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 9)
+            removed.append(f"process {pid} in a node's cgroup")
+    if orphans:
+        time.sleep(0.5)  # the kernel empties the cgroups as the processes are reaped
     for mountpoint in sorted(
         {m for m in _mountpoints() if "/setpoint-cp-" in m and "/nodes/" in m},
         key=len,
@@ -1762,7 +1788,8 @@ def clean_host() -> list[str]:
         for dirpath, _, _ in sorted(os.walk(cgroup), key=lambda w: len(w[0]), reverse=True):
             with contextlib.suppress(OSError):
                 os.rmdir(dirpath)
-        removed.append(f"cgroup {cgroup}")
+        if not os.path.isdir(cgroup):
+            removed.append(f"cgroup {cgroup}")
     record = _host_record()
     with contextlib.suppress(OSError, ValueError):
         data = json.loads(record.read_text())

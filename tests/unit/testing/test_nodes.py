@@ -647,3 +647,20 @@ def test_coredns_runs_when_it_is_built(tmp_path: Path, monkeypatch: pytest.Monke
     assert NodeSet(1, tmp_path / "b", bin_dir=tmp_path).dns is True
     assert NodeSet(1, tmp_path / "c", bin_dir=tmp_path, dns=False).dns is False
     assert nodes.build_coredns() == binary  # built already: no Go needed
+
+
+def test_the_processes_a_killed_shim_leaves_are_found_by_their_node_cgroup(
+    tmp_path: Path,
+) -> None:
+    # After `kill -9` of a containerd shim its Pod's /pause lives on, re-parented to init;
+    # only its cgroup under the node's cgroup root says whose it is (down --clean kills it).
+    node = tmp_path / "cpu" / "setpoint-node1"
+    container = node / "kubepods" / "besteffort" / "pod1" / "abc"
+    container.mkdir(parents=True)
+    (node / "cgroup.procs").write_text("")
+    (container / "cgroup.procs").write_text("21510\n21600\n")
+    other = tmp_path / "memory" / "setpoint-node1" / "kubepods"
+    other.mkdir(parents=True)
+    (other / "cgroup.procs").write_text("21510\n7\n")
+    assert nodes.cgroup_processes([str(node), str(other.parent)]) == [7, 21510, 21600]
+    assert nodes.cgroup_processes([str(tmp_path / "gone")]) == []
