@@ -1741,7 +1741,7 @@ def clean_host() -> list[str]:
 
     Kills the processes of ``setpoint-cp-*/nodes`` directories (containerd, its shims,
     kubelets) and then those still in a ``setpoint-node*`` cgroup (the containers a killed
-    shim leaves behind, :func:`cgroup_processes`), unmounts their mounts, and deletes the
+    shim leaves behind, ``cgroup_processes``), unmounts their mounts, and deletes the
     ``setpoint-node*`` namespaces and cgroups, the ``setpoint*`` links and the routes
     through node addresses. Run it (``setpoint controlplane down --clean``) only when no
     plane with nodes runs. A cgroup that cannot be removed is not listed as removed.
