@@ -1,7 +1,8 @@
 """The shipping paths (Helm, OLM bundle, one manifest) for tests: tools and comparisons.
 
 ``helm`` and ``olmcheck`` are built from Go modules by scripts/build_helm.py (cached in
-~/.cache/setpoint/helm); :func:`compare_objects` says where two renderings of the operator
+~/.cache/setpoint/helm), OLM's ``olm`` operator and its CRDs by scripts/build_olm.py (cached
+in ~/.cache/setpoint/olm); :func:`compare_objects` says where two renderings of the operator
 (``helm template`` and ``kubectl kustomize``) disagree on the objects both render.
 """
 
@@ -16,7 +17,14 @@ from typing import Any
 
 import pytest
 
-__all__ = ["build_tool", "comparable", "compare_objects", "object_key"]
+__all__ = [
+    "build_olm",
+    "build_tool",
+    "comparable",
+    "compare_objects",
+    "install_plan_rbac",
+    "object_key",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,6 +40,73 @@ def build_tool(tool: str) -> Path:
         text=True,
     )
     return Path(built.stdout.strip().splitlines()[-1])
+
+
+def build_olm() -> tuple[Path, Path]:
+    """OLM's ``olm`` operator and the directory of OLM's CRDs, built on first use; no Go
+    fails the test (never skips)."""
+    if shutil.which("go") is None:
+        pytest.fail("Go is not installed: OLM is built from Go modules")
+    built = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_olm.py")],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    olm, crds = built.stdout.strip().splitlines()[-2:]
+    return Path(olm), Path(crds)
+
+
+def install_plan_rbac(csv: Mapping[str, Any], namespace: str) -> list[dict[str, Any]]:
+    """The ServiceAccounts and RBAC an OLM InstallPlan creates for ``csv`` in ``namespace``.
+
+    olm-operator installs a CSV's Deployment only once its ServiceAccounts exist with the
+    permissions the CSV asks for; OLM's catalog operator creates them (as InstallPlan
+    steps) before. Without a catalog the installer creates them: one ClusterRole and
+    ClusterRoleBinding per ``clusterPermissions`` entry, one Role and RoleBinding per
+    ``permissions`` entry, named ``<csv>-<account>[-cluster]``. Every object carries OLM's
+    owner labels (``olm.owner*``), by which olm-operator deletes the cluster-scoped ones with
+    the CSV; the namespaced ones get an owner reference once the CSV exists.
+    """
+    name = csv["metadata"]["name"]
+    spec = csv["spec"]["install"]["spec"]
+    labels = {
+        "olm.owner": name,
+        "olm.owner.namespace": namespace,
+        "olm.owner.kind": "ClusterServiceVersion",
+    }
+    rbac = "rbac.authorization.k8s.io/v1"
+    cluster = [(p, True) for p in spec.get("clusterPermissions", ())]
+    local = [(p, False) for p in spec.get("permissions", ())]
+    accounts = sorted({p["serviceAccountName"] for p, _ in cluster + local})
+    out: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": account, "namespace": namespace, "labels": labels},
+        }
+        for account in accounts
+    ]
+    for permission, cluster_wide in cluster + local:
+        account = permission["serviceAccountName"]
+        role = f"{name}-{account}" + ("-cluster" if cluster_wide else "")
+        kind = "ClusterRole" if cluster_wide else "Role"
+        meta: dict[str, Any] = {"name": role, "labels": labels}
+        if not cluster_wide:
+            meta["namespace"] = namespace
+        out.append(
+            {"apiVersion": rbac, "kind": kind, "metadata": meta, "rules": permission["rules"]}
+        )
+        out.append(
+            {
+                "apiVersion": rbac,
+                "kind": f"{kind}Binding",
+                "metadata": dict(meta),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+                "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+            }
+        )
+    return out
 
 
 def object_key(document: Mapping[str, Any]) -> tuple[str, str, str]:

@@ -347,3 +347,41 @@ def test_named_templates_carry_the_charts_name(tenants: OperatorSources) -> None
     files = chart_files(tenants, ChartOptions(name="tenants"))
     assert '{{- define "tenants.prefix" -}}' in files["templates/_helpers.tpl"]
     assert not any('"operator.' in text for text in files.values())
+
+
+def test_install_plan_rbac_is_what_olm_checks_before_it_installs() -> None:
+    """The stand-in for OLM's InstallPlan: an account, a ClusterRole and a Role with their
+    bindings, named as OLM names them, labelled with the CSV as owner, rules unchanged."""
+    from tests._support.shipping import install_plan_rbac
+
+    cluster_rules = [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]}]
+    local_rules = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["*"]}]
+    csv = {
+        "metadata": {"name": "tenants.v0.1.0"},
+        "spec": {
+            "install": {
+                "spec": {
+                    "clusterPermissions": [{"serviceAccountName": "mgr", "rules": cluster_rules}],
+                    "permissions": [{"serviceAccountName": "mgr", "rules": local_rules}],
+                }
+            }
+        },
+    }
+    objects = install_plan_rbac(csv, "ns")
+    by_kind = {o["kind"]: o for o in objects}
+    assert [o["kind"] for o in objects] == [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+    ]
+    assert by_kind["ClusterRole"]["metadata"]["name"] == "tenants.v0.1.0-mgr-cluster"
+    assert "namespace" not in by_kind["ClusterRoleBinding"]["metadata"]
+    assert by_kind["ClusterRole"]["rules"] == cluster_rules
+    assert by_kind["Role"]["rules"] == local_rules
+    assert by_kind["RoleBinding"]["metadata"]["namespace"] == "ns"
+    assert by_kind["RoleBinding"]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "mgr", "namespace": "ns"}
+    ]
+    assert all(o["metadata"]["labels"]["olm.owner"] == "tenants.v0.1.0" for o in objects)
