@@ -28,12 +28,14 @@ receives parsed objects, in which duplicates are already gone, so it cannot see 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from setpoint._extras import ExtraNotInstalled
 from setpoint.api.meta import JsonObject
 from setpoint.client.errors import Cause
 from setpoint.client.server_warnings import FieldValidation, record_warning
@@ -50,6 +52,7 @@ __all__ = [
     "check_fields",
     "schema_causes",
     "undeclared_fields",
+    "warn_without_re2",
 ]
 
 log = logging.getLogger("setpoint.testing.fake")
@@ -512,7 +515,52 @@ def schema_causes(stored: JsonObject, schema: Mapping[str, Any]) -> list[Cause]:
     One per problem (a failed anyOf/oneOf adds its closest branch's), sorted by field path
     and message as the server sorts them; a junctor's cause is on the field ``<nil>``, its
     path in the message, as kube-openapi reports it. Empty when valid.
+
+    Patterns (and the ``hostname`` format) are checked with RE2, the server's engine, from
+    the ``tools`` extra. An operator's unit tests may run on the runtime alone (``pip
+    install setpoint`` plus pytest): then those checks are left out and a warning, once
+    per process, names what was not checked and the extra to install; every other check
+    still runs.
     """
+    try:
+        return _schema_causes(stored, schema)
+    except ExtraNotInstalled as missing:
+        warn_without_re2("schema patterns and the hostname format", str(missing))
+        return _schema_causes(stored, _without_regex_checks(schema))
+
+
+@functools.cache
+def warn_without_re2(what: str, reason: str) -> None:
+    """Say once per process (and per ``what``) that RE2's checks are left out, and why."""
+    log.warning("FakeClient: %s not checked: %s", what, reason)
+
+
+_NODE_LISTS = ("allOf", "anyOf", "oneOf")
+_NODE_VALUES = ("items", "additionalProperties", "not")
+
+
+def _without_regex_checks(node: Any) -> Any:
+    """``node`` without the keywords only RE2 checks: ``pattern``, ``format: hostname``."""
+    if not isinstance(node, Mapping):
+        return node
+    out = {
+        key: value
+        for key, value in node.items()
+        if key != "pattern" and not (key == "format" and value == "hostname")
+    }
+    for key in ("properties", "patternProperties"):
+        if isinstance(out.get(key), Mapping):
+            out[key] = {name: _without_regex_checks(sub) for name, sub in out[key].items()}
+    for key in _NODE_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [_without_regex_checks(sub) for sub in out[key]]
+    for key in _NODE_VALUES:
+        if key in out:
+            out[key] = _without_regex_checks(out[key])
+    return out
+
+
+def _schema_causes(stored: JsonObject, schema: Mapping[str, Any]) -> list[Cause]:
     causes: list[tuple[Cause, Mapping[str, Any] | None]] = []
     for error in validate_object(stored, schema):
         node = _node_at(schema, tuple(error.schema_path))

@@ -99,6 +99,7 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar, cast
 
+from setpoint._extras import ExtraNotInstalled
 from setpoint.api.conversion import KindConversion, hub_of
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.kinds import BUILTIN_RESOURCES, ResourceInfo
@@ -120,6 +121,7 @@ from setpoint.crd.errors import CRDGenerationError
 from setpoint.crd.generator import crd_for
 from setpoint.testing._fake_errors import api_error
 from setpoint.testing._fake_kinds import BUILTIN_GROUPS, KindRules, path_of
+from setpoint.testing._fake_schema import warn_without_re2
 from setpoint.testing._fake_store import (
     INITIAL_EVENTS_END,
     Change,
@@ -1352,9 +1354,10 @@ def _to_json(obj: JsonObject | TypedObject) -> JsonObject:
 def _generated_schema(cls: type[Resource]) -> Mapping[str, Any] | None:
     """The ``openAPIV3Schema`` ``setpoint generate crd`` makes for ``cls``'s version, if any.
 
-    ``None`` for a built-in group and for a type the generator refuses (its objects are
-    then stored unchecked). Cached per class: generation takes about a millisecond, and
-    unit tests build many fakes. The fake only reads the schema.
+    ``None`` for a built-in group, for a type the generator refuses, and without the tools
+    extra's RE2 (a warning says so); such objects are stored unchecked. Cached per class:
+    generation takes about a millisecond, and unit tests build many fakes.
+    The fake only reads the schema.
     """
     gvk = cls.declaration().gvk
     if gvk.group in BUILTIN_GROUPS:
@@ -1362,6 +1365,11 @@ def _generated_schema(cls: type[Resource]) -> Mapping[str, Any] | None:
     try:
         crd = crd_for(cls)
     except CRDGenerationError:
+        return None
+    except ExtraNotInstalled as missing:
+        # The runtime alone (no tools extra): the generator checks defaults against
+        # patterns with RE2. Store the kind's objects unchecked, and say so once.
+        warn_without_re2(f"{cls.__name__}'s schema (generated from the type) is", str(missing))
         return None
     for version in crd["spec"]["versions"]:
         schema = (version.get("schema") or {}).get("openAPIV3Schema")

@@ -228,3 +228,55 @@ async def test_the_controllers_tracking_client_passes_field_validation_on() -> N
         part("a", name="x", size=2), field_manager="m", field_validation="Ignore"
     )
     assert applied["spec"] == {"name": "x", "size": 2}
+
+
+class TagSpec(sp.Model):
+    """A pattern (RE2) and a bound (no RE2 needed)."""
+
+    tag: str | None = sp.field(default=None, pattern="^[a-z]+$")
+    """Lower-case letters only."""
+    size: int = sp.field(default=1, minimum=1)
+    """At least 1."""
+
+
+@sp.resource(group=GROUP, version="v1")
+class Tag(sp.Resource):
+    """A typed kind with a pattern."""
+
+    spec: TagSpec | None = None
+
+
+def _tag(obj_name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "Tag",
+        "metadata": {"name": obj_name, "namespace": "default"},
+        "spec": spec,
+    }
+
+
+async def test_without_re2_patterns_are_left_out_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The runtime alone (no tools extra, so no RE2): every check but the patterns runs."""
+    from setpoint._extras import TOOLS, ExtraNotInstalled
+    from setpoint.crd import patterns
+    from setpoint.testing import _fake_schema
+
+    fake = FakeClient(resources=[Tag])
+    with pytest.raises(Invalid, match="should match"):
+        await fake.create(_tag("with-re2", tag="UPPER"))
+
+    def no_re2(pattern: str) -> Any:
+        raise ExtraNotInstalled("checking a schema pattern with RE2", TOOLS, ["google-re2"])
+
+    monkeypatch.setattr(patterns, "_compile", no_re2)
+    _fake_schema.warn_without_re2.cache_clear()
+    with caplog.at_level(logging.WARNING, logger="setpoint.testing.fake"):
+        created = await fake.create(_tag("no-re2", tag="UPPER"))
+        await fake.create(_tag("again", tag="AGAIN"))
+    assert created["spec"]["tag"] == "UPPER"
+    warned = [r.getMessage() for r in caplog.records if "not checked" in r.getMessage()]
+    assert len(warned) == 1 and "setpoint[tools]" in warned[0], warned
+    with pytest.raises(Invalid, match="should be greater than or equal to 1"):
+        await fake.create(_tag("bound", tag="UPPER", size=0))
