@@ -145,6 +145,10 @@ METRIC_PREFIXES: Final = (
 )
 
 
+DEMO_CONTROLLER: Final = "tenant"
+"""The tenants example's main controller, whose metrics the demo shows."""
+
+
 class DemoError(SetpointError):
     """A demo step failed or timed out; the message says which and what was last seen."""
 
@@ -992,9 +996,16 @@ async def show_metrics(op: Operator, screen: Screen) -> None:
     if status != 200:
         raise DemoError(f"{op.metrics_url} answered {status}")
     lines = body.splitlines()
-    samples = [line for line in lines if line.startswith(METRIC_PREFIXES)]
+    # The Tenant controller's series and the process-wide ones (leader election, webhook);
+    # the example's other controllers (the directory drift poller) would crowd them out.
+    samples = [
+        line
+        for line in lines
+        if line.startswith(METRIC_PREFIXES)
+        and ('controller="' not in line or f'controller="{DEMO_CONTROLLER}"' in line)
+    ]
     screen.line(f"metrics: {op.metrics_url} ({len(lines)} lines); a few of them:")
-    for line in samples[:16]:
+    for line in samples[:20]:
         screen.line(f"  {line}")
 
 
