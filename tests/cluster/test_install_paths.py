@@ -1,4 +1,4 @@
-"""The tenants operator installed on real nodes by dist/install.yaml and by its Helm chart."""
+"""The tenants operator installed on real nodes by dist/install.yaml, its Helm chart and OLM."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from setpoint.testing.image import build_image
-from tests._support.shipping import build_tool
+from tests._support.shipping import build_olm, build_tool, install_plan_rbac
 from tests.cluster.test_nodes import Cluster, _setpoint, running_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -211,3 +211,154 @@ def test_tenants_installs_by_the_manifest_and_by_helm_and_upgrades(
         plane.kc("get", "crd", CRD, "-o", "name").strip()
         == f"customresourcedefinition.apiextensions.k8s.io/{CRD}"
     )
+
+
+def _olm_env(plane: Cluster, home: Path) -> dict[str, str]:
+    """olm's environment: the plane's kubeconfig, and a HOME of its own (a kube client
+    without HOME writes .kube/ into its working directory)."""
+    home.mkdir(exist_ok=True)
+    return {"KUBECONFIG": plane.kubeconfig, "HOME": str(home), "PATH": "/usr/bin:/bin"}
+
+
+def _csv_phase(plane: Cluster, csv: str) -> str:
+    return plane.kc(
+        "get", "csv", csv, "-n", NAMESPACE, "-o", "jsonpath={.status.phase}", check=False
+    ).strip()
+
+
+def test_olm_installs_the_tenants_bundle(one_node: Cluster, tmp_path: Path) -> None:
+    """OLM's olm-operator installs the tenants bundle from its ClusterServiceVersion.
+
+    OLM's CRDs are applied and its ``olm`` operator (v0.46.0, built from Go modules by
+    scripts/build_olm.py) runs as a host process against the one-node plane. The bundle of
+    ``setpoint generate bundle`` is installed as OLM installs one without a catalog: its CRD
+    and other manifests, the ServiceAccount and RBAC an InstallPlan would create, then its
+    ClusterServiceVersion in a namespace whose OperatorGroup targets all namespaces (the
+    Deployment's claim swapped for an emptyDir, as above). olm-operator creates the
+    Deployment, the webhook Service, its own serving certificate, the validating webhook
+    configuration and the CRD's conversion webhook; the CSV reaches phase Succeeded, a v1
+    Tenant passes the validating webhook and turns Ready, and a v1alpha1 Tenant converges
+    through the conversion webhook. Deleting the CSV removes the Deployment, Service,
+    certificate, webhook configuration, account and roles.
+    """
+    plane = one_node
+    olm, olm_crds = build_olm()
+    bundle = tmp_path / "bundle"
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "setpoint", "generate", "bundle", "tenants"),
+            *("--output-dir", str(bundle), "--image", IMAGE),
+        ],
+        cwd=TENANTS,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    plane.kc("apply", "--server-side", "-f", str(olm_crds))
+    _wait(plane, "crd", "--all", "--for=condition=Established")
+    log = (tmp_path / "olm.log").open("w")
+    operator = subprocess.Popen(
+        [str(olm), "--namespace", NAMESPACE],
+        env=_olm_env(plane, tmp_path / "olm-home"),
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        _install_by_olm(plane, bundle, tmp_path / "olm.log")
+    finally:
+        operator.terminate()
+        operator.wait(timeout=30)
+        log.close()
+
+
+def _install_by_olm(plane: Cluster, bundle: Path, log: Path) -> None:
+    """The bundle installed, used and removed through OLM (``log`` is olm's output)."""
+
+    def olm_said() -> str:
+        return log.read_text()[-4000:]
+
+    plane.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    plane.apply(
+        {
+            "apiVersion": "operators.coreos.com/v1",
+            "kind": "OperatorGroup",
+            "metadata": {"name": "tenants", "namespace": NAMESPACE},
+            "spec": {},
+        }
+    )
+    manifests = bundle / "manifests"
+    csv_file = next(manifests.glob("*.clusterserviceversion.yaml"))
+    for path in sorted(manifests.glob("*.yaml")):
+        if path != csv_file:
+            plane.kc("apply", "--server-side", "-n", NAMESPACE, "-f", str(path))
+    csv = yaml.safe_load(csv_file.read_text())
+    csv["metadata"]["namespace"] = NAMESPACE
+    deployment = csv["spec"]["install"]["spec"]["deployments"][0]
+    deployment["spec"]["template"]["spec"]["volumes"] = [EMPTY_DIRECTORY]
+    name = csv["metadata"]["name"]
+    # What OLM's catalog operator would create first (InstallPlan steps): the
+    # ServiceAccount and its RBAC; olm-operator checks them, then installs the rest.
+    rbac = install_plan_rbac(csv, NAMESPACE)
+    plane.apply({"apiVersion": "v1", "kind": "List", "items": rbac})
+    plane.apply(csv)
+    uid = plane.kc("get", "csv", name, "-n", NAMESPACE, "-o", "jsonpath={.metadata.uid}")
+    owner = {
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "ClusterServiceVersion",
+        "name": name,
+        "uid": uid,
+        "blockOwnerDeletion": False,
+        "controller": False,
+    }
+    for item in rbac:
+        if "namespace" in item["metadata"]:
+            patch = json.dumps({"metadata": {"ownerReferences": [owner]}})
+            plane.kc(
+                "patch",
+                item["kind"].lower(),
+                item["metadata"]["name"],
+                "-n",
+                NAMESPACE,
+                "-p",
+                patch,
+            )
+    phase = ""
+    for _ in range(120):
+        phase = _csv_phase(plane, name)
+        if phase == "Succeeded":
+            break
+        time.sleep(2)
+    assert phase == "Succeeded", (
+        phase,
+        plane.kc("get", "csv", name, "-n", NAMESPACE, "-o", "yaml", check=False)[-3000:],
+        plane.describe_all(),
+        olm_said(),
+    )
+    hooks = plane.kc(
+        "get", "validatingwebhookconfigurations", "-l", f"olm.owner={name}", "-o", "name"
+    ).split()
+    assert len(hooks) == 1, (hooks, olm_said())
+    _converges(plane, "by-olm")
+    conversion = plane.kc("get", "crd", CRD, "-o", "jsonpath={.spec.conversion.webhook}")
+    assert "tenants-controller-manager-service" in conversion, conversion
+    _converges(plane, "by-olm-v1alpha1", "tenants.setpoint.dev/v1alpha1")
+    _gone(plane, tenants=("by-olm", "by-olm-v1alpha1"))
+    plane.kc("delete", "csv", name, "-n", NAMESPACE, "--wait=true", "--timeout=120s")
+    left: list[str] = []
+    for _ in range(60):
+        left = plane.kc("get", "deploy,svc,secret,sa,role", "-n", NAMESPACE, "-o", "name").split()
+        left = [n for n in left if "tenants-" in n]
+        left += plane.kc(
+            "get",
+            "validatingwebhookconfigurations,clusterroles,clusterrolebindings",
+            "-l",
+            f"olm.owner={name}",
+            "-o",
+            "name",
+        ).split()
+        if not left:
+            break
+        time.sleep(2)
+    assert left == [], (left, olm_said())
