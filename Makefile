@@ -80,16 +80,19 @@ test-cluster: controlplane bytecode
 
 # The tenants example shipped by each path (issue 33; docs/guide/scaffolding.md "Shipping:
 # Helm, OLM, one manifest"): helm and the OLM checker built from Go modules (scripts/
-# build_helm.py, ~5 min once), then helm lint and template against kustomize, the bundle's
-# OperatorHub validation and a server-side dry-run of every path on the local plane
-# (tests/integration/cli), then, as root after `make cluster-deps`, on a plane with one node,
-# dist/install.yaml and the Helm chart installed, a Tenant converging, helm upgrade adding
-# a CRD version and helm uninstall (tests/cluster/test_install_paths.py). Each part removes
-# what it made: the pytest plugin stops its plane, the cluster test runs `down` and checks
-# that nothing is left. Not part of `make test` or CI.
+# build_helm.py, ~5 min once) and OLM's olm-operator (scripts/build_olm.py, ~4 min once),
+# then helm lint and template against kustomize, the bundle's OperatorHub validation and a
+# server-side dry-run of every path on the local plane (tests/integration/cli), then, as
+# root after `make cluster-deps`, on planes with one node, dist/install.yaml and the Helm
+# chart installed, a Tenant converging, helm upgrade adding a CRD version and helm
+# uninstall, and the OLM bundle installed by olm-operator from its CSV
+# (tests/cluster/test_install_paths.py). Each part removes what it made: the pytest plugin
+# stops its plane, the cluster tests run `down` and check that nothing is left. Not part
+# of `make test` or CI.
 .PHONY: test-install-paths
 test-install-paths: controlplane bytecode
 	$(PY) scripts/build_helm.py
+	$(PY) scripts/build_olm.py
 	$(PY) -m pytest tests/integration/cli/test_install_paths.py -q
 	$(PY) -m setpoint controlplane build --nodes
 	$(PY) -m pytest tests/cluster/test_install_paths.py -q -m cluster
