@@ -10,7 +10,7 @@ Run by hand as root (``make node-spike``), never by ``make test``, ``make check`
    through its probes and ``kubectl logs`` returns its output; a Pod on the first node reaches
    a Pod on the last node by its IP and through a Service (kube-proxy), and kube-apiserver
    through the ``kubernetes`` Service; the host reaches that Pod by its IP (the path a webhook
-   Service takes with ``--enable-aggregator-routing``); with ``--coredns``, CoreDNS built from
+   Service's ClusterIP takes through the host's kube-proxy); with ``--coredns``, CoreDNS built from
    its Go module resolves a Service's name; then each daemon's memory and CPU;
 4. stops the plane and checks that no process, mount, network namespace, link, cgroup, sysctl
    change or host path is left (:func:`setpoint.testing.nodes.leftovers`); a leftover is
