@@ -10,8 +10,8 @@ tree. Workloads: ``small`` (a webhook-like POST of 1 KiB of JSON with the API se
 headers) and ``1mib`` (a POST of 1 MiB, as a large AdmissionReview arrives: in 64 KiB
 writes)::
 
-    git worktree add /tmp/wt-server-old 113a4fb
-    .venv/bin/python bench/http_server.py compare --tree old=/tmp/wt-server-old/src \\
+    git worktree add ../setpoint-113a4fb 113a4fb
+    .venv/bin/python bench/http_server.py compare --tree old=../setpoint-113a4fb/src \\
         --tree llhttp=src --rounds 6
 
 ``instructions`` counts, under valgrind, the instructions one server connection spends per
@@ -19,14 +19,14 @@ request of each workload (the connection protocol on an in-process fake transpor
 the handler's task, the answer's write; no sockets), for each tree: exact where CPU time on a
 shared machine is not (counts repeat within 0.1%)::
 
-    .venv/bin/python bench/http_server.py instructions --tree old=/tmp/wt-server-old/src \\
+    .venv/bin/python bench/http_server.py instructions --tree old=../setpoint-113a4fb/src \\
         --tree llhttp=src
 
 ``slow-bodies`` reproduces issue 27's finding 1: ``--connections`` clients each declare a
 ``--size`` MiB body to a server configured as the webhook's (64 MiB body cap) and send it
 slowly, all at once; the server's RSS before, at its peak, and the answers the clients got::
 
-    .venv/bin/python bench/http_server.py slow-bodies --tree old=/tmp/wt-server-old/src \\
+    .venv/bin/python bench/http_server.py slow-bodies --tree old=../setpoint-113a4fb/src \\
         --tree llhttp=src --connections 8 --size 60
 """
 
