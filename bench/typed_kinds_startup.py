@@ -12,9 +12,9 @@ Candidates are interleaved, ``--repeat`` times each.
 
 Run (a plane of your own: ``setpoint controlplane up --name bench``)::
 
-    git archive <before> examples/tenants | tar -x -C /tmp/before
+    git archive <before> examples/tenants | tar -x -C ../tenants-before
     .venv/bin/python bench/typed_kinds_startup.py --kubeconfig $KUBECONFIG --repeat 7 \\
-        --trees before=/tmp/before/examples/tenants,after=examples/tenants
+        --trees before=../tenants-before/examples/tenants,after=examples/tenants
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def test_packages_pip_built_from_source_are_named(script: ModuleType, tmp_path: 
     report = tmp_path / "report.json"
     install = [
         {
-            "download_info": {"url": "file:///work/main"},
+            "download_info": {"url": "file:///home/user/setpoint"},
             "is_direct": True,
             "metadata": {"name": "setpoint", "version": "0.1.0"},
         },
