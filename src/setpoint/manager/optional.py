@@ -466,17 +466,9 @@ def drop_controller_series(metrics: Metrics, controller: str) -> int:
     """
     removed = 0
     for metric in vars(metrics).values():
-        # The families of setpoint.observability._families: public label names and remove();
-        # the series by label values are read from the family's table (no public listing).
-        labelnames: tuple[str, ...] = tuple(getattr(metric, "labelnames", ()) or ())
-        children: Any = getattr(metric, "_series", None)
-        if "controller" not in labelnames or not isinstance(children, dict):
-            continue
-        position = labelnames.index("controller")
-        for values in list(children):
-            if values[position] == controller:
-                metric.remove(*values)
-                removed += 1
+        remove_matching = getattr(metric, "remove_matching", None)
+        if remove_matching is not None:
+            removed += remove_matching("controller", controller)
     return removed
 
 

@@ -206,6 +206,21 @@ class _Family(Generic[C]):
         with self._lock:
             self._series.pop(tuple(str(value) for value in values), None)
 
+    def remove_matching(self, label: str, value: str) -> int:
+        """Forget every series whose ``label`` is ``value``; how many (0 without that label).
+
+        What a stopped controller's series need: a gauge would otherwise keep reading the
+        last value of something that no longer runs.
+        """
+        if label not in self.labelnames:
+            return 0
+        position = self.labelnames.index(label)
+        with self._lock:
+            gone = [key for key in self._series if key[position] == value]
+            for key in gone:
+                del self._series[key]
+        return len(gone)
+
     def _only(self) -> C:
         if self._single is None:
             raise ValueError(f"{self.name} has labels: call .labels(...) first")
