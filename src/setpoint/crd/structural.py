@@ -1427,7 +1427,7 @@ def _go_key(value: Any, depth: int = 0) -> Any:
     if depth > MAX_SCHEMA_DEPTH or (kind is None and value is not None):
         return ("?", id(value))
     if kind == "float":
-        return (kind, float(value))
+        return (kind, _float64(value))
     if kind == "list":
         return (kind, tuple(_go_key(v, depth + 1) for v in value))
     if kind == "map":
@@ -1443,7 +1443,7 @@ def _go_enum_equal(value: Any, member: Any) -> bool:
     if value_kind == member_kind:
         return bool(_go_key(value) == _go_key(member))
     if (value_kind, member_kind) == ("int", "float"):
-        return float(value) == float(member)
+        return _float64(value) == _float64(member)
     if (value_kind, member_kind) == ("float", "int"):
         return bool(_go_int64(value) == member)
     if (value_kind, member_kind) == ("int", "string"):
@@ -1509,15 +1509,15 @@ def _check_number(value: float, node: Mapping[str, Any], bad: Callable[[str], No
     native_int = isinstance(value, int) and _INT64_MIN <= value <= _INT64_MAX
     minimum, maximum = node.get("minimum"), node.get("maximum")
     if minimum is not None:
-        low = _go_int64(minimum) if native_int else float(minimum)
-        number = value if native_int else float(value)
+        low = _go_int64(minimum) if native_int else _float64(minimum)
+        number = value if native_int else _float64(value)
         if node.get("exclusiveMinimum") is True and number <= low:
             bad(f"must be greater than {_show(minimum)}")
         elif number < low:
             bad(f"must be at least {_show(minimum)}")
     if maximum is not None:
-        high = _go_int64(maximum) if native_int else float(maximum)
-        number = value if native_int else float(value)
+        high = _go_int64(maximum) if native_int else _float64(maximum)
+        number = value if native_int else _float64(value)
         if node.get("exclusiveMaximum") is True and number >= high:
             bad(f"must be less than {_show(maximum)}")
         elif number > high:
@@ -1531,9 +1531,21 @@ _INT64_MIN = -(2**63)
 _MAX_JSON_FLOAT = float(2**53 - 1)
 
 
+def _float64(number: float) -> float:
+    """``number`` as a float64; an integer beyond its range is +/-infinity (no OverflowError).
+
+    Python integers have no bound; a JSON number past float64's range reaches the server
+    as an infinite float64 at most, so bounds compare it as one.
+    """
+    try:
+        return float(number)
+    except OverflowError:
+        return math.inf if number > 0 else -math.inf
+
+
 def _go_int64(bound: float) -> int:
     """Go's ``int64(float64(bound))`` on amd64: truncated; out of range is the minimum."""
-    number = float(bound)
+    number = _float64(bound)
     if not math.isfinite(number) or not -(2.0**63) <= number < 2.0**63:
         return _INT64_MIN
     return int(number)
@@ -1547,7 +1559,7 @@ def _is_multiple(value: float, multiple: float, *, native_int: bool) -> bool:
     divisor = float(multiple)
     if divisor <= 0:
         return False
-    mult = 1 / divisor * float(value) if divisor < 1 else float(value) / divisor
+    mult = 1 / divisor * _float64(value) if divisor < 1 else _float64(value) / divisor
     return _is_json_integer(mult)
 
 
