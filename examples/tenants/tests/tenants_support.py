@@ -174,6 +174,38 @@ class Operator:
         await self.running.wait_idle(timeout=timeout)
 
 
+async def install_converting_crd(client: sp.Client, operator: Operator) -> None:
+    """Point the Tenant CRD's conversion at ``operator``'s webhook; return once it is used.
+
+    The API server swaps a replaced CRD's conversion settings asynchronously: right after the
+    replace (Established and discoverable already, from the CRD it replaced) a v1alpha1 write
+    may still go to the previous clientConfig, such as the generated CRD's in-cluster Service
+    that another test restored. So a v1alpha1 Tenant is created with a server-side dry run
+    until the API server converts it through the new webhook.
+    """
+    from tenants import TenantV1Alpha1
+
+    from setpoint.crd import crd_for
+    from setpoint.migrate.install import apply_crd
+
+    await apply_crd(
+        client, crd_for(Tenant, TenantV1Alpha1, webhook=operator.running.webhook_client_config())
+    )
+    name = unique("probe")
+    probe = {
+        "apiVersion": TenantV1Alpha1.gvk.api_version,
+        "kind": "Tenant",
+        "metadata": {"name": name},
+        "spec": {"namespaces": [name], "admins": "probe", "network": "Isolated"},
+    }
+
+    async def converted() -> bool:
+        await client.create(probe, dry_run=True)
+        return True
+
+    await eventually(converted, timeout=30, description="a v1alpha1 Tenant converted by webhook")
+
+
 @contextlib.asynccontextmanager
 async def running_operator(
     kubeconfig: Path,

@@ -11,13 +11,12 @@ from pathlib import Path
 import orjson
 import pytest_asyncio
 import tenants.webhooks
-from tenants import Tenant, TenantV1Alpha1
+from tenants import TenantV1Alpha1
 
 import setpoint as sp
 from setpoint import kinds
 from setpoint.crd import (
     WebhookClientConfig,
-    crd_for,
     find_admission_webhooks,
     webhook_configurations,
 )
@@ -25,7 +24,15 @@ from setpoint.migrate.install import apply_crd
 from setpoint.testing import eventually
 from setpoint.testing.controlplane import find_binaries
 
-from .tenants_support import CONFIG_DIR, Operator, Tenants, load_yaml, tenant_manifest, unique
+from .tenants_support import (
+    CONFIG_DIR,
+    Operator,
+    Tenants,
+    install_converting_crd,
+    load_yaml,
+    tenant_manifest,
+    unique,
+)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -136,9 +143,7 @@ async def test_a_v1alpha1_client_is_told_about_the_hubs_fields(
     client the warning about spec.isolated, a field that client never wrote. The webhooks
     guide tells validator authors to word such messages for every version's clients.
     """
-    await apply_crd(
-        k8s, crd_for(Tenant, TenantV1Alpha1, webhook=operator.running.webhook_client_config())
-    )
+    await install_converting_crd(k8s, operator)
     try:
         name = unique("old-client")
         old = {

@@ -11,11 +11,18 @@ from tenants import Tenant, TenantV1Alpha1
 
 import setpoint as sp
 from setpoint.api.conversion import CONVERSION_DATA_ANNOTATION
-from setpoint.crd import crd_for
 from setpoint.migrate.install import apply_crd
 from setpoint.testing import find_binaries
 
-from .tenants_support import CONFIG_DIR, Operator, Tenants, load_yaml, unique, wait_ready
+from .tenants_support import (
+    CONFIG_DIR,
+    Operator,
+    Tenants,
+    install_converting_crd,
+    load_yaml,
+    unique,
+    wait_ready,
+)
 
 V1ALPHA1 = TenantV1Alpha1.gvk
 
@@ -23,9 +30,7 @@ V1ALPHA1 = TenantV1Alpha1.gvk
 @pytest_asyncio.fixture(loop_scope="session")
 async def converting(k8s: sp.Client, operator: Operator) -> AsyncIterator[Operator]:
     """The Tenant CRD pointed at this operator's webhook (loopback URL, its test CA)."""
-    await apply_crd(
-        k8s, crd_for(Tenant, TenantV1Alpha1, webhook=operator.running.webhook_client_config())
-    )
+    await install_converting_crd(k8s, operator)
     try:
         yield operator
     finally:
