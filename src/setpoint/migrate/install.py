@@ -82,6 +82,12 @@ async def apply_crd(
     ``status.storedVersions`` is refused before it is sent. The server may still reject the CRD
     (:class:`~setpoint.client.Invalid`, e.g. when it drops a stored version).
 
+    Caveat: on a replace, the API server swaps the CRD's conversion settings asynchronously,
+    and no condition says when: for a moment after this returns, a request at a non-storage
+    version may still be converted with the previous ``spec.conversion``. Code that changes
+    the webhook's clientConfig and writes at once should retry that first write (a
+    server-side dry run of it works as a probe).
+
     Raises:
         StoredVersionInUse: the new CRD drops a version still in storedVersions.
         CRDNotReady: not Established, or a served version not discoverable, within
