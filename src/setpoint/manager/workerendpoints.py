@@ -188,6 +188,7 @@ class SupervisorEndpoints:
         )
         """``setpoint_worker_scrape_errors_total{worker}``."""
         self._pools: dict[tuple[str, int], HttpPool] = {}
+        self._warned: set[str] = set()
         self._servers: list[HttpServer] = []
         self._metrics_server: HttpServer | None = None
         self._probe_server: HttpServer | None = None
@@ -370,7 +371,7 @@ class SupervisorEndpoints:
             except ValueError as exc:
                 self._count_error(index, exc)
         # The supervisor's own families after the parses, so this scrape's errors count.
-        merged = _Merged()
+        merged = _Merged(self._warned)
         for family in self.registry.collect():
             merged.add(family, None)
         for family in worker_families(workers):
@@ -501,27 +502,38 @@ def _parse(text: str) -> list[Metric]:
 
 
 class _Merged:
-    """Families collected from several sources, each once; a collector ``render`` accepts."""
+    """Families collected from several sources, each once; a collector ``render`` accepts.
 
-    def __init__(self) -> None:
+    A family is known by the name it is exposed under: a counter ``x`` by ``x_total``. The
+    text parser names the family of counter ``x_total`` ``x``, so keyed by that name it
+    would collide with a gauge ``x`` beside it (setpoint's ``reconcile_threads_overdue``).
+    ``warned`` holds the families whose type conflict was already logged (once each).
+    """
+
+    def __init__(self, warned: set[str]) -> None:
         self._families: dict[str, Metric] = {}
+        self._warned = warned
 
     def add(self, family: Metric, worker: str | None) -> None:
         """Add ``family``'s samples, labelled ``worker=<worker>`` unless ``worker`` is None."""
         from prometheus_client.metrics_core import Metric
 
-        merged = self._families.get(family.name)
+        key = family.name + "_total" if family.type == "counter" else family.name
+        merged = self._families.get(key)
         if merged is None:
             merged = Metric(family.name, family.documentation, family.type, family.unit)
-            self._families[family.name] = merged
+            self._families[key] = merged
         elif merged.type != family.type:
-            log.warning(
-                "metric family %s is a %s in worker %s but a %s elsewhere; left out for it",
-                family.name,
-                family.type,
-                worker if worker is not None else "supervisor",
-                merged.type,
-            )
+            if key not in self._warned:
+                self._warned.add(key)
+                log.warning(
+                    "metric family %s is a %s in worker %s but a %s elsewhere; its samples "
+                    "there are left out (logged once)",
+                    key,
+                    family.type,
+                    worker if worker is not None else "supervisor",
+                    merged.type,
+                )
             return
         if worker is None:
             merged.samples.extend(family.samples)

@@ -484,3 +484,59 @@ async def test_one_worker_exclude_and_unknown_paths() -> None:
     assert (await supervisor.serve_probes(probe("/livez"))).status == 404
     post = HttpRequest("POST", "/readyz")
     assert (await supervisor.serve_probes(post)).status == 405
+
+
+async def test_a_gauge_and_a_counter_sharing_a_stem_are_both_kept(
+    workers: Callable[..., Awaitable[FakeWorker]],
+) -> None:
+    """``x`` (gauge) beside ``x_total`` (counter), as setpoint's overdue-threads metrics are.
+
+    The text parser names the counter's family ``x`` too; neither may displace the other.
+    """
+    one = await workers(worker_registry(0))
+    canned = (
+        "# HELP jobs_overdue Jobs overdue now.\n# TYPE jobs_overdue gauge\njobs_overdue 2.0\n"
+        "# HELP jobs_overdue_total Jobs that went overdue.\n# TYPE jobs_overdue_total counter\n"
+        "jobs_overdue_total 5.0\n"
+    )
+
+    async def handler(request: HttpRequest) -> HttpResponse:
+        return HttpResponse.text(200, canned)
+
+    one.server._handler = handler
+    supervisor = endpoints(Table([status(0, one)]))
+    for accept in (None, "application/openmetrics-text;version=1.0.0"):
+        text = (await supervisor.serve_metrics(scrape(accept))).body.decode()
+        assert 'jobs_overdue{worker="0"} 2.0' in text
+        assert 'jobs_overdue_total{worker="0"} 5.0' in text
+    got = samples((await supervisor.serve_metrics(scrape())).body.decode())
+    assert got["jobs_overdue", labels(worker="0")] == 2
+    assert got["jobs_overdue_total", labels(worker="0")] == 5
+
+
+async def test_a_family_whose_type_differs_keeps_the_first_and_warns_once(
+    workers: Callable[..., Awaitable[FakeWorker]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Worker 0 says gauge, worker 1 summary: worker 0's stays, worker 1's is left out."""
+    zero = await workers(worker_registry(0))
+    one = await workers(worker_registry(1))
+    texts = {
+        0: "# TYPE pool_size gauge\npool_size 4.0\n",
+        1: '# TYPE pool_size summary\npool_size{quantile="0.5"} 9.0\npool_size_count 1.0\n',
+    }
+    for index, worker in ((0, zero), (1, one)):
+
+        async def handler(request: HttpRequest, text: str = texts[index]) -> HttpResponse:
+            return HttpResponse.text(200, text)
+
+        worker.server._handler = handler
+    supervisor = endpoints(Table([status(0, zero), status(1, one)]))
+    caplog.set_level("WARNING", logger="setpoint.manager")
+
+    for _ in range(2):
+        got = samples((await supervisor.serve_metrics(scrape())).body.decode())
+        assert got["pool_size", labels(worker="0")] == 4
+        assert not any(name.startswith("pool_size") and ("worker", "1") in k for name, k in got)
+    warnings = [r.getMessage() for r in caplog.records if "pool_size" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "summary in worker 1 but a gauge" in warnings[0]
