@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from setpoint.api.errors import SetpointError
 from setpoint.api.runnable import RunnableGroup
@@ -186,6 +186,11 @@ class RunSettings:
     record: str | None = None
     """Record informer events and API requests to this JSONL file
     (``ManagerOptions.record``, :mod:`setpoint.observability.recording`). ``None``: off."""
+
+    processes: int | str = 1
+    """Worker processes (``ManagerOptions.processes``): ``1`` runs everything in this
+    process; ``N`` or ``"auto"`` (the Pod's CPU quota) runs a supervisor and N workers that
+    split the objects (decision 0038). More than one turns leader election on."""
 
     webhook_cert_secret: str | None = None
     """Manage the webhook server's CA and serving certificate in this Secret of the
@@ -346,6 +351,15 @@ def _parse_seconds(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise ValueError("must be a positive, finite number of seconds")
     return value
+
+
+def _parse_processes(text: str) -> int | str:
+    value = text.strip().lower()
+    if value == "auto":
+        return "auto"
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError("use a whole number of at least 1, or 'auto' (the Pod's CPU quota)")
+    return int(value)
 
 
 def _parse_text(text: str) -> str:
@@ -569,6 +583,17 @@ def _settings_table() -> tuple[_Setting, ...]:
             "SECONDS",
         ),
         _Setting(
+            "processes",
+            "--processes",
+            "SETPOINT_PROCESSES",
+            "worker processes: N, or 'auto' for the Pod's CPU quota; more than one runs a "
+            "supervisor and N workers that split every controller's objects (turns "
+            "--leader-elect on)",
+            "1",
+            _parse_processes,
+            "N",
+        ),
+        _Setting(
             "record",
             "--record",
             "SETPOINT_RECORD",
@@ -672,6 +697,20 @@ def build_manager_options(
     )
 
     leader_election = None
+    processes: int | Literal["auto"] = 1
+    if settings.processes != 1:
+        from setpoint.manager.processes import resolve_processes
+
+        processes = "auto" if settings.processes == "auto" else int(settings.processes)
+        if resolve_processes(processes) == 1:
+            processes = 1
+        elif not settings.leader_elect:
+            log.info(
+                "--processes %s: leader election is turned on (the workers' shard ring has "
+                "its sharder in the leader)",
+                settings.processes,
+            )
+            settings = dataclasses.replace(settings, leader_elect=True)
     if settings.leader_elect:
         leader_election = LeaderElectionOptions(
             name=settings.leader_election_id or default_leader_election_id(module_name),
@@ -708,6 +747,7 @@ def build_manager_options(
         ),
         cache_sync_timeout=settings.cache_sync_timeout,
         record=RecordOptions(path=settings.record) if settings.record else None,
+        processes=processes,
         **extra,
     )
 

@@ -75,6 +75,8 @@ from setpoint.server.http import (
 from setpoint.server.tls import ServerTLS
 
 if TYPE_CHECKING:
+    import socket
+
     from setpoint.cache import Cache
     from setpoint.client.client import Client
     from setpoint.client.protocols import ApiClient
@@ -82,6 +84,7 @@ if TYPE_CHECKING:
     from setpoint.manager.clusters import ClusterSet
     from setpoint.manager.leaderelection import LeaderElector
     from setpoint.manager.metricsauth import ReviewClient
+    from setpoint.manager.processes import Supervisor, WorkerChannel, WorkerEnvironment
     from setpoint.manager.shardmember import ShardMember
     from setpoint.webhook.server import WebhookServer
 
@@ -151,7 +154,14 @@ class Manager:
         """The client shared by everything the manager builds: the live
         :class:`~setpoint.client.Client`, or in unit tests a
         :class:`~setpoint.testing.FakeClient`."""
-        self.options = options or ManagerOptions()
+        options = options or ManagerOptions()
+        self._worker: WorkerEnvironment | None = None
+        self._supervise = 0
+        self._supervisor: Supervisor | None = None
+        self._channel: WorkerChannel | None = None
+        if options.processes != 1:
+            options = self._processes_mode(options)
+        self.options = options
         """The validated settings."""
         opts = self.options
         self.metrics: Metrics = opts.metrics or Metrics.default()
@@ -276,6 +286,31 @@ class Manager:
             )
             self.add(self.loop_lag)
 
+    def _processes_mode(self, options: ManagerOptions) -> ManagerOptions:
+        """Supervisor or worker of ``options.processes`` (decision 0038); the options to use."""
+        from setpoint.manager import processes
+
+        count = processes.resolve_processes(options.processes)
+        if count == 1:
+            return options
+        processes.check_options(options, count)
+        worker = processes.worker_environment()
+        if worker is None:
+            self._supervise = count
+            return options
+        self._worker = worker
+        return processes.worker_options(options, worker)
+
+    @property
+    def worker(self) -> WorkerEnvironment | None:
+        """The worker this process is among ``ManagerOptions.processes`` (``None``: not one)."""
+        return self._worker
+
+    @property
+    def supervisor(self) -> Supervisor | None:
+        """The worker supervisor, while this manager supervises workers (``None`` otherwise)."""
+        return self._supervisor
+
     @classmethod
     def from_kubeconfig(
         cls,
@@ -353,11 +388,11 @@ class Manager:
 
     def _is_sharded(self, runnable: Runnable) -> bool:
         sharding = self.options.sharding
-        return (
-            sharding is not None
-            and isinstance(runnable, Controller)
-            and runnable.controller_name in sharding.controllers
-        )
+        if sharding is None or not isinstance(runnable, Controller):
+            return False
+        if sharding.every_controller:
+            return runnable.for_kind is not None
+        return runnable.controller_name in sharding.controllers
 
     @property
     def shard(self) -> ShardMember | None:
@@ -395,6 +430,11 @@ class Manager:
             from setpoint.webhook.server import WebhookServer
 
             server = WebhookServer(self.options.webhook_server, metrics=self.metrics)
+            if self._worker is not None and self._worker.webhook_fd is not None:
+                import socket
+
+                # The supervisor's listening socket (decision 0038): one accept queue.
+                server.serve_socket(socket.socket(fileno=self._worker.webhook_fd))
             self.add(server)
             self._readyz.add("webhook-server", server.ready)
             self._webhook_server = server
@@ -661,6 +701,9 @@ class Manager:
         """
         if self._state is not _State.NEW:
             raise ManagerStateError("a Manager runs once; build a new one to run again")
+        if self._supervise:
+            await self._run_supervisor()
+            return
         recorder = self._start_recording()  # first: a refused file leaves nothing started
         self._state = _State.RUNNING
         self._loop = loop = asyncio.get_running_loop()
@@ -677,6 +720,12 @@ class Manager:
         try:
             startup = asyncio.create_task(self._startup(), name="setpoint-manager-startup")
             watcher = asyncio.create_task(self._watch_failures(), name="setpoint-manager-watch")
+            reporter = None
+            if self._worker is not None and self._worker.channel_fd is not None:
+                reporter = asyncio.create_task(
+                    self._report_to_supervisor(self._worker.channel_fd),
+                    name="setpoint-manager-worker-reports",
+                )
             try:
                 await self._wake.wait()
             except asyncio.CancelledError:
@@ -690,10 +739,15 @@ class Manager:
             self._deadline = self.options.clock.now() + self.options.graceful_shutdown_timeout
             if self._signals > 1:
                 self._deadline = self.options.clock.now()
-            await _cancel_and_wait([startup, watcher])
+            await _cancel_and_wait([t for t in (startup, watcher, reporter) if t is not None])
             problems = await self._shutdown()
         finally:
             self._state = _State.STOPPED
+            if self._channel is not None:
+                if self._fatal is not None:
+                    self._channel.send(error=str(self._fatal))
+                await self._channel.flush()
+                self._channel.close()
             restore_hooks()
             if restore_signals is not None:
                 restore_signals()
@@ -717,6 +771,109 @@ class Manager:
         if problems:
             raise ShutdownIncomplete(problems)
         log.info("manager stopped cleanly")
+
+    # -- processes (decision 0038) ------------------------------------------------------------
+
+    async def _run_supervisor(self) -> None:
+        """Supervise ``options.processes`` workers instead of running anything here."""
+        from setpoint.manager.processes import Supervisor, WorkerStartupFailed, worker_argv
+
+        opts = self.options
+        self._state = _State.RUNNING
+        self._loop = asyncio.get_running_loop()
+        restore_signals = self._install_signal_handlers() if opts.handle_signals else None
+        webhook_socket = self._listen_for_webhooks() if self._webhook_server is not None else None
+        supervisor = self._supervisor = Supervisor(
+            self._supervise,
+            argv=worker_argv(),
+            clock=opts.clock,
+            graceful_shutdown_timeout=opts.graceful_shutdown_timeout,
+            webhook_socket=webhook_socket,
+        )
+        endpoints = self._supervisor_endpoints(supervisor)
+        log.info("supervising %d worker processes", self._supervise)
+        try:
+            await endpoints.start()
+            await supervisor.run(self._wake)
+        except WorkerStartupFailed as exc:
+            raise RunnableFailed(f"worker-{exc.index}", str(exc)) from exc
+        except TimeoutError as exc:
+            raise ShutdownIncomplete([("workers", str(exc))]) from exc
+        finally:
+            self._state = _State.STOPPED
+            with contextlib.suppress(Exception):
+                await endpoints.stop(1.0)
+            if restore_signals is not None:
+                restore_signals()
+            if webhook_socket is not None:
+                webhook_socket.close()
+            if self._owns_client:
+                await self.client.close()
+        log.info("manager stopped cleanly")
+
+    def _supervisor_endpoints(self, supervisor: Supervisor) -> Runnable:
+        """The supervisor's public ``/metrics``, ``/healthz`` and ``/readyz``, over the workers'."""
+        from setpoint.manager.workerendpoints import SupervisorEndpoints
+
+        opts = self.options
+        endpoints: Runnable = SupervisorEndpoints(
+            supervisor,
+            metrics_bind_address=opts.metrics_bind_address,
+            health_probe_bind_address=opts.health_probe_bind_address,
+            metrics_secure=opts.metrics_secure,
+            metrics_tls=opts.metrics_tls,
+            client=self.client,
+            clock=opts.clock,
+            new_http_server=opts.new_http_server,
+        )
+        return endpoints
+
+    def _listen_for_webhooks(self) -> socket.socket | None:
+        """The webhook server's listening socket, opened here and inherited by every worker."""
+        server = self._webhook_server
+        if server is None:
+            return None
+        return server.listen()
+
+    async def _report_to_supervisor(self, fd: int) -> None:
+        """Tell the supervisor where this worker's servers listen and whether it is ready."""
+        from setpoint.api.clock import clock_sleep
+        from setpoint.manager.processes import READY_POLL_INTERVAL, WorkerChannel
+
+        channel = self._channel = await WorkerChannel.connect(fd)
+
+        def gone(task: asyncio.Task[None]) -> None:
+            if not task.cancelled():
+                log.warning("the process supervisor is gone: shutting down")
+                self._request_stop()
+
+        watch = asyncio.create_task(channel.wait_closed(), name="setpoint-worker-supervisor")
+        watch.add_done_callback(gone)
+        opts = self.options
+        addresses_sent = False
+        ready: bool | None = None
+        try:
+            while True:
+                if not addresses_sent:
+                    metrics, probes = self.metrics_address, self.health_probe_address
+                    if (metrics is not None or self._metrics_server is None) and (
+                        probes is not None or self._probe_server is None
+                    ):
+                        channel.send(metrics=metrics, probes=probes)
+                        addresses_sent = True
+                now_ready = addresses_sent and await self._all_ready()
+                if now_ready != ready:
+                    channel.send(ready=now_ready)
+                    ready = now_ready
+                await clock_sleep(opts.clock, READY_POLL_INTERVAL)
+        finally:
+            watch.cancel()
+
+    async def _all_ready(self) -> bool:
+        for name in self._readyz.names:
+            if await self._readyz.run(name) is not None:
+                return False
+        return True
 
     def _start_recording(self) -> recording.Recorder | None:
         """Start ``options.record``'s recorder (one per process: a second one is refused)."""
@@ -1205,6 +1362,10 @@ class Manager:
 
     def _on_signal(self, sig: signal.Signals) -> None:
         self._signals += 1
+        if self._supervisor is not None and self._signals > 1:
+            log.warning("received %s again: passing it on to the workers", sig.name)
+            self._supervisor.signal_all(signal.SIGTERM)
+            return
         if self._signals == 1:
             log.info("received %s: shutting down gracefully", sig.name)
             self._request_stop()

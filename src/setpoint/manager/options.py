@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 from setpoint.api.clock import Clock, LoopClock
 from setpoint.api.validation import is_dns1123_label, is_dns1123_subdomain
@@ -348,7 +348,31 @@ class ManagerOptions:
     :attr:`leader_election` (the sharder runs in the leader). ``None`` (default): no
     sharding."""
 
+    processes: int | Literal["auto"] = 1
+    """Worker processes to run the operator in (decision 0038). ``1`` (the default): this
+    process runs everything, as always. ``N > 1``: ``run()`` becomes a supervisor that runs
+    the same command line N times as workers, each reconciling its share of every
+    controller's objects (sharding on, a ring per operator), restarts a worker that dies, and
+    serves the probe and metrics endpoints aggregated over the workers
+    (:mod:`setpoint.manager.processes`). ``"auto"``: the CPUs the Pod may use (its cgroup
+    CPU quota, rounded up). More than one needs :attr:`leader_election`."""
+
     def __post_init__(self) -> None:
+        processes = self.processes
+        if processes != "auto" and (
+            isinstance(processes, bool) or not isinstance(processes, int) or processes < 1
+        ):
+            raise ValueError(
+                f"ManagerOptions.processes={processes!r} must be a whole number of at least 1, "
+                "or 'auto' for the CPUs the Pod may use (its cgroup CPU quota)"
+            )
+        if isinstance(processes, int) and processes > 1 and self.leader_election is None:
+            raise ValueError(
+                f"ManagerOptions.processes={processes} needs leader_election: the workers "
+                "split the objects on a shard ring, whose sharder runs in the leader. Set "
+                "leader_election=LeaderElectionOptions(name=...) (setpoint run turns "
+                "--leader-elect on by itself)"
+            )
         if self.sharding is not None and self.leader_election is None:
             raise ValueError(
                 "ManagerOptions.sharding needs leader_election: the sharder that assigns "

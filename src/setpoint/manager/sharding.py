@@ -301,10 +301,15 @@ class ShardingOptions:
     Replicas of one operator share it; two operators sharding one kind need two rings.
     Required."""
 
-    controllers: tuple[str, ...]
+    controllers: tuple[str, ...] = ()
     """Names of the controllers to shard (as given to ``manager.controller(name)``). The
     ``for_`` kind of each is sharded; every replica runs them, each on its own share.
-    Required, at least one."""
+    At least one, unless :attr:`every_controller` is set."""
+
+    every_controller: bool = False
+    """Shard every controller that has a ``for_`` kind, whatever its name (:attr:`controllers`
+    must then be empty). What each worker of ``ManagerOptions.processes`` does when no
+    sharding is configured (decision 0038)."""
 
     key: ShardKey = ShardKey.UID
     """What objects are hashed by: ``UID`` (default) or ``NAMESPACE``."""
@@ -349,10 +354,16 @@ class ShardingOptions:
                 "(lowercase letters, digits and '-'): it is part of the shard and drain label "
                 "keys"
             )
-        if isinstance(self.controllers, str) or not self.controllers:
+        if self.every_controller:
+            if self.controllers:
+                raise ValueError(
+                    f"{where}: every_controller=True shards every controller with a for_() "
+                    f"kind; leave controllers empty (it names {self.controllers!r})"
+                )
+        elif isinstance(self.controllers, str) or not self.controllers:
             raise ValueError(
                 f"{where}.controllers={self.controllers!r} must be a tuple of at least one "
-                "controller name, e.g. controllers=('widget',)"
+                "controller name, e.g. controllers=('widget',), or set every_controller=True"
             )
         for name in self.controllers:
             if not isinstance(name, str) or not is_qualified_name(name) or "/" in name:

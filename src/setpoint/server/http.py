@@ -56,6 +56,8 @@ from setpoint.server.address import BindAddress
 from setpoint.server.tls import ServerTLS
 
 if TYPE_CHECKING:
+    import socket
+
     from setpoint.server._http1 import ConnectionGuard
 
 __all__ = [
@@ -242,6 +244,12 @@ class HttpServerOptions:
     a :class:`~setpoint.api.clock.ManualClock` to move time by hand. The TLS handshake's own
     timeout (``read_header_timeout`` too) is asyncio's and runs on the loop's clock."""
 
+    listen_socket: socket.socket | None = None
+    """A socket that listens already, to accept from instead of binding the address: a
+    worker of ``ManagerOptions.processes`` serves the webhook socket its supervisor opened
+    (one accept queue for every worker; decision 0038). The server closes it when it stops.
+    ``None``: bind the address given to the server."""
+
     shutdown_timeout: float = 1.0
     """Seconds :meth:`Http1Server.stop` lets in-flight requests finish. Short by default:
     probes are answered in well under a second, and a long wait would only delay shutdown
@@ -385,13 +393,18 @@ class Http1Server:
         )
         loop = asyncio.get_running_loop()
         try:
-            listener = await loop.create_server(
-                new_connection(settings),
-                self._bind.host,
-                self._bind.port,
-                reuse_address=True,
-                backlog=128,
-            )
+            if options.listen_socket is not None:
+                listener = await loop.create_server(
+                    new_connection(settings), sock=options.listen_socket, backlog=128
+                )
+            else:
+                listener = await loop.create_server(
+                    new_connection(settings),
+                    self._bind.host,
+                    self._bind.port,
+                    reuse_address=True,
+                    backlog=128,
+                )
         except OSError as exc:
             raise OSError(
                 exc.errno,

@@ -49,6 +49,7 @@ from setpoint.webhook.options import WebhookServerOptions
 from setpoint.webhook.reviews import ReviewWorkers
 
 if TYPE_CHECKING:
+    import socket
     from collections.abc import Callable
 
     from setpoint.api.admission import CustomDefaulter, CustomValidator
@@ -248,6 +249,7 @@ class WebhookServer:
             self.options.bind_address, option="WebhookServerOptions.bind_address"
         )
         self._bind = bind if bind is not None else BindAddress(None, 9443)
+        self._listen_socket: socket.socket | None = None
 
     # -- runnable ---------------------------------------------------------------------------
 
@@ -298,6 +300,7 @@ class WebhookServer:
                 body_budget=options.body_budget,
                 group=RunnableGroup.WEBHOOKS,
                 shutdown_timeout=5.0,
+                listen_socket=self._listen_socket,
             ),
         )
         await server.start()
@@ -331,6 +334,44 @@ class WebhookServer:
         return watch.exception() or RuntimeError(
             "the webhook server's certificate watch returned; it must run until stopped"
         )
+
+    def listen(self) -> socket.socket:
+        """Open the listening socket of :attr:`options`' bind address, without serving on it.
+
+        A process supervisor (``ManagerOptions.processes``) opens it once and its workers
+        inherit it (:meth:`serve_socket`), so every worker accepts from one queue.
+
+        Raises:
+            OSError: the address cannot be bound.
+
+        """
+        import socket as _socket
+
+        host, port = self._bind.host, self._bind.port
+        try:
+            if host:
+                family = _socket.AF_INET6 if ":" in host else _socket.AF_INET
+                sock = _socket.create_server((host, port), family=family, backlog=128)
+            elif _socket.has_dualstack_ipv6():
+                sock = _socket.create_server(
+                    ("", port), family=_socket.AF_INET6, dualstack_ipv6=True, backlog=128
+                )
+            else:
+                sock = _socket.create_server(("", port), backlog=128)
+        except OSError as exc:
+            raise OSError(
+                exc.errno,
+                f"the {self.name} cannot listen on {self._bind}: {exc.strerror or exc}",
+            ) from exc
+        sock.set_inheritable(True)
+        return sock
+
+    def serve_socket(self, sock: socket.socket) -> None:
+        """Accept on ``sock`` (listening already, inherited) instead of binding the address.
+
+        Call before :meth:`start`; the server closes it when it stops.
+        """
+        self._listen_socket = sock
 
     # -- where and how ------------------------------------------------------------------------
 

@@ -1,0 +1,716 @@
+"""Worker processes under one supervisor in one Pod: ``ManagerOptions.processes`` (decision 0038).
+
+With ``processes=N`` (N > 1), :meth:`Manager.run() <setpoint.manager.Manager.run>` in a process
+*without* the variable :data:`WORKER_INDEX_ENV` becomes the **supervisor**: it starts no
+controller and no cache; it runs the same command line again N times (``sys.executable`` and
+``sys.orig_argv``, as gunicorn's and uvicorn's ``--workers`` do), each with the environment
+contract below, serves the public probe and metrics endpoints
+(:mod:`setpoint.manager.workerendpoints`, which aggregate the workers'), restarts a worker
+that dies, forwards SIGTERM and SIGINT, and owns the webhook server's listening socket (the
+workers inherit it: one accept queue).
+
+In a **worker** (the variable is set) the manager runs as it always does, with
+:func:`worker_options` applied to its options: sharding on (every controller with a
+``for_`` kind, ring named after the leader election Lease, unless the options shard
+already), shard and leader election identities ``<pod>-w<index>`` that a restarted worker
+keeps, and metrics and probe servers on loopback, whose ports it reports to the supervisor
+over its channel (a socket pair, :class:`WorkerChannel`). A worker stops when the
+supervisor goes away (the channel reads end of file).
+
+Environment contract (what a worker is started with):
+
+- :data:`WORKER_INDEX_ENV` (``SETPOINT_WORKER_INDEX``): the worker's index, ``0`` to ``N-1``;
+- :data:`WORKER_COUNT_ENV` (``SETPOINT_WORKER_COUNT``): ``N``;
+- :data:`WORKER_CHANNEL_ENV` (``SETPOINT_WORKER_CHANNEL_FD``): the inherited file descriptor
+  of its end of the channel;
+- :data:`WORKER_WEBHOOK_FD_ENV` (``SETPOINT_WORKER_WEBHOOK_FD``), when the operator serves
+  webhooks: the inherited listening socket of the webhook server.
+
+The supervisor logs ``worker <i> started pid=<pid>`` for every start, so a test (or a person)
+finds each worker's process. A dead worker is reaped (``waitpid``) *before* its successor
+starts with the same index and identities: the successor then takes its own shard and leader
+Leases at once, and never runs beside its predecessor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import os
+import re
+import signal
+import socket
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from setpoint.api.clock import Clock, clock_sleep
+
+if TYPE_CHECKING:
+    from setpoint.manager.options import ManagerOptions
+    from setpoint.manager.workerendpoints import WorkerStatus
+
+__all__ = [
+    "WORKER_CHANNEL_ENV",
+    "WORKER_COUNT_ENV",
+    "WORKER_INDEX_ENV",
+    "WORKER_WEBHOOK_FD_ENV",
+    "Supervisor",
+    "WorkerChannel",
+    "WorkerEnvironment",
+    "WorkerStartupFailed",
+    "cpu_count",
+    "resolve_processes",
+    "worker_argv",
+    "worker_environment",
+    "worker_name",
+    "worker_options",
+]
+
+log = logging.getLogger("setpoint.manager.processes")
+
+WORKER_INDEX_ENV: Final = "SETPOINT_WORKER_INDEX"
+"""Set in a worker: its index, ``0`` to ``N-1``. Its absence makes ``run()`` supervise."""
+
+WORKER_COUNT_ENV: Final = "SETPOINT_WORKER_COUNT"
+"""Set in a worker: how many workers the supervisor runs."""
+
+WORKER_CHANNEL_ENV: Final = "SETPOINT_WORKER_CHANNEL_FD"
+"""Set in a worker: the file descriptor of its end of the channel to the supervisor."""
+
+WORKER_WEBHOOK_FD_ENV: Final = "SETPOINT_WORKER_WEBHOOK_FD"
+"""Set in a worker when the operator serves webhooks: the inherited listening socket."""
+
+RESTART_BACKOFF: Final = 1.0
+"""Seconds before the first restart of a dead worker; doubled for each further death."""
+
+RESTART_BACKOFF_MAX: Final = 30.0
+"""The longest wait between restarts of one worker."""
+
+RESTART_RESET_AFTER: Final = 60.0
+"""Seconds a worker must stay up for its backoff (and crash-loop count) to start over."""
+
+CRASH_LOOP_RESTARTS: Final = 5
+"""Deaths in a row (each before :data:`RESTART_RESET_AFTER`) after which a worker counts as
+``failed``: the supervisor's ``/healthz`` then fails, so the kubelet restarts the Pod."""
+
+READY_POLL_INTERVAL: Final = 0.5
+"""Seconds between a worker's evaluations of its own readiness checks (reported on change)."""
+
+_NOT_LABEL: Final = re.compile(r"[^a-z0-9-]+")
+
+
+# -- how many ----------------------------------------------------------------------------------
+
+
+def _cgroup_v2_quota(root: Path, proc_cgroup: str) -> float | None:
+    """The tightest ``cpu.max`` quota (in CPUs) from this process's cgroup up to the root."""
+    path = None
+    for line in proc_cgroup.splitlines():
+        if line.startswith("0::"):
+            path = line[3:].strip()
+    if path is None:
+        return None
+    best: float | None = None
+    current = (root / path.lstrip("/")).resolve() if path not in ("", "/") else root
+    for directory in (current, *current.parents):
+        try:
+            text = (directory / "cpu.max").read_text().split()
+        except OSError:
+            text = []
+        if len(text) == 2 and text[0] != "max":
+            with contextlib.suppress(ValueError):
+                quota, period = int(text[0]), int(text[1])
+                if quota > 0 and period > 0:
+                    cpus = quota / period
+                    best = cpus if best is None else min(best, cpus)
+        if directory == root:
+            break
+    return best
+
+
+def _cgroup_v1_quota(root: Path, proc_cgroup: str) -> float | None:
+    """The ``cpu.cfs_quota_us / cpu.cfs_period_us`` quota (in CPUs) of cgroup v1, if any."""
+    path = None
+    for line in proc_cgroup.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and "cpu" in parts[1].split(","):
+            path = parts[2].strip()
+    if path is None:
+        return None
+    for mount in ("cpu,cpuacct", "cpu", "cpuacct,cpu"):
+        base = root / mount
+        for directory in (base / path.lstrip("/"), base):
+            try:
+                quota = int((directory / "cpu.cfs_quota_us").read_text())
+                period = int((directory / "cpu.cfs_period_us").read_text())
+            except (OSError, ValueError):
+                continue
+            if quota > 0 and period > 0:
+                return quota / period
+            return None
+    return None
+
+
+def cpu_count(
+    *,
+    cgroup_root: str | Path = "/sys/fs/cgroup",
+    proc_cgroup: str | None = None,
+    affinity: int | None = None,
+) -> int:
+    """The CPUs this process may use: what ``processes="auto"`` resolves to.
+
+    The cgroup's CPU quota (v2 ``cpu.max``, the tightest from the process's cgroup up; v1
+    ``cpu.cfs_quota_us / cpu.cfs_period_us``), rounded up, capped by the CPUs the process may
+    be scheduled on (``os.sched_getaffinity``), and at least 1. The arguments are test seams:
+    ``proc_cgroup`` is the text of ``/proc/self/cgroup``, ``affinity`` the CPU count.
+    """
+    if affinity is None:
+        try:
+            affinity = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            affinity = os.cpu_count() or 1
+    if proc_cgroup is None:
+        try:
+            proc_cgroup = Path("/proc/self/cgroup").read_text()
+        except OSError:
+            proc_cgroup = ""
+    root = Path(cgroup_root)
+    quota = _cgroup_v2_quota(root, proc_cgroup)
+    if quota is None:
+        quota = _cgroup_v1_quota(root, proc_cgroup)
+    cpus = affinity if quota is None else min(affinity, math.ceil(quota))
+    return max(cpus, 1)
+
+
+def resolve_processes(value: int | Literal["auto"]) -> int:
+    """The number of processes ``ManagerOptions.processes`` asks for (``auto``: :func:`cpu_count`).
+
+    Raises:
+        ValueError: not ``"auto"`` and not a whole number of at least 1.
+
+    """
+    if value == "auto":
+        return cpu_count()
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"ManagerOptions.processes={value!r} must be a whole number of at least 1, or "
+            "'auto' for the CPUs the Pod may use (its cgroup CPU quota)"
+        )
+    return value
+
+
+# -- the worker's side -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerEnvironment:
+    """What a worker learns from its environment (see the module docstring's contract)."""
+
+    index: int
+    """This worker's index, ``0`` to ``count - 1``: stable across its restarts."""
+    count: int
+    """How many workers the supervisor runs."""
+    channel_fd: int | None
+    """Its end of the channel to the supervisor (``None``: started without one, by hand)."""
+    webhook_fd: int | None = None
+    """The inherited listening socket of the webhook server, if the operator serves any."""
+
+
+def worker_environment(environ: Mapping[str, str] | None = None) -> WorkerEnvironment | None:
+    """The worker contract in ``environ`` (default ``os.environ``); ``None`` outside a worker.
+
+    Raises:
+        ValueError: a variable of the contract is set but is not a number.
+
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(WORKER_INDEX_ENV)
+    if raw is None or raw == "":
+        return None
+
+    def number(name: str, default: int | None) -> int | None:
+        text = env.get(name, "")
+        if not text:
+            return default
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(
+                f"{name}={text!r} is not a number: it is set by the process supervisor of "
+                "ManagerOptions.processes; unset it to run without one"
+            ) from None
+
+    index = number(WORKER_INDEX_ENV, None)
+    count = number(WORKER_COUNT_ENV, None)
+    assert index is not None
+    if count is None:
+        count = index + 1
+    if index < 0 or index >= count:
+        raise ValueError(f"{WORKER_INDEX_ENV}={index} is outside 0..{count - 1}")
+    return WorkerEnvironment(
+        index=index,
+        count=count,
+        channel_fd=number(WORKER_CHANNEL_ENV, None),
+        webhook_fd=number(WORKER_WEBHOOK_FD_ENV, None),
+    )
+
+
+def _host_label() -> str:
+    host = os.environ.get("HOSTNAME") or socket.gethostname() or "operator"
+    return _NOT_LABEL.sub("-", host.lower()).strip("-")[:50].strip("-") or "operator"
+
+
+def worker_name(index: int, base: str | None = None) -> str:
+    """``<base>-w<index>``: a worker's shard id and leader election identity (a DNS label).
+
+    ``base`` defaults to the host name (the Pod's name), so the name is the same for every
+    restart of worker ``index`` in this Pod and different in every other Pod.
+    """
+    prefix = _NOT_LABEL.sub("-", (base or _host_label()).lower()).strip("-")
+    suffix = f"-w{index}"
+    return prefix[: 63 - len(suffix)].strip("-") + suffix
+
+
+def ring_name(lease_name: str) -> str:
+    """The shard ring of the workers: the leader election Lease's name as a DNS label."""
+    ring = _NOT_LABEL.sub("-", lease_name.lower()).strip("-")[:50].strip("-")
+    return ring or "workers"
+
+
+def worker_options(options: ManagerOptions, worker: WorkerEnvironment) -> ManagerOptions:
+    """The options of worker ``worker.index``: sharded, stable identities, loopback servers.
+
+    - sharding: the given :class:`~setpoint.manager.sharding.ShardingOptions` with
+      ``shard_id`` ``<shard_id or host>-w<i>``, or else every controller with a ``for_``
+      kind on the ring named after the leader election Lease (:func:`ring_name`);
+    - leader election identity ``<identity or host>-w<i>`` (unless a lock is given);
+    - metrics and probes on ``127.0.0.1:0``, plain HTTP without authentication: only the
+      supervisor (in the same Pod) reads them; a server turned off stays off;
+    - ``record``: each worker writes ``<path>.w<i>``.
+    """
+    from setpoint.manager.sharding import ShardingOptions
+
+    le = options.leader_election
+    if le is None:
+        raise ValueError(_needs_leader_election(options.processes))
+    name = worker_name(worker.index)
+    if le.lock is None:
+        identity = worker_name(worker.index, le.identity) if le.identity else name
+        le = dataclasses.replace(le, identity=identity)
+    sharding = options.sharding
+    if sharding is None:
+        sharding = ShardingOptions(ring=ring_name(le.name), every_controller=True, shard_id=name)
+    else:
+        shard_id = worker_name(worker.index, sharding.shard_id) if sharding.shard_id else name
+        sharding = dataclasses.replace(sharding, shard_id=shard_id)
+    changes: dict[str, Any] = {
+        "leader_election": le,
+        "sharding": sharding,
+        "metrics_secure": False,
+        "metrics_tls": None,
+    }
+    if options.metrics_bind_address != "0":
+        changes["metrics_bind_address"] = "127.0.0.1:0"
+    if options.health_probe_bind_address != "0":
+        changes["health_probe_bind_address"] = "127.0.0.1:0"
+    if options.record is not None:
+        path = f"{options.record.path}.w{worker.index}"
+        changes["record"] = dataclasses.replace(options.record, path=path)
+    return dataclasses.replace(options, **changes)
+
+
+def _needs_leader_election(processes: object) -> str:
+    return (
+        f"ManagerOptions.processes={processes!r} needs leader_election: the workers split the "
+        "objects on a shard ring, whose sharder runs in the leader. Set leader_election="
+        "LeaderElectionOptions(name=...) (setpoint run turns --leader-elect on by itself)"
+    )
+
+
+def check_options(options: ManagerOptions, count: int) -> None:
+    """Reject options that cannot run in ``count`` processes (``count > 1``).
+
+    Raises:
+        ValueError: without leader election.
+
+    """
+    if count > 1 and options.leader_election is None:
+        raise ValueError(_needs_leader_election(options.processes))
+
+
+class WorkerChannel:
+    """A worker's end of its channel to the supervisor: reports out, end of file in.
+
+    Reports are JSON lines: ``{"metrics": [host, port] | null, "probes": [...]}`` once the
+    servers listen, ``{"ready": true|false}`` when readiness changes, ``{"error": "..."}``
+    when the manager fails. The supervisor never writes; the worker reads only to learn that
+    the supervisor is gone (end of file).
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    @classmethod
+    async def connect(cls, fd: int) -> WorkerChannel:
+        """Open the inherited channel ``fd`` on the running loop."""
+        sock = socket.socket(fileno=fd)
+        sock.setblocking(False)
+        reader, writer = await asyncio.open_unix_connection(sock=sock)
+        return cls(reader, writer)
+
+    def send(self, **message: object) -> None:
+        """Queue one report (a few bytes; never blocks)."""
+        if self._writer.is_closing():
+            return
+        self._writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+
+    async def flush(self, timeout: float = 1.0) -> None:
+        """Wait (at most ``timeout`` seconds) until queued reports are written."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._writer.drain(), timeout)
+
+    async def wait_closed(self) -> None:
+        """Return when the supervisor's end is closed (it exited or was killed)."""
+        with contextlib.suppress(ConnectionError, OSError):
+            while await self._reader.read(4096):
+                pass
+
+    def close(self) -> None:
+        """Close this end."""
+        with contextlib.suppress(Exception):
+            self._writer.close()
+
+
+def worker_argv() -> list[str]:
+    """The command line that started this process, to run again as a worker.
+
+    ``sys.executable`` and ``sys.orig_argv`` without its first item: the interpreter's own
+    options (``-m``, ``-X``) and the script's arguments, exactly as given.
+    """
+    orig = getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv]
+    return [sys.executable, *orig[1:]]
+
+
+# -- the supervisor ----------------------------------------------------------------------------
+
+
+class WorkerStartupFailed(Exception):
+    """A worker exited before it was ever ready: the supervisor stops the others and exits."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(message)
+        self.index = index
+        """The worker's index."""
+
+
+WorkerState = Literal["starting", "ready", "restarting", "failed", "stopped"]
+
+
+@dataclass(eq=False)
+class _Slot:
+    """One worker index and the process that runs it now."""
+
+    index: int
+    state: WorkerState = "starting"
+    process: asyncio.subprocess.Process | None = None
+    restarts: int = 0
+    ever_ready: bool = False
+    deaths_in_a_row: int = 0
+    started_at: float = 0.0
+    metrics_address: tuple[str, int] | None = None
+    probe_address: tuple[str, int] | None = None
+    error: str | None = None
+    exited: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+
+
+class Supervisor:
+    """Starts ``count`` workers, restarts the dead ones, and stops them all on request.
+
+    It is the :class:`~setpoint.manager.workerendpoints.WorkerTable` its endpoints read.
+    Build it in the supervisor process and ``await run(stop)``; see the module docstring for
+    the contract and decision 0038 for the guarantees.
+
+    Args:
+        count: How many workers (at least 1).
+        argv: The command each worker runs (:func:`worker_argv`).
+        environ: The workers' environment, to which the contract's variables are added.
+        clock: Where backoffs and the shutdown budget are timed.
+        graceful_shutdown_timeout: Seconds the workers get to stop after SIGTERM before
+            they are killed.
+        webhook_socket: A listening socket the workers inherit, or ``None``.
+
+    """
+
+    def __init__(
+        self,
+        count: int,
+        *,
+        argv: Sequence[str],
+        environ: Mapping[str, str] | None = None,
+        clock: Clock,
+        graceful_shutdown_timeout: float,
+        webhook_socket: socket.socket | None = None,
+        restart_backoff: float = RESTART_BACKOFF,
+        restart_backoff_max: float = RESTART_BACKOFF_MAX,
+        restart_reset_after: float = RESTART_RESET_AFTER,
+        crash_loop_restarts: int = CRASH_LOOP_RESTARTS,
+    ) -> None:
+        if count < 1:
+            raise ValueError(f"Supervisor: count must be at least 1, not {count}")
+        self.count = count
+        """How many workers run."""
+        self._argv = list(argv)
+        self._environ = dict(os.environ if environ is None else environ)
+        self._clock = clock
+        self._grace = graceful_shutdown_timeout
+        self._webhook_socket = webhook_socket
+        self._backoff = restart_backoff
+        self._backoff_max = restart_backoff_max
+        self._reset_after = restart_reset_after
+        self._crash_loop = crash_loop_restarts
+        self._slots = [_Slot(i) for i in range(count)]
+        self._stopping = False
+        self._fatal: WorkerStartupFailed | None = None
+        self._wake = asyncio.Event()
+
+    # -- WorkerTable ---------------------------------------------------------------------------
+
+    def workers(self) -> Sequence[WorkerStatus]:
+        """Every worker slot as it is now (the endpoints' view)."""
+        from setpoint.manager.workerendpoints import WorkerStatus
+
+        return [
+            WorkerStatus(
+                index=slot.index,
+                pid=_pid(slot),
+                state=slot.state,
+                restarts=slot.restarts,
+                metrics_address=slot.metrics_address,
+                probe_address=slot.probe_address,
+            )
+            for slot in self._slots
+        ]
+
+    def pids(self) -> dict[int, int | None]:
+        """Each worker index's running process id (``None`` between restarts)."""
+        return {slot.index: _pid(slot) for slot in self._slots}
+
+    # -- running -------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run the workers until ``stop`` is set, then stop them within the grace period.
+
+        Raises:
+            WorkerStartupFailed: a worker exited before it was ever ready; the others were
+                stopped first.
+            TimeoutError: workers had to be killed after the grace period (named in the
+                message).
+
+        """
+        tasks = [
+            asyncio.create_task(self._keep(slot), name=f"setpoint-worker-{slot.index}")
+            for slot in self._slots
+        ]
+        stopper = asyncio.create_task(stop.wait())
+        waker = asyncio.create_task(self._wake.wait())
+        try:
+            await asyncio.wait({stopper, waker}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+            waker.cancel()
+            self._stopping = True
+            killed = await self._stop_all(tasks)
+        if self._fatal is not None:
+            raise self._fatal
+        if killed:
+            raise TimeoutError(
+                f"worker(s) {', '.join(map(str, killed))} did not stop within "
+                f"{self._grace:g}s (graceful_shutdown_timeout) and were killed"
+            )
+
+    def signal_all(self, sig: signal.Signals = signal.SIGTERM) -> None:
+        """Send ``sig`` to every running worker (forwarding a signal the supervisor got)."""
+        for slot in self._slots:
+            process = slot.process
+            if process is not None and process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.send_signal(sig)
+
+    async def _stop_all(self, tasks: list[asyncio.Task[None]]) -> list[int]:
+        """SIGTERM every worker, wait the grace period, SIGKILL what remains; reap all."""
+        self.signal_all(signal.SIGTERM)
+        waiting: list[asyncio.Task[Any]] = [
+            asyncio.create_task(s.exited.wait()) for s in self._slots if s.process
+        ]
+        killed: list[int] = []
+        if waiting:
+            _, pending = await asyncio.wait(waiting, timeout=self._grace + 0.5)
+            for task in pending:
+                task.cancel()
+            for slot in self._slots:
+                process = slot.process
+                if process is not None and process.returncode is None:
+                    log.error(
+                        "worker %d (pid %d) did not stop in time: killing it",
+                        slot.index,
+                        process.pid,
+                    )
+                    killed.append(slot.index)
+                    with contextlib.suppress(ProcessLookupError):
+                        process.kill()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for slot in self._slots:
+            process = slot.process
+            if process is not None and process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+            slot.state = "stopped"
+        return killed
+
+    async def _keep(self, slot: _Slot) -> None:
+        """Run worker ``slot.index`` again and again until the supervisor stops."""
+        backoff = self._backoff
+        while not self._stopping:
+            code = await self._run_once(slot)
+            if self._stopping:
+                return
+            uptime = self._clock.now() - slot.started_at
+            if not slot.ever_ready:
+                message = slot.error or f"worker {slot.index} exited with {_describe(code)}"
+                self._fatal = WorkerStartupFailed(
+                    slot.index,
+                    f"worker {slot.index} failed before it was ever ready: {message}",
+                )
+                slot.state = "stopped"
+                self._wake.set()
+                return
+            if uptime >= self._reset_after:
+                backoff = self._backoff
+                slot.deaths_in_a_row = 0
+            slot.deaths_in_a_row += 1
+            slot.state = "failed" if slot.deaths_in_a_row >= self._crash_loop else "restarting"
+            log.warning(
+                "worker %d exited with %s after %.1fs; restarting it in %gs (restart %d)",
+                slot.index,
+                _describe(code),
+                uptime,
+                backoff,
+                slot.restarts + 1,
+            )
+            await clock_sleep(self._clock, backoff)
+            backoff = min(backoff * 2, self._backoff_max)
+            slot.restarts += 1
+
+    async def _run_once(self, slot: _Slot) -> int:
+        """Start worker ``slot.index``, follow its reports, return its exit code once reaped."""
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            env = {
+                **self._environ,
+                WORKER_INDEX_ENV: str(slot.index),
+                WORKER_COUNT_ENV: str(self.count),
+                WORKER_CHANNEL_ENV: str(child.fileno()),
+            }
+            fds = [child.fileno()]
+            if self._webhook_socket is not None:
+                env[WORKER_WEBHOOK_FD_ENV] = str(self._webhook_socket.fileno())
+                fds.append(self._webhook_socket.fileno())
+            slot.exited.clear()
+            slot.metrics_address = slot.probe_address = None
+            slot.error = None
+            if slot.state != "failed":
+                slot.state = "starting"
+            process = await asyncio.create_subprocess_exec(
+                *self._argv,
+                env=env,
+                pass_fds=fds,
+                stdin=asyncio.subprocess.DEVNULL,
+                # Its own process group: a terminal's Ctrl-C reaches the supervisor only,
+                # which forwards it once (a second signal would cut the worker's grace).
+                process_group=0,
+            )
+        except BaseException:
+            parent.close()
+            child.close()
+            raise
+        child.close()
+        slot.process = process
+        slot.started_at = self._clock.now()
+        log.info("worker %d started pid=%d", slot.index, process.pid)
+        parent.setblocking(False)
+        reader, writer = await asyncio.open_unix_connection(sock=parent)
+        follow = asyncio.create_task(self._follow(slot, reader))
+        try:
+            code = await process.wait()  # reaped: its Leases may be taken by a successor
+        finally:
+            slot.exited.set()
+            # The reports it wrote before it died are still buffered: read them first.
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(follow), 1.0)
+            follow.cancel()
+            writer.close()
+        slot.metrics_address = slot.probe_address = None
+        return code
+
+    async def _follow(self, slot: _Slot, reader: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                line = await reader.readline()
+            except (ConnectionError, OSError, ValueError):
+                return
+            if not line:
+                return
+            try:
+                report = json.loads(line)
+            except ValueError:
+                log.warning("worker %d sent an unreadable report: %r", slot.index, line[:200])
+                continue
+            if not isinstance(report, dict):
+                continue
+            if "metrics" in report:
+                slot.metrics_address = _address(report.get("metrics"))
+            if "probes" in report:
+                slot.probe_address = _address(report.get("probes"))
+            if "ready" in report:
+                if report["ready"]:
+                    if not slot.ever_ready or slot.state != "ready":
+                        log.info("worker %d is ready", slot.index)
+                    slot.ever_ready = True
+                    slot.state = "ready"
+                elif slot.state == "ready":
+                    slot.state = "starting"
+            if "error" in report:
+                slot.error = str(report["error"])
+
+
+def _pid(slot: _Slot) -> int | None:
+    process = slot.process
+    return process.pid if process is not None and process.returncode is None else None
+
+
+def _address(value: object) -> tuple[str, int] | None:
+    if isinstance(value, list) and len(value) == 2:
+        host, port = value
+        if isinstance(host, str) and isinstance(port, int):
+            return host, port
+    return None
+
+
+def _describe(code: int) -> str:
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
