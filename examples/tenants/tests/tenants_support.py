@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
+import json
 import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -334,3 +337,177 @@ class OperatorProcess:
         if not self.log_path.exists():
             return ""
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+# -- the operator as worker processes (`setpoint run --processes N`) -------------------------
+
+
+@dataclass(frozen=True)
+class ReconcileSpan:
+    """One reconcile, as the span OpenTelemetry recorded for it (wall-clock seconds)."""
+
+    controller: str
+    key: str
+    """``namespace/name``, or ``name`` for a cluster-scoped object."""
+    pid: int
+    """The process that ran it (the ``process.pid`` resource attribute)."""
+    start: float
+    end: float
+
+
+def _epoch(iso: str) -> float:
+    stamp = datetime.datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ")
+    return stamp.replace(tzinfo=datetime.UTC).timestamp()
+
+
+def reconcile_spans(path: Path) -> list[ReconcileSpan]:
+    """The reconcile spans in the output of OpenTelemetry's console exporter.
+
+    The reconcile journal of an operator run as a subprocess, with nothing added to it:
+    ``OTEL_TRACES_EXPORTER=console`` makes every process print one JSON object per finished
+    span on its standard output (see :data:`TRACE_ENV`), and each process's resource names its
+    pid. setpoint's reconcile span covers the whole reconcile, finalizer handling included,
+    whatever its outcome. Spans still buffered in a process that was SIGKILLed (at most
+    ``OTEL_BSP_SCHEDULE_DELAY`` worth) are lost, like a reconcile that was running then.
+    """
+    text = path.read_text(errors="replace") if path.exists() else ""
+    decoder = json.JSONDecoder()
+    found: list[ReconcileSpan] = []
+    at = 0
+    while True:
+        at = text.find("{", at)
+        if at < 0:
+            return found
+        try:
+            span, at = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:  # a span cut short by a SIGKILL: skip to the next one
+            at = text.find("\n{", at + 1)
+            if at < 0:
+                return found
+            continue
+        attributes = span.get("attributes") or {}
+        if not str(span.get("name", "")).startswith("reconcile ") or not span.get("end_time"):
+            continue
+        namespace = attributes.get("k8s.namespace.name") or ""
+        name = attributes.get("k8s.object.name") or ""
+        found.append(
+            ReconcileSpan(
+                controller=str(attributes.get("setpoint.controller", "")),
+                key=f"{namespace}/{name}" if namespace else str(name),
+                pid=int(span["resource"]["attributes"]["process.pid"]),
+                start=_epoch(span["start_time"]),
+                end=_epoch(span["end_time"]),
+            )
+        )
+
+
+TRACE_ENV: dict[str, str] = {
+    "OTEL_TRACES_EXPORTER": "console",
+    "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS": "process",
+    "OTEL_BSP_SCHEDULE_DELAY": "50",
+    "OTEL_SERVICE_NAME": "tenants-test",
+}
+"""Environment that makes an operator process print its spans, each naming its pid."""
+
+
+def worker_processes(supervisor: int) -> dict[int, int]:
+    """``worker index -> pid`` of the live workers a ``--processes N`` supervisor started.
+
+    Read from ``/proc``: the supervisor's children and the ``SETPOINT_WORKER_INDEX`` each
+    was started with (a worker being restarted, or reaped but not yet restarted, is absent).
+    """
+    found: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            # pid (comm) state ppid ...: comm may hold spaces; split after its parenthesis
+            state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+            if int(ppid) != supervisor or state == "Z":
+                continue
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+        for item in environ:
+            if item.startswith(b"SETPOINT_WORKER_INDEX="):
+                found[int(item.split(b"=", 1)[1])] = int(entry.name)
+    return found
+
+
+class WorkerProcesses(OperatorProcess):
+    """The operator run as ``setpoint run --processes N``: a supervisor and N workers.
+
+    Leader election is on (Lease ``lease`` in ``namespace``; the workers shard the Tenants
+    on the ring of that name), the probes listen on ``probe_port``, and every process's
+    reconcile spans go to ``spans_path`` (:func:`reconcile_spans`), the logs (JSON) to
+    ``log_path``.
+    """
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        directory: Path,
+        log_path: Path,
+        *,
+        processes: int,
+        lease: str,
+        namespace: str,
+        probe_port: int,
+    ) -> None:
+        super().__init__(kubeconfig, directory, log_path)
+        self.processes = processes
+        self.lease = lease
+        self.namespace = namespace
+        self.probe_port = probe_port
+        self.spans_path = log_path.with_name(log_path.stem + ".spans")
+
+    def start(self) -> None:
+        """Start the supervisor (which starts the workers)."""
+        cert_dir = self.log_path.parent / "webhook-certs"
+        serving_certificate(cert_dir)
+        env = dict(os.environ)
+        env.update(
+            TRACE_ENV,
+            KUBECONFIG=str(self.kubeconfig),
+            TENANTS_DIRECTORY_PATH=str(self.directory),
+            SETPOINT_LOG_LEVEL="info",
+            SETPOINT_LOG_FORMAT="json",
+        )
+        log = self.log_path.open("ab")
+        spans = self.spans_path.open("ab")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "setpoint",
+                "run",
+                str(PACKAGE_DIR),
+                f"--processes={self.processes}",
+                "--leader-elect",
+                f"--leader-election-id={self.lease}",
+                f"--leader-election-namespace={self.namespace}",
+                "--metrics-bind-address=0",
+                f"--health-probe-bind-address=127.0.0.1:{self.probe_port}",
+                "--webhook-bind-address=127.0.0.1:0",
+                f"--webhook-cert-dir={cert_dir}",
+            ],
+            env=env,
+            stdout=spans,
+            stderr=log,
+            cwd=REPO_ROOT,
+        )
+        log.close()
+        spans.close()
+
+    def workers(self) -> dict[int, int]:
+        """``worker index -> pid`` of the live workers (see :func:`worker_processes`)."""
+        assert self.proc is not None
+        return worker_processes(self.proc.pid)
+
+    def kill_worker(self, index: int) -> tuple[int, float]:
+        """SIGKILL worker ``index``; returns its pid and the wall-clock time of the kill."""
+        pid = self.workers()[index]
+        killed_at = time.time()
+        os.kill(pid, signal.SIGKILL)
+        return pid, killed_at

@@ -1,0 +1,193 @@
+"""The operator as two worker processes (`setpoint run --processes 2`), one SIGKILLed mid-way."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tenants import CONTROLLER_NAME
+
+import setpoint as sp
+from setpoint import kinds
+from setpoint.manager.sharding import RING_LABEL, shard_label
+from setpoint.testing import eventually
+from tests._support.shard_cluster import Interval, overlaps
+
+from .tenants_support import (
+    TENANT,
+    Tenants,
+    WorkerProcesses,
+    is_ready,
+    reconcile_spans,
+    unique,
+)
+
+N = 30
+"""Tenants created at once, one namespace each."""
+LEASE = "tenants-workers"
+"""The leader election Lease, in the test's namespace; also the workers' sharding ring."""
+READY_BEFORE_KILL = 3
+"""Tenants Ready when a worker is killed: the workers are busy, and most are not done."""
+
+
+def free_port() -> int:
+    """A loopback port free right now (the supervisor binds its probes there)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def ready(port: int) -> bool:
+    """Whether the supervisor's /readyz answers 200 (every worker ready)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
+def worker_of(identity: str) -> int:
+    """The worker index in a shard id or leader identity (``<host>-w<i>``)."""
+    found = re.search(r"-w(\d+)$", identity)
+    assert found is not None, f"{identity!r} names no worker index"
+    return int(found.group(1))
+
+
+async def shard_leases(k8s: sp.Client, namespace: str) -> dict[str, dict[str, Any]]:
+    """The ring's shard Leases by name (the shard id)."""
+    leases = await k8s.list(kinds.Lease, namespace=namespace, labels={RING_LABEL: LEASE})
+    return {lease["metadata"]["name"]: lease for lease in leases}
+
+
+async def test_two_worker_processes_converge_tenants_through_a_worker_sigkill(
+    k8s: sp.Client,
+    tenant_crd: sp.GroupVersionKind,
+    kubeconfig_path: Path,
+    tmp_path: Path,
+    namespace: str,
+) -> None:
+    """Two worker processes split 30 Tenants; one is SIGKILLed mid-way; all converge, never twice.
+
+    The operator runs as `setpoint run examples/tenants/tenants --processes 2`, leader
+    election on, so each worker holds a shard Lease of its own and reconciles only the
+    Tenants labelled for it. Thirty Tenants are created at once; as soon as three are Ready,
+    the leader worker is SIGKILLed while some of its own Tenants are not Ready yet. The
+    supervisor restarts it with the same index: the successor (a new pid) holds the same
+    shard Lease again (no third one appears), the dead worker's unfinished Tenants stay
+    labelled for that shard and the successor reconciles them, and every Tenant turns Ready.
+    The Tenants are deleted while the workers run, and SIGTERM stops the supervisor and both
+    workers cleanly. Both workers reconciled Tenants, the survivor none of the dead worker's
+    unfinished ones, and the reconcile spans of every process (OpenTelemetry's console
+    exporter, each span naming its pid), creation to deletion, show no moment when two
+    processes reconciled one Tenant.
+    """
+    port = free_port()
+    operator = WorkerProcesses(
+        kubeconfig_path,
+        tmp_path / "directory.db",
+        tmp_path / "operator.log",
+        processes=2,
+        lease=LEASE,
+        namespace=namespace,
+        probe_port=port,
+    )
+    tenants = Tenants(k8s)
+    began = time.monotonic()
+    operator.start()
+    try:
+        await eventually(
+            lambda: asyncio.to_thread(ready, port),
+            timeout=60,
+            description="the supervisor's /readyz (both workers ready)",
+        )
+
+        async def two_shards() -> dict[str, dict[str, Any]] | None:
+            leases = await shard_leases(k8s, namespace)
+            return leases if len(leases) == 2 else None
+
+        shards = set(await eventually(two_shards, timeout=30, description="two shard Leases"))
+        assert {worker_of(s) for s in shards} == {0, 1}, shards
+
+        names = [unique("proc") for _ in range(N)]
+        await asyncio.gather(*(tenants.create(n, [f"{n}-a"]) for n in names))
+        label = shard_label(LEASE)
+
+        async def state() -> dict[str, tuple[str, bool]]:
+            """``name -> (shard label, Ready)`` of this test's Tenants."""
+            mine = set(names)
+            return {
+                t["metadata"]["name"]: (t["metadata"].get("labels", {}).get(label, ""), is_ready(t))
+                for t in await k8s.list(TENANT)
+                if t["metadata"]["name"] in mine
+            }
+
+        async def some_ready() -> bool:
+            return sum(r for _, r in (await state()).values()) >= READY_BEFORE_KILL
+
+        await eventually(some_ready, timeout=60, description=f"{READY_BEFORE_KILL} Tenants Ready")
+        leader = (await k8s.get(kinds.Lease, LEASE, namespace=namespace))["spec"]["holderIdentity"]
+        victim = worker_of(leader)
+        victim_shard = next(s for s in shards if worker_of(s) == victim)
+        pid, killed_at = operator.kill_worker(victim)
+        at_kill = await state()
+        unfinished = sorted(n for n, (s, r) in at_kill.items() if s == victim_shard and not r)
+        assert unfinished, f"the kill came after worker {victim} had finished: {at_kill}"
+        print(f"\nkilled worker {victim} (pid {pid}, the leader) with {len(unfinished)} not Ready")
+
+        async def successor() -> int | None:
+            now = operator.workers().get(victim)
+            return now if now is not None and now != pid else None
+
+        new_pid = await eventually(successor, timeout=30, description=f"worker {victim} restarted")
+
+        async def converged() -> bool:
+            now = await state()
+            return len(now) == N and all(r for _, r in now.values())
+
+        await eventually(converged, timeout=60, description=f"all {N} Tenants Ready")
+        settled = time.monotonic()
+        print(f"started to all Ready: {settled - began:.1f}s")
+
+        leases = await shard_leases(k8s, namespace)
+        assert set(leases) == shards, f"the successor took another shard: {sorted(leases)}"
+        final = await state()
+        assert {n for n in unfinished if final[n][0] != victim_shard} == set(), final
+
+        survivor = operator.workers()[1 - victim]
+
+        # Delete them while the workers run (their finalizers), then stop: SIGTERM to the
+        # supervisor stops both workers, which flush their last spans.
+        await tenants.delete_all()
+        code = operator.stop()
+        assert code == 0, operator.log_tail()
+
+        journal = [s for s in reconcile_spans(operator.spans_path) if s.key in set(names)]
+        intervals = [
+            Interval(f"pid {s.pid}", f"{s.controller} {s.key}", s.start, s.end) for s in journal
+        ]
+        assert overlaps(intervals) == [], operator.log_tail()
+        spans = [s for s in journal if s.controller == CONTROLLER_NAME]
+        by_pid: dict[int, set[str]] = {}
+        for s in spans:
+            by_pid.setdefault(s.pid, set()).add(s.key)
+        assert by_pid.get(survivor), f"worker {1 - victim} reconciled nothing: {sorted(by_pid)}"
+        assert by_pid.get(pid), f"worker {victim} reconciled nothing before the kill"
+        assert set(unfinished) <= by_pid.get(new_pid, set()), (
+            f"the successor of worker {victim} left some of its Tenants alone"
+        )
+        assert {s.key for s in spans if s.pid == survivor} & set(unfinished) == set(), (
+            "the surviving worker reconciled Tenants of the killed one's shard"
+        )
+        print(f"reconciles: {len(spans)} by pids {sorted(by_pid)}; killed at {killed_at:.3f}")
+    finally:
+        try:
+            await tenants.delete_all()
+        finally:
+            operator.stop()
+        print(f"whole test: {time.monotonic() - began:.1f}s")
