@@ -491,13 +491,23 @@ class Supervisor:
             WorkerStatus(
                 index=slot.index,
                 pid=_pid(slot),
-                state=slot.state,
+                state=self._state(slot),
                 restarts=slot.restarts,
                 metrics_address=slot.metrics_address,
                 probe_address=slot.probe_address,
             )
             for slot in self._slots
         ]
+
+    def _state(self, slot: _Slot) -> WorkerState:
+        """``failed`` while a crash-looping worker has not stayed up long enough since."""
+        if (
+            slot.state != "stopped"
+            and slot.deaths_in_a_row >= self._crash_loop
+            and (_pid(slot) is None or self._clock.now() - slot.started_at < self._reset_after)
+        ):
+            return "failed"
+        return slot.state
 
     def pids(self) -> dict[int, int | None]:
         """Each worker index's running process id (``None`` between restarts)."""
@@ -599,7 +609,7 @@ class Supervisor:
                 backoff = self._backoff
                 slot.deaths_in_a_row = 0
             slot.deaths_in_a_row += 1
-            slot.state = "failed" if slot.deaths_in_a_row >= self._crash_loop else "restarting"
+            slot.state = "restarting"
             log.warning(
                 "worker %d exited with %s after %.1fs; restarting it in %gs (restart %d)",
                 slot.index,
@@ -629,8 +639,7 @@ class Supervisor:
             slot.exited.clear()
             slot.metrics_address = slot.probe_address = None
             slot.error = None
-            if slot.state != "failed":
-                slot.state = "starting"
+            slot.state = "starting"
             process = await asyncio.create_subprocess_exec(
                 *self._argv,
                 env=env,

@@ -1,0 +1,514 @@
+"""Worker processes (decision 0038): CPU count, the worker contract, options, the supervisor.
+
+The supervisor tests run small fake workers (``python -c``, no setpoint import) that speak
+the channel protocol, so they start in a few tens of milliseconds; the real worker side (a
+Manager in worker mode) is tested against the fake client at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from setpoint.api import kinds
+from setpoint.api.clock import LoopClock
+from setpoint.manager import LeaderElectionOptions, Manager, ManagerOptions, RunnableFailed
+from setpoint.manager import processes as proc
+from setpoint.manager.processes import (
+    Supervisor,
+    WorkerEnvironment,
+    WorkerStartupFailed,
+    cpu_count,
+    resolve_processes,
+    worker_environment,
+    worker_name,
+    worker_options,
+)
+from setpoint.manager.sharding import ShardingOptions
+from setpoint.observability.metrics import Metrics
+from setpoint.observability.recording import RecordOptions
+from setpoint.testing import FakeClient
+from setpoint.testing.waits import eventually
+from tests._support.manager_fakes import FakeHttpServer
+
+LE = LeaderElectionOptions(name="my-operator.leader", namespace="ops")
+
+# -- how many ------------------------------------------------------------------------------
+
+
+def _cgroup_v2(root: Path, path: str, limits: dict[str, str]) -> None:
+    for sub, value in limits.items():
+        directory = root / sub.lstrip("/")
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "cpu.max").write_text(value + "\n")
+    (root / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
+
+
+def test_cpu_count_reads_the_tightest_cgroup_v2_quota_rounded_up(tmp_path: Path) -> None:
+    _cgroup_v2(
+        tmp_path,
+        "/kubepods/pod1/ctr",
+        {
+            "/kubepods": "800000 100000",
+            "/kubepods/pod1": "250000 100000",
+            "/kubepods/pod1/ctr": "max 100000",
+        },
+    )
+    got = cpu_count(cgroup_root=tmp_path, proc_cgroup="0::/kubepods/pod1/ctr\n", affinity=16)
+    assert got == 3  # 2.5 CPUs from the Pod's cgroup, rounded up
+
+
+def test_cpu_count_is_capped_by_the_affinity_and_at_least_one(tmp_path: Path) -> None:
+    _cgroup_v2(tmp_path, "/a", {"/a": "800000 100000"})
+    assert cpu_count(cgroup_root=tmp_path, proc_cgroup="0::/a\n", affinity=2) == 2
+    _cgroup_v2(tmp_path, "/b", {"/b": "10000 100000"})
+    assert cpu_count(cgroup_root=tmp_path, proc_cgroup="0::/b\n", affinity=8) == 1
+
+
+def test_cpu_count_without_a_quota_is_the_affinity(tmp_path: Path) -> None:
+    _cgroup_v2(tmp_path, "/a", {"/a": "max 100000"})
+    assert cpu_count(cgroup_root=tmp_path, proc_cgroup="0::/a\n", affinity=5) == 5
+    assert cpu_count(cgroup_root=tmp_path / "none", proc_cgroup="", affinity=3) == 3
+
+
+def test_cpu_count_reads_cgroup_v1(tmp_path: Path) -> None:
+    directory = tmp_path / "cpu,cpuacct" / "kubepods" / "x"
+    directory.mkdir(parents=True)
+    (directory / "cpu.cfs_quota_us").write_text("150000\n")
+    (directory / "cpu.cfs_period_us").write_text("100000\n")
+    text = "4:memory:/kubepods/x\n3:cpu,cpuacct:/kubepods/x\n"
+    assert cpu_count(cgroup_root=tmp_path, proc_cgroup=text, affinity=8) == 2
+    (directory / "cpu.cfs_quota_us").write_text("-1\n")
+    assert cpu_count(cgroup_root=tmp_path, proc_cgroup=text, affinity=8) == 8
+
+
+def test_resolve_processes() -> None:
+    assert resolve_processes(3) == 3
+    assert resolve_processes("auto") >= 1
+    for bad in (0, -1, True, 2.5, "two"):
+        with pytest.raises(ValueError, match="whole number of at least 1"):
+            resolve_processes(bad)  # type: ignore[arg-type]
+
+
+# -- options -------------------------------------------------------------------------------
+
+
+def test_manager_options_reject_bad_process_counts_and_missing_leader_election() -> None:
+    with pytest.raises(ValueError, match=r"processes=0 must be a whole number"):
+        ManagerOptions(processes=0)
+    with pytest.raises(ValueError, match=r"processes='many'"):
+        ManagerOptions(processes="many")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="processes=2 needs leader_election"):
+        ManagerOptions(processes=2)
+    ManagerOptions(processes=2, leader_election=LE)
+    ManagerOptions(processes="auto")  # checked once resolved: one CPU needs nothing
+
+
+def test_sharding_every_controller_excludes_a_list() -> None:
+    ShardingOptions(ring="r", every_controller=True)
+    with pytest.raises(ValueError, match="leave controllers empty"):
+        ShardingOptions(ring="r", controllers=("a",), every_controller=True)
+    with pytest.raises(ValueError, match="or set every_controller=True"):
+        ShardingOptions(ring="r")
+
+
+def test_worker_environment_contract() -> None:
+    assert worker_environment({}) is None
+    env = {
+        proc.WORKER_INDEX_ENV: "1",
+        proc.WORKER_COUNT_ENV: "3",
+        proc.WORKER_CHANNEL_ENV: "7",
+        proc.WORKER_WEBHOOK_FD_ENV: "9",
+    }
+    assert worker_environment(env) == WorkerEnvironment(1, 3, 7, 9)
+    with pytest.raises(ValueError, match=r"outside 0\.\.2"):
+        worker_environment({**env, proc.WORKER_INDEX_ENV: "3"})
+    with pytest.raises(ValueError, match="SETPOINT_WORKER_COUNT='x' is not a number"):
+        worker_environment({**env, proc.WORKER_COUNT_ENV: "x"})
+
+
+def test_worker_names_are_stable_dns_labels(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOSTNAME", "Tenant_Operator-7d9f.Pod")
+    assert worker_name(0) == "tenant-operator-7d9f-pod-w0"
+    assert worker_name(0) == worker_name(0)
+    long = worker_name(12, "x" * 80)
+    assert long.endswith("-w12") and len(long) <= 63
+
+
+def test_worker_options_shard_every_controller_with_stable_ids(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HOSTNAME", "pod-a")
+    given = ManagerOptions(
+        processes=2,
+        leader_election=LE,
+        metrics_bind_address=":8443",
+        metrics_secure=True,
+        health_probe_bind_address=":8081",
+        record=RecordOptions(path="/tmp/rec.jsonl"),
+    )
+    got = worker_options(given, WorkerEnvironment(1, 2, None))
+    assert got.sharding is not None and got.leader_election is not None
+    assert got.sharding.every_controller and got.sharding.ring == "my-operator-leader"
+    assert got.sharding.shard_id == "pod-a-w1" == got.leader_election.identity
+    assert (got.metrics_bind_address, got.metrics_secure) == ("127.0.0.1:0", False)
+    assert got.health_probe_bind_address == "127.0.0.1:0"
+    assert got.record is not None and got.record.path == "/tmp/rec.jsonl.w1"
+    off = worker_options(
+        ManagerOptions(processes=2, leader_election=LE, metrics_bind_address="0"),
+        WorkerEnvironment(0, 2, None),
+    )
+    assert off.metrics_bind_address == "0"
+
+
+def test_worker_options_keep_the_users_sharding_with_a_per_worker_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HOSTNAME", "pod-a")
+    sharding = ShardingOptions(ring="widgets", controllers=("widget",), shard_id="replica-3")
+    le = LeaderElectionOptions(name="widgets", identity="me")
+    given = ManagerOptions(processes=2, leader_election=le, sharding=sharding)
+    got = worker_options(given, WorkerEnvironment(0, 2, None))
+    assert got.sharding is not None and got.leader_election is not None
+    assert got.sharding.controllers == ("widget",) and not got.sharding.every_controller
+    assert got.sharding.shard_id == "replica-3-w0"
+    assert got.leader_election.identity == "me-w0"
+
+
+# -- the supervisor, with fake workers ---------------------------------------------------------
+
+FAKE_WORKER = r"""
+import json, os, signal, socket, sys, time
+index = os.environ["SETPOINT_WORKER_INDEX"]
+mode = os.environ.get("FAKE_MODE_" + index, "ok")
+starts = os.environ["FAKE_STARTS"]
+with open(starts, "a") as f:
+    f.write(json.dumps({"i": int(index), "n": os.environ["SETPOINT_WORKER_COUNT"],
+                        "pid": os.getpid()}) + "\n")
+channel = socket.socket(fileno=int(os.environ["SETPOINT_WORKER_CHANNEL_FD"]))
+def send(**m):
+    channel.sendall(json.dumps(m).encode() + b"\n")
+if mode == "fail":
+    send(error="setup failed: no such kind")
+    sys.exit(1)
+if mode == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+else:
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+send(metrics=["127.0.0.1", 9000 + int(index)], probes=["127.0.0.1", 9100 + int(index)])
+send(ready=True)
+while channel.recv(1):
+    pass
+with open(starts, "a") as f:
+    f.write(json.dumps({"i": int(index), "eof": os.getpid()}) + "\n")
+"""
+
+
+class Fakes:
+    def __init__(self, tmp_path: Path) -> None:
+        self.starts = tmp_path / "starts.jsonl"
+        self.starts.touch()
+        self.env = {**os.environ, "FAKE_STARTS": str(self.starts)}
+
+    def supervisor(self, count: int, **kwargs: Any) -> Supervisor:
+        values: dict[str, Any] = {
+            "argv": [sys.executable, "-c", FAKE_WORKER],
+            "environ": self.env,
+            "clock": LoopClock(),
+            "graceful_shutdown_timeout": 5.0,
+            "restart_backoff": 0.01,
+        }
+        values.update(kwargs)
+        return Supervisor(count, **values)
+
+    def records(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.starts.read_text().splitlines()]
+
+
+@pytest.fixture
+def fakes(tmp_path: Path) -> Fakes:
+    return Fakes(tmp_path)
+
+
+class Running:
+    def __init__(self, supervisor: Supervisor) -> None:
+        self.supervisor = supervisor
+        self.stop = asyncio.Event()
+        self.task = asyncio.create_task(supervisor.run(self.stop))
+
+    async def ready(self) -> None:
+        await eventually(
+            lambda: all(w.state == "ready" for w in self.supervisor.workers()),
+            timeout=20,
+            description="every worker ready",
+        )
+
+    async def finish(self) -> None:
+        self.stop.set()
+        await asyncio.wait_for(self.task, 20)
+
+
+@pytest.fixture
+async def cleanup() -> AsyncIterator[list[Running]]:
+    runs: list[Running] = []
+    yield runs
+    for run in runs:
+        if not run.task.done():
+            run.stop.set()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(run.task, 20)
+
+
+async def test_supervisor_starts_n_workers_with_the_contract_and_their_reports(
+    fakes: Fakes, cleanup: list[Running]
+) -> None:
+    run = Running(fakes.supervisor(2))
+    cleanup.append(run)
+    await run.ready()
+    workers = run.supervisor.workers()
+    assert [w.index for w in workers] == [0, 1]
+    assert [w.metrics_address for w in workers] == [("127.0.0.1", 9000), ("127.0.0.1", 9001)]
+    assert [w.probe_address for w in workers] == [("127.0.0.1", 9100), ("127.0.0.1", 9101)]
+    assert {(r["i"], r["n"]) for r in fakes.records()} == {(0, "2"), (1, "2")}
+    pids = run.supervisor.pids()
+    assert {w.pid for w in workers} == {pids[0], pids[1]} and None not in pids.values()
+    await run.finish()
+    assert [w.state for w in run.supervisor.workers()] == ["stopped", "stopped"]
+    assert all(w.pid is None for w in run.supervisor.workers())
+
+
+async def test_a_killed_worker_is_reaped_and_restarted_with_its_index(
+    fakes: Fakes, cleanup: list[Running]
+) -> None:
+    run = Running(fakes.supervisor(2))
+    cleanup.append(run)
+    await run.ready()
+    old = run.supervisor.pids()[1]
+    assert old is not None
+    os.kill(old, signal.SIGKILL)
+    await eventually(
+        lambda: (
+            run.supervisor.pids()[1] not in (None, old)
+            and run.supervisor.workers()[1].state == "ready"
+        ),
+        timeout=20,
+        description="worker 1 restarted and ready",
+    )
+    # Reaped before its successor started: the old pid is gone, not a zombie.
+    with pytest.raises(ProcessLookupError):
+        os.kill(old, 0)
+    assert run.supervisor.workers()[1].restarts == 1
+    assert run.supervisor.workers()[0].restarts == 0
+    assert [r["i"] for r in fakes.records() if "pid" in r].count(1) == 2
+    await run.finish()
+
+
+async def test_a_worker_that_crash_loops_counts_as_failed(
+    fakes: Fakes, cleanup: list[Running]
+) -> None:
+    run = Running(fakes.supervisor(1, crash_loop_restarts=2, restart_reset_after=3600))
+    cleanup.append(run)
+    await run.ready()
+    states: list[str] = []
+    for _ in range(2):
+        pid = run.supervisor.pids()[0]
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+
+        def restarted(old: int = pid) -> bool:
+            return run.supervisor.pids()[0] not in (None, old)
+
+        await eventually(restarted, timeout=20, description="restarted")
+        states.append(run.supervisor.workers()[0].state)
+    assert states[-1] == "failed"
+    assert run.supervisor.workers()[0].restarts == 2
+    await run.finish()
+
+
+async def test_a_worker_failing_before_it_was_ever_ready_stops_all_with_its_message(
+    fakes: Fakes,
+) -> None:
+    fakes.env["FAKE_MODE_1"] = "fail"
+    supervisor = fakes.supervisor(2)
+    with pytest.raises(
+        WorkerStartupFailed, match="worker 1 failed before it was ever ready: setup failed"
+    ):
+        await asyncio.wait_for(supervisor.run(asyncio.Event()), 20)
+    assert [w.state for w in supervisor.workers()] == ["stopped", "stopped"]
+    assert [r["i"] for r in fakes.records() if "pid" in r].count(1) == 1  # no restart loop
+
+
+async def test_a_worker_that_ignores_sigterm_is_killed_after_the_grace_period(
+    fakes: Fakes,
+) -> None:
+    fakes.env["FAKE_MODE_0"] = "stubborn"
+    run = Running(fakes.supervisor(2, graceful_shutdown_timeout=0.2))
+    await run.ready()
+    pid = run.supervisor.pids()[0]
+    run.stop.set()
+    with pytest.raises(TimeoutError, match=r"worker\(s\) 0 did not stop within 0.2s"):
+        await asyncio.wait_for(run.task, 20)
+    assert pid is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+SUPERVISOR = r"""
+import asyncio, sys
+from setpoint.api.clock import LoopClock
+from setpoint.manager.processes import Supervisor
+supervisor = Supervisor(1, argv=[sys.executable, "-c", sys.argv[1]], clock=LoopClock(),
+                        graceful_shutdown_timeout=30)
+asyncio.run(supervisor.run(asyncio.Event()))
+"""
+
+
+async def test_workers_leave_when_the_supervisor_is_killed(fakes: Fakes) -> None:
+    env = {**fakes.env, "FAKE_MODE_0": "stubborn"}  # ignores SIGTERM: only the channel counts
+    supervisor = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", SUPERVISOR, FAKE_WORKER, env=env
+    )
+    try:
+        await eventually(
+            lambda: any("pid" in r for r in fakes.records()),
+            timeout=20,
+            description="the worker started",
+        )
+        (pid,) = [r["pid"] for r in fakes.records() if "pid" in r]
+        supervisor.kill()
+        await supervisor.wait()
+        await eventually(
+            lambda: any(r.get("eof") == pid for r in fakes.records()),
+            timeout=20,
+            description="the orphaned worker saw its channel close and left",
+        )
+    finally:
+        if supervisor.returncode is None:
+            supervisor.kill()
+            await supervisor.wait()
+
+
+# -- the worker side: a Manager in worker mode ------------------------------------------------
+
+
+async def _noop(ctx: Any, request: Any) -> None:
+    return None
+
+
+def _worker_env(monkeypatch: pytest.MonkeyPatch, fd: int, index: int = 0) -> None:
+    monkeypatch.setenv(proc.WORKER_INDEX_ENV, str(index))
+    monkeypatch.setenv(proc.WORKER_COUNT_ENV, "2")
+    monkeypatch.setenv(proc.WORKER_CHANNEL_ENV, str(fd))
+    monkeypatch.setenv("HOSTNAME", "pod-x")
+
+
+def _options(**overrides: Any) -> ManagerOptions:
+    values: dict[str, Any] = {
+        "metrics": Metrics(CollectorRegistry()),
+        "new_http_server": FakeHttpServer,
+        "handle_signals": False,
+        "preflight": False,
+        "graceful_shutdown_timeout": 5.0,
+        "processes": 2,
+        "leader_election": LeaderElectionOptions(
+            name="ops", namespace="default", lease_duration=4, renew_deadline=3, retry_period=1
+        ),
+    }
+    values.update(overrides)
+    return ManagerOptions(**values)
+
+
+async def test_a_worker_manager_shards_reports_and_stops_when_the_supervisor_goes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parent, child = socket.socketpair()
+    _worker_env(monkeypatch, child.detach(), index=1)
+    client = FakeClient()
+    manager = Manager(client, _options())
+    assert manager.worker is not None and (manager.worker.index, manager.worker.count) == (1, 2)
+    assert manager.identity == "pod-x-w1"
+    manager.controller("cms").for_(kinds.ConfigMap).build(_noop)
+    manager.controller("plain").watches(kinds.Secret, lambda obj: []).build(_noop)
+    shard = manager.shard
+    assert shard is not None and shard.shard == "pod-x-w1" and shard.ring == "ops"
+    assert [c.controller_name for c in shard.controllers] == ["cms"]
+    running = asyncio.create_task(manager.run())
+    parent.setblocking(False)
+    reader, writer = await asyncio.open_unix_connection(sock=parent)
+    reports: list[dict[str, Any]] = []
+    try:
+        async with asyncio.timeout(20):
+            while not any(r.get("ready") for r in reports):
+                line = await reader.readline()
+                assert line, "the worker closed its channel"
+                reports.append(json.loads(line))
+        assert "metrics" in reports[0] and "probes" in reports[0]
+        writer.close()  # the supervisor is gone
+        await asyncio.wait_for(running, 20)
+    finally:
+        if not running.done():
+            manager.stop()
+            await asyncio.wait_for(running, 20)
+
+
+async def test_a_supervising_manager_runs_workers_and_nothing_else(
+    fakes: Fakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(proc.WORKER_INDEX_ENV, raising=False)
+    monkeypatch.setattr(proc, "worker_argv", lambda: [sys.executable, "-c", FAKE_WORKER])
+    monkeypatch.setattr(os, "environ", fakes.env)
+    manager = Manager(FakeClient(), _options())
+    manager.controller("cms").for_(kinds.ConfigMap).build(_noop)
+    assert manager.shard is None  # the supervisor shards nothing
+    running = asyncio.create_task(manager.run())
+    try:
+        await eventually(
+            lambda: (
+                manager.supervisor is not None
+                and all(w.state == "ready" for w in manager.supervisor.workers())
+            ),
+            timeout=20,
+            description="both workers ready",
+        )
+        assert not manager.cache.synced  # nothing of the operator runs here
+    finally:
+        manager.stop()
+        await asyncio.wait_for(running, 20)
+    assert manager.supervisor is not None
+    assert [w.state for w in manager.supervisor.workers()] == ["stopped", "stopped"]
+
+
+async def test_a_supervising_manager_fails_with_the_workers_startup_error(
+    fakes: Fakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(proc.WORKER_INDEX_ENV, raising=False)
+    monkeypatch.setattr(proc, "worker_argv", lambda: [sys.executable, "-c", FAKE_WORKER])
+    monkeypatch.setattr(os, "environ", {**fakes.env, "FAKE_MODE_0": "fail"})
+    manager = Manager(FakeClient(), _options())
+    with pytest.raises(RunnableFailed, match="worker 0 failed before it was ever ready: setup"):
+        await asyncio.wait_for(manager.run(), 20)
+
+
+def test_one_process_imports_nothing_of_the_supervisor() -> None:
+    code = (
+        "import sys\n"
+        "from setpoint.manager import Manager, ManagerOptions\n"
+        "from setpoint.testing import FakeClient\n"
+        "Manager(FakeClient(), ManagerOptions())\n"
+        "print('setpoint.manager.processes' in sys.modules)\n"
+    )
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
