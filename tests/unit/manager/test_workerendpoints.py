@@ -295,6 +295,30 @@ async def test_workers_without_a_process_or_address_are_not_asked(
     table.rows[2] = replace(gone_status, metrics_address=back.address, restarts=1)
     got = samples((await supervisor.serve_metrics(scrape())).body.decode())
     assert got["workqueue_depth", labels(worker="2", name="tenant")] == 2
+    assert set(supervisor._pools) == {zero.address, back.address}  # the old one's closed
+    await supervisor.stop(1)
+    assert supervisor._pools == {}
+
+
+async def test_workers_are_asked_concurrently(
+    workers: Callable[..., Awaitable[FakeWorker]],
+) -> None:
+    """Both workers have the request before either answers; then both are served."""
+    zero = await workers(worker_registry(0), hang=True)
+    one = await workers(worker_registry(1), hang=True)
+    supervisor = endpoints(Table([status(0, zero), status(1, one)]), clock=ManualClock())
+
+    task = asyncio.create_task(supervisor.serve_metrics(scrape()))
+    await asyncio.wait_for(asyncio.gather(zero.asked.wait(), one.asked.wait()), 10)
+    assert not task.done()
+    zero.release.set()
+    one.release.set()
+    got = samples((await asyncio.wait_for(task, 10)).body.decode())
+
+    assert {key for name, key in got if name == "workqueue_depth"} == {
+        labels(worker="0", name="tenant"),
+        labels(worker="1", name="tenant"),
+    }
     await supervisor.stop(1)
 
 
