@@ -12,6 +12,12 @@ the least a program that watches its objects can do, so the difference between a
 operator and ``floor-watch`` is the runtime's own work (cache, queue, reconciles), and the
 difference between ``floor-watch`` and ``floor`` the cost of the events themselves.
 
+With ``--cpu-work`` (``run.py``'s ``floor-cpu``) it first does, for each Widget, the ~20 ms of
+pure-Python work the CPU-bound variant's operators do (``cpu_work.render``), in its one
+process: the floor of issue 34's CPU-bound benchmark. ``--processes N`` (``floor-cpu-p2``)
+runs N copies of itself, each doing every N-th Widget of the same list (``--part i/N``): the
+least a program using N processes can do on this machine, the API server sharing its cores.
+
 Run by ``bench/converge/run.py`` as its own process (``KUBECONFIG`` points at the plane)::
 
     .venv/bin/python bench/converge/floor.py --workers 8 --namespace bench [--watch]
@@ -105,11 +111,20 @@ def is_ready_event(event: Any) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-async def run(workers: int, namespace: str, watch: bool) -> None:
-    """List once, then create each child and write each status with ``workers`` tasks."""
+async def run(
+    workers: int, namespace: str, watch: bool, cpu_work: bool = False, part: str = "0/1"
+) -> None:
+    """List once, then create each child and write each status with ``workers`` tasks.
+
+    ``part`` ``i/N``: only every N-th Widget of the list, from the i-th (``--processes``).
+    """
+    index, count = (int(x) for x in part.split("/"))
+    render = None
+    if cpu_work:
+        from cpu_work import render  # the script's directory is on sys.path
     async with Client.from_environment() as client:
         listed = await client.list(WIDGET, namespace=namespace)
-        widgets = list(listed)
+        widgets = list(listed)[index::count]
         watchers: list[asyncio.Task[None]] = []
         if watch:
             children = await client.list_page(kinds.ConfigMap, namespace=namespace, limit=1)
@@ -145,6 +160,8 @@ async def run(workers: int, namespace: str, watch: bool) -> None:
         async def worker() -> None:
             while not queue.empty():
                 widget = queue.get_nowait()
+                if render is not None:
+                    render(widget["metadata"]["name"], queue.qsize())
                 await client.create(child_of(widget))
                 await client.update(with_ready(widget, now), subresource="status")
 
@@ -159,7 +176,26 @@ def main() -> None:
     parser.add_argument("--namespace", default="bench")
     parser.add_argument("--watch", action="store_true", help="also watch Widgets and children")
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop's event loop")
+    parser.add_argument("--cpu-work", action="store_true", help="~20 ms of Python per Widget")
+    parser.add_argument("--processes", type=int, default=1, help="copies, each a part")
+    parser.add_argument("--part", default="0/1", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.processes > 1:
+        import subprocess
+        import sys
+
+        argv = ["--workers", str(args.workers), "--namespace", args.namespace]
+        argv += [
+            flag
+            for flag in ("--watch", "--uvloop", "--cpu-work")
+            if getattr(args, flag[2:].replace("-", "_"))
+        ]
+        print(f"started {STARTED:.6f}", flush=True)
+        parts = [
+            subprocess.Popen([sys.executable, __file__, *argv, "--part", f"{i}/{args.processes}"])
+            for i in range(args.processes)
+        ]
+        raise SystemExit(max(p.wait() for p in parts))
     from _sampler import start_if_asked  # a wall-clock profile, if asked: see _sampler.py
 
     start_if_asked("floor")
@@ -167,9 +203,9 @@ def main() -> None:
     if args.uvloop:
         import uvloop  # a benchmark experiment: run.py's floor-uvloop
 
-        uvloop.run(run(args.workers, args.namespace, args.watch))
+        uvloop.run(run(args.workers, args.namespace, args.watch, args.cpu_work, args.part))
     else:
-        asyncio.run(run(args.workers, args.namespace, args.watch))
+        asyncio.run(run(args.workers, args.namespace, args.watch, args.cpu_work, args.part))
 
 
 if __name__ == "__main__":

@@ -95,6 +95,15 @@ IMPLEMENTATIONS = (
     "controller-runtime",
 )
 EXPERIMENTS = ("setpoint-otel", "setpoint-uvloop", "floor-uvloop")
+VARIANT = re.compile(
+    r"^(?P<base>floor|setpoint|setpoint-lean)(?P<cpu>-cpu)?(?:-p(?P<processes>\d+))?$"
+)
+"""Issue 34's variants, run only when named: ``-cpu`` makes the first reconcile of each Widget
+do ~20 ms of pure Python (``cpu_work.py``; the floor does it once per Widget), ``-pN`` runs
+N processes (``ManagerOptions(processes=N)`` for setpoint, N copies each doing every N-th
+Widget for the floor): ``setpoint-cpu-p2``, ``floor-cpu``, ``setpoint-p1``. CPU seconds and
+memory are then those of every process of the implementation (the supervisor and its
+workers), see :func:`process_tree`."""
 """Variants run only when named in ``--impls``. ``setpoint-otel`` is
 ``setpoint`` with OpenTelemetry tracing on (the ``setpoint[otel]`` extra), exporting OTLP over
 HTTP to a sink in this driver process (:func:`otel_sink`): the tracing overhead.
@@ -203,6 +212,13 @@ def command(impl: str, workers: int, profile: Path | None = None) -> list[str]:
             "--style",
             "safe",
         ]
+    variant = VARIANT.match(impl)
+    if argv is None and variant is not None:
+        argv = list(floor if variant["base"] == "floor" else lean if "lean" in impl else safe)
+        if variant["cpu"]:
+            argv.append("--cpu-work")
+        if variant["processes"]:
+            argv += ["--processes", variant["processes"]]
     if argv is None:
         raise KeyError(impl)
     if profile is not None and profile.suffix == ".pstats":
@@ -230,6 +246,10 @@ class Process:
             list(argv), env=env, stdout=self._out, stderr=subprocess.STDOUT, cwd=REPO
         )
         self.peak_sampled = 0.0
+        self.peak_all_sampled = 0.0
+        """The highest sum of the RSS of every process in the tree, sampled."""
+        self.peaks: dict[int, float] = {}
+        """Each process of the tree (this one, its workers): its highest RSS seen."""
 
     @property
     def pid(self) -> int:
@@ -239,9 +259,18 @@ class Process:
         return self.popen.poll() is not None
 
     async def sample(self, interval: float = 0.25) -> None:
-        """Track the highest RSS seen (for processes that exit before they are read)."""
+        """Track the highest RSS seen (for processes that exit before they are read).
+
+        Also for each process of its tree (a supervisor's workers), and their sum.
+        """
         while not self.exited():
             self.peak_sampled = max(self.peak_sampled, proc_stats(self.pid).peak_rss_mib)
+            total = 0.0
+            for pid in process_tree(self.pid):
+                stats = proc_stats(pid)
+                total += stats.rss_mib
+                self.peaks[pid] = max(self.peaks.get(pid, 0.0), stats.peak_rss_mib)
+            self.peak_all_sampled = max(self.peak_all_sampled, total)
             await asyncio.sleep(interval)
 
     async def stop(self, timeout: float = 30.0) -> int:
@@ -255,6 +284,31 @@ class Process:
                 await asyncio.to_thread(self.popen.wait, 10)
         self._out.close()
         return self.popen.returncode
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process descended from it (a supervisor's workers), from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo.extend(children.get(current, ()))
+    return tree
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User+system CPU seconds of ``pid`` and its descendants (those still running)."""
+    return sum(proc_stats(p).cpu_seconds for p in process_tree(pid))
 
 
 # --------------------------------------------------------------------------- cluster helpers
@@ -406,6 +460,11 @@ class RunResult:
     """Reconciler calls, as a setpoint operator prints them when it stops (others: ``None``)."""
     load_average: tuple[float, float, float] | None = None
     """The machine's 1/5/15-minute load average when the run started."""
+    processes: list[dict[str, float]] = field(default_factory=list)
+    """Each process of the implementation at convergence (the first is the one spawned, a
+    supervisor's workers follow): pid, CPU seconds, RSS and peak RSS in MiB."""
+    peak_rss_all_mib: float = 0.0
+    """The highest sum of the RSS of all its processes, sampled every 0.25 s."""
     server_cpu_seconds: dict[str, float] = field(default_factory=dict)
     """CPU seconds kube-apiserver and etcd used from the spawn to convergence, by program:
     the server's share of the work each implementation causes (watches, apply, writes)."""
@@ -452,9 +511,9 @@ async def startup_probe(
         ready_at = await waiter
         if ready_at is None:
             raise RuntimeError(f"{impl}: the probe Widget was not Ready within 120 s")
-        cpu = proc_stats(proc.pid).cpu_seconds
+        cpu = tree_cpu_seconds(proc.pid)  # a supervisor's workers' too
         await asyncio.sleep(1.0)  # let start-up garbage settle before reading idle RSS
-        idle = proc_stats(proc.pid).rss_mib
+        idle = sum(proc_stats(pid).rss_mib for pid in process_tree(proc.pid))
         return ready_at - proc.spawned, cpu, idle
     finally:
         await proc.stop()
@@ -505,6 +564,7 @@ async def one_run(
                 return result
             result.converge_seconds = done_at - proc.spawned
             stats = proc_stats(proc.pid)
+            tree = {pid: proc_stats(pid) for pid in process_tree(proc.pid)}
             result.server_cpu_seconds = {
                 program: seconds - server_before.get(program, 0.0)
                 for program, seconds in cpu_seconds_of(servers).items()
@@ -521,9 +581,23 @@ async def one_run(
                 if not result.requests[driver_watch]:
                     del result.requests[driver_watch]
             result.requests_counted = counted(result.requests)
-            result.cpu_seconds = stats.cpu_seconds
+            result.cpu_seconds = sum(s.cpu_seconds for s in tree.values())
             result.peak_rss_mib = max(later.peak_rss_mib, proc.peak_sampled)
+            result.processes = [
+                {
+                    "pid": pid,
+                    "cpu_seconds": s.cpu_seconds,
+                    "rss_mib": s.rss_mib,
+                    "peak_rss_mib": max(s.peak_rss_mib, proc.peaks.get(pid, 0.0)),
+                }
+                for pid, s in tree.items()
+            ]
+            result.peak_rss_all_mib = max(
+                proc.peak_all_sampled, sum(s.rss_mib for s in tree.values())
+            )
             result.rss_converged_mib = later.rss_mib or stats.rss_mib
+            if len(tree) > 1:  # a supervisor and its workers: all of them, as the idle RSS
+                result.rss_converged_mib = sum(s.rss_mib for s in tree.values())
             if result.idle_rss_mib is not None and result.rss_converged_mib:
                 result.bytes_per_object_rss = (
                     (result.rss_converged_mib - result.idle_rss_mib) * 2**20 / n
@@ -785,9 +859,12 @@ def table(results: Sequence[RunResult], n: int, impls: Sequence[str]) -> str:
 
 
 def reconciles_in(log: Path) -> int | None:
-    """The count a setpoint operator prints as it stops (``reconciles N``), if it did."""
+    """The count a setpoint operator prints as it stops (``reconciles N``), if it did.
+
+    With ``--processes``, every process prints its own (the supervisor 0): their sum.
+    """
     found = re.findall(rb"^reconciles (\d+)$", log.read_bytes(), re.MULTILINE)
-    return int(found[-1]) if found else None
+    return sum(int(n) for n in found) if found else None
 
 
 def reconcile_counts(results: Sequence[RunResult], n: int, impls: Sequence[str]) -> str:
@@ -848,7 +925,7 @@ def main() -> None:
         set(impls)
         - set(IMPLEMENTATIONS)
         - set(EXPERIMENTS)
-        - {i for i in impls if other_tree(i) is not None}
+        - {i for i in impls if other_tree(i) is not None or VARIANT.match(i)}
     )
     if unknown:
         parser.error(

@@ -61,6 +61,7 @@ from run import (
     proc_stats,
     run_on_fresh_plane,
     scrape,
+    tree_cpu_seconds,
     versions,
     warm_up,
     widget,
@@ -445,7 +446,7 @@ async def latency_run(
             except TimeoutError:
                 raise RuntimeError(f"{impl}: the probe Widget was not Ready within 120 s") from None
             await asyncio.sleep(2.0)
-            cpu_before = proc_stats(proc.pid).cpu_seconds
+            cpu_before = tree_cpu_seconds(proc.pid)  # with --processes, the workers' too
             start = time.monotonic()
             creates: list[asyncio.Task[Any]] = []
             for i in range(total):
@@ -462,7 +463,7 @@ async def latency_run(
             except TimeoutError:
                 result["error"] = f"{total + 1 - len(ready)} Widgets not Ready 120 s after"
             watcher.cancel()
-            result["cpu_seconds"] = proc_stats(proc.pid).cpu_seconds - cpu_before
+            result["cpu_seconds"] = tree_cpu_seconds(proc.pid) - cpu_before
             latencies = sorted(
                 (ready[name] - sent[name]) * 1000
                 for name in sent

@@ -17,6 +17,14 @@ Two reconcilers, both written only with setpoint's public API:
 clock (``time.thread_time``), so waiting for the network, for the GIL or for a CPU on a busy
 machine is not counted: what remains is the CPU the event loop's thread spent, per function.
 
+``--cpu-work`` makes the first reconcile of each Widget (in this process) do ~20 ms of
+pure-Python work before its writes (``cpu_work.render``, a template render): issue 34's
+CPU-bound variant, where the operator, not the API server, is the bottleneck.
+``--processes N`` runs the manager with ``ManagerOptions(processes=N)``: with N > 1, this
+process becomes the supervisor of N worker processes (each running this script again), with
+leader election on (the Lease ``widget-operator`` in the Widgets' namespace) and the Widget
+controller sharded across the workers; 1 is the default, today's single process.
+
 ``--measure-cache`` does not reconcile: it starts a cache of Widgets and ConfigMaps with
 ``tracemalloc`` on and prints the Python heap it took per cached object, as JSON.
 
@@ -34,6 +42,7 @@ STARTED = time.time()  # before the imports: process start as the operator sees 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import contextlib  # noqa: E402
+import functools  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 from typing import Any  # noqa: E402
@@ -41,6 +50,7 @@ from typing import Any  # noqa: E402
 from setpoint import (  # noqa: E402
     AlreadyExists,
     GroupVersionKind,
+    LeaderElectionOptions,
     Manager,
     ManagerOptions,
     NotFound,
@@ -54,6 +64,7 @@ from setpoint import (  # noqa: E402
 from setpoint.controller import Context, Controller, Request  # noqa: E402
 
 WIDGET = GroupVersionKind("bench.setpoint.dev", "v1", "Widget")
+NAMESPACE = "bench"
 FIELD_MANAGER = "widget-operator"
 
 
@@ -124,18 +135,40 @@ def add_controller(manager: Manager, reconciler: Any, workers: int) -> Controlle
     )
 
 
-async def run_operator(workers: int, style: str) -> None:
+def manager_options(processes: int) -> ManagerOptions:
+    """The manager's options: no servers; with ``processes`` > 1, leader election on."""
+    if processes <= 1:
+        return ManagerOptions(metrics_bind_address="0", health_probe_bind_address="0")
+    return ManagerOptions(
+        metrics_bind_address="0",
+        health_probe_bind_address="0",
+        processes=processes,
+        leader_election=LeaderElectionOptions(
+            name="widget-operator", namespace=NAMESPACE, release_on_cancel=True
+        ),
+    )
+
+
+async def run_operator(
+    workers: int, style: str, cpu_work: bool = False, processes: int = 1
+) -> None:
     """Run the manager with one controller until SIGTERM."""
     configure_logging(level="info")
-    manager = Manager.from_environment(
-        ManagerOptions(metrics_bind_address="0", health_probe_bind_address="0")
-    )
+    manager = Manager.from_environment(manager_options(processes))
     inner = reconcile_safe if style == "safe" else reconcile_lean
     calls = 0
+    rendered: set[tuple[str | None, str]] = set()
+    render = None
+    if cpu_work:
+        from cpu_work import render  # the script's directory is on sys.path
 
     async def reconciler(ctx: Context, request: Request) -> None:
         nonlocal calls
         calls += 1
+        key = (request.namespace, request.name)
+        if render is not None and key not in rendered:
+            rendered.add(key)
+            render(request.name, len(rendered))  # the first reconcile's ~20 ms of Python
         await inner(ctx, request)
 
     add_controller(manager, reconciler, workers)
@@ -197,7 +230,12 @@ def main() -> None:
     parser.add_argument("--paginated", action="store_true", help="--sync-only with list pages")
     parser.add_argument("--cprofile", metavar="PATH", help="write main-thread CPU stats here")
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop's event loop")
+    parser.add_argument("--cpu-work", action="store_true", help="~20 ms of Python per Widget")
+    parser.add_argument("--processes", type=int, default=1, help="ManagerOptions.processes")
     args = parser.parse_args()
+    operator = functools.partial(
+        run_operator, args.workers, args.style, args.cpu_work, args.processes
+    )
     if not (getattr(args, "measure_cache", False) or getattr(args, "sync_only", False)):
         from _sampler import start_if_asked  # a wall-clock profile, if asked: see _sampler.py
 
@@ -212,16 +250,16 @@ def main() -> None:
         profiler = cProfile.Profile(time.thread_time)
         profiler.enable()
         try:
-            asyncio.run(run_operator(args.workers, args.style))
+            asyncio.run(operator())
         finally:
             profiler.disable()
             profiler.dump_stats(args.cprofile)
     elif args.uvloop:
         import uvloop  # a benchmark experiment: run.py's setpoint-uvloop
 
-        uvloop.run(run_operator(args.workers, args.style))
+        uvloop.run(operator())
     else:
-        asyncio.run(run_operator(args.workers, args.style))
+        asyncio.run(operator())
     sys.exit(0)
 
 
