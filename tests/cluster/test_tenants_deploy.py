@@ -12,7 +12,6 @@ in file order on that one deployment: converge, lose the leader, lose a node.
 from __future__ import annotations
 
 import json
-import os
 import re
 import ssl
 import subprocess
@@ -20,190 +19,53 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from setpoint.testing.image import build_image
-from setpoint.testing.nodes import BUSYBOX_IMAGE, DNS_SERVICE_IP, running_nodes
+from setpoint.cli.demo_cluster import (
+    NAMESPACE,
+    WEBHOOK_SERVICE,
+    TenantsDeployment,
+    build_tenants_image,
+    eventually,
+    kube_time,
+    sleeper_pod,
+    tenant_manifest,
+    write_overlay,
+)
+from setpoint.testing.nodes import DNS_SERVICE_IP, running_nodes
 from tests.cluster.test_nodes import Cluster, _setpoint, running_cluster
 
-ROOT = Path(__file__).resolve().parents[2]
-CONFIG = ROOT / "examples" / "tenants" / "config" / "default"
-IMAGE = "tenants-operator:latest"
-NS = "tenants-system"
-DEPLOYMENT = "tenants-controller-manager"
-LEASE = "tenants-leader-election"
-SELECTOR = "app.kubernetes.io/name=tenants-operator"
 
-OVERLAY = """\
-# Written by tests/cluster/test_tenants_deploy.py: config/default with 2 replicas.
-resources:
-- {base}
-patches:
-- patch: |
-    apiVersion: apps/v1
-    kind: Deployment
-    metadata:
-      name: {deployment}
-      namespace: {ns}
-    spec:
-      replicas: 2
-      template:
-        spec:
-          volumes:
-          - name: directory
-            emptyDir: {{}}
-            persistentVolumeClaim: null
-# Each replica keeps its own directory file: the claim for one shared file goes.
-- patch: |
-    $patch: delete
-    apiVersion: v1
-    kind: PersistentVolumeClaim
-    metadata:
-      name: tenants-directory
-      namespace: {ns}
-"""
+class Deployed(TenantsDeployment):
+    """The plane, and the operator deployed on it from config/ (the module's fixture).
 
+    The deployment's steps are the cluster demo's (setpoint.cli.demo_cluster); ``numbers``
+    collects the measurements the module prints at its end.
+    """
 
-@dataclass
-class Deployed:
-    """The plane, and the operator deployed on it from config/ (the module's fixture)."""
-
-    cluster: Cluster
-    overlay: Path
-    numbers: dict[str, Any] = field(default_factory=dict)
-
-    def kc(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
-        return self.cluster.kc(*args, stdin=stdin, check=check)
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self.kc("get", *args, "-o", "json"))
-
-    def pods(self) -> list[dict[str, Any]]:
-        return list(self.json("-n", NS, "pods", "-l", SELECTOR)["items"])
-
-    def lease(self) -> dict[str, Any]:
-        return dict(self.json("-n", NS, "lease", LEASE)["spec"])
-
-    def leader_pod(self) -> str:
-        return str(self.lease().get("holderIdentity") or "").split("_", 1)[0]
-
-    def wait(self, *args: str, timeout: int = 120) -> None:
-        proc = subprocess.run(
-            [self.cluster.kubectl, "wait", *args, f"--timeout={timeout}s"],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "KUBECONFIG": self.cluster.kubeconfig},
-            check=False,
-        )
-        assert proc.returncode == 0, f"{proc.stderr}\n{self.diagnose()}"
-
-    def diagnose(self) -> str:
-        logs = self.kc("-n", NS, "logs", "-l", SELECTOR, "--tail=15", check=False)
-        return f"{self.cluster.describe_all()}\n{logs}"
-
-    def available(self) -> None:
-        """The Deployment has its 2 replicas Ready (the kubelet's readiness probes pass)."""
-        self.wait("-n", NS, f"deployment/{DEPLOYMENT}", "--for=condition=Available")
-        self.wait("-n", NS, f"deployment/{DEPLOYMENT}", "--for=jsonpath={.status.readyReplicas}=2")
-
-
-def eventually(what: str, probe: Callable[[], Any], timeout: float = 90) -> Any:
-    """Poll ``probe`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
-
-def _overlay(directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    # kustomize takes no absolute paths for bases: a relative one from the temp directory.
-    base = os.path.relpath(CONFIG, directory)
-    (directory / "kustomization.yaml").write_text(
-        OVERLAY.format(base=base, deployment=DEPLOYMENT, ns=NS)
-    )
-    return directory
+    def __init__(self, cluster: Cluster) -> None:
+        super().__init__(cluster.kubectl, cluster.kubeconfig)
+        self.cluster = cluster
+        self.numbers: dict[str, Any] = {}
 
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
     work = tmp_path_factory.mktemp("tenants-e2e")
     archive = work / "tenants.oci.tar"
-    build_image(archive, project=ROOT / "examples" / "tenants", module="tenants", ref=IMAGE)
+    build_tenants_image(archive)
     with running_cluster("tenants-e2e", 2, work) as cluster:
         load = _setpoint("load-image", str(archive), "--name", cluster.name)
         assert load.returncode == 0, load.stderr
-        overlay = _overlay(work / "overlay")
-        cluster.kc("apply", "-k", str(overlay))
-        deployment = Deployed(cluster, overlay)
+        deployment = Deployed(cluster)
+        deployment.deploy(write_overlay(work / "overlay"))
         deployment.available()
         yield deployment
         print(f"\ntenants e2e numbers: {json.dumps(deployment.numbers)}")
-
-
-def _tenant(name: str, namespaces: list[str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "tenants.setpoint.dev/v1",
-        "kind": "Tenant",
-        "metadata": {"name": name},
-        "spec": {
-            "namespaces": namespaces,
-            "adminGroup": f"{name}-admins",
-            "quota": {"cpu": "2", "memory": "2Gi", "pods": 5},
-        },
-    }
-
-
-def _ready(d: Deployed, tenant: str) -> bool:
-    obj = d.json("tenant", tenant)
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return any(
-        c["type"] == "Ready"
-        and c["status"] == "True"
-        and c.get("observedGeneration") == obj["metadata"]["generation"]
-        for c in conditions
-    )
-
-
-def _usage(d: Deployed, tenant: str, namespace: str) -> dict[str, str]:
-    usage = (d.json("tenant", tenant).get("status") or {}).get("usage") or []
-    return next((u for u in usage if u["namespace"] == namespace), {})
-
-
-def _sleeper(name: str, namespace: str) -> dict[str, Any]:
-    """A Pod that runs (busybox, built here) in a tenant namespace: it counts against quota."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "terminationGracePeriodSeconds": 1,
-            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534},
-            "containers": [
-                {
-                    "name": "sleep",
-                    "image": BUSYBOX_IMAGE,
-                    "imagePullPolicy": "Never",
-                    "command": ["/bin/sleep", "3600"],
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False,
-                        "readOnlyRootFilesystem": True,
-                        "capabilities": {"drop": ["ALL"]},
-                    },
-                }
-            ],
-        },
-    }
 
 
 def _metrics_status(pod_ip: str, token: str | None) -> tuple[int, str]:
@@ -245,7 +107,7 @@ def test_deployed_from_config_it_converges_behind_its_service_webhooks(
         status = pod["status"]["containerStatuses"][0]
         assert status["ready"] and status["restartCount"] == 0, d.diagnose()
     assert d.leader_pod() in {p["metadata"]["name"] for p in pods}
-    d.kc("-n", NS, "get", "secret", "tenants-webhook-server-cert")
+    d.kc("-n", NAMESPACE, "get", "secret", "tenants-webhook-server-cert")
     crd = d.json("crd", "tenants.tenants.setpoint.dev")
     conversion = crd["spec"]["conversion"]["webhook"]["clientConfig"]
     assert conversion["service"]["name"] == "tenants-webhook-service"
@@ -253,13 +115,13 @@ def test_deployed_from_config_it_converges_behind_its_service_webhooks(
     webhook = d.json("validatingwebhookconfiguration", "tenants-validating-webhook-configuration")
     assert webhook["webhooks"][0]["clientConfig"].get("caBundle")
 
-    d.kc("apply", "-f", "-", stdin=json.dumps(_tenant("acme", ["acme-dev"])))
+    d.apply(tenant_manifest("acme", ["acme-dev"]))
     copycat = subprocess.run(
-        [d.cluster.kubectl, "create", "-f", "-"],
-        input=json.dumps(_tenant("copycat", ["acme-dev"])),
+        [d.kubectl, "create", "-f", "-"],
+        input=json.dumps(tenant_manifest("copycat", ["acme-dev"])),
         capture_output=True,
         text=True,
-        env={**os.environ, "KUBECONFIG": d.cluster.kubeconfig},
+        env=d.env(),
         check=False,
     )
     assert copycat.returncode != 0
@@ -267,13 +129,13 @@ def test_deployed_from_config_it_converges_behind_its_service_webhooks(
     old = d.json("tenants.v1alpha1.tenants.setpoint.dev", "acme")
     assert old["apiVersion"] == "tenants.setpoint.dev/v1alpha1"
     assert old["spec"]["admins"] == "acme-admins"
-    eventually("Tenant acme Ready", lambda: _ready(d, "acme"))
+    eventually("Tenant acme Ready", lambda: d.tenant_ready("acme"))
 
-    d.kc("apply", "-f", "-", stdin=json.dumps(_sleeper("sleeper", "acme-dev")))
+    d.apply(sleeper_pod("sleeper", "acme-dev"))
     d.wait("-n", "acme-dev", "pod/sleeper", "--for=condition=Ready")
     usage = eventually(
         "the Pod in the Tenant's quota usage",
-        lambda: (u := _usage(d, "acme", "acme-dev")).get("pods") == "1" and u,
+        lambda: d.usage_counting("acme", "acme-dev", pods=1),
     )
     assert usage["cpu"] == "500m" and usage["memory"] == "512Mi"  # the LimitRange's defaults
 
@@ -281,15 +143,13 @@ def test_deployed_from_config_it_converges_behind_its_service_webhooks(
     assert f"nameserver {DNS_SERVICE_IP}" in d.kc(
         "-n", "acme-dev", "exec", "sleeper", "--", "/bin/cat", "/etc/resolv.conf"
     )
-    service_ip = d.kc(
-        "-n", NS, "get", "service", "tenants-webhook-service", "-o", "jsonpath={.spec.clusterIP}"
-    )
+    service = d.json("-n", NAMESPACE, "service", WEBHOOK_SERVICE)
     answer = d.kc(
         *("-n", "acme-dev", "exec", "sleeper", "--", "/bin/busybox", "nslookup"),
-        f"tenants-webhook-service.{NS}.svc.cluster.local",
+        f"{WEBHOOK_SERVICE}.{NAMESPACE}.svc.cluster.local",
         DNS_SERVICE_IP,
     )
-    assert f"Address: {service_ip}" in answer, answer
+    assert f"Address: {service['spec']['clusterIP']}" in answer, answer
 
     d.kc("create", "namespace", "scrape")
     for account in ("prometheus", "nobody"):
@@ -322,7 +182,7 @@ class AdmissionLoop:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        probe = json.dumps(_tenant("probe", ["probe-ns"]))
+        probe = json.dumps(tenant_manifest("probe", ["probe-ns"]))
         calls: list[tuple[list[str], str | None]] = [
             (["create", "--dry-run=server", "-o", "name", "-f", "-"], probe),
             (["get", "tenants.v1alpha1.tenants.setpoint.dev", "acme", "-o", "name"], None),
@@ -330,11 +190,11 @@ class AdmissionLoop:
         while not self._stop.is_set():
             for args, stdin in calls:
                 proc = subprocess.run(
-                    [self.d.cluster.kubectl, *args],
+                    [self.d.kubectl, *args],
                     input=stdin,
                     capture_output=True,
                     text=True,
-                    env={**os.environ, "KUBECONFIG": self.d.cluster.kubeconfig},
+                    env=self.d.env(),
                     check=False,
                 )
                 if proc.returncode == 0:
@@ -358,10 +218,10 @@ class LogFollower:
         self.files = {pod: directory / f"{pod}.log" for pod in pods}
         self.procs = [
             subprocess.Popen(
-                [d.cluster.kubectl, "-n", NS, "logs", "-f", pod],
+                [d.kubectl, "-n", NAMESPACE, "logs", "-f", pod],
                 stdout=self.files[pod].open("wb"),
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "KUBECONFIG": d.cluster.kubeconfig},
+                env=d.env(),
             )
             for pod in pods
         ]
@@ -376,27 +236,13 @@ class LogFollower:
             proc.wait(timeout=10)
 
 
-def _ts(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
 def _reconcile_times(records: list[dict[str, Any]]) -> list[float]:
     """When a replica acted on an object: its controller's log lines (with a reconcile id)."""
-    return [_ts(r["ts"]) for r in records if "reconcile_id" in r]
+    return [kube_time(r["ts"]) for r in records if "reconcile_id" in r]
 
 
 def _became_leader(records: list[dict[str, Any]]) -> float:
-    return min(_ts(r["ts"]) for r in records if "became leader" in r.get("msg", ""))
-
-
-def _leader_other_than(d: Deployed, old: str, timeout: float = 90) -> str:
-    """Wait until a replica other than ``old`` holds the Lease; return its Pod's name."""
-
-    def other() -> str:
-        pod = d.leader_pod()
-        return pod if pod != old else ""
-
-    return str(eventually(f"a replica other than {old} to hold the Lease", other, timeout))
+    return min(kube_time(r["ts"]) for r in records if "became leader" in r.get("msg", ""))
 
 
 def test_leader_pod_deleted_or_killed_the_other_replica_takes_over(
@@ -416,25 +262,20 @@ def test_leader_pod_deleted_or_killed_the_other_replica_takes_over(
     d = deployed
     d.available()
     pods = [p["metadata"]["name"] for p in d.pods()]
-    old = d.leader_pod()
-    lease_seconds = int(d.lease()["leaseDurationSeconds"])
     follower = LogFollower(d, pods, tmp_path)
     try:
         with AdmissionLoop(d) as loop:
             time.sleep(3)
-            deleted_at = time.time()
-            d.kc("-n", NS, "delete", "pod", old, "--wait=false")
-            new = _leader_other_than(d, old)
+            takeover = d.delete_leader()
             time.sleep(5)  # the Service keeps routing while the old Pod terminates
+        old, new, took = takeover.old, takeover.new, takeover.seconds
         assert loop.failures == [], loop.failures
         assert loop.ok > 10
         eventually(
             "the new leader to register the Tenant in its directory",
             lambda: any("Registered the tenant" in r.get("msg", "") for r in follower.records(new)),
         )
-        acquired = _ts(d.lease()["acquireTime"])
-        took = acquired - deleted_at
-        assert took < lease_seconds, took
+        assert took < takeover.lease_seconds, took
         old_acts = _reconcile_times(follower.records(old))
         new_records = follower.records(new)
         new_acts = _reconcile_times(new_records)
@@ -447,7 +288,7 @@ def test_leader_pod_deleted_or_killed_the_other_replica_takes_over(
     d.available()
 
     # A kill without release: SIGKILL to the new leader's container, through containerd.
-    leader = d.json("-n", NS, "pod", new)
+    leader = d.json("-n", NAMESPACE, "pod", new)
     container_id = leader["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
     index = int(leader["spec"]["nodeName"].removeprefix("setpoint-node"))
     socket = running_nodes(Path(d.cluster.kubeconfig).parent)[index - 1]
@@ -471,11 +312,11 @@ def test_leader_pod_deleted_or_killed_the_other_replica_takes_over(
             timeout=30,
         )
         killed_at = time.time()
-        third = _leader_other_than(d, new, timeout=60)
+        third = d.leader_other_than(new, timeout=60)
         time.sleep(3)
-    took = _ts(d.lease()["acquireTime"]) - killed_at
+    took = kube_time(d.lease()["acquireTime"]) - killed_at
     assert third != new
-    assert took <= lease_seconds + 3, took
+    assert took <= takeover.lease_seconds + 3, took
     d.numbers["SIGKILL: takeover s"] = round(took, 2)
     d.numbers["SIGKILL: webhook calls ok/failed"] = [loop.ok, len(loop.failures)]
     if loop.failures:
@@ -483,8 +324,8 @@ def test_leader_pod_deleted_or_killed_the_other_replica_takes_over(
         d.numbers["SIGKILL: failures from first to last s"] = round(window, 2)
         d.numbers["SIGKILL: last failure"] = loop.failures[-1][1][-120:]
     d.available()
-    restarted = d.json("-n", NS, "pod", new)["status"]["containerStatuses"][0]["restartCount"]
-    assert restarted == 1
+    status = d.json("-n", NAMESPACE, "pod", new)["status"]["containerStatuses"][0]
+    assert status["restartCount"] == 1
 
 
 def test_drained_node_the_operator_is_rescheduled_and_converges(deployed: Deployed) -> None:
@@ -499,11 +340,11 @@ def test_drained_node_the_operator_is_rescheduled_and_converges(deployed: Deploy
     d = deployed
     d.available()
     leader = d.leader_pod()
-    node = d.json("-n", NS, "pod", leader)["spec"]["nodeName"]
+    node = d.json("-n", NAMESPACE, "pod", leader)["spec"]["nodeName"]
     other = "setpoint-node1" if node == "setpoint-node2" else "setpoint-node2"
     drained = subprocess.run(
         [
-            d.cluster.kubectl,
+            d.kubectl,
             "drain",
             node,
             "--ignore-daemonsets",
@@ -513,7 +354,7 @@ def test_drained_node_the_operator_is_rescheduled_and_converges(deployed: Deploy
         ],
         capture_output=True,
         text=True,
-        env={**os.environ, "KUBECONFIG": d.cluster.kubeconfig},
+        env=d.env(),
         check=False,
     )
     assert drained.returncode == 0, drained.stderr + d.diagnose()
@@ -523,20 +364,20 @@ def test_drained_node_the_operator_is_rescheduled_and_converges(deployed: Deploy
         pods = d.pods()
         running = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
         assert {p["spec"]["nodeName"] for p in running} == {other}, d.diagnose()
-        new = _leader_other_than(d, leader)
+        new = d.leader_other_than(leader)
         assert new in {p["metadata"]["name"] for p in running}
 
-        acme = _tenant("acme", ["acme-dev", "acme-prod"])
-        d.kc("apply", "-f", "-", stdin=json.dumps(acme))
-        d.kc("apply", "-f", "-", stdin=json.dumps(_tenant("globex", ["globex"])))
-        eventually("Tenant acme Ready after the drain", lambda: _ready(d, "acme"))
-        eventually("Tenant globex Ready after the drain", lambda: _ready(d, "globex"))
+        acme = tenant_manifest("acme", ["acme-dev", "acme-prod"])
+        d.apply(acme)
+        d.apply(tenant_manifest("globex", ["globex"]))
+        eventually("Tenant acme Ready after the drain", lambda: d.tenant_ready("acme"))
+        eventually("Tenant globex Ready after the drain", lambda: d.tenant_ready("globex"))
         d.kc("-n", "acme-prod", "get", "resourcequota", "tenant-quota")
-        d.kc("apply", "-f", "-", stdin=json.dumps(_sleeper("sleeper", "globex")))
+        d.apply(sleeper_pod("sleeper", "globex"))
         d.wait("-n", "globex", "pod/sleeper", "--for=condition=Ready")
         eventually(
             "the Pod in globex's quota usage",
-            lambda: _usage(d, "globex", "globex").get("pods") == "1",
+            lambda: d.usage_counting("globex", "globex", pods=1),
         )
     finally:
         d.kc("uncordon", node, check=False)

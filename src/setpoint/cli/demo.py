@@ -1105,7 +1105,22 @@ def _ensure_binaries(screen: Screen) -> None:
     build_controlplane(out=sys.stdout)
 
 
+def _report_failure(screen: Screen, exc: Exception) -> None:
+    """Say which step failed and why; with a traceback only for an unexpected error (a bug)."""
+    screen.end_table()
+    screen.line()
+    expected = (DemoError, ControlPlaneError, ClientError, OSError)
+    what = str(exc) if isinstance(exc, DemoError) else f"{type(exc).__name__}: {exc}"
+    screen.line(f"demo failed: {what}")
+    if not isinstance(exc, expected):  # a bug in the demo: show where
+        screen.line(traceback.format_exc().rstrip())
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.nodes:  # the operator deployed from config/ on real nodes
+        from setpoint.cli.demo_cluster import run_demo
+
+        return run_demo(args.nodes, keep=args.keep)
     started = time.monotonic()
     out = sys.stdout
     screen = Screen(out, tty=out.isatty(), started=started)
@@ -1143,13 +1158,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             asyncio.run(_main(plane, op, screen, args.keep, webhook))
             failed = False
         except Exception as exc:
-            screen.end_table()
-            screen.line()
-            expected = (DemoError, ControlPlaneError, ClientError, OSError)
-            what = str(exc) if isinstance(exc, DemoError) else f"{type(exc).__name__}: {exc}"
-            screen.line(f"demo failed: {what}")
-            if not isinstance(exc, expected):  # a bug in the demo: show where
-                screen.line(traceback.format_exc().rstrip())
+            _report_failure(screen, exc)
             if op is not None:
                 screen.line(f"-- last lines of the operator log ({op.log_path}):")
                 screen.line(op.log_tail())
@@ -1200,4 +1209,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="leave the control plane and the operator running at the end, print how to "
         "explore them, and stop everything on Ctrl-C",
     )
+    parser.add_argument(
+        "--nodes",
+        type=node_count,
+        default=0,
+        metavar="N",
+        help="instead, deploy the operator as users do, on a local plane with N real nodes: "
+        "its image built here, `kubectl apply -k` of its config/ with 2 replicas, webhooks "
+        "through a Service, the leader Pod deleted (as root: `sudo make demo-cluster`; "
+        "docs/controlplane.md)",
+    )
     parser.set_defaults(func=_cmd_demo)
+
+
+def node_count(text: str) -> int:
+    """``--nodes``: 0 (the plain demo, no nodes) to the plane's maximum of nodes."""
+    from setpoint.testing.nodes import MAX_NODES
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of nodes") from None
+    if not 0 <= value <= MAX_NODES:
+        raise argparse.ArgumentTypeError(f"{value}: a plane has 0 to {MAX_NODES} nodes")
+    return value
