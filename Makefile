@@ -71,9 +71,9 @@ image-tenants: $(STAMP)
 # nodes runs a Deployment behind a Service, the tenants image (built here) runs as a Pod and
 # turns Ready, the tenants operator deployed from config/ with `kubectl apply -k` (2
 # replicas, webhooks through its Service) survives losing its leader Pod and a drained node,
-# `setpoint demo --nodes 2` runs, and `setpoint controlplane down` leaves nothing behind (docs/controlplane.md "Nodes" has
-# the times; +1 min for the image's base, once; ~1 min more with only the plane's Go cache
-# warm). Not part of `make test` or CI.
+# `setpoint demo --nodes 2` runs, and `setpoint controlplane down` leaves nothing behind
+# (docs/controlplane.md "Nodes" has the times; +1 min for the image's base, once; ~1 min
+# more with only the plane's Go cache warm). Not part of `make test` or CI.
 test-cluster: controlplane bytecode
 	$(PY) -m setpoint controlplane build --nodes
 	$(PY) -m pytest tests/cluster -q -m cluster
