@@ -349,7 +349,8 @@ class SupervisorEndpoints:
             return None
 
     def _count_error(self, index: int, exc: BaseException) -> None:
-        log.info("worker %d's metrics left out of this scrape: %s", index, exc or repr(exc))
+        why = str(exc) or type(exc).__name__
+        log.info("worker %d's metrics left out of this scrape: %s", index, why)
         self.scrape_errors.labels(str(index)).inc()
 
     def _close_stale_pools(self, addresses: set[tuple[str, int]]) -> None:
