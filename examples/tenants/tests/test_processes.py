@@ -6,6 +6,7 @@ import asyncio
 import re
 import socket
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -43,13 +44,20 @@ def free_port() -> int:
         return port
 
 
+def probe(port: int, path: str) -> tuple[int, str]:
+    """The status and body of the supervisor's probe endpoint ``path`` (0: no answer)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as reply:
+            return int(reply.status), reply.read().decode()
+    except urllib.error.HTTPError as error:
+        return int(error.code), error.read().decode()
+    except OSError:
+        return 0, ""
+
+
 def ready(port: int) -> bool:
     """Whether the supervisor's /readyz answers 200 (every worker ready)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as reply:
-            return bool(reply.status == 200)
-    except OSError:
-        return False
+    return probe(port, "/readyz")[0] == 200
 
 
 def worker_of(identity: str) -> int:
@@ -81,7 +89,8 @@ async def test_two_worker_processes_converge_tenants_through_a_worker_sigkill(
     supervisor restarts it with the same index: the successor (a new pid) holds the same
     shard Lease again (no third one appears), the dead worker's unfinished Tenants stay
     labelled for that shard and the successor reconciles them, and every Tenant turns Ready.
-    The Tenants are deleted while the workers run, and SIGTERM stops the supervisor and both
+    The supervisor's probes report it: `/readyz/worker-<i>` fails while it restarts, and
+    `/readyz?verbose` then lists it ready with the new pid and one restart. The Tenants are deleted while the workers run, and SIGTERM stops the supervisor and both
     workers cleanly. Both workers reconciled Tenants, the survivor none of the dead worker's
     unfinished ones, and the reconcile spans of every process (OpenTelemetry's console
     exporter, each span naming its pid), creation to deletion, show no moment when two
@@ -145,6 +154,8 @@ async def test_two_worker_processes_converge_tenants_through_a_worker_sigkill(
             return now if now is not None and now != pid else None
 
         new_pid = await eventually(successor, timeout=30, description=f"worker {victim} restarted")
+        status, _ = await asyncio.to_thread(probe, port, f"/readyz/worker-{victim}")
+        assert status == 500, f"/readyz/worker-{victim} answered {status} while it restarted"
 
         async def converged() -> bool:
             now = await state()
@@ -153,6 +164,15 @@ async def test_two_worker_processes_converge_tenants_through_a_worker_sigkill(
         await eventually(converged, timeout=60, description=f"all {N} Tenants Ready")
         settled = time.monotonic()
         print(f"started to all Ready: {settled - began:.1f}s")
+
+        line = f"[+]worker-{victim} ready pid={new_pid} (restarts=1)"
+
+        async def reported() -> bool:
+            status, body = await asyncio.to_thread(probe, port, "/readyz?verbose")
+            return status == 200 and line in body.splitlines()
+
+        await eventually(reported, timeout=10, description=f"/readyz?verbose: {line}")
+        assert (await asyncio.to_thread(probe, port, "/healthz"))[0] == 200
 
         leases = await shard_leases(k8s, namespace)
         assert set(leases) == shards, f"the successor took another shard: {sorted(leases)}"
