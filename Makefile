@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: dist fuzz venv bytecode bench-deps demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane prometheus test-dashboards bench release-check min-deps bench-storage bench-conversion bench-converge bench-scale bench-latency test-sharding-scale bench-sharding test-matrix test-pythons node-spike cluster-deps test-cluster image-tenants clean
+.PHONY: dist fuzz venv bytecode bench-deps demo test check lint typecheck layers docs-check public-api docs docs-serve unit integration e2e controlplane prometheus test-dashboards bench release-check min-deps bench-storage bench-conversion bench-converge bench-processes bench-scale bench-latency test-sharding-scale bench-sharding test-matrix test-pythons node-spike cluster-deps test-cluster image-tenants clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -220,6 +220,14 @@ bench: controlplane
 # 2,000 Widgets, 3 interleaved rounds, 15-30 minutes). Not run by CI.
 bench-converge: controlplane
 	$(PY) bench/converge/run.py --n 2000 --repeat 3
+
+# Issue 34: setpoint in 1 and 2 worker processes (bench/converge/processes.py): the CPU-bound
+# converge variant (~20 ms of Python per Widget) against its floor, the light converge with
+# --processes 1 and 2 beside controller-runtime, latency at 50 creates/s; PROCESSES_PARTS
+# picks parts (cpu,light,latency). 2,000 Widgets, 3 rounds: 40-50 minutes. Not run by CI.
+PROCESSES_PARTS ?= cpu,light,latency
+bench-processes: controlplane
+	$(PY) bench/converge/processes.py --n 2000 --repeat 3 --parts $(PROCESSES_PARTS)
 
 # How the cost grows (bench/converge/scale.py): converge runs at N = 500, 2,000 and 10,000
 # for setpoint and controller-runtime, plotted to docs/benchmarks-scale.png; then cache-only
