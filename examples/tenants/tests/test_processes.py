@@ -90,8 +90,9 @@ async def test_two_worker_processes_converge_tenants_through_a_worker_sigkill(
     shard Lease again (no third one appears), the dead worker's unfinished Tenants stay
     labelled for that shard and the successor reconciles them, and every Tenant turns Ready.
     The supervisor's probes report it: `/readyz/worker-<i>` fails while it restarts, and
-    `/readyz?verbose` then lists it ready with the new pid and one restart. The Tenants are deleted while the workers run, and SIGTERM stops the supervisor and both
-    workers cleanly. Both workers reconciled Tenants, the survivor none of the dead worker's
+    `/readyz?verbose` then lists it ready with the new pid and one restart. The Tenants are
+    deleted while the workers run, and SIGTERM stops the supervisor and both workers
+    cleanly. Both workers reconciled Tenants, the survivor none of the dead worker's
     unfinished ones, and the reconcile spans of every process (OpenTelemetry's console
     exporter, each span naming its pid), creation to deletion, show no moment when two
     processes reconciled one Tenant.
