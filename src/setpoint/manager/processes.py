@@ -291,7 +291,8 @@ def worker_options(options: ManagerOptions, worker: WorkerEnvironment) -> Manage
 
     - sharding: the given :class:`~setpoint.manager.sharding.ShardingOptions` with
       ``shard_id`` ``<shard_id or host>-w<i>``, or else every controller with a ``for_``
-      kind on the ring named after the leader election Lease (:func:`ring_name`);
+      kind on the ring named after the leader election Lease (:func:`ring_name`); the
+      sharder waits for the ``count`` workers before it assigns (``wait_for_shards``);
     - leader election identity ``<identity or host>-w<i>`` (unless a lock is given);
     - metrics and probes on ``127.0.0.1:0``, plain HTTP without authentication: only the
       supervisor (in the same Pod) reads them; a server turned off stays off;
@@ -308,10 +309,19 @@ def worker_options(options: ManagerOptions, worker: WorkerEnvironment) -> Manage
         le = dataclasses.replace(le, identity=identity)
     sharding = options.sharding
     if sharding is None:
-        sharding = ShardingOptions(ring=ring_name(le.name), every_controller=True, shard_id=name)
+        sharding = ShardingOptions(
+            ring=ring_name(le.name),
+            every_controller=True,
+            shard_id=name,
+            wait_for_shards=worker.count,
+        )
     else:
         shard_id = worker_name(worker.index, sharding.shard_id) if sharding.shard_id else name
-        sharding = dataclasses.replace(sharding, shard_id=shard_id)
+        sharding = dataclasses.replace(
+            sharding,
+            shard_id=shard_id,
+            wait_for_shards=max(sharding.wait_for_shards, worker.count),
+        )
     changes: dict[str, Any] = {
         "leader_election": le,
         "sharding": sharding,

@@ -311,6 +311,8 @@ class Sharder:
         self._lost: dict[tuple[GroupVersionKind, ObjectKey], Handover] = {}
         self._timer: TimerHandle | None = None
         self._published: set[str] = set()
+        self._settled = options.wait_for_shards <= 1
+        self._settle_timer: TimerHandle | None = None
 
     # -- Runnable ------------------------------------------------------------------------------
 
@@ -386,6 +388,9 @@ class Sharder:
         except BaseException:
             await cache.stop(1.0)
             raise
+        if not self._settled:
+            when = self._clock.now() + self._options.lease_duration
+            self._settle_timer = self._clock.call_at(when, self._settle)
         self._evaluate()
         loop = asyncio.get_running_loop()
         for index in range(self._options.sharder_workers):
@@ -405,6 +410,9 @@ class Sharder:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._settle_timer is not None:
+            self._settle_timer.cancel()
+            self._settle_timer = None
         queue = self._queue
         if queue is not None:
             await queue.shutdown_with_drain(max(0.0, timeout / 2))
@@ -439,10 +447,26 @@ class Sharder:
         self._fenced.add(name)  # no Lease, nobody can renew it: nothing left to fence
         self._evaluate()
 
+    def _settle(self) -> None:
+        """Start assigning: ``wait_for_shards`` shards are live, or waiting for them ended."""
+        if self._settled:
+            return
+        self._settled = True
+        if self._settle_timer is not None:
+            self._settle_timer.cancel()
+            self._settle_timer = None
+        log.info("ring %s: assigning objects to %d live shards", self._ring_name, len(self._alive))
+        self._enqueue_all()
+
     def _evaluate(self) -> None:
         """Recompute the live shards; on a change rebuild the ring and look at everything."""
         now = self._clock.now()
         alive = frozenset(name for name, state in self._shards.items() if state.alive(now))
+        if not self._settled and len(alive) >= self._options.wait_for_shards:
+            self._settled = True
+            if self._settle_timer is not None:
+                self._settle_timer.cancel()
+                self._settle_timer = None
         for name in self._shards:
             if name not in alive:
                 self._dead_since.setdefault(name, now)
@@ -584,6 +608,8 @@ class Sharder:
             return None
         if not self._ring:
             return None
+        if not self._settled and not shard_of(obj, self._ring_name):
+            return None  # an unlabelled object waits for wait_for_shards; _settle looks again
         ring = self._ring_name
         desired = self._ring.owner(hash_key_of(obj, self._options.key))
         assert desired is not None

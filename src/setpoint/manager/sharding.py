@@ -346,6 +346,14 @@ class ShardingOptions:
     labels: Mapping[str, str] = field(default_factory=dict)
     """Extra labels for this replica's shard Lease."""
 
+    wait_for_shards: int = 1
+    """Before its first assignment of an unlabelled object, the sharder waits until this many
+    shards are live, or :attr:`lease_duration` seconds after it started, whichever comes
+    first; objects already labelled keep their owners meanwhile. 1 (default): assign at once.
+    The workers of ``ManagerOptions.processes`` set it to their count, so that workers
+    started together split the objects from the start instead of the first one taking all
+    and draining half of them away again."""
+
     def __post_init__(self) -> None:
         where = "ShardingOptions"
         if not is_dns1123_label(self.ring) or len(self.ring) > 50:
@@ -379,6 +387,8 @@ class ShardingOptions:
             raise ValueError(f"{where}.sharder_workers must be >= 1, not {self.sharder_workers}")
         if not math.isfinite(self.resync_period) or self.resync_period <= 0:
             raise ValueError(f"{where}.resync_period must be a positive number of seconds")
+        if isinstance(self.wait_for_shards, bool) or self.wait_for_shards < 1:
+            raise ValueError(f"{where}.wait_for_shards must be >= 1, not {self.wait_for_shards}")
         if isinstance(self.virtual_nodes, bool) or self.virtual_nodes < 1:
             raise ValueError(f"{where}.virtual_nodes must be >= 1, not {self.virtual_nodes}")
         for key in self.labels:

@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from setpoint.api import kinds
 from setpoint.api.clock import LoopClock
+from setpoint.api.meta import labels_of
 from setpoint.manager import LeaderElectionOptions, Manager, ManagerOptions, RunnableFailed
 from setpoint.manager import processes as proc
 from setpoint.manager.processes import (
@@ -35,11 +36,12 @@ from setpoint.manager.processes import (
     worker_name,
     worker_options,
 )
-from setpoint.manager.sharding import ShardingOptions
+from setpoint.manager.sharding import ShardingOptions, shard_label
 from setpoint.observability.metrics import Metrics
 from setpoint.observability.recording import RecordOptions
 from setpoint.testing import FakeClient
 from setpoint.testing.waits import eventually
+from tests._support.kinds import GIZMO, Gizmo
 from tests._support.manager_fakes import FakeHttpServer
 
 LE = LeaderElectionOptions(name="my-operator.leader", namespace="ops")
@@ -512,3 +514,108 @@ def test_one_process_imports_nothing_of_the_supervisor() -> None:
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# -- the sharder waits for the workers started together --------------------------------------
+
+TIMINGS: dict[str, Any] = {"lease_duration": 2, "renew_deadline": 1.5, "retry_period": 0.5}
+
+
+def _replica(fake: FakeClient, shard: str, wait_for_shards: int) -> Manager:
+    manager = Manager(
+        fake,
+        ManagerOptions(
+            metrics=Metrics(CollectorRegistry()),
+            new_http_server=FakeHttpServer,
+            handle_signals=False,
+            graceful_shutdown_timeout=5.0,
+            leader_election=LeaderElectionOptions(
+                name="gizmo-operator", namespace="default", identity=shard, **TIMINGS
+            ),
+            sharding=ShardingOptions(
+                ring="gizmos",
+                every_controller=True,
+                shard_id=shard,
+                namespace="default",
+                wait_for_shards=wait_for_shards,
+                **TIMINGS,
+            ),
+        ),
+    )
+    manager.controller("gizmo").for_(GIZMO).build(_noop)
+    return manager
+
+
+async def _labels(fake: FakeClient) -> list[str]:
+    items = await fake.list(GIZMO, namespace="default")
+    return [labels_of(obj).get(shard_label("gizmos"), "") for obj in items]
+
+
+async def test_the_sharder_waits_for_the_expected_shards_before_assigning() -> None:
+    fake = FakeClient(resources=[Gizmo])
+    for i in range(20):
+        await fake.create(
+            {
+                "apiVersion": GIZMO.api_version,
+                "kind": "Gizmo",
+                "metadata": {"name": f"g{i:02d}", "namespace": "default"},
+                "spec": {"size": i},
+            }
+        )
+    first = _replica(fake, "a", wait_for_shards=2)
+    tasks = [asyncio.create_task(first.run())]
+    try:
+        await first.wait_elected(10)
+        await asyncio.sleep(0.5)  # the sharder runs; with one of two shards it assigns nothing
+        assert set(await _labels(fake)) == {""}
+        second = _replica(fake, "b", wait_for_shards=2)
+        tasks.append(asyncio.create_task(second.run()))
+
+        async def split() -> bool:
+            labels = await _labels(fake)
+            return "" not in labels and set(labels) == {"a", "b"}
+
+        await eventually(split, timeout=10, description="both shards own objects")
+        drains = [
+            m.metrics.registry.get_sample_value("setpoint_shard_drains_total", {"ring": "gizmos"})
+            for m in (first, second)
+        ]
+        assert set(drains) <= {None, 0.0}  # nobody took everything and gave half back
+    finally:
+        for manager in (first, *([second] if len(tasks) > 1 else [])):
+            manager.stop()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_the_sharder_stops_waiting_after_a_lease_duration() -> None:
+    fake = FakeClient(resources=[Gizmo])
+    await fake.create(
+        {
+            "apiVersion": GIZMO.api_version,
+            "kind": "Gizmo",
+            "metadata": {"name": "g", "namespace": "default"},
+            "spec": {"size": 1},
+        }
+    )
+    alone = _replica(fake, "a", wait_for_shards=3)
+    task = asyncio.create_task(alone.run())
+    try:
+
+        async def assigned() -> bool:
+            return await _labels(fake) == ["a"]
+
+        await eventually(assigned, timeout=10, description="assigned to the only shard")
+    finally:
+        alone.stop()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def test_wait_for_shards_is_at_least_one_and_workers_wait_for_each_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(ValueError, match="wait_for_shards must be >= 1"):
+        ShardingOptions(ring="r", every_controller=True, wait_for_shards=0)
+    got = worker_options(
+        ManagerOptions(processes=3, leader_election=LE), WorkerEnvironment(0, 3, None)
+    )
+    assert got.sharding is not None and got.sharding.wait_for_shards == 3
