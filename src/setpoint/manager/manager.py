@@ -782,17 +782,19 @@ class Manager:
         self._state = _State.RUNNING
         self._loop = asyncio.get_running_loop()
         restore_signals = self._install_signal_handlers() if opts.handle_signals else None
-        webhook_socket = self._listen_for_webhooks() if self._webhook_server is not None else None
-        supervisor = self._supervisor = Supervisor(
-            self._supervise,
-            argv=worker_argv(),
-            clock=opts.clock,
-            graceful_shutdown_timeout=opts.graceful_shutdown_timeout,
-            webhook_socket=webhook_socket,
-        )
-        endpoints = self._supervisor_endpoints(supervisor)
-        log.info("supervising %d worker processes", self._supervise)
+        webhook_socket: socket.socket | None = None
+        endpoints: Runnable | None = None
         try:
+            webhook_socket = self._listen_for_webhooks()
+            supervisor = self._supervisor = Supervisor(
+                self._supervise,
+                argv=worker_argv(),
+                clock=opts.clock,
+                graceful_shutdown_timeout=opts.graceful_shutdown_timeout,
+                webhook_socket=webhook_socket,
+            )
+            endpoints = self._supervisor_endpoints(supervisor)
+            log.info("supervising %d worker processes", self._supervise)
             await endpoints.start()
             await supervisor.run(self._wake)
         except WorkerStartupFailed as exc:
@@ -801,8 +803,9 @@ class Manager:
             raise ShutdownIncomplete([("workers", str(exc))]) from exc
         finally:
             self._state = _State.STOPPED
-            with contextlib.suppress(Exception):
-                await endpoints.stop(1.0)
+            if endpoints is not None:
+                with contextlib.suppress(Exception):
+                    await endpoints.stop(1.0)
             if restore_signals is not None:
                 restore_signals()
             if webhook_socket is not None:

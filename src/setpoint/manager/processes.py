@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from setpoint.api.clock import Clock, clock_sleep
+from setpoint.api.clock import Clock, clock_sleep, clock_timeout
 
 if TYPE_CHECKING:
     from setpoint.manager.options import ManagerOptions
@@ -569,14 +569,14 @@ class Supervisor:
     async def _stop_all(self, tasks: list[asyncio.Task[None]]) -> list[int]:
         """SIGTERM every worker, wait the grace period, SIGKILL what remains; reap all."""
         self.signal_all(signal.SIGTERM)
-        waiting: list[asyncio.Task[Any]] = [
-            asyncio.create_task(s.exited.wait()) for s in self._slots if s.process
-        ]
         killed: list[int] = []
-        if waiting:
-            _, pending = await asyncio.wait(waiting, timeout=self._grace + 0.5)
-            for task in pending:
-                task.cancel()
+        if any(s.process is not None for s in self._slots):
+
+            async def all_exited() -> None:
+                await asyncio.gather(*(s.exited.wait() for s in self._slots if s.process))
+
+            with contextlib.suppress(TimeoutError):
+                await clock_timeout(self._clock, all_exited(), self._grace + 0.5)
             for slot in self._slots:
                 process = slot.process
                 if process is not None and process.returncode is None:
@@ -678,7 +678,7 @@ class Supervisor:
             slot.exited.set()
             # The reports it wrote before it died are still buffered: read them first.
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(follow), 1.0)
+                await clock_timeout(self._clock, asyncio.shield(follow), 1.0)
             follow.cancel()
             writer.close()
         slot.metrics_address = slot.probe_address = None
