@@ -1664,9 +1664,13 @@ class NodeSet:
             _run(["umount", mountpoint], check=False)
             if mountpoint in _mountpoints():
                 _run(["umount", "-l", mountpoint], check=False)
-        for table in _proxy_tables():
-            if before is None or table not in before.get("nftables", ()):
-                _run(["nft", "delete", "table", *table.split()], check=False)
+        # Only tables this set added: with no state recorded (start never ran, or a
+        # preflight refused it because another plane with nodes runs), the tables present
+        # are that plane's.
+        if before is not None:
+            for table in _proxy_tables():
+                if table not in before.get("nftables", ()):
+                    _run(["nft", "delete", "table", *table.split()], check=False)
         for route in self._routes:
             _run(["ip", "route", "delete", route], check=False)
         for name in self._netns:

@@ -308,6 +308,24 @@ def test_stopping_a_set_that_never_started_is_a_no_op(tmp_path: Path) -> None:
     assert node_set.stop() == []
 
 
+def test_stopping_a_set_that_never_started_leaves_another_planes_proxy_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A set refused by preflight (another plane with nodes runs) deletes none of its tables."""
+    ran: list[list[str]] = []
+
+    def run(args: list[str], **_: Any) -> str:
+        ran.append(list(args))
+        return "".join(f"table {t}\n" for t in nodes.HOST_PROXY_TABLES)
+
+    monkeypatch.setattr(nodes, "_run", run)
+    monkeypatch.setattr(shutil, "which", lambda tool: f"/usr/sbin/{tool}")
+    monkeypatch.setattr(nodes, "processes_mentioning", lambda text: [])
+    node_set = NodeSet(2, tmp_path / "nodes", bin_dir=tmp_path)
+    node_set.stop()
+    assert [a for a in ran if a[:2] == ["nft", "delete"]] == []
+
+
 # --- leftovers --------------------------------------------------------------------------
 
 
