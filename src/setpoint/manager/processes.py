@@ -12,7 +12,7 @@ workers inherit it: one accept queue).
 In a **worker** (the variable is set) the manager runs as it always does, with
 :func:`worker_options` applied to its options: sharding on (every controller with a
 ``for_`` kind, ring named after the leader election Lease, unless the options shard
-already), shard and leader election identities ``<pod>-w<index>`` that a restarted worker
+already), shard and leader election identities ``<group>-w<index>`` that a restarted worker
 keeps, and metrics and probe servers on loopback, whose ports it reports to the supervisor
 over its channel (a socket pair, :class:`WorkerChannel`). A worker stops when the
 supervisor goes away (the channel reads end of file).
@@ -23,6 +23,8 @@ Environment contract (what a worker is started with):
 - :data:`WORKER_COUNT_ENV` (``SETPOINT_WORKER_COUNT``): ``N``;
 - :data:`WORKER_CHANNEL_ENV` (``SETPOINT_WORKER_CHANNEL_FD``): the inherited file descriptor
   of its end of the channel;
+- :data:`WORKER_GROUP_ENV` (``SETPOINT_WORKER_GROUP``): ``<pod name>-<6 hex digits>``,
+  chosen once by the supervisor; the worker's identities are ``<group>-w<index>``;
 - :data:`WORKER_WEBHOOK_FD_ENV` (``SETPOINT_WORKER_WEBHOOK_FD``), when the operator serves
   webhooks: the inherited listening socket of the webhook server.
 
@@ -42,6 +44,7 @@ import logging
 import math
 import os
 import re
+import secrets
 import signal
 import socket
 import sys
@@ -59,6 +62,7 @@ if TYPE_CHECKING:
 __all__ = [
     "WORKER_CHANNEL_ENV",
     "WORKER_COUNT_ENV",
+    "WORKER_GROUP_ENV",
     "WORKER_INDEX_ENV",
     "WORKER_WEBHOOK_FD_ENV",
     "Supervisor",
@@ -88,6 +92,12 @@ WORKER_CHANNEL_ENV: Final = "SETPOINT_WORKER_CHANNEL_FD"
 
 WORKER_WEBHOOK_FD_ENV: Final = "SETPOINT_WORKER_WEBHOOK_FD"
 """Set in a worker when the operator serves webhooks: the inherited listening socket."""
+
+WORKER_GROUP_ENV: Final = "SETPOINT_WORKER_GROUP"
+"""Set in a worker: ``<host>-<6 hex digits>``, chosen once by its supervisor. The workers'
+shard ids and leader election identities are ``<group>-w<index>``: the same for every
+restart of worker ``index`` under this supervisor, and never the same as another
+supervisor's (two operators started on one host, or a Pod's previous container)."""
 
 RESTART_BACKOFF: Final = 1.0
 """Seconds before the first restart of a dead worker; doubled for each further death."""
@@ -223,6 +233,8 @@ class WorkerEnvironment:
     """Its end of the channel to the supervisor (``None``: started without one, by hand)."""
     webhook_fd: int | None = None
     """The inherited listening socket of the webhook server, if the operator serves any."""
+    group: str | None = None
+    """The supervisor's name for its workers (:data:`WORKER_GROUP_ENV`); ``None``: the host's."""
 
 
 def worker_environment(environ: Mapping[str, str] | None = None) -> WorkerEnvironment | None:
@@ -261,6 +273,7 @@ def worker_environment(environ: Mapping[str, str] | None = None) -> WorkerEnviro
         count=count,
         channel_fd=number(WORKER_CHANNEL_ENV, None),
         webhook_fd=number(WORKER_WEBHOOK_FD_ENV, None),
+        group=env.get(WORKER_GROUP_ENV) or None,
     )
 
 
@@ -272,8 +285,9 @@ def _host_label() -> str:
 def worker_name(index: int, base: str | None = None) -> str:
     """``<base>-w<index>``: a worker's shard id and leader election identity (a DNS label).
 
-    ``base`` defaults to the host name (the Pod's name), so the name is the same for every
-    restart of worker ``index`` in this Pod and different in every other Pod.
+    ``base`` is the supervisor's :data:`WORKER_GROUP_ENV` (``<pod name>-<random>``), so the
+    name is the same for every restart of worker ``index`` under one supervisor and differs
+    from every other supervisor's; without one, the host name.
     """
     prefix = _NOT_LABEL.sub("-", (base or _host_label()).lower()).strip("-")
     suffix = f"-w{index}"
@@ -290,10 +304,11 @@ def worker_options(options: ManagerOptions, worker: WorkerEnvironment) -> Manage
     """The options of worker ``worker.index``: sharded, stable identities, loopback servers.
 
     - sharding: the given :class:`~setpoint.manager.sharding.ShardingOptions` with
-      ``shard_id`` ``<shard_id or host>-w<i>``, or else every controller with a ``for_``
+      ``shard_id`` ``<shard_id or group>-w<i>``, or else every controller with a ``for_``
       kind on the ring named after the leader election Lease (:func:`ring_name`); the
       sharder waits for the ``count`` workers before it assigns (``wait_for_shards``);
-    - leader election identity ``<identity or host>-w<i>`` (unless a lock is given);
+    - leader election identity ``<identity or group>-w<i>`` (unless a lock is given), the
+      group being the supervisor's (:data:`WORKER_GROUP_ENV`);
     - metrics and probes on ``127.0.0.1:0``, plain HTTP without authentication: only the
       supervisor (in the same Pod) reads them; a server turned off stays off;
     - ``record``: each worker writes ``<path>.w<i>``.
@@ -303,7 +318,7 @@ def worker_options(options: ManagerOptions, worker: WorkerEnvironment) -> Manage
     le = options.leader_election
     if le is None:
         raise ValueError(_needs_leader_election(options.processes))
-    name = worker_name(worker.index)
+    name = worker_name(worker.index, worker.group)
     if le.lock is None:
         identity = worker_name(worker.index, le.identity) if le.identity else name
         le = dataclasses.replace(le, identity=identity)
@@ -484,6 +499,8 @@ class Supervisor:
         self._clock = clock
         self._grace = graceful_shutdown_timeout
         self._webhook_socket = webhook_socket
+        self.group = f"{_host_label()[:40].strip('-')}-{secrets.token_hex(3)}"
+        """The name of this supervisor's workers (:data:`WORKER_GROUP_ENV`)."""
         self._backoff = restart_backoff
         self._backoff_max = restart_backoff_max
         self._reset_after = restart_reset_after
@@ -642,6 +659,7 @@ class Supervisor:
                 **self._environ,
                 WORKER_INDEX_ENV: str(slot.index),
                 WORKER_COUNT_ENV: str(self.count),
+                WORKER_GROUP_ENV: self.group,
                 WORKER_CHANNEL_ENV: str(child.fileno()),
             }
             fds = [child.fileno()]

@@ -185,10 +185,13 @@ async def _state(k8s: Client, namespace: str) -> dict[str, dict[str, str]]:
     }
 
 
+SHARD = re.compile(rf"^{HOST}-[0-9a-f]{{6}}-w[01]$")
+"""A worker's shard id: the Pod (host) name, the supervisor's random group, the index."""
+
+
 def _converged(state: dict[str, dict[str, str]], gen: str) -> bool:
     return len(state) == N and all(
-        s.get("tinyop/seen") == gen == s["gen"] and s["shard"] in (f"{HOST}-w0", f"{HOST}-w1")
-        for s in state.values()
+        s.get("tinyop/seen") == gen == s["gen"] and SHARD.match(s["shard"]) for s in state.values()
     )
 
 
@@ -199,7 +202,7 @@ async def test_two_workers_split_the_objects_and_a_killed_one_comes_back_as_itse
 
     `setpoint run --processes 2` (leader election turned on by itself) starts two workers
     that shard the tiny operator's one controller on the ring named after the leader Lease;
-    every ConfigMap ends up labelled for shard `<host>-w0` or `<host>-w1` and reconciled by
+    every ConfigMap ends up labelled for shard `<host>-<group>-w0` or `-w1` and reconciled by
     that worker, and both workers own some. Worker 0 is SIGKILLed; the supervisor reaps it
     and starts a new process with index 0, which takes its shard Lease again at once (same
     identity): no object is relabelled to a third shard. Every ConfigMap is then changed
@@ -223,10 +226,8 @@ async def test_two_workers_split_the_objects_and_a_killed_one_comes_back_as_itse
 
     async def converged(gen: str) -> bool:
         state = await _state(k8s, namespace)
-        return _converged(state, gen) and {s["shard"] for s in state.values()} == {
-            f"{HOST}-w0",
-            f"{HOST}-w1",
-        }
+        shards = {s["shard"] for s in state.values()}
+        return _converged(state, gen) and {shard[-3:] for shard in shards} == {"-w0", "-w1"}
 
     await eventually(
         lambda: converged("1"), timeout=60, description="both workers own and reconcile objects"
@@ -255,7 +256,7 @@ async def test_two_workers_split_the_objects_and_a_killed_one_comes_back_as_itse
     await eventually(lambda: converged("2"), timeout=60, description="every object converges again")
     after = await _state(k8s, namespace)
     assert {n: s["shard"] for n, s in after.items()} == {n: s["shard"] for n, s in state.items()}
-    theirs = {f"{namespace}/{n}" for n, s in after.items() if s["shard"] == f"{HOST}-w0"}
+    theirs = {f"{namespace}/{n}" for n, s in after.items() if s["shard"].endswith("-w0")}
     last_by_key: dict[str, Interval] = {}
     for interval in sorted(operator.intervals(), key=lambda i: i.start):
         last_by_key[interval.key] = interval

@@ -134,6 +134,10 @@ def test_worker_environment_contract() -> None:
         proc.WORKER_WEBHOOK_FD_ENV: "9",
     }
     assert worker_environment(env) == WorkerEnvironment(1, 3, 7, 9)
+    grouped = worker_environment({**env, proc.WORKER_GROUP_ENV: "pod-a-1f2e3d"})
+    assert grouped is not None and grouped.group == "pod-a-1f2e3d"
+    got = worker_options(ManagerOptions(processes=3, leader_election=LE), grouped)
+    assert got.sharding is not None and got.sharding.shard_id == "pod-a-1f2e3d-w1"
     with pytest.raises(ValueError, match=r"outside 0\.\.2"):
         worker_environment({**env, proc.WORKER_INDEX_ENV: "3"})
     with pytest.raises(ValueError, match="SETPOINT_WORKER_COUNT='x' is not a number"):
@@ -197,7 +201,7 @@ mode = os.environ.get("FAKE_MODE_" + index, "ok")
 starts = os.environ["FAKE_STARTS"]
 with open(starts, "a") as f:
     f.write(json.dumps({"i": int(index), "n": os.environ["SETPOINT_WORKER_COUNT"],
-                        "pid": os.getpid()}) + "\n")
+                        "g": os.environ["SETPOINT_WORKER_GROUP"], "pid": os.getpid()}) + "\n")
 channel = socket.socket(fileno=int(os.environ["SETPOINT_WORKER_CHANNEL_FD"]))
 def send(**m):
     channel.sendall(json.dumps(m).encode() + b"\n")
@@ -283,6 +287,9 @@ async def test_supervisor_starts_n_workers_with_the_contract_and_their_reports(
     assert [w.metrics_address for w in workers] == [("127.0.0.1", 9000), ("127.0.0.1", 9001)]
     assert [w.probe_address for w in workers] == [("127.0.0.1", 9100), ("127.0.0.1", 9101)]
     assert {(r["i"], r["n"]) for r in fakes.records()} == {(0, "2"), (1, "2")}
+    assert {r["g"] for r in fakes.records()} == {run.supervisor.group}
+    other = fakes.supervisor(2)
+    assert other.group != run.supervisor.group  # two supervisors on one host never share ids
     pids = run.supervisor.pids()
     assert {w.pid for w in workers} == {pids[0], pids[1]} and None not in pids.values()
     await run.finish()
@@ -313,6 +320,7 @@ async def test_a_killed_worker_is_reaped_and_restarted_with_its_index(
     assert run.supervisor.workers()[1].restarts == 1
     assert run.supervisor.workers()[0].restarts == 0
     assert [r["i"] for r in fakes.records() if "pid" in r].count(1) == 2
+    assert len({r["g"] for r in fakes.records() if "pid" in r}) == 1  # the same identities
     await run.finish()
 
 
