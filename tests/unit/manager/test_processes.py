@@ -210,6 +210,14 @@ if mode == "fail":
     sys.exit(1)
 if mode == "stubborn":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+elif mode == "slow":  # a graceful shutdown that takes long; a second SIGTERM cuts it short
+    def slow(*a):
+        signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+        with open(starts, "a") as f:
+            f.write(json.dumps({"i": int(index), "stopping": os.getpid()}) + "\n")
+        time.sleep(60)
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, slow)
 else:
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
 send(metrics=["127.0.0.1", 9000 + int(index)], probes=["127.0.0.1", 9100 + int(index)])
@@ -627,3 +635,37 @@ def test_wait_for_shards_is_at_least_one_and_workers_wait_for_each_other(
         ManagerOptions(processes=3, leader_election=LE), WorkerEnvironment(0, 3, None)
     )
     assert got.sharding is not None and got.sharding.wait_for_shards == 3
+
+
+async def test_a_second_signal_to_the_supervisor_is_passed_on_to_the_workers(
+    fakes: Fakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(proc.WORKER_INDEX_ENV, raising=False)
+    monkeypatch.setattr(proc, "worker_argv", lambda: [sys.executable, "-c", FAKE_WORKER])
+    monkeypatch.setattr(os, "environ", {**fakes.env, "FAKE_MODE_0": "slow", "FAKE_MODE_1": "slow"})
+    manager = Manager(FakeClient(), _options(handle_signals=True, graceful_shutdown_timeout=60))
+    before = signal.getsignal(signal.SIGTERM)
+    running = asyncio.create_task(manager.run())
+    try:
+        await eventually(
+            lambda: (
+                manager.supervisor is not None
+                and all(w.state == "ready" for w in manager.supervisor.workers())
+            ),
+            timeout=20,
+            description="both workers ready",
+        )
+        assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, before)
+        os.kill(os.getpid(), signal.SIGTERM)
+        await eventually(
+            lambda: len([r for r in fakes.records() if "stopping" in r]) == 2,
+            timeout=20,
+            description="both workers shutting down slowly",
+        )
+        assert not running.done()
+        os.kill(os.getpid(), signal.SIGTERM)  # what a second Ctrl-C or SIGTERM does
+        await asyncio.wait_for(asyncio.shield(running), 20)  # well before the 60 s grace
+    finally:
+        if not running.done():
+            manager.stop()
+            await asyncio.gather(running, return_exceptions=True)
