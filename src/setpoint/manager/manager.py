@@ -836,7 +836,10 @@ class Manager:
         server = self._webhook_server
         if server is None:
             return None
-        return server.listen()
+        sock = server.listen()
+        host, port = sock.getsockname()[:2]
+        log.info("webhook server socket listening on %s:%s, served by the workers", host, port)
+        return sock
 
     async def _report_to_supervisor(self, fd: int) -> None:
         """Tell the supervisor where this worker's servers listen and whether it is ready."""

@@ -621,7 +621,12 @@ class Supervisor:
         """Run worker ``slot.index`` again and again until the supervisor stops."""
         backoff = self._backoff
         while not self._stopping:
-            code = await self._run_once(slot)
+            try:
+                code: int | None = await self._run_once(slot)
+            except (OSError, ValueError) as exc:  # the command cannot be started at all
+                log.error("worker %d could not be started: %s", slot.index, exc)
+                slot.error = f"it could not be started ({' '.join(self._argv[:2])} ...): {exc}"
+                code = None
             if self._stopping:
                 return
             uptime = self._clock.now() - slot.started_at
@@ -746,7 +751,9 @@ def _address(value: object) -> tuple[str, int] | None:
     return None
 
 
-def _describe(code: int) -> str:
+def _describe(code: int | None) -> str:
+    if code is None:
+        return "no process"
     if code < 0:
         try:
             return f"signal {signal.Signals(-code).name}"

@@ -669,3 +669,9 @@ async def test_a_second_signal_to_the_supervisor_is_passed_on_to_the_workers(
         if not running.done():
             manager.stop()
             await asyncio.gather(running, return_exceptions=True)
+
+
+async def test_a_worker_command_that_cannot_start_stops_the_supervisor(fakes: Fakes) -> None:
+    supervisor = fakes.supervisor(2, argv=["/nonexistent/python-for-setpoint", "-c", "pass"])
+    with pytest.raises(WorkerStartupFailed, match="could not be started"):
+        await asyncio.wait_for(supervisor.run(asyncio.Event()), 20)
