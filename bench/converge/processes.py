@@ -255,7 +255,14 @@ def latency_part(args: argparse.Namespace, logs: Path) -> tuple[str, list[dict[s
             with ControlPlane(ControlPlaneOptions(controller_manager=False)) as plane:
                 try:
                     run = asyncio.run(
-                        latency_run(impl, r, plane, rate=args.rate, seconds=args.seconds, logs=logs)
+                        latency_run(
+                            impl,
+                            r,
+                            plane,
+                            rate=args.rate,
+                            seconds=args.seconds,
+                            logs=logs / "latency",
+                        )
                     )
                 except Exception as exc:
                     run = {"impl": impl, "repeat": r, "error": f"{type(exc).__name__}: {exc}"}
@@ -270,8 +277,8 @@ def latency_part(args: argparse.Namespace, logs: Path) -> tuple[str, list[dict[s
             )
     lines = [
         f"| {args.rate:g} creates/s for {args.seconds:g} s | Ready | p50 ms | p99 ms | max ms | "
-        "operator CPU s (all processes) |",
-        "| :--- | ---: | ---: | ---: | ---: | ---: |",
+        "operator CPU s (all processes) | create -> shard label p50/p99 ms |",
+        "| :--- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for impl in impls:
         mine = [x for x in runs if x["impl"] == impl and x.get("latencies_ms")]
@@ -284,7 +291,13 @@ def latency_part(args: argparse.Namespace, logs: Path) -> tuple[str, list[dict[s
             f"{fmt([percentile(x['latencies_ms'], 0.5) for x in mine], 0)} | "
             f"{fmt([percentile(x['latencies_ms'], 0.99) for x in mine], 0)} | "
             f"{fmt([x['latencies_ms'][-1] for x in mine], 0)} | "
-            f"{fmt([x['cpu_seconds'] for x in mine])} |"
+            f"{fmt([x['cpu_seconds'] for x in mine])} | "
+            + (
+                f"{_median([percentile(x['label_ms'], 0.5) for x in mine]):.0f} / "
+                f"{_median([percentile(x['label_ms'], 0.99) for x in mine]):.0f} |"
+                if all(x.get("label_ms") for x in mine)
+                else "n/a |"
+            )
         )
     return "\n".join(lines), runs
 

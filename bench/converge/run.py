@@ -102,7 +102,7 @@ HTTP to a sink in this driver process (:func:`otel_sink`): the tracing overhead.
 loop instead of asyncio's (``pip install uvloop``): what the event loop itself costs."""
 VARIANT = re.compile(
     r"^(?P<base>floor|setpoint|setpoint-lean|controller-runtime)(?P<cpu>-cpu)?"
-    r"(?:-p(?P<processes>\d+))?$"
+    r"(?:-p(?P<processes>\d+))?(?:-sw(?P<sharder>\d+))?$"
 )
 """Issue 34's variants, run only when named: ``-cpu`` makes the first reconcile of each Widget
 do ~20 ms of pure Python (``cpu_work.py``; the floor does it once per Widget), ``-pN`` runs
@@ -224,6 +224,8 @@ def command(impl: str, workers: int, profile: Path | None = None) -> list[str]:
             argv.append("--cpu-work")
         if variant["processes"]:
             argv += ["--processes", variant["processes"]]
+        if variant["sharder"]:  # an experiment: the sharder's label writes in flight
+            argv += ["--sharder-workers", variant["sharder"]]
     if argv is None:
         raise KeyError(impl)
     if profile is not None and profile.suffix == ".pstats":

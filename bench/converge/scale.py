@@ -411,6 +411,7 @@ async def latency_run(
         try:
             sent: dict[str, float] = {}
             ready: dict[str, float] = {}
+            labelled: dict[str, float] = {}  # first seen with a shard label (--processes)
             probe_ready = asyncio.Event()
             listed = await client.list_page(WIDGET, namespace=NAMESPACE, limit=1)
             total = int(rate * seconds)
@@ -425,6 +426,11 @@ async def latency_run(
                         async for event in stream:
                             rv = event.resource_version or rv
                             name = event.object.get("metadata", {}).get("name", "")
+                            labels = event.object.get("metadata", {}).get("labels") or {}
+                            if name not in labelled and any(
+                                k.startswith("shard.sharding.setpoint.dev/") for k in labels
+                            ):
+                                labelled[name] = time.time()
                             if (
                                 event.type in ("ADDED", "MODIFIED")
                                 and name not in ready
@@ -470,6 +476,17 @@ async def latency_run(
                 if name.startswith("lat-") and name in ready
             )
             result["latencies_ms"] = latencies
+            # With a sharder (--processes N): create -> shard label, and label -> Ready.
+            result["label_ms"] = sorted(
+                (labelled[n] - sent[n]) * 1000
+                for n in sent
+                if n.startswith("lat-") and n in labelled
+            )
+            result["label_to_ready_ms"] = sorted(
+                (ready[n] - labelled[n]) * 1000
+                for n in sent
+                if n.startswith("lat-") and n in labelled and n in ready
+            )
             result["ready"] = len(latencies)
             result["total"] = total
         finally:

@@ -135,11 +135,23 @@ def add_controller(manager: Manager, reconciler: Any, workers: int) -> Controlle
     )
 
 
-def manager_options(processes: int) -> ManagerOptions:
-    """The manager's options: no servers; with ``processes`` > 1, leader election on."""
+def manager_options(processes: int, sharder_workers: int = 0) -> ManagerOptions:
+    """The manager's options: no servers; with ``processes`` > 1, leader election on.
+
+    ``sharder_workers``: with processes, shard with that many label writes in flight (the
+    default otherwise, decided by the processes mode).
+    """
     if processes <= 1:
         return ManagerOptions(metrics_bind_address="0", health_probe_bind_address="0")
+    sharding = None
+    if sharder_workers:
+        from setpoint.manager.sharding import ShardingOptions
+
+        sharding = ShardingOptions(
+            ring="widget-operator", every_controller=True, sharder_workers=sharder_workers
+        )
     return ManagerOptions(
+        sharding=sharding,
         metrics_bind_address="0",
         health_probe_bind_address="0",
         processes=processes,
@@ -150,11 +162,11 @@ def manager_options(processes: int) -> ManagerOptions:
 
 
 async def run_operator(
-    workers: int, style: str, cpu_work: bool = False, processes: int = 1
+    workers: int, style: str, cpu_work: bool = False, processes: int = 1, sharder_workers: int = 0
 ) -> None:
     """Run the manager with one controller until SIGTERM."""
     configure_logging(level="info")
-    manager = Manager.from_environment(manager_options(processes))
+    manager = Manager.from_environment(manager_options(processes, sharder_workers))
     inner = reconcile_safe if style == "safe" else reconcile_lean
     calls = 0
     rendered: set[tuple[str | None, str]] = set()
@@ -232,9 +244,10 @@ def main() -> None:
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop's event loop")
     parser.add_argument("--cpu-work", action="store_true", help="~20 ms of Python per Widget")
     parser.add_argument("--processes", type=int, default=1, help="ManagerOptions.processes")
+    parser.add_argument("--sharder-workers", type=int, default=0, help="with --processes")
     args = parser.parse_args()
     operator = functools.partial(
-        run_operator, args.workers, args.style, args.cpu_work, args.processes
+        run_operator, args.workers, args.style, args.cpu_work, args.processes, args.sharder_workers
     )
     if not (getattr(args, "measure_cache", False) or getattr(args, "sync_only", False)):
         from _sampler import start_if_asked  # a wall-clock profile, if asked: see _sampler.py
