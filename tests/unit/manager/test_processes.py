@@ -675,3 +675,12 @@ async def test_a_worker_command_that_cannot_start_stops_the_supervisor(fakes: Fa
     supervisor = fakes.supervisor(2, argv=["/nonexistent/python-for-setpoint", "-c", "pass"])
     with pytest.raises(WorkerStartupFailed, match="could not be started"):
         await asyncio.wait_for(supervisor.run(asyncio.Event()), 20)
+
+
+def test_auto_on_several_cpus_needs_leader_election(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(proc, "cpu_count", lambda: 4)
+    with pytest.raises(ValueError, match="processes='auto' needs leader_election"):
+        Manager(FakeClient(), ManagerOptions(processes="auto"))
+    monkeypatch.setattr(proc, "cpu_count", lambda: 1)
+    manager = Manager(FakeClient(), ManagerOptions(processes="auto"))
+    assert manager.worker is None and manager.shard is None  # one CPU: today's path
