@@ -38,7 +38,7 @@ import contextlib
 import json
 import logging
 import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Final, Self, cast
@@ -1036,13 +1036,41 @@ class Manager:
         from setpoint.manager.sharder import Sharder
 
         assert self._identity is not None
+        identity, namespace, kinds = self._identity, shards.namespace, shards.kinds
+        from setpoint.client.client import Client
+
+        client = self.client
+        if self._worker is not None and isinstance(client, Client):
+            # A worker's loop is busy with reconciles; the sharder gets a loop (and a
+            # client) of its own in a thread, so label writes do not wait for them.
+            from setpoint.api.clock import LoopClock
+            from setpoint.manager.processes import ThreadedRunnable
+
+            def build() -> tuple[Runnable, Callable[[], Awaitable[None]]]:
+                own = Client(client.config, client.options)
+                sharder = Sharder(
+                    own,
+                    sharding,
+                    namespace=namespace,
+                    kinds=kinds,
+                    identity=identity,
+                    metrics=self.metrics,
+                    sync_timeout=self.options.cache_sync_timeout,
+                    clock=LoopClock(),
+                )
+                return sharder, own.close
+
+            self.add(
+                ThreadedRunnable(f"sharder/{sharding.ring}", RunnableGroup.OTHERS, True, build)
+            )
+            return
         self.add(
             Sharder(
                 self.client,
                 sharding,
-                namespace=shards.namespace,
-                kinds=shards.kinds,
-                identity=self._identity,
+                namespace=namespace,
+                kinds=kinds,
+                identity=identity,
                 metrics=self.metrics,
                 sync_timeout=self.options.cache_sync_timeout,
                 clock=self.options.clock,

@@ -37,6 +37,7 @@ Leases at once, and never runs beside its predecessor.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import json
@@ -48,12 +49,14 @@ import secrets
 import signal
 import socket
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from setpoint.api.clock import Clock, clock_sleep, clock_timeout
+from setpoint.api.runnable import Runnable, RunnableGroup
 
 if TYPE_CHECKING:
     from setpoint.manager.options import ManagerOptions
@@ -66,6 +69,7 @@ __all__ = [
     "WORKER_INDEX_ENV",
     "WORKER_WEBHOOK_FD_ENV",
     "Supervisor",
+    "ThreadedRunnable",
     "WorkerChannel",
     "WorkerEnvironment",
     "WorkerStartupFailed",
@@ -426,6 +430,115 @@ def worker_argv() -> list[str]:
     return [sys.executable, *orig[1:]]
 
 
+# -- a runnable on a loop of its own -----------------------------------------------------------
+
+
+class ThreadedRunnable:
+    """Runs a runnable on an event loop of its own, in a thread of this process.
+
+    A worker runs its ring's sharder this way (when it leads): the worker's own loop spends
+    most of its time in reconciles that do real Python work, and every step of a label write
+    (send, read the answer, next write) would wait for the reconcile running then. In a
+    thread, the sharder gets the interpreter at least every ``sys.getswitchinterval()``
+    (5 ms) instead. ``build`` runs in the thread and returns the runnable and what to close
+    after it stopped (its own client: a client belongs to one loop).
+
+    Args:
+        name: The runnable's name.
+        group: Its start group.
+        needs_leader_election: Whether it is leader-only.
+        build: Builds the runnable, on the thread's loop.
+
+    """
+
+    def __init__(
+        self,
+        name: str,
+        group: RunnableGroup,
+        needs_leader_election: bool,
+        build: Callable[[], tuple[Runnable, Callable[[], Awaitable[None]]]],
+    ) -> None:
+        self._name = name
+        self._group = group
+        self._leader = needs_leader_election
+        self._build = build
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._inner: Runnable | None = None
+        self._started: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._stop: asyncio.Event | None = None
+        self._timeout = 0.0
+        self._failure: BaseException | None = None
+
+    @property
+    def name(self) -> str:
+        """The inner runnable's name."""
+        return self._name
+
+    @property
+    def group(self) -> RunnableGroup:
+        """The inner runnable's start group."""
+        return self._group
+
+    @property
+    def needs_leader_election(self) -> bool:
+        """Whether the inner runnable is leader-only."""
+        return self._leader
+
+    async def start(self) -> None:
+        """Start the thread and the runnable in it; return once its ``start()`` returned."""
+        self._thread = threading.Thread(
+            target=self._main, name=f"setpoint-{self._name}", daemon=True
+        )
+        self._thread.start()
+        await asyncio.wrap_future(self._started)
+
+    async def stop(self, timeout: float) -> None:
+        """Stop the runnable (it gets ``timeout`` seconds) and wait for the thread to end."""
+        loop, stop = self._loop, self._stop
+        if loop is None or stop is None or self._done.done():
+            return
+        self._timeout = timeout
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(stop.set)
+        await asyncio.wrap_future(self._done)
+
+    def failure(self) -> BaseException | None:
+        """The inner runnable's failure, or what ended its thread."""
+        inner = self._inner
+        return self._failure or (inner.failure() if inner is not None else None)
+
+    def _main(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._run())
+        except BaseException as exc:  # reported through the futures and failure()
+            self._failure = exc
+            if not self._started.done():
+                self._started.set_exception(exc)
+        finally:
+            loop.close()
+            if not self._started.done():
+                self._started.set_exception(RuntimeError(f"{self._name} ended before it started"))
+            if not self._done.done():
+                self._done.set_result(None)
+
+    async def _run(self) -> None:
+        self._stop = asyncio.Event()
+        inner, close = self._build()
+        self._inner = inner
+        try:
+            await inner.start()
+            if not self._started.done():  # not cancelled by a manager that gave up waiting
+                self._started.set_result(None)
+            await self._stop.wait()
+            await inner.stop(self._timeout)
+        finally:
+            await close()
+
+
 # -- the supervisor ----------------------------------------------------------------------------
 
 
@@ -630,7 +743,10 @@ class Supervisor:
             if self._stopping:
                 return
             uptime = self._clock.now() - slot.started_at
-            if not slot.ever_ready:
+            if not slot.ever_ready and (code is None or code >= 0):
+                # It ended by itself before it was ever ready: a start-up error that a
+                # restart repeats. (Killed by a signal - an OOM kill, a person - it is
+                # restarted like any dead worker.)
                 message = slot.error or f"worker {slot.index} exited with {_describe(code)}"
                 self._fatal = WorkerStartupFailed(
                     slot.index,

@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,12 @@ from prometheus_client import CollectorRegistry
 from setpoint.api import kinds
 from setpoint.api.clock import LoopClock
 from setpoint.api.meta import labels_of
+from setpoint.api.runnable import RunnableGroup
 from setpoint.manager import LeaderElectionOptions, Manager, ManagerOptions, RunnableFailed
 from setpoint.manager import processes as proc
 from setpoint.manager.processes import (
     Supervisor,
+    ThreadedRunnable,
     WorkerEnvironment,
     WorkerStartupFailed,
     cpu_count,
@@ -221,7 +224,8 @@ elif mode == "slow":  # a graceful shutdown that takes long; a second SIGTERM cu
 else:
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
 send(metrics=["127.0.0.1", 9000 + int(index)], probes=["127.0.0.1", 9100 + int(index)])
-send(ready=True)
+if mode != "never-ready":
+    send(ready=True)
 while channel.recv(1):
     pass
 with open(starts, "a") as f:
@@ -684,3 +688,95 @@ def test_auto_on_several_cpus_needs_leader_election(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(proc, "cpu_count", lambda: 1)
     manager = Manager(FakeClient(), ManagerOptions(processes="auto"))
     assert manager.worker is None and manager.shard is None  # one CPU: today's path
+
+
+# -- a runnable on a thread's loop (the workers' sharder) ------------------------------------
+
+
+class _Recorder:
+    def __init__(self, fail_start: bool = False) -> None:
+        self.fail_start = fail_start
+        self.threads: list[str] = []
+        self.stopped_with: float | None = None
+        self.broken: BaseException | None = None
+
+    @property
+    def name(self) -> str:
+        return "recorder"
+
+    @property
+    def group(self) -> RunnableGroup:
+        return RunnableGroup.OTHERS
+
+    @property
+    def needs_leader_election(self) -> bool:
+        return True
+
+    async def start(self) -> None:
+        self.threads.append(threading.current_thread().name)
+        if self.fail_start:
+            raise RuntimeError("cannot list the Leases")
+
+    async def stop(self, timeout: float) -> None:
+        self.threads.append(threading.current_thread().name)
+        self.stopped_with = timeout
+
+    def failure(self) -> BaseException | None:
+        return self.broken
+
+
+async def test_a_threaded_runnable_runs_on_its_own_thread_and_closes_after_stop() -> None:
+    inner = _Recorder()
+    closed: list[str] = []
+
+    async def close() -> None:
+        closed.append(threading.current_thread().name)
+
+    runnable = ThreadedRunnable("sharder/x", RunnableGroup.OTHERS, True, lambda: (inner, close))
+    assert (runnable.name, runnable.group, runnable.needs_leader_election) == (
+        "sharder/x",
+        RunnableGroup.OTHERS,
+        True,
+    )
+    await runnable.start()
+    assert inner.threads == ["setpoint-sharder/x"]
+    assert runnable.failure() is None
+    inner.broken = RuntimeError("a sharder task died")
+    assert runnable.failure() is inner.broken
+    await runnable.stop(2.5)
+    assert inner.stopped_with == 2.5
+    assert inner.threads[-1] == closed[-1] == "setpoint-sharder/x"
+    assert threading.current_thread().name not in inner.threads
+
+
+async def test_a_threaded_runnable_reports_a_failed_start() -> None:
+    inner = _Recorder(fail_start=True)
+    closed: list[bool] = []
+
+    async def close() -> None:
+        closed.append(True)
+
+    runnable = ThreadedRunnable("sharder/x", RunnableGroup.OTHERS, True, lambda: (inner, close))
+    with pytest.raises(RuntimeError, match="cannot list the Leases"):
+        await runnable.start()
+    assert closed == [True]
+    await runnable.stop(1.0)  # nothing left to stop: returns at once
+
+
+async def test_a_worker_killed_before_it_was_ready_is_restarted_not_fatal(
+    fakes: Fakes, cleanup: list[Running]
+) -> None:
+    fakes.env["FAKE_MODE_0"] = "never-ready"
+    run = Running(fakes.supervisor(1))
+    cleanup.append(run)
+    await eventually(lambda: run.supervisor.pids()[0] is not None, timeout=20, description="up")
+    first = run.supervisor.pids()[0]
+    assert first is not None and run.supervisor.workers()[0].state == "starting"
+    os.kill(first, signal.SIGKILL)
+
+    def restarted() -> bool:
+        return run.supervisor.pids()[0] not in (None, first)
+
+    await eventually(restarted, timeout=20, description="restarted after the kill")
+    assert not run.task.done()
+    await run.finish()
