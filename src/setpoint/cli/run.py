@@ -1120,8 +1120,19 @@ def run_command(settings: RunSettings) -> int:
     from setpoint.client.errors import ClientError
     from setpoint.observability.logging import configure_logging
 
+    fields: dict[str, int] = {}
+    # processes.WORKER_INDEX_ENV, read here so that one process does not import processes.
+    if os.environ.get("SETPOINT_WORKER_INDEX"):  # a worker of --processes N: say which
+        from setpoint.manager.processes import worker_environment
+
+        with contextlib.suppress(ValueError):  # a bad value is reported by the manager
+            worker = worker_environment()
+            if worker is not None:
+                fields["worker"] = worker.index
     configure_logging(
-        level=settings.log_level, format="json" if settings.log_format == "json" else "console"
+        level=settings.log_level,
+        format="json" if settings.log_format == "json" else "console",
+        fields=fields,
     )
     try:
         operator = load_operator(settings.target)

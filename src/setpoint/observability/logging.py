@@ -243,6 +243,11 @@ def _caller(record: logging.LogRecord) -> str:
 class JsonFormatter(logging.Formatter):
     """Formats a record as one JSON object on one line (see the module docstring)."""
 
+    def __init__(self, fields: Mapping[str, Any] | None = None) -> None:
+        """``fields``: pairs put on every line after the record's own (``{"worker": 1}``)."""
+        super().__init__()
+        self.fields: dict[str, Any] = dict(fields or {})
+
     def format(self, record: logging.LogRecord) -> str:
         """Render ``record`` as JSON: ts, level, logger, msg, the fields, then any error."""
         line: dict[str, Any] = {
@@ -257,6 +262,8 @@ class JsonFormatter(logging.Formatter):
             line["trace_id"], line["span_id"] = ids
         for key, value in _fields_of(record).items():
             line[f"field.{key}" if key in _RESERVED else key] = value
+        for key, value in self.fields.items():
+            line.setdefault(f"field.{key}" if key in _RESERVED else key, value)
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
             line["error"] = f"{type(exc).__name__}: {exc}"
@@ -269,6 +276,11 @@ class JsonFormatter(logging.Formatter):
 class ConsoleFormatter(logging.Formatter):
     """Formats a record for a terminal: time, level, logger, message, then ``key=value`` pairs."""
 
+    def __init__(self, fields: Mapping[str, Any] | None = None) -> None:
+        """``fields``: pairs put on every line after the record's own (``{"worker": 1}``)."""
+        super().__init__()
+        self.fields: dict[str, Any] = dict(fields or {})
+
     def format(self, record: logging.LogRecord) -> str:
         """Render ``record`` on one line (plus the traceback's lines, if any)."""
         parts = [
@@ -277,7 +289,7 @@ class ConsoleFormatter(logging.Formatter):
             record.name,
             record.getMessage(),
         ]
-        fields = _fields_of(record)
+        fields = {**self.fields, **_fields_of(record)} if self.fields else _fields_of(record)
         if fields:
             parts.append(
                 " ".join(f"{key}={_console_value(value)}" for key, value in fields.items())
@@ -307,6 +319,7 @@ def configure_logging(
     level: str | int = "info",
     format: LogFormat = "console",
     stream: TextIO | None = None,
+    fields: Mapping[str, Any] | None = None,
 ) -> None:
     """Send log records to ``stream`` in the chosen format, at ``level`` and above.
 
@@ -319,6 +332,9 @@ def configure_logging(
             or a stdlib level number. Default ``"info"``.
         format: ``"console"`` (default; human-readable) or ``"json"`` (one object per line).
         stream: Where to write; default ``sys.stderr`` (looked up at call time).
+        fields: Pairs put on every line, after the record's own: ``setpoint run`` passes
+            ``{"worker": i}`` in worker ``i`` of ``--processes N``, so one Pod's interleaved
+            lines say which process wrote them. A record's own field of that name wins.
 
     Raises:
         ValueError: an unknown level name or format.
@@ -334,9 +350,9 @@ def configure_logging(
     else:
         number = int(level)
     if format == "json":
-        formatter: logging.Formatter = JsonFormatter()
+        formatter: logging.Formatter = JsonFormatter(fields)
     elif format == "console":
-        formatter = ConsoleFormatter()
+        formatter = ConsoleFormatter(fields)
     else:
         raise ValueError(f"configure_logging(format={format!r}): use 'console' or 'json'")
     handler = _SetpointHandler(stream if stream is not None else sys.stderr)

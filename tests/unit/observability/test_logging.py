@@ -206,3 +206,40 @@ def test_a_call_never_replaces_bound_context(restore_root: None) -> None:
     log.info("same value is not duplicated", namespace="tenant-a")
     line = json.loads(stream.getvalue().strip().splitlines()[-1])
     assert "arg.namespace" not in line
+
+
+def test_process_fields_go_on_every_line_and_a_records_own_field_wins(
+    restore_root: None,
+) -> None:
+    """``fields`` (a worker's index under ``--processes N``) on every line, JSON and console."""
+    stream = io.StringIO()
+    configure_logging(format="json", stream=stream, fields={"worker": 1, "msg": "kept"})
+    get_logger("setpoint.test.fields").info("Started")
+    get_logger("setpoint.test.fields").info("Moved", worker=0)
+    logging.getLogger("plain.stdlib").warning("no fields of its own")
+    first, second, plain = (json.loads(line) for line in lines(stream))
+    assert first["worker"] == 1 and first["msg"] == "Started"
+    assert first["field.msg"] == "kept"
+    assert second["worker"] == 0
+    assert plain["worker"] == 1
+    console = io.StringIO()
+    configure_logging(format="console", stream=console, fields={"worker": 1})
+    get_logger("setpoint.test.fields").info("Started", name="a")
+    (line,) = lines(console)
+    assert line.endswith("worker=1 name=a")
+
+
+def test_setpoint_run_names_the_worker_on_each_line(
+    restore_root: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In worker 1 of a supervisor (``SETPOINT_WORKER_INDEX``), ``setpoint run``'s lines say so."""
+    from setpoint.cli import run
+
+    monkeypatch.setenv("SETPOINT_WORKER_INDEX", "1")
+    monkeypatch.setenv("SETPOINT_WORKER_COUNT", "2")
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    settings = run.RunSettings(target="/nonexistent/operator.py", log_format="json")
+    assert run.run_command(settings) == run.EXIT_ERROR
+    get_logger("setpoint.test.worker").info("after")
+    assert json.loads(lines(stream)[-1])["worker"] == 1
