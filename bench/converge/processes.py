@@ -10,9 +10,12 @@ measures, implementations interleaved in a rotating order, ``--repeat`` rounds):
   two workers sharding the Widgets), ``floor-cpu`` (the floor script doing the same render
   per Widget in its one process) and ``floor-cpu-p2`` (two floor copies, each doing every
   other Widget: the least any 2-process program can do on this machine, the API server
-  sharing its cores), ``controller-runtime-cpu`` (the Go peer burning the same 20 ms of CPU
-  time per Widget, its reconciles on every core). Ratios to ``floor-cpu`` and to
-  ``setpoint-cpu``; issue 34's target is ``setpoint-cpu-p2 <= 0.65x setpoint-cpu``.
+  sharing its cores) and ``setpoint-cpu-p2-sw64`` (2 processes with 64 sharder label
+  writes in flight instead of 8: the sharder runs in the leader worker's busy event loop,
+  see docs/benchmarks.md). ``--cpu-impls`` can add ``controller-runtime-cpu`` (the Go peer
+  burning the same 20 ms of CPU time per Widget, its reconciles on every core). Ratios to
+  ``floor-cpu`` and to ``setpoint-cpu``; issue 34's target is ``setpoint-cpu-p2 <= 0.65x
+  setpoint-cpu``.
 - ``light``: the existing converge benchmark: ``setpoint`` (no option), ``setpoint-p1``
   (``processes=1`` given: must be the same code path, no slower), ``setpoint-p2``, the
   ``floor`` and ``controller-runtime``.
@@ -64,7 +67,7 @@ CPU_IMPLS = (
     "floor-cpu-p2",
     "setpoint-cpu",
     "setpoint-cpu-p2",
-    "controller-runtime-cpu",
+    "setpoint-cpu-p2-sw64",
 )
 LIGHT_IMPLS = ("floor", "setpoint", "setpoint-p1", "setpoint-p2", "controller-runtime")
 LATENCY_IMPLS = ("setpoint", "setpoint-p2")
@@ -175,7 +178,9 @@ def process_breakdown(results: Sequence[RunResult], impl: str) -> str:
     return f"- {impl}: " + "; ".join(parts) if parts else ""
 
 
-def projection(results: Sequence[RunResult]) -> tuple[str, dict[str, Any]]:
+def projection(
+    results: Sequence[RunResult], two_impl: str = "setpoint-cpu-p2"
+) -> tuple[str, dict[str, Any]]:
     """Converge time on 4 and 8 cores with as many processes as cores: a model, from the runs.
 
     The CPU a run needs is split as measured (medians): the operator's workers (``W``: the
@@ -195,9 +200,9 @@ def projection(results: Sequence[RunResult]) -> tuple[str, dict[str, Any]]:
     added at the per-worker cost the 2-process run showed.
     """
     one = [r for r in results if r.impl == "setpoint-cpu" and r.ok]
-    two = [r for r in results if r.impl == "setpoint-cpu-p2" and r.ok]
+    two = [r for r in results if r.impl == two_impl and r.ok]
     if not one or not two:
-        return "No projection: the cpu part needs setpoint-cpu and setpoint-cpu-p2 runs.", {}
+        return f"No projection: the cpu part needs setpoint-cpu and {two_impl} runs.", {}
     t1 = _median([r.converge_seconds for r in one])
     t2 = _median([r.converge_seconds for r in two])
     supervisor = _median([r.processes[0]["cpu_seconds"] for r in two])
@@ -232,7 +237,7 @@ def projection(results: Sequence[RunResult]) -> tuple[str, dict[str, Any]]:
     text = "\n".join(
         [
             f"Model inputs (medians of the cpu part): one process {t1:.1f} s and {w1:.1f} CPU s; "
-            f"two processes {t2:.1f} s, workers {w_total:.1f} CPU s (the leader "
+            f"two processes ({two_impl}) {t2:.1f} s, workers {w_total:.1f} CPU s (the leader "
             f"{leader_extra:.1f} s more than the other), supervisor {supervisor:.1f} s, "
             f"API server and etcd {server:.1f} s; each process beyond one costs "
             f"{per_process_fixed:.1f} CPU s; fitted utilisation {u:.2f}.",
@@ -352,6 +357,12 @@ def main() -> None:
         record["cpu"] = [asdict(r) for r in results]
         text, model = projection(results)
         record["projection"] = model
+        if any(r.impl == "setpoint-cpu-p2-sw64" and r.ok for r in results):
+            text_sw, model_sw = projection(results, "setpoint-cpu-p2-sw64")
+            record["projection_sw64"] = model_sw
+            text += (
+                "\n\nThe same, fitted to the runs with 64 sharder writes in flight:\n\n" + text_sw
+            )
         sections += [
             "",
             "CPU-bound (~20 ms of Python in each Widget's first reconcile):",
