@@ -126,6 +126,7 @@ def converge_table(
         "peak RSS MiB all",
         "start to first Ready s",
         "idle RSS MiB all",
+        "half / all labelled s",
     ]
     lines = ["| " + " | ".join(headers) + " |", "| :--- |" + " ---: |" * (len(headers) - 1)]
     for impl in impls:
@@ -156,11 +157,20 @@ def converge_table(
                     fmt([r.peak_rss_all_mib for r in runs]),
                     fmt(startup, 2) if startup else "n/a",
                     fmt(idle) if idle else "n/a",
+                    labelled_at(runs),
                 ]
             )
             + " |"
         )
     return "\n".join(lines)
+
+
+def labelled_at(runs: Sequence[RunResult]) -> str:
+    """When half and all of the Widgets had a shard label (medians), or ``n/a``."""
+    pairs = [r.labelled_seconds for r in runs if r.labelled_seconds]
+    if not pairs:
+        return "n/a"
+    return f"{_median([p[0] for p in pairs]):.1f} / {_median([p[1] for p in pairs]):.1f}"
 
 
 def process_breakdown(results: Sequence[RunResult], impl: str) -> str:

@@ -82,6 +82,8 @@ WIDGET = GroupVersionKind("bench.setpoint.dev", "v1", "Widget")
 NAMESPACE = "bench"
 COUNTED = ("widgets", "configmaps")
 """Resources whose requests count as the operator's work (everything else is reported apart)."""
+SHARD_LABEL_PREFIX = "shard.sharding.setpoint.dev/"
+"""A sharder's assignment label (``--processes N``): run.py times when each object got one."""
 SETTLE = 3.0
 """Seconds to keep the operator running after convergence before the "after" scrape, so the
 follow-up reconciles its own writes trigger are counted too."""
@@ -392,8 +394,14 @@ async def wait_ready(
     resource_version: str,
     timeout: float,
     match: Callable[[dict[str, Any]], bool] = is_ready,
+    *,
+    labelled: dict[str, float] | None = None,
 ) -> float | None:
-    """Watch Widgets from ``resource_version`` until ``expected`` match (are Ready); when."""
+    """Watch Widgets from ``resource_version`` until ``expected`` match (are Ready); when.
+
+    ``labelled``, if given, gets the time each Widget was first seen with a shard label (a
+    sharder's assignment, with ``--processes``).
+    """
     ready: set[str] = set()
     deadline = time.monotonic() + timeout
     rv = resource_version
@@ -404,6 +412,12 @@ async def wait_ready(
         ) as watch:
             async for event in watch:
                 rv = event.resource_version or rv
+                if labelled is not None:
+                    metadata = event.object.get("metadata") or {}
+                    if metadata.get("name") not in labelled and any(
+                        k.startswith(SHARD_LABEL_PREFIX) for k in metadata.get("labels") or {}
+                    ):
+                        labelled[metadata["name"]] = time.time()
                 if event.type in ("ADDED", "MODIFIED") and match(event.object):
                     ready.add(event.object["metadata"]["name"])
                     if len(ready) >= expected:
@@ -484,6 +498,9 @@ class RunResult:
     processes: list[dict[str, float]] = field(default_factory=list)
     """Each process of the implementation at convergence (the first is the one spawned, a
     supervisor's workers follow): pid, CPU seconds, RSS and peak RSS in MiB."""
+    labelled_seconds: tuple[float, float] | None = None
+    """With a sharder (``--processes N``): seconds from the spawn until half and until all
+    of the Widgets carried a shard label (the sharder's labelling pace)."""
     peak_rss_all_mib: float = 0.0
     """The highest sum of the RSS of all its processes, sampled every 0.25 s."""
     server_cpu_seconds: dict[str, float] = field(default_factory=dict)
@@ -569,8 +586,9 @@ async def one_run(
             )
         await create_widgets(client, n)
         listed = await client.list_page(WIDGET, namespace=NAMESPACE, limit=1)
+        labelled: dict[str, float] = {}
         watcher = asyncio.create_task(
-            wait_ready(client, n, str(listed.resource_version), timeout=900)
+            wait_ready(client, n, str(listed.resource_version), timeout=900, labelled=labelled)
         )
         await asyncio.sleep(0.5)  # the watch is open before the "before" scrape
         before = await scrape(client)
@@ -584,6 +602,9 @@ async def one_run(
                 result.error = f"not all {n} Widgets were Ready within 900 s"
                 return result
             result.converge_seconds = done_at - proc.spawned
+            if len(labelled) >= n:  # every Widget was assigned by a sharder: when
+                times = sorted(t - proc.spawned for t in labelled.values())
+                result.labelled_seconds = (times[len(times) // 2], times[-1])
             stats = proc_stats(proc.pid)
             tree = {pid: proc_stats(pid) for pid in process_tree(proc.pid)}
             result.server_cpu_seconds = {
