@@ -10,12 +10,11 @@ measures, implementations interleaved in a rotating order, ``--repeat`` rounds):
   two workers sharding the Widgets), ``floor-cpu`` (the floor script doing the same render
   per Widget in its one process) and ``floor-cpu-p2`` (two floor copies, each doing every
   other Widget: the least any 2-process program can do on this machine, the API server
-  sharing its cores) and ``setpoint-cpu-p2-sw64`` (2 processes with 64 sharder label
-  writes in flight instead of 8: the sharder runs in the leader worker's busy event loop,
-  see docs/benchmarks.md). ``--cpu-impls`` can add ``controller-runtime-cpu`` (the Go peer
-  burning the same 20 ms of CPU time per Widget, its reconciles on every core). Ratios to
-  ``floor-cpu`` and to ``setpoint-cpu``; issue 34's target is ``setpoint-cpu-p2 <= 0.65x
-  setpoint-cpu``.
+  sharing its cores) and ``controller-runtime-cpu`` (the Go peer burning the same 20 ms of
+  CPU time per Widget, its reconciles on every core). ``--cpu-impls`` can add
+  ``setpoint-cpu-p2-sw64`` (64 sharder label writes in flight instead of 8: the diagnosis
+  of the sharder's pace, docs/benchmarks.md). Ratios to ``floor-cpu`` and to
+  ``setpoint-cpu``; issue 34's target is ``setpoint-cpu-p2 <= 0.65x setpoint-cpu``.
 - ``light``: the existing converge benchmark: ``setpoint`` (no option), ``setpoint-p1``
   (``processes=1`` given: must be the same code path, no slower), ``setpoint-p2``, the
   ``floor`` and ``controller-runtime``.
@@ -67,7 +66,7 @@ CPU_IMPLS = (
     "floor-cpu-p2",
     "setpoint-cpu",
     "setpoint-cpu-p2",
-    "setpoint-cpu-p2-sw64",
+    "controller-runtime-cpu",
 )
 LIGHT_IMPLS = ("floor", "setpoint", "setpoint-p1", "setpoint-p2", "controller-runtime")
 LATENCY_IMPLS = ("setpoint", "setpoint-p2")
@@ -195,19 +194,21 @@ def projection(
 
     The CPU a run needs is split as measured (medians): the operator's workers (``W``: the
     one-process run's CPU, plus the leader worker's extra over the other worker, which is
-    the sharder's labelling, plus, for each process beyond the first, what the second
-    process added besides that: its start-up and its caches), the supervisor (``S``), the
-    API server and etcd (``A``, as the 2-process runs measured them). On ``c`` cores
-    with ``p = c`` processes, a run cannot be faster than either bound:
+    the sharder's, plus, for each process beyond the first, what the second process added
+    besides that: its start-up and its caches), the supervisor (``S``), the API server and
+    etcd (``A``, as the runs measured them). On ``c`` cores with ``p = c`` processes, a run
+    cannot be faster than either bound:
 
-    - every CPU second spread on all cores: ``(W + S + A) / c``;
-    - the busiest worker: its share ``W / p`` plus the leader worker's extra (the sharder's
-      labelling, measured as the gap between the two workers' CPU), which does not split.
+    - every CPU second spread on the cores: ``(W + S + A) / c`` when the API server shares
+      the operator's cores (this machine), ``(W + S) / c`` when it does not (a cluster,
+      where the Pod's cores are its own and the API server has CPU enough elsewhere);
+    - the busiest worker: its share ``W / p`` plus the leader worker's extra (the sharder),
+      which does not split.
 
-    ``T(c) = max(both) / u``, where ``u`` (how much of the bound a real run reaches) is
-    fitted so the model gives the measured 2-process time on 2 cores. The per-object
-    costs are the 2-process runs'; the extra processes' own start-up and caches are
-    added at the per-worker cost the 2-process run showed.
+    One process is bounded by its own CPU ``W1`` (and, sharing, by ``(W1 + A1) / c``).
+    Projected time = bound / ``u``, where ``u`` (how much of its bound a run reaches) is
+    fitted so the model gives the measured 2-process time on 2 cores (sharing); the ratio
+    to one process is taken between the two bounds on the same cores.
     """
     one = [r for r in results if r.impl == "setpoint-cpu" and r.ok]
     two = [r for r in results if r.impl == two_impl and r.ok]
@@ -220,17 +221,22 @@ def projection(
     w_total = _median([sum(w) for w in workers])
     leader_extra = _median([w[0] - w[-1] for w in workers if len(w) >= 2])
     server = _median([server_cpu(r) for r in two])
+    server1 = _median([server_cpu(r) for r in one])
     w1 = _median([r.cpu_seconds for r in one])
     # What the second process added beyond the sharder's work (start-up, a second cache).
     per_process_fixed = max(0.0, w_total - w1 - leader_extra)
 
-    def bound(cores: int) -> float:
+    def bound(cores: int, *, shared: bool) -> float:
         w = w1 + leader_extra + per_process_fixed * (cores - 1)
-        spread = (w + supervisor + server) / cores
+        spread = (w + supervisor + (server if shared else 0.0)) / cores
         busiest = (w - leader_extra) / cores + leader_extra
         return max(spread, busiest)
 
-    u = bound(2) / t2 if t2 else 1.0
+    def bound_one(cores: int, *, shared: bool) -> float:
+        return max(w1, (w1 + server1) / cores) if shared else w1
+
+    u = bound(2, shared=True) / t2 if t2 else 1.0
+    cores = (2, 4, 8)
     model = {
         "t1_seconds": t1,
         "t2_seconds": t2,
@@ -240,20 +246,30 @@ def projection(
         "leader_extra_cpu": leader_extra,
         "supervisor_cpu": supervisor,
         "server_cpu": server,
+        "server_cpu_one_process": server1,
         "utilisation": u,
-        "projected": {c: bound(c) / u for c in (2, 4, 8)},
+        "shared": {c: bound(c, shared=True) / u for c in cores},
+        "dedicated": {c: bound(c, shared=False) / u for c in cores},
+        "ratio_shared": {c: bound(c, shared=True) / bound_one(c, shared=True) for c in cores},
+        "ratio_dedicated": {c: bound(c, shared=False) / bound_one(c, shared=False) for c in cores},
     }
-    rows = [f"| {c} | {c} | {bound(c) / u:.1f} | {bound(c) / u / t1:.2f}x |" for c in (2, 4, 8)]
+    rows = [
+        f"| {c} | {model['shared'][c]:.1f} | {model['ratio_shared'][c]:.2f}x | "
+        f"{model['dedicated'][c]:.1f} | {model['ratio_dedicated'][c]:.2f}x |"
+        for c in cores
+    ]
     text = "\n".join(
         [
-            f"Model inputs (medians of the cpu part): one process {t1:.1f} s and {w1:.1f} CPU s; "
-            f"two processes ({two_impl}) {t2:.1f} s, workers {w_total:.1f} CPU s (the leader "
-            f"{leader_extra:.1f} s more than the other), supervisor {supervisor:.1f} s, "
-            f"API server and etcd {server:.1f} s; each process beyond one costs "
-            f"{per_process_fixed:.1f} CPU s; fitted utilisation {u:.2f}.",
+            f"Model inputs (medians of the cpu part): one process {t1:.1f} s, {w1:.1f} CPU s, "
+            f"API server and etcd {server1:.1f} s; two processes ({two_impl}) {t2:.1f} s, "
+            f"workers {w_total:.1f} CPU s (the leader {leader_extra:.1f} s more than the "
+            f"other), supervisor {supervisor:.1f} s, API server and etcd {server:.1f} s; each "
+            f"process beyond one costs {per_process_fixed:.1f} CPU s besides the sharder; "
+            f"fitted utilisation {u:.2f}.",
             "",
-            "| cores | processes | projected converge s | x one process (measured, 2 cores) |",
-            "| ---: | ---: | ---: | ---: |",
+            "| cores = processes | API server on the same cores: s | x one process | "
+            "API server elsewhere: s | x one process |",
+            "| ---: | ---: | ---: | ---: | ---: |",
             *rows,
         ]
     )
