@@ -30,10 +30,10 @@ from setpoint.cli.demo_cluster import (
     WEBHOOK_SERVICE,
     TenantsDeployment,
     build_tenants_image,
-    eventually,
     kube_time,
     sleeper_pod,
     tenant_manifest,
+    wait_until,
     write_overlay,
 )
 from setpoint.testing.nodes import DNS_SERVICE_IP, running_nodes
@@ -129,11 +129,11 @@ def test_deployed_from_config_it_converges_behind_its_service_webhooks(
     old = d.json("tenants.v1alpha1.tenants.setpoint.dev", "acme")
     assert old["apiVersion"] == "tenants.setpoint.dev/v1alpha1"
     assert old["spec"]["admins"] == "acme-admins"
-    eventually("Tenant acme Ready", lambda: d.tenant_ready("acme"))
+    wait_until("Tenant acme Ready", lambda: d.tenant_ready("acme"))
 
     d.apply(sleeper_pod("sleeper", "acme-dev"))
     d.wait("-n", "acme-dev", "pod/sleeper", "--for=condition=Ready")
-    usage = eventually(
+    usage = wait_until(
         "the Pod in the Tenant's quota usage",
         lambda: d.usage_counting("acme", "acme-dev", pods=1),
     )
@@ -271,7 +271,7 @@ def test_leader_pod_deleted_or_killed_the_other_replica_takes_over(
         old, new, took = takeover.old, takeover.new, takeover.seconds
         assert loop.failures == [], loop.failures
         assert loop.ok > 10
-        eventually(
+        wait_until(
             "the new leader to register the Tenant in its directory",
             lambda: any("Registered the tenant" in r.get("msg", "") for r in follower.records(new)),
         )
@@ -370,12 +370,12 @@ def test_drained_node_the_operator_is_rescheduled_and_converges(deployed: Deploy
         acme = tenant_manifest("acme", ["acme-dev", "acme-prod"])
         d.apply(acme)
         d.apply(tenant_manifest("globex", ["globex"]))
-        eventually("Tenant acme Ready after the drain", lambda: d.tenant_ready("acme"))
-        eventually("Tenant globex Ready after the drain", lambda: d.tenant_ready("globex"))
+        wait_until("Tenant acme Ready after the drain", lambda: d.tenant_ready("acme"))
+        wait_until("Tenant globex Ready after the drain", lambda: d.tenant_ready("globex"))
         d.kc("-n", "acme-prod", "get", "resourcequota", "tenant-quota")
         d.apply(sleeper_pod("sleeper", "globex"))
         d.wait("-n", "globex", "pod/sleeper", "--for=condition=Ready")
-        eventually(
+        wait_until(
             "the Pod in globex's quota usage",
             lambda: d.usage_counting("globex", "globex", pods=1),
         )

@@ -88,6 +88,7 @@ marks errors a package raises and handles itself, which a caller should not see)
     │   ├── ManagerStateError, ShutdownIncomplete
     │   ├── LeaderElectionLost
     │   │   └── ShardLeaseLost                 the shard Lease of this replica
+    │   ├── WorkerStartupFailed                a worker of ``processes`` N exited unready
     │   └── RunnableFailed
     │       └── StartupSyncTimeout             (also a CacheSyncTimeout)
     ├── DuplicateCheckError [ValueError]    - manager: a health check name taken

@@ -69,12 +69,12 @@ __all__ = [
     "build_tenants_image",
     "check_host",
     "config_dir",
-    "eventually",
     "kube_time",
     "run_demo",
     "sleeper_pod",
     "tenant_manifest",
     "tenant_v1alpha1_manifest",
+    "wait_until",
     "write_overlay",
 ]
 
@@ -208,7 +208,7 @@ def sleeper_pod(name: str, namespace: str) -> dict[str, Any]:
     }
 
 
-def eventually(what: str, probe: Callable[[], T], timeout: float = 90.0) -> T:
+def wait_until(what: str, probe: Callable[[], T], timeout: float = 90.0) -> T:
     """Poll ``probe`` every half second until it returns something truthy; return that.
 
     Raises:
@@ -360,7 +360,7 @@ class TenantsDeployment:
         return next((u for u in usage if u["namespace"] == namespace), {})
 
     def usage_counting(self, tenant: str, namespace: str, *, pods: int) -> dict[str, str]:
-        """:meth:`usage` once it counts ``pods`` Pods, else ``{}`` (for :func:`eventually`)."""
+        """:meth:`usage` once it counts ``pods`` Pods, else ``{}`` (for :func:`wait_until`)."""
         usage = self.usage(tenant, namespace)
         return usage if usage.get("pods") == str(pods) else {}
 
@@ -371,7 +371,7 @@ class TenantsDeployment:
             pod = self.leader_pod()
             return pod if pod != old else ""
 
-        return eventually(f"a replica other than {old} to hold the Lease", other, timeout)
+        return wait_until(f"a replica other than {old} to hold the Lease", other, timeout)
 
     def delete_leader(self, timeout: float = 90.0) -> Takeover:
         """``kubectl delete pod`` of the leader; wait for the other replica to lead.
@@ -524,7 +524,7 @@ def _show_tenant(d: TenantsDeployment, screen: Screen) -> None:
         f"quota={json.dumps(spec.get('quota'))} isolated={spec.get('isolated')}"
     )
     started = time.monotonic()
-    eventually(f"Tenant {DEMO_TENANT} Ready", lambda: d.tenant_ready(DEMO_TENANT), STEP_TIMEOUT)
+    wait_until(f"Tenant {DEMO_TENANT} Ready", lambda: d.tenant_ready(DEMO_TENANT), STEP_TIMEOUT)
     screen.line(f"Tenant {DEMO_TENANT} Ready {time.monotonic() - started:.1f}s later")
 
 
@@ -537,7 +537,7 @@ def _show_quota(d: TenantsDeployment, screen: Screen) -> None:
         f"Pod {namespace}/sleeper runs on {pod['spec'].get('nodeName')} "
         f"({pod['status'].get('podIP')}): busybox, non-root, read-only root filesystem"
     )
-    usage = eventually(
+    usage = wait_until(
         "the Pod in the Tenant's quota usage",
         lambda: d.usage_counting(DEMO_TENANT, namespace, pods=1),
         STEP_TIMEOUT,

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from setpoint.api.clock import Clock, clock_sleep, clock_timeout
 from setpoint.api.runnable import Runnable, RunnableGroup
+from setpoint.manager.errors import ManagerError
 
 if TYPE_CHECKING:
     from setpoint.manager.options import ManagerOptions
@@ -542,7 +543,7 @@ class ThreadedRunnable:
 # -- the supervisor ----------------------------------------------------------------------------
 
 
-class WorkerStartupFailed(Exception):
+class WorkerStartupFailed(ManagerError):
     """A worker exited before it was ever ready: the supervisor stops the others and exits."""
 
     def __init__(self, index: int, message: str) -> None:
