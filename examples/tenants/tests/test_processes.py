@@ -141,6 +141,23 @@ async def test_two_worker_processes_converge_tenants_through_a_worker_sigkill(
             return sum(r for _, r in (await state()).values()) >= READY_BEFORE_KILL
 
         await eventually(some_ready, timeout=60, description=f"{READY_BEFORE_KILL} Tenants Ready")
+        mine = set(names)
+
+        def both_journaled() -> bool:
+            """Each worker has a finished reconcile of these Tenants in the journal already.
+
+            Spans leave a process in batches (``OTEL_BSP_SCHEDULE_DELAY``): killing the
+            victim before one of its spans was written would leave it nothing to compare.
+            """
+            pids = set(operator.workers().values())
+            done = {
+                s.pid
+                for s in reconcile_spans(operator.spans_path)
+                if s.controller == CONTROLLER_NAME and s.key in mine
+            }
+            return len(pids) == 2 and pids <= done
+
+        await eventually(both_journaled, timeout=60, description="both workers in the journal")
         leader = (await k8s.get(kinds.Lease, LEASE, namespace=namespace))["spec"]["holderIdentity"]
         victim = worker_of(leader)
         victim_shard = next(s for s in shards if worker_of(s) == victim)
