@@ -77,6 +77,7 @@ from setpoint.server.tls import ServerTLS
 if TYPE_CHECKING:
     import socket
 
+    from setpoint.api.clock import Clock
     from setpoint.cache import Cache
     from setpoint.client.client import Client
     from setpoint.client.protocols import ApiClient
@@ -1039,6 +1040,18 @@ class Manager:
         identity, namespace, kinds = self._identity, shards.namespace, shards.kinds
         from setpoint.client.client import Client
 
+        def new_sharder(client: ApiClient, clock: Clock) -> Sharder:
+            return Sharder(
+                client,
+                sharding,
+                namespace=namespace,
+                kinds=kinds,
+                identity=identity,
+                metrics=self.metrics,
+                sync_timeout=self.options.cache_sync_timeout,
+                clock=clock,
+            )
+
         client = self.client
         if self._worker is not None and isinstance(client, Client):
             # A worker's loop is busy with reconciles; the sharder gets a loop (and a
@@ -1048,34 +1061,13 @@ class Manager:
 
             def build() -> tuple[Runnable, Callable[[], Awaitable[None]]]:
                 own = Client(client.config, client.options)
-                sharder = Sharder(
-                    own,
-                    sharding,
-                    namespace=namespace,
-                    kinds=kinds,
-                    identity=identity,
-                    metrics=self.metrics,
-                    sync_timeout=self.options.cache_sync_timeout,
-                    clock=LoopClock(),
-                )
-                return sharder, own.close
+                return new_sharder(own, LoopClock()), own.close
 
             self.add(
                 ThreadedRunnable(f"sharder/{sharding.ring}", RunnableGroup.OTHERS, True, build)
             )
             return
-        self.add(
-            Sharder(
-                self.client,
-                sharding,
-                namespace=namespace,
-                kinds=kinds,
-                identity=identity,
-                metrics=self.metrics,
-                sync_timeout=self.options.cache_sync_timeout,
-                clock=self.options.clock,
-            )
-        )
+        self.add(new_sharder(self.client, self.options.clock))
 
     def _start_shard_lease(self) -> None:
         """Campaign for this replica's shard Lease; sharded controllers start once held."""
