@@ -24,7 +24,7 @@ subinterpreter of ``--subinterpreter-python`` (extension modules must support PE
 multi-phase init and per-interpreter state to load there).
 
     .venv/bin/python bench/processes_alternatives.py --items 200 --repeat 3 \\
-        --subinterpreter-python /root/.pyenv/versions/3.13.0/bin/python3
+        --subinterpreter-python "$(pyenv root)/versions/3.13.0/bin/python3"
 """
 
 from __future__ import annotations
@@ -59,6 +59,19 @@ DEPENDENCIES = (
 )
 """setpoint's compiled dependencies, as modules (PyYAML's C loader is ``yaml._yaml``,
 imported by ``yaml`` when present)."""
+
+
+def _default_python313() -> str:
+    """A CPython 3.13 to run subinterpreters in: ``python3.13`` on PATH, else pyenv's; or ``""``."""
+    import glob
+    import shutil
+
+    found = shutil.which("python3.13")
+    if found:
+        return found
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    candidates = sorted(glob.glob(os.path.join(root, "versions", "3.13*", "bin", "python3")))
+    return candidates[-1] if candidates else ""
 
 
 def _cpu() -> float:
@@ -183,7 +196,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
         "--subinterpreter-python",
-        default="/root/.pyenv/versions/3.13.0/bin/python3",
+        default=_default_python313(),
         help="a CPython >= 3.13 for the subinterpreter variant (its own 1-thread baseline too)",
     )
     parser.add_argument("--ft-python", default="", help="a free-threaded CPython, if any")
