@@ -117,6 +117,8 @@ class _Entry:
     state: _State = _State.NEW
     sharded: bool = False
     """A sharded controller: it runs while this replica holds its shard Lease."""
+    in_supervisor: bool = False
+    """Also run in the supervisor of ``ManagerOptions.processes`` (``add(in_supervisor=)``)."""
 
     @property
     def name(self) -> str:
@@ -341,15 +343,24 @@ class Manager:
 
     # -- what runs -----------------------------------------------------------------------
 
-    def add(self, runnable: Runnable) -> None:
+    def add(self, runnable: Runnable, *, in_supervisor: bool = False) -> None:
         """Run ``runnable`` with the manager, in its group's place in the lifecycle.
 
         Adding while the manager runs starts it at once if its group has started already
         (and, for a leader-only runnable, while this process leads).
 
+        ``in_supervisor=True`` runs it in the supervisor of ``ManagerOptions.processes`` too
+        (decision 0038), which otherwise runs nothing that was added: for work of the process
+        that serves the public endpoints, such as reloading the metrics certificate
+        (``setpoint run --metrics-cert-dir``). There it starts once the supervisor's
+        ``/metrics`` and probes are up, before the workers, and stops after the workers,
+        before the endpoints; its ``failure()`` shuts the supervisor down as it does a
+        manager. In one process, and in each worker, it runs as any other runnable.
+
         Raises:
             TypeError: it does not satisfy :class:`~setpoint.api.runnable.Runnable`.
-            ValueError: it was added already.
+            ValueError: it was added already, or ``in_supervisor`` with a runnable that needs
+                leader election (the supervisor never leads).
             ManagerStateError: the manager is shutting down or finished.
 
         """
@@ -365,8 +376,16 @@ class Manager:
         if any(entry.runnable is runnable for entry in self._entries):
             raise ValueError(f"runnable {runnable.name!r} was added to this manager already")
         entry = _Entry(
-            runnable, RunnableGroup(runnable.group), bool(runnable.needs_leader_election)
+            runnable,
+            RunnableGroup(runnable.group),
+            bool(runnable.needs_leader_election),
+            in_supervisor=in_supervisor,
         )
+        if in_supervisor and entry.leader_only:
+            raise ValueError(
+                f"runnable {runnable.name!r} needs leader election, so it cannot run in the "
+                "supervisor, which never leads: add it without in_supervisor=True"
+            )
         if self._is_sharded(runnable):
             assert isinstance(runnable, Controller) and self._shards is not None
             if self._state is not _State.NEW:
@@ -379,7 +398,7 @@ class Manager:
             entry.leader_only = False
             entry.sharded = True
         self._entries.append(entry)
-        if self._state is not _State.RUNNING:
+        if self._state is not _State.RUNNING or (self._supervise and not in_supervisor):
             return
         reached = self._leader_groups if entry.leader_only else self._started_groups
         if entry.group in reached:
@@ -776,7 +795,7 @@ class Manager:
     # -- processes (decision 0038) ------------------------------------------------------------
 
     async def _run_supervisor(self) -> None:
-        """Supervise ``options.processes`` workers instead of running anything here."""
+        """Supervise ``options.processes`` workers; here run only ``add(in_supervisor=True)``."""
         from setpoint.manager.processes import Supervisor, WorkerStartupFailed, worker_argv
 
         opts = self.options
@@ -785,6 +804,8 @@ class Manager:
         restore_signals = self._install_signal_handlers() if opts.handle_signals else None
         webhook_socket: socket.socket | None = None
         endpoints: Runnable | None = None
+        watcher: asyncio.Task[None] | None = None
+        problems: list[tuple[str, str]] = []
         try:
             webhook_socket = self._listen_for_webhooks()
             supervisor = self._supervisor = Supervisor(
@@ -797,12 +818,27 @@ class Manager:
             endpoints = self._supervisor_endpoints(supervisor)
             log.info("supervising %d worker processes", self._supervise)
             await endpoints.start()
+            for group in RunnableGroup:
+                # Marked first: add(in_supervisor=True) from now on starts it at once.
+                self._started_groups.add(group)
+                await self._start_all(
+                    [e for e in self._entries if e.in_supervisor and e.group is group]
+                )
+            watcher = asyncio.create_task(self._watch_failures(), name="setpoint-manager-watch")
             await supervisor.run(self._wake)
         except WorkerStartupFailed as exc:
             raise RunnableFailed(f"worker-{exc.index}", str(exc)) from exc
         except TimeoutError as exc:
-            raise ShutdownIncomplete([("workers", str(exc))]) from exc
+            problems.append(("workers", str(exc)))
         finally:
+            await _cancel_and_wait([t for t in (watcher, *self._late_tasks) if t is not None])
+            self._state = _State.STOPPING
+            self._deadline = opts.clock.now() + opts.graceful_shutdown_timeout
+            for group in reversed(RunnableGroup):
+                await self._stop_all(
+                    [e for e in self._entries if e.in_supervisor and e.group is group and e.active],
+                    problems,
+                )
             self._state = _State.STOPPED
             if endpoints is not None:
                 with contextlib.suppress(Exception):
@@ -813,6 +849,10 @@ class Manager:
                 webhook_socket.close()
             if self._owns_client:
                 await self.client.close()
+        if self._fatal is not None:
+            raise self._fatal
+        if problems:
+            raise ShutdownIncomplete(problems)
         log.info("manager stopped cleanly")
 
     def _supervisor_endpoints(self, supervisor: Supervisor) -> Runnable:

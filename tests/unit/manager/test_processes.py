@@ -484,25 +484,34 @@ async def test_a_worker_manager_shards_reports_and_stops_when_the_supervisor_goe
             await asyncio.wait_for(running, 20)
 
 
+def _supervise_fakes(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    """Make this process a supervisor whose workers run ``FAKE_WORKER`` with ``env``."""
+    monkeypatch.delenv(proc.WORKER_INDEX_ENV, raising=False)
+    monkeypatch.setattr(proc, "worker_argv", lambda: [sys.executable, "-c", FAKE_WORKER])
+    monkeypatch.setattr(os, "environ", env)
+
+
+async def _workers_ready(manager: Manager) -> None:
+    await eventually(
+        lambda: (
+            manager.supervisor is not None
+            and all(w.state == "ready" for w in manager.supervisor.workers())
+        ),
+        timeout=20,
+        description="every worker ready",
+    )
+
+
 async def test_a_supervising_manager_runs_workers_and_nothing_else(
     fakes: Fakes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(proc.WORKER_INDEX_ENV, raising=False)
-    monkeypatch.setattr(proc, "worker_argv", lambda: [sys.executable, "-c", FAKE_WORKER])
-    monkeypatch.setattr(os, "environ", fakes.env)
+    _supervise_fakes(monkeypatch, fakes.env)
     manager = Manager(FakeClient(), _options())
     manager.controller("cms").for_(kinds.ConfigMap).build(_noop)
     assert manager.shard is None  # the supervisor shards nothing
     running = asyncio.create_task(manager.run())
     try:
-        await eventually(
-            lambda: (
-                manager.supervisor is not None
-                and all(w.state == "ready" for w in manager.supervisor.workers())
-            ),
-            timeout=20,
-            description="both workers ready",
-        )
+        await _workers_ready(manager)
         assert not manager.cache.synced  # nothing of the operator runs here
     finally:
         manager.stop()
@@ -514,12 +523,92 @@ async def test_a_supervising_manager_runs_workers_and_nothing_else(
 async def test_a_supervising_manager_fails_with_the_workers_startup_error(
     fakes: Fakes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(proc.WORKER_INDEX_ENV, raising=False)
-    monkeypatch.setattr(proc, "worker_argv", lambda: [sys.executable, "-c", FAKE_WORKER])
-    monkeypatch.setattr(os, "environ", {**fakes.env, "FAKE_MODE_0": "fail"})
+    _supervise_fakes(monkeypatch, {**fakes.env, "FAKE_MODE_0": "fail"})
     manager = Manager(FakeClient(), _options())
     with pytest.raises(RunnableFailed, match="worker 0 failed before it was ever ready: setup"):
         await asyncio.wait_for(manager.run(), 20)
+
+
+class _InSupervisor:
+    """A runnable that records when it starts and stops, and what the workers were then."""
+
+    def __init__(self, name: str, manager: Manager, leader: bool = False) -> None:
+        self._name = name
+        self.manager = manager
+        self.leader = leader
+        self.events: list[tuple[str, list[str]]] = []
+        self.broken: BaseException | None = None
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def group(self) -> RunnableGroup:
+        return RunnableGroup.SERVERS
+
+    @property
+    def needs_leader_election(self) -> bool:
+        return self.leader
+
+    def _workers(self) -> list[str]:
+        supervisor = self.manager.supervisor
+        return [w.state for w in supervisor.workers()] if supervisor else []
+
+    async def start(self) -> None:
+        self.events.append(("start", self._workers()))
+
+    async def stop(self, timeout: float) -> None:
+        self.events.append(("stop", self._workers()))
+
+    def failure(self) -> BaseException | None:
+        return self.broken
+
+
+async def test_a_supervising_manager_runs_what_was_added_in_supervisor(
+    fakes: Fakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """add(in_supervisor=True) runs in the supervisor (the metrics certificate's reload):
+    started before the workers, stopped after them; anything else added does not run."""
+    _supervise_fakes(monkeypatch, fakes.env)
+    manager = Manager(FakeClient(), _options())
+    early, plain, late = (_InSupervisor(n, manager) for n in ("early", "plain", "late"))
+    manager.add(early, in_supervisor=True)
+    manager.add(plain)
+    with pytest.raises(ValueError, match=r"'leads' needs leader election.*never leads"):
+        manager.add(_InSupervisor("leads", manager, leader=True), in_supervisor=True)
+    running = asyncio.create_task(manager.run())
+    try:
+        await _workers_ready(manager)
+        manager.add(late, in_supervisor=True)  # while the supervisor runs: started at once
+        await eventually(lambda: late.events, timeout=20, description="the late one started")
+    finally:
+        manager.stop()
+        await asyncio.wait_for(running, 20)
+    assert early.events == [("start", ["starting", "starting"]), ("stop", ["stopped"] * 2)]
+    assert late.events == [("start", ["ready", "ready"]), ("stop", ["stopped", "stopped"])]
+    assert plain.events == []
+
+
+async def test_a_failure_in_the_supervisor_stops_the_workers_and_is_raised(
+    fakes: Fakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _supervise_fakes(monkeypatch, fakes.env)
+    manager = Manager(FakeClient(), _options(failure_check_interval=0.01))
+    watch = _InSupervisor("metrics-certificate", manager)
+    manager.add(watch, in_supervisor=True)
+    running = asyncio.create_task(manager.run())
+    try:
+        await _workers_ready(manager)
+        watch.broken = RuntimeError("the watch died")
+        with pytest.raises(RunnableFailed, match="metrics-certificate failed: the watch died"):
+            await asyncio.wait_for(running, 20)
+    finally:
+        if not running.done():
+            manager.stop()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(running, 20)
+    assert watch.events[-1] == ("stop", ["stopped", "stopped"])
 
 
 def test_one_process_imports_nothing_of_the_supervisor() -> None:
@@ -644,21 +733,12 @@ def test_wait_for_shards_is_at_least_one_and_workers_wait_for_each_other(
 async def test_a_second_signal_to_the_supervisor_is_passed_on_to_the_workers(
     fakes: Fakes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(proc.WORKER_INDEX_ENV, raising=False)
-    monkeypatch.setattr(proc, "worker_argv", lambda: [sys.executable, "-c", FAKE_WORKER])
-    monkeypatch.setattr(os, "environ", {**fakes.env, "FAKE_MODE_0": "slow", "FAKE_MODE_1": "slow"})
+    _supervise_fakes(monkeypatch, {**fakes.env, "FAKE_MODE_0": "slow", "FAKE_MODE_1": "slow"})
     manager = Manager(FakeClient(), _options(handle_signals=True, graceful_shutdown_timeout=60))
     before = signal.getsignal(signal.SIGTERM)
     running = asyncio.create_task(manager.run())
     try:
-        await eventually(
-            lambda: (
-                manager.supervisor is not None
-                and all(w.state == "ready" for w in manager.supervisor.workers())
-            ),
-            timeout=20,
-            description="both workers ready",
-        )
+        await _workers_ready(manager)
         assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, before)
         os.kill(os.getpid(), signal.SIGTERM)
         await eventually(
