@@ -1,23 +1,16 @@
 """`setpoint run --processes 2` on the real API server: a split, a SIGKILL, a restart.
 
-A tiny operator (written to the test's temporary directory) annotates every ConfigMap of the
-test's namespace with its worker's index and the ``gen`` it saw, and journals the start and
-end of every reconcile with its process id. The supervisor logs ``worker <i> started
-pid=<pid>``, which is how the test finds the worker to kill.
+The tiny operator and the supervisor's helpers are in processes_support.py: every ConfigMap
+of the test's namespace is annotated with its worker's index and the ``gen`` it saw, and every
+reconcile is journalled with its process id.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import math
 import os
 import re
 import signal
-import subprocess
-import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,164 +18,32 @@ from pathlib import Path
 import pytest
 
 from setpoint.api import kinds
-from setpoint.api.meta import annotations_of, labels_of
 from setpoint.client import Client, MergePatch
-from setpoint.manager.processes import ring_name
-from setpoint.manager.sharding import shard_label
 from setpoint.testing.waits import eventually
 from tests._support.shard_cluster import Interval, overlaps
+
+from .processes_support import (
+    Supervisor,
+    configmap_state,
+    create_configmaps,
+    intervals,
+    setpoint_run,
+)
 
 N = 30
 LEASE_ID = "tiny-ops"
 HOST = "tinypod"
 
-OPERATOR = textwrap.dedent(
-    '''
-    """A tiny operator: each ConfigMap is annotated with its worker and the gen it saw."""
-
-    import json
-    import os
-    import time
-
-    import setpoint as sp
-    from setpoint import kinds
-    from setpoint.client import MergePatch
-
-    JOURNAL = os.environ["TINYOP_JOURNAL"]
-
-
-    def journal(key, what):
-        line = json.dumps({"pid": os.getpid(), "k": key, "a": what, "t": time.time()})
-        fd = os.open(JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, (line + "\\n").encode())
-        finally:
-            os.close(fd)
-
-
-    async def reconcile(ctx, request):
-        key = f"{request.namespace}/{request.name}"
-        journal(key, "b")
-        try:
-            obj = await ctx.reader.get(kinds.ConfigMap, request.name, namespace=request.namespace)
-            gen = (obj.get("data") or {}).get("gen", "")
-            want = {"tinyop/worker": os.environ["SETPOINT_WORKER_INDEX"], "tinyop/seen": gen}
-            have = obj["metadata"].get("annotations") or {}
-            if any(have.get(k) != v for k, v in want.items()):
-                await ctx.client.patch(
-                    kinds.ConfigMap,
-                    request.name,
-                    MergePatch({"metadata": {"annotations": want}}),
-                    namespace=request.namespace,
-                )
-        except sp.NotFound:
-            pass
-        finally:
-            journal(key, "e")
-
-
-    def setup(manager):
-        manager.controller("tinyop").for_(kinds.ConfigMap).build(reconcile)
-    '''
-)
-
-
-class Operator:
-    """The supervisor process and what it and its workers wrote."""
-
-    def __init__(self, tmp_path: Path, kubeconfig: Path, namespace: str) -> None:
-        (tmp_path / "tinyop.py").write_text(OPERATOR)
-        self.journal = tmp_path / "journal.jsonl"
-        self.log = tmp_path / "operator.log"
-        env = {
-            **os.environ,
-            "HOSTNAME": HOST,
-            "TINYOP_JOURNAL": str(self.journal),
-        }
-        setpoint = Path(sys.executable).with_name("setpoint")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                str(setpoint),
-                "run",
-                "tinyop.py",
-                "--processes",
-                "2",
-                "--kubeconfig",
-                str(kubeconfig),
-                "--namespace",
-                namespace,
-                "--leader-election-namespace",
-                namespace,
-                "--leader-election-id",
-                LEASE_ID,
-                "--metrics-bind-address",
-                "127.0.0.1:0",
-                "--health-probe-bind-address",
-                "127.0.0.1:0",
-                "--graceful-shutdown-timeout",
-                "10",
-            ],
-            cwd=tmp_path,
-            env=env,
-            stdout=self.log.open("wb"),
-            stderr=subprocess.STDOUT,
-        )
-        self.killed: dict[int, float] = {}
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def starts(self) -> list[tuple[int, int]]:
-        """``(index, pid)`` of every worker start, in order."""
-        return [
-            (int(i), int(pid))
-            for i, pid in re.findall(r"worker (\d+) started pid=(\d+)", self.text())
-        ]
-
-    def intervals(self) -> list[Interval]:
-        found: list[Interval] = []
-        open_at: dict[tuple[int, str], float] = {}
-        for line in self.journal.read_text().splitlines() if self.journal.exists() else []:
-            record = json.loads(line)
-            slot = (record["pid"], record["k"])
-            if record["a"] == "b":
-                open_at[slot] = record["t"]
-            elif slot in open_at:
-                found.append(
-                    Interval(str(record["pid"]), record["k"], open_at.pop(slot), record["t"])
-                )
-        for (pid, key), start in open_at.items():
-            found.append(Interval(str(pid), key, start, self.killed.get(pid, math.inf)))
-        return found
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        for _, pid in self.starts():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
 
 @pytest.fixture
-def operator(tmp_path: Path, kubeconfig_path: Path, namespace: str) -> Iterator[Operator]:
-    made = Operator(tmp_path, kubeconfig_path, namespace)
+def operator(tmp_path: Path, kubeconfig_path: Path, namespace: str) -> Iterator[Supervisor]:
+    made = Supervisor(tmp_path, setpoint_run(kubeconfig_path, namespace, LEASE_ID), HOST)
     yield made
     made.close()
 
 
 async def _state(k8s: Client, namespace: str) -> dict[str, dict[str, str]]:
-    label = shard_label(ring_name(LEASE_ID))
-    return {
-        obj["metadata"]["name"]: {
-            **annotations_of(obj),
-            "shard": labels_of(obj).get(label, ""),
-            "gen": (obj.get("data") or {}).get("gen", ""),
-        }
-        for obj in await k8s.list(kinds.ConfigMap, namespace=namespace)
-        if obj["metadata"]["name"].startswith("cm-")
-    }
+    return await configmap_state(k8s, namespace, LEASE_ID)
 
 
 SHARD = re.compile(rf"^{HOST}-[0-9a-f]{{6}}-w[01]$")
@@ -196,7 +57,7 @@ def _converged(state: dict[str, dict[str, str]], gen: str) -> bool:
 
 
 async def test_two_workers_split_the_objects_and_a_killed_one_comes_back_as_itself(
-    operator: Operator, k8s: Client, namespace: str
+    operator: Supervisor, k8s: Client, namespace: str
 ) -> None:
     """Two workers split 30 ConfigMaps; one is SIGKILLed, restarted as itself, and all converge.
 
@@ -210,19 +71,7 @@ async def test_two_workers_split_the_objects_and_a_killed_one_comes_back_as_itse
     shows no moment when two processes reconciled one object. SIGTERM to the supervisor
     stops every process with exit code 0.
     """
-    await asyncio.gather(
-        *(
-            k8s.create(
-                {
-                    "apiVersion": "v1",
-                    "kind": "ConfigMap",
-                    "metadata": {"name": f"cm-{i:02d}", "namespace": namespace},
-                    "data": {"gen": "1"},
-                }
-            )
-            for i in range(N)
-        )
-    )
+    await create_configmaps(k8s, namespace, N)
 
     async def converged(gen: str) -> bool:
         state = await _state(k8s, namespace)
@@ -258,10 +107,10 @@ async def test_two_workers_split_the_objects_and_a_killed_one_comes_back_as_itse
     assert {n: s["shard"] for n, s in after.items()} == {n: s["shard"] for n, s in state.items()}
     theirs = {f"{namespace}/{n}" for n, s in after.items() if s["shard"].endswith("-w0")}
     last_by_key: dict[str, Interval] = {}
-    for interval in sorted(operator.intervals(), key=lambda i: i.start):
+    for interval in sorted(intervals(operator.journal, operator.killed), key=lambda i: i.start):
         last_by_key[interval.key] = interval
     assert {last_by_key[k].shard for k in theirs} == {str(successor)}
-    assert overlaps(operator.intervals()) == [], operator.text()[-3000:]
+    assert overlaps(intervals(operator.journal, operator.killed)) == [], operator.text()[-3000:]
 
     operator.process.send_signal(signal.SIGTERM)
     assert operator.process.wait(timeout=30) == 0, operator.text()[-3000:]
