@@ -778,7 +778,9 @@ class _CertificateReload:
 
     ``setpoint run --metrics-cert-dir`` adds one for the metrics server (which loads the
     first pair at start): the webhook server's :class:`CertificateDirectory` watch, run in
-    the ``SERVERS`` group of every replica.
+    the ``SERVERS`` group of every replica and, with ``--processes``, in the supervisor,
+    which serves the public ``/metrics`` (``Manager.add(in_supervisor=True)``); the workers
+    serve plain loopback metrics and get none.
 
     Expected flow:
         ``start`` runs ``source.watch(tls.update)`` as a task; ``stop`` cancels it.
@@ -1081,11 +1083,13 @@ async def _serve(settings: RunSettings, operator: LoadedOperator) -> int:
     try:
         options = build_manager_options(settings, operator.name, client)
         manager = Manager(client, options)
-        if settings.metrics_cert_dir is not None and options.metrics_tls is not None:
+        served_tls = manager.options.metrics_tls  # a worker's loopback metrics have none
+        if settings.metrics_cert_dir is not None and served_tls is not None:
             from setpoint.webhook.server import CertificateDirectory
 
             source = CertificateDirectory(settings.metrics_cert_dir)
-            manager.add(_CertificateReload(source, options.metrics_tls))
+            # With --processes, the supervisor serves the public /metrics: reload it there.
+            manager.add(_CertificateReload(source, served_tls), in_supervisor=True)
         await _call_setup(operator, manager)
         le = options.leader_election
         log.info(
