@@ -219,7 +219,13 @@ class Supervisor:
 
         The supervisor is stopped first (SIGSTOP), so it neither restarts a worker nor closes
         their channels before everything is killed: no worker learns of the kill and stops
-        gracefully (releasing its Leases). Each process group is then killed.
+        gracefully (releasing its Leases). Each process group is then killed, and the kill's
+        time is taken once every worker is dead (a zombie or gone: a SIGKILL takes effect
+        when the process next runs, not when ``kill`` returns).
+
+        Raises:
+            AssertionError: a worker still runs 10 s after its SIGKILL.
+
         """
         os.killpg(self.process.pid, signal.SIGSTOP)
         pids = self.pids()
@@ -227,6 +233,10 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
         os.killpg(self.process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while any(running(pid) for pid in pids):
+            assert time.monotonic() < deadline, f"workers {pids} still run after SIGKILL"
+            time.sleep(0.01)
         killed_at = time.time()
         self.killed.update(dict.fromkeys(pids, killed_at))
         self.process.wait(timeout=30)

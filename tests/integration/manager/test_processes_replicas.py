@@ -159,7 +159,6 @@ async def test_two_supervisors_share_one_ring_and_survive_a_pod_sigkill(
     at_kill = await configmap_state(k8s, namespace, LEASE_ID)
     unfinished = sorted(n for n in theirs if at_kill[n].get("tinyop/seen") != "2")
     assert unfinished, f"the kill came after {victim_host} had finished: {at_kill}"
-    assert not any(running(pid) for pid in victim.pids()), victim.text()[-3000:]
 
     await eventually(
         lambda: converged("2", shards_of[survivor_host]),
