@@ -41,8 +41,10 @@ from setpoint.manager.resourcelock import LeaderElectionRecord
 from setpoint.manager.sharding import (
     ANNOTATION_CONTROLLERS,
     ANNOTATION_KINDS,
+    ANNOTATION_VIRTUAL_NODES,
     RING_LABEL,
     SHARDER_HOLDER_PREFIX,
+    VIRTUAL_NODES,
     HashRing,
     drain_label,
     handover_annotation,
@@ -74,6 +76,8 @@ class ShardLease:
     lease_duration: int
     kinds: tuple[str, ...]
     controllers: tuple[str, ...]
+    virtual_nodes: int = VIRTUAL_NODES
+    """The ring points the replica advertises (``ShardingOptions.virtual_nodes``)."""
     alive: bool = False
     share: float = 0.0
     objects: int = 0
@@ -102,6 +106,7 @@ class ShardLease:
             "draining": self.draining,
             "kinds": list(self.kinds),
             "controllers": list(self.controllers),
+            "virtualNodes": self.virtual_nodes,
         }
 
 
@@ -246,6 +251,15 @@ def parse_kinds(text: str) -> tuple[GroupVersionKind, ...]:
     return tuple(found)
 
 
+def _virtual_nodes(text: object) -> int:
+    """A Lease's advertised ring points; :data:`VIRTUAL_NODES` if absent or not a number."""
+    try:
+        value = int(str(text))
+    except ValueError:
+        return VIRTUAL_NODES
+    return value if value >= 1 else VIRTUAL_NODES
+
+
 def _renewed_ago(record: LeaderElectionRecord, now: float) -> float | None:
     if record.renew_time is None:
         return None
@@ -277,13 +291,24 @@ def diagnose_ring(
             controllers=tuple(
                 c for c in str(annotations.get(ANNOTATION_CONTROLLERS, "")).split(",") if c
             ),
+            virtual_nodes=_virtual_nodes(annotations.get(ANNOTATION_VIRTUAL_NODES)),
         )
         entry.alive = (
             entry.holder == entry.name and ago is not None and ago < max(entry.lease_duration, 1)
         )
         report.leases.append(entry)
     report.leases.sort(key=lambda lease: lease.name)
-    shares = HashRing([lease.name for lease in report.leases if lease.alive]).shares()
+    live = [lease for lease in report.leases if lease.alive]
+    points = Counter(lease.virtual_nodes for lease in live)
+    virtual_nodes = points.most_common(1)[0][0] if points else VIRTUAL_NODES
+    if len(points) > 1:
+        report.errors.append(
+            "live shards advertise different virtual_nodes ("
+            + ", ".join(str(p) for p in sorted(points))
+            + f"): the ring moves objects whenever leadership moves; give every replica one "
+            f"ShardingOptions.virtual_nodes (shares shown for {virtual_nodes})"
+        )
+    shares = HashRing([lease.name for lease in live], virtual_nodes=virtual_nodes).shares()
     counted: Counter[str] = Counter()
     drains: Counter[str] = Counter()
     key, drain = shard_label(ring), drain_label(ring)

@@ -76,6 +76,7 @@ from setpoint.manager.resourcelock import LeaseLock
 from setpoint.manager.sharding import (
     ANNOTATION_CONTROLLERS,
     ANNOTATION_KINDS,
+    ANNOTATION_VIRTUAL_NODES,
     RING_LABEL,
     Handover,
     ShardingOptions,
@@ -338,13 +339,14 @@ class ShardMember:
         return self._gates.get((id(cache), kind))
 
     def annotations(self) -> Mapping[str, str]:
-        """What the Lease advertises: the sharded kinds and controllers (for ``doctor``)."""
+        """What the Lease advertises: sharded kinds, controllers, ring points (for ``doctor``)."""
         return {
             ANNOTATION_KINDS: ",".join(
                 f"{k.group}/{k.version}/{k.kind}" if k.group else f"{k.version}/{k.kind}"
                 for k in self.kinds
             ),
             ANNOTATION_CONTROLLERS: ",".join(c.controller_name for c in self._controllers),
+            ANNOTATION_VIRTUAL_NODES: str(self.options.virtual_nodes),
         }
 
     def elector(

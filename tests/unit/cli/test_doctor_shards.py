@@ -11,8 +11,10 @@ from setpoint.cli.doctor_shards import diagnose_ring, parse_kinds, render_rings
 from setpoint.manager.sharding import (
     ANNOTATION_CONTROLLERS,
     ANNOTATION_KINDS,
+    ANNOTATION_VIRTUAL_NODES,
     RING_LABEL,
     Handover,
+    HashRing,
     drain_label,
     handover_annotation,
     shard_label,
@@ -98,6 +100,31 @@ def test_a_ring_report_counts_objects_per_shard_and_tells_live_from_dead() -> No
     assert "RING widgets: 1 live of 4 shard Leases, 5 objects (Gizmo)" in table
     assert "(unassigned)" in table and "(no Lease)" in table
     assert report.to_json()["shards"][0]["state"] == "alive"
+
+
+def test_shares_use_the_virtual_nodes_the_leases_advertise() -> None:
+    """The shares are those of the sharder's ring: the points its replicas advertise."""
+
+    def advertising(name: str, points: str | None) -> dict[str, object]:
+        item = lease(name, name, 1)
+        if points is not None:
+            item["metadata"]["annotations"][ANNOTATION_VIRTUAL_NODES] = points  # type: ignore[index]
+        return item
+
+    names = ["alpha", "beta"]
+    report = diagnose_ring("widgets", [advertising(n, "1000") for n in names], [], now=NOW)
+    expected = HashRing(names, virtual_nodes=1000).shares()
+    assert expected != HashRing(names).shares()
+    assert {lease.name: lease.share for lease in report.leases} == pytest.approx(expected)
+    assert report.to_json()["shards"][0]["virtualNodes"] == 1000
+    assert report.problems() == []
+    older = diagnose_ring("widgets", [advertising(n, None) for n in names], [], now=NOW)
+    assert {lease.name: lease.share for lease in older.leases} == pytest.approx(
+        HashRing(names).shares()
+    )
+    mixed = [advertising("alpha", "1000"), advertising("beta", "100"), advertising("gamma", "1000")]
+    problems = diagnose_ring("widgets", mixed, [], now=NOW).problems()
+    assert len(problems) == 1 and "different virtual_nodes (100, 1000)" in problems[0]
 
 
 def test_parse_kinds_reads_what_the_lease_advertises() -> None:

@@ -7,8 +7,13 @@ from collections import Counter
 
 import pytest
 
+from setpoint.api.clock import ManualClock
 from setpoint.manager import LeaderElectionOptions, ManagerOptions
+from setpoint.manager.sharder import Sharder
 from setpoint.manager.sharding import (
+    ANNOTATION_VIRTUAL_NODES,
+    RING_LABEL,
+    VIRTUAL_NODES,
     HashRing,
     ShardingOptions,
     ShardKey,
@@ -17,6 +22,8 @@ from setpoint.manager.sharding import (
     hash_key_of,
     shard_label,
 )
+from setpoint.manager.shardmember import ShardMember
+from setpoint.testing import FakeClient
 
 UIDS = [str(uuid.UUID(int=i * 7919 + 1)) for i in range(6000)]
 
@@ -113,6 +120,8 @@ def test_default_shard_id_is_a_unique_dns_label(monkeypatch: pytest.MonkeyPatch)
         ({"renew_deadline": 20.0}, "ShardingOptions.renew_deadline (20 s) must be shorter"),
         ({"lease_duration": 7.5}, "ShardingOptions.lease_duration=7.5 must be a whole number"),
         ({"sharder_workers": 0}, "ShardingOptions.sharder_workers must be >= 1"),
+        ({"virtual_nodes": 0}, "ShardingOptions.virtual_nodes must be >= 1, not 0"),
+        ({"virtual_nodes": True}, "ShardingOptions.virtual_nodes must be >= 1, not True"),
         ({"labels": {"sharding.setpoint.dev/ring": "x"}}, "must not set"),
     ],
 )
@@ -131,3 +140,34 @@ def test_sharding_needs_leader_election() -> None:
     with pytest.raises(ValueError, match="sharding needs leader_election"):
         ManagerOptions(sharding=sharding)
     ManagerOptions(sharding=sharding, leader_election=LeaderElectionOptions(name="widgets"))
+
+
+def test_the_ring_points_reach_the_sharders_ring_and_each_shard_lease() -> None:
+    """``virtual_nodes`` shapes the sharder's ring; each replica advertises it for doctor."""
+    options = ShardingOptions(ring="widgets", controllers=("widget",), virtual_nodes=1000)
+    member = ShardMember(FakeClient(), options, namespace="default")
+    assert member.annotations()[ANNOTATION_VIRTUAL_NODES] == "1000"
+    default = ShardingOptions(ring="widgets", controllers=("widget",))
+    assert ShardMember(FakeClient(), default, namespace="default").annotations()[
+        ANNOTATION_VIRTUAL_NODES
+    ] == str(VIRTUAL_NODES)
+
+    sharder = Sharder(
+        FakeClient(),
+        options,
+        namespace="default",
+        kinds=(),
+        identity="test",
+        clock=ManualClock(),
+    )
+    for name in ("alpha", "beta"):
+        sharder._lease_seen(
+            {
+                "metadata": {"name": name, "labels": {RING_LABEL: "widgets"}},
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": 15},
+            }
+        )
+    assert sharder.ring.shards == ("alpha", "beta")
+    expected = HashRing(["alpha", "beta"], virtual_nodes=1000).shares()
+    assert sharder.ring.shares() == pytest.approx(expected)
+    assert expected != pytest.approx(HashRing(["alpha", "beta"]).shares())
