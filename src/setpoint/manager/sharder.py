@@ -6,7 +6,8 @@ It runs in the leader replica (a leader-only runnable the manager adds when
 Expected Flow:
     1. On start it builds a cache of its own: the ring's shard Leases (label
        ``sharding.setpoint.dev/ring=<ring>`` in the Lease namespace) and every object of the
-       sharded kinds, stripped to ``apiVersion``, ``kind`` and ``metadata``.
+       sharded kinds, watched metadata-only (``Metadata(kind)``: the API server sends
+       ``PartialObjectMetadata``, so neither spec nor status is sent, decoded or cached).
     2. **Membership.** A shard is alive while its Lease names it as holder and the Lease's
        record has changed within ``leaseDurationSeconds`` on the sharder's own clock, counted
        from when the sharder first saw that record (leader election's expiry rule). The live
@@ -37,7 +38,9 @@ Expected Flow:
        Each assignment writes the label and the record in one merge patch carrying the
        resourceVersion the sharder saw, so a concurrent change makes it fail with
        ``Conflict`` and the object is looked at again. A record that an update removed or
-       garbled is remembered (in memory) and treated as still there.
+       garbled is remembered (in memory) and treated as still there. An update that leaves
+       the ring's shard label, drain label and record as they were (a status write, another
+       label) queues nothing: the step depends on nothing else that can change.
     4. Periodically (``resync_period``) every object is looked at again; counts per shard
        are published (``setpoint_shard_objects``); Leases the sharder took over more than
        four Lease durations ago are deleted (with a resourceVersion precondition).
@@ -88,10 +91,12 @@ from setpoint.api.meta import (
     JsonObject,
     annotations_of,
     key_of,
+    labels_of,
     metadata_of,
     resource_version_of,
     uid_of,
 )
+from setpoint.api.metadata import Metadata
 from setpoint.api.runnable import RunnableGroup
 from setpoint.cache.cache import Cache, CacheOptions, KindOptions
 from setpoint.cache.informer import FuncHandler, strip_managed_fields
@@ -119,7 +124,7 @@ if TYPE_CHECKING:
     from setpoint.client.protocols import ApiClient
     from setpoint.observability.metrics import Metrics
 
-__all__ = ["ShardState", "ShardStep", "Sharder", "metadata_only", "next_step"]
+__all__ = ["ShardState", "ShardStep", "Sharder", "metadata_only", "next_step", "same_assignment"]
 
 log = logging.getLogger("setpoint.manager.sharder")
 
@@ -129,11 +134,36 @@ _CLEANUP_LEASE_DURATIONS: Final = 4
 
 
 def metadata_only(obj: JsonObject) -> JsonObject:
-    """A cache transform keeping ``apiVersion``, ``kind`` and ``metadata`` (no managedFields)."""
+    """A cache transform keeping ``apiVersion``, ``kind`` and ``metadata`` (no managedFields).
+
+    The sharder's objects come metadata-only from the server already (``Metadata(kind)``);
+    this also cuts down a whole object, should one arrive (a server that ignored the
+    ``as=PartialObjectMetadata`` request, or a test double).
+    """
     m = obj.get("metadata")
     if isinstance(m, dict):
         m.pop("managedFields", None)
     return {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
+
+
+def same_assignment(old: JsonObject, new: JsonObject, ring: str) -> bool:
+    """Whether an update kept everything :func:`next_step` reads of ``ring``.
+
+    The shard label, the drain label, the hand-over record's text and the UID (a relist
+    can report an object deleted and created again under its name as an update); the hash
+    key (UID or namespace) does not change otherwise. A status write, or an edit of any
+    other label or annotation, keeps the assignment; the sharder skips such updates.
+    """
+    if uid_of(old) != uid_of(new):  # replaced under its name, a delete the watch missed
+        return False
+    old_labels, new_labels = labels_of(old), labels_of(new)
+    shard_key, drain_key = shard_label(ring), drain_label(ring)
+    if old_labels.get(shard_key) != new_labels.get(shard_key):
+        return False
+    if (drain_key in old_labels) != (drain_key in new_labels):
+        return False
+    record = handover_annotation(ring)
+    return annotations_of(old).get(record) == annotations_of(new).get(record)
 
 
 @dataclass
@@ -294,6 +324,7 @@ class Sharder:
         self._ring_name = options.ring
         self._namespace = namespace
         self._kinds = tuple(dict.fromkeys(kinds))
+        self._views = {kind: Metadata(kind) for kind in self._kinds}
         self._identity = identity
         self._metrics = metrics
         self._sync_timeout = sync_timeout
@@ -374,7 +405,7 @@ class Sharder:
             )
         )
         for kind in self._kinds:
-            informer = cache.informer(kind)
+            informer = cache.informer(self._views[kind])
             informer.add_handler(
                 FuncHandler(
                     add=lambda obj, _, k=kind: self._enqueue(k, obj),  # type: ignore[misc]
@@ -548,9 +579,15 @@ class Sharder:
     def _updated(self, kind: GroupVersionKind, old: JsonObject, new: JsonObject) -> None:
         """Remember a record an update removed or garbled, then look at the object.
 
-        Nobody but the sharder and the owner writes the record, and neither removes it.
+        Nobody but the sharder and the owner writes the record, and neither removes it. An
+        update that kept the ring's labels and record (:func:`same_assignment`) is not
+        looked at: :func:`next_step` decides by nothing else that can change, and the
+        object was looked at (or is queued) since they last changed; a change of the ring
+        looks at every object anyway.
         """
         ring = self._ring_name
+        if same_assignment(old, new, ring):
+            return
         item = (kind, key_of(new))
         if handover_of(new, ring) is not None:
             self._lost.pop(item, None)
@@ -568,7 +605,7 @@ class Sharder:
         if cache is None or queue is None:
             return
         for kind in self._kinds:
-            for key in list(cache.informer(kind).store):
+            for key in list(cache.informer(self._views[kind]).store):
                 queue.add((kind, key))
 
     async def _worker(self) -> None:
@@ -600,7 +637,7 @@ class Sharder:
         """Bring one object's labels in line with the ring; a delay means "look again then"."""
         cache = self._cache
         assert cache is not None
-        obj = cache.informer(kind).store.get(key)
+        obj = cache.informer(self._views[kind]).store.get(key)
         item = (kind, key)
         if obj is None:
             self._drain_started.pop(item, None)
@@ -696,7 +733,7 @@ class Sharder:
         if cache is None:
             return counted
         for kind in self._kinds:
-            for _, obj in cache.informer(kind).store.items():
+            for _, obj in cache.informer(self._views[kind]).store.items():
                 counted[shard_of(obj, self._ring_name)] += 1
         return counted
 
