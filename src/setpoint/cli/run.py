@@ -160,6 +160,25 @@ class RunSettings:
     """Name of the Lease. ``None``: derived from the operator's module name (see
     :func:`default_leader_election_id`)."""
 
+    leader_election_lease_duration: float = dataclasses.field(
+        default_factory=lambda: _leader_election_default("lease_duration")
+    )
+    """Seconds other candidates wait after they last saw the Lease renewed before they take
+    over (``LeaderElectionOptions.lease_duration``, a whole number; controller-runtime's
+    ``LeaseDuration``). With ``processes``, also the workers' shard Leases'."""
+
+    leader_election_renew_deadline: float = dataclasses.field(
+        default_factory=lambda: _leader_election_default("renew_deadline")
+    )
+    """Seconds the leader keeps acting while its renewals fail
+    (``LeaderElectionOptions.renew_deadline``; controller-runtime's ``RenewDeadline``)."""
+
+    leader_election_retry_period: float = dataclasses.field(
+        default_factory=lambda: _leader_election_default("retry_period")
+    )
+    """Seconds between renewals and between attempts to acquire
+    (``LeaderElectionOptions.retry_period``; controller-runtime's ``RetryPeriod``)."""
+
     namespaces: tuple[str, ...] = ()
     """The namespaces the manager's cache watches; ``()``: all. Cluster-scoped kinds are
     unaffected. Restricting it needs only namespaced RBAC in those namespaces."""
@@ -230,11 +249,51 @@ class RunSettings:
                 "metrics, but /metrics is served over plain HTTP: add --metrics-secure (or "
                 "SETPOINT_METRICS_SECURE=true), or drop --metrics-cert-dir"
             )
+        self._check_leader_election_timing()
         if self.webhook_cert_secret is None and (self.webhook_hosts or self.webhook_inject):
             raise ValueError(
                 "--webhook-host and --webhook-inject configure self-managed certificates; add "
                 "--webhook-cert-secret NAME"
             )
+
+    def _check_leader_election_timing(self) -> None:
+        """Refuse lease timings that break leader election's rules, named by their flags."""
+        from setpoint.manager.options import LeaderElectionOptions
+
+        timings = {
+            "lease_duration": self.leader_election_lease_duration,
+            "renew_deadline": self.leader_election_renew_deadline,
+            "retry_period": self.leader_election_retry_period,
+        }
+        defaults = {name: _leader_election_default(name) for name in timings}
+        if timings == defaults:
+            return
+        if not self.leader_elect and self.processes == 1:
+            raise ValueError(
+                "--leader-election-lease-duration, --leader-election-renew-deadline and "
+                "--leader-election-retry-period time the leader election Lease, which is off: "
+                "add --leader-elect (or SETPOINT_LEADER_ELECT=true), or drop them"
+            )
+        try:
+            LeaderElectionOptions(
+                name="leader-election",
+                lease_duration=self.leader_election_lease_duration,
+                renew_deadline=self.leader_election_renew_deadline,
+                retry_period=self.leader_election_retry_period,
+            )
+        except ValueError as exc:
+            message = str(exc).removeprefix("LeaderElectionOptions.")
+            for name in timings:
+                message = message.replace(name, "--leader-election-" + name.replace("_", "-"))
+            raise ValueError(message) from None
+
+
+def _leader_election_default(name: str) -> float:
+    from setpoint.manager.options import LeaderElectionOptions
+
+    default = LeaderElectionOptions.__dataclass_fields__[name].default
+    assert isinstance(default, float)
+    return default
 
 
 @dataclass(frozen=True)
@@ -493,6 +552,34 @@ def _settings_table() -> tuple[_Setting, ...]:
             "NAME",
         ),
         _Setting(
+            "leader_election_lease_duration",
+            "--leader-election-lease-duration",
+            "SETPOINT_LEADER_ELECTION_LEASE_DURATION",
+            "seconds other replicas wait after the leader's last renewal before taking over "
+            "(a whole number; with --processes also the workers' shard Leases)",
+            f"{_leader_election_default('lease_duration'):g}",
+            _parse_seconds,
+            "SECONDS",
+        ),
+        _Setting(
+            "leader_election_renew_deadline",
+            "--leader-election-renew-deadline",
+            "SETPOINT_LEADER_ELECTION_RENEW_DEADLINE",
+            "seconds the leader keeps acting while renewals fail (less than the lease duration)",
+            f"{_leader_election_default('renew_deadline'):g}",
+            _parse_seconds,
+            "SECONDS",
+        ),
+        _Setting(
+            "leader_election_retry_period",
+            "--leader-election-retry-period",
+            "SETPOINT_LEADER_ELECTION_RETRY_PERIOD",
+            "seconds between renewals and between attempts to acquire",
+            f"{_leader_election_default('retry_period'):g}",
+            _parse_seconds,
+            "SECONDS",
+        ),
+        _Setting(
             "namespaces",
             "--namespace",
             "SETPOINT_WATCH_NAMESPACES",
@@ -715,6 +802,9 @@ def build_manager_options(
         leader_election = LeaderElectionOptions(
             name=settings.leader_election_id or default_leader_election_id(module_name),
             namespace=settings.leader_election_namespace or default_leader_election_namespace(),
+            lease_duration=settings.leader_election_lease_duration,
+            renew_deadline=settings.leader_election_renew_deadline,
+            retry_period=settings.leader_election_retry_period,
             release_on_cancel=True,
         )
     extra: dict[str, Any] = {}

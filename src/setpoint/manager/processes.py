@@ -310,8 +310,9 @@ def worker_options(options: ManagerOptions, worker: WorkerEnvironment) -> Manage
 
     - sharding: the given :class:`~setpoint.manager.sharding.ShardingOptions` with
       ``shard_id`` ``<shard_id or group>-w<i>``, or else every controller with a ``for_``
-      kind on the ring named after the leader election Lease (:func:`ring_name`); the
-      sharder waits for the ``count`` workers before it assigns (``wait_for_shards``);
+      kind on the ring named after the leader election Lease (:func:`ring_name`), its shard
+      Leases timed as the leader election Lease; the sharder waits for the ``count``
+      workers before it assigns (``wait_for_shards``);
     - leader election identity ``<identity or group>-w<i>`` (unless a lock is given), the
       group being the supervisor's (:data:`WORKER_GROUP_ENV`);
     - metrics and probes on ``127.0.0.1:0``, plain HTTP without authentication: only the
@@ -334,6 +335,9 @@ def worker_options(options: ManagerOptions, worker: WorkerEnvironment) -> Manage
             every_controller=True,
             shard_id=name,
             wait_for_shards=worker.count,
+            lease_duration=le.lease_duration,
+            renew_deadline=le.renew_deadline,
+            retry_period=le.retry_period,
         )
     else:
         shard_id = worker_name(worker.index, sharding.shard_id) if sharding.shard_id else name

@@ -31,6 +31,9 @@ ENV_VARS = (
     "SETPOINT_LEADER_ELECT",
     "SETPOINT_LEADER_ELECTION_NAMESPACE",
     "SETPOINT_LEADER_ELECTION_ID",
+    "SETPOINT_LEADER_ELECTION_LEASE_DURATION",
+    "SETPOINT_LEADER_ELECTION_RENEW_DEADLINE",
+    "SETPOINT_LEADER_ELECTION_RETRY_PERIOD",
     "SETPOINT_WATCH_NAMESPACES",
     "SETPOINT_GRACEFUL_SHUTDOWN_TIMEOUT",
     "SETPOINT_WEBHOOK_CERT_SECRET",
@@ -53,6 +56,9 @@ FLAGS = (
     "--no-leader-elect",
     "--leader-election-namespace",
     "--leader-election-id",
+    "--leader-election-lease-duration",
+    "--leader-election-renew-deadline",
+    "--leader-election-retry-period",
     "--namespace",
     "--graceful-shutdown-timeout",
     "--webhook-cert-secret",
@@ -285,6 +291,78 @@ def test_leader_election_namespace_in_a_pod(
     )
     assert explicit.leader_election is not None
     assert explicit.leader_election.namespace == "ops"
+
+
+def test_leader_election_timing_from_flags_and_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run, "SERVICE_ACCOUNT_DIR", str(tmp_path / "absent"))
+    defaults = run.build_manager_options(settings("x", "--leader-elect"), "op").leader_election
+    assert defaults is not None
+    assert (defaults.lease_duration, defaults.renew_deadline, defaults.retry_period) == (15, 10, 2)
+    env = {
+        "SETPOINT_LEADER_ELECT": "true",
+        "SETPOINT_LEADER_ELECTION_LEASE_DURATION": "60",
+        "SETPOINT_LEADER_ELECTION_RENEW_DEADLINE": "40",
+        "SETPOINT_LEADER_ELECTION_RETRY_PERIOD": "5",
+    }
+    resolved = settings(
+        "x",
+        "--leader-election-lease-duration=4",
+        "--leader-election-renew-deadline=3",
+        "--leader-election-retry-period=1",
+        env=env,
+    )
+    le = run.build_manager_options(resolved, "op").leader_election
+    assert le is not None
+    assert (le.lease_duration, le.renew_deadline, le.retry_period) == (4, 3, 1)
+    le = run.build_manager_options(settings("x", env=env), "op").leader_election
+    assert le is not None
+    assert (le.lease_duration, le.renew_deadline, le.retry_period) == (60, 40, 5)
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (
+            ["--leader-elect", "--leader-election-lease-duration=10"],
+            "--leader-election-renew-deadline (10 s) must be shorter than "
+            "--leader-election-lease-duration (10 s)",
+        ),
+        (["--leader-elect", "--leader-election-lease-duration=7.5"], "whole number of seconds"),
+        (
+            ["--leader-elect", "--leader-election-retry-period=9"],
+            "--leader-election-retry-period (9 s) is too long",
+        ),
+        (["--leader-election-lease-duration=60"], "add --leader-elect"),
+    ],
+)
+def test_leader_election_timing_that_breaks_the_rules_names_the_flags(
+    argv: list[str], hint: str
+) -> None:
+    with pytest.raises(ValueError) as error:
+        settings("x", *argv)
+    assert hint in str(error.value)
+    assert "LeaderElectionOptions" not in str(error.value)
+
+
+def test_processes_time_the_shard_leases_as_the_leader_lease(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from setpoint.manager.processes import WorkerEnvironment, worker_options
+
+    monkeypatch.setattr(run, "SERVICE_ACCOUNT_DIR", str(tmp_path / "absent"))
+    resolved = settings(
+        "x",
+        "--processes=2",
+        "--leader-election-lease-duration=4",
+        "--leader-election-renew-deadline=3",
+        "--leader-election-retry-period=1",
+    )
+    options = run.build_manager_options(resolved, "op")
+    sharding = worker_options(options, WorkerEnvironment(0, 2, None, group="pod-abc123")).sharding
+    assert sharding is not None
+    assert (sharding.lease_duration, sharding.renew_deadline, sharding.retry_period) == (4, 3, 1)
 
 
 @pytest.mark.parametrize(
