@@ -29,6 +29,7 @@ from setpoint.api.runnable import RunnableGroup
 from setpoint.manager import LeaderElectionOptions, Manager, ManagerOptions, RunnableFailed
 from setpoint.manager import processes as proc
 from setpoint.manager.processes import (
+    WORKER_VIRTUAL_NODES,
     Supervisor,
     ThreadedRunnable,
     WorkerEnvironment,
@@ -171,6 +172,7 @@ def test_worker_options_shard_every_controller_with_stable_ids(
     assert got.sharding is not None and got.leader_election is not None
     assert got.sharding.every_controller and got.sharding.ring == "my-operator-leader"
     assert got.sharding.shard_id == "pod-a-w1" == got.leader_election.identity
+    assert got.sharding.virtual_nodes == WORKER_VIRTUAL_NODES == 1000
     assert (got.metrics_bind_address, got.metrics_secure) == ("127.0.0.1:0", False)
     assert got.health_probe_bind_address == "127.0.0.1:0"
     assert got.record is not None and got.record.path == "/tmp/rec.jsonl.w1"
