@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from setpoint.api.keys import ObjectKey
 from setpoint.api.metadata import PARTIAL_OBJECT_METADATA, Metadata
+from setpoint.cache.store import Store
 from setpoint.client import MergePatch
 from setpoint.manager.sharder import Sharder, same_assignment
 from setpoint.manager.sharding import (
@@ -70,6 +71,13 @@ def adds(metrics: Metrics) -> float:
     return value or 0.0
 
 
+def store_of(sharder: Sharder) -> Store:
+    """The sharder's own store of Gizmos (its metadata-only informer's)."""
+    cache = sharder._cache
+    assert cache is not None
+    return cache.informer(Metadata(GIZMO)).store
+
+
 @pytest.fixture
 async def running() -> AsyncIterator[tuple[FakeClient, Sharder, Metrics]]:
     fake = FakeClient(resources=[Gizmo])
@@ -103,9 +111,7 @@ async def test_the_sharder_watches_metadata_only(
     running: tuple[FakeClient, Sharder, Metrics],
 ) -> None:
     _, sharder, _ = running
-    cache = sharder._cache
-    assert cache is not None
-    stored = cache.informer(Metadata(GIZMO)).store.get(ObjectKey("default", "g00"))
+    stored = store_of(sharder).get(ObjectKey("default", "g00"))
     assert stored is not None
     assert stored["kind"] == PARTIAL_OBJECT_METADATA
     assert "spec" not in stored
@@ -116,9 +122,7 @@ async def test_a_status_write_queues_nothing_but_a_label_edit_does(
     running: tuple[FakeClient, Sharder, Metrics],
 ) -> None:
     fake, sharder, metrics = running
-    cache = sharder._cache
-    assert cache is not None
-    store = cache.informer(Metadata(GIZMO)).store
+    store = store_of(sharder)
 
     async def seen(name: str, resource_version: str) -> bool:
         obj = store.get(ObjectKey("default", name))
