@@ -14,10 +14,11 @@ thread) from just before ``Sharder.start()`` to the last label seen, split into 
 the parent writes every Widget's status once (as reconciles do; 16 writers) and the child
 reports its CPU per such update event, which changes nothing the sharder decides by.
 Between runs the parent strips the run's label and record again (not measured), so every
-run labels the same objects from scratch.
+run labels the same objects from scratch. ``--status-kib K`` first gives every Widget a
+status of K KiB (a condition's message): what a metadata-only watch does not carry.
 
 ``--trees before=PATH,after=.`` runs each named source tree's ``src`` (``PYTHONPATH``) in
-the child, alternating them, ``--repeat`` rounds; a tree is a checkout or a ``git
+the child, interleaved in a rotating order, ``--repeat`` rounds; a tree is a checkout or a ``git
 archive`` of one (the before/after of a change, on one plane, in one run)::
 
     git archive HEAD~1 src | tar -x -C /tmp/sharder-before
@@ -297,7 +298,32 @@ async def strip(client: Any, widget: Any, ring: str, n: int) -> None:
     await asyncio.gather(*(worker() for _ in range(16)))
 
 
-def cpu_mode(n: int, repeat: int, trees: dict[str, Path], profile: Path | None) -> None:
+async def big_status(client: Any, widget: Any, n: int, kib: int) -> None:
+    """Give every Widget a status condition whose message is ``kib`` KiB (not metadata)."""
+    from setpoint.client.patch import MergePatch
+
+    condition = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "Bench",
+        "message": "x" * (kib * 1024),
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    patch = MergePatch({"status": {"conditions": [condition]}})
+    names = iter(range(n))
+
+    async def worker() -> None:
+        for i in names:
+            await client.patch(
+                widget, f"widget-{i:05d}", patch, namespace=NAMESPACE, subresource="status"
+            )
+
+    await asyncio.gather(*(worker() for _ in range(16)))
+
+
+def cpu_mode(
+    n: int, repeat: int, trees: dict[str, Path], profile: Path | None, status_kib: int = 0
+) -> None:
     """Start a plane, create the Widgets, run each tree's sharder ``repeat`` times."""
     from setpoint.client import Client
     from setpoint.testing import ControlPlane, ControlPlaneOptions
@@ -317,11 +343,19 @@ def cpu_mode(n: int, repeat: int, trees: dict[str, Path], profile: Path | None) 
                     {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LEASE_NAMESPACE}}
                 )
                 await converge.create_widgets(client, n)
+                if status_kib:
+                    await big_status(client, converge.WIDGET, n, status_kib)
 
         asyncio.run(setup())
-        print(f"- Server: {n} Widgets created; trees: {trees}\n", flush=True)
+        print(
+            f"- Server: {n} Widgets created (status {status_kib} KiB); trees: {trees}\n",
+            flush=True,
+        )
         for round_ in range(repeat):
-            for index, (name, tree) in enumerate(trees.items()):
+            names = list(trees)
+            shift = round_ % len(names)  # a rotating order: drift spreads over every tree
+            for index, name in enumerate(names[shift:] + names[:shift]):
+                tree = trees[name]
                 ring = f"r{round_}-{name}"[:50]
                 env = dict(os.environ, PYTHONPATH=str(tree / "src"))
                 argv = [sys.executable, str(Path(__file__).resolve()), "--child"]
@@ -433,6 +467,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="CPU: rounds")
     parser.add_argument("--trees", default="current=.", help="CPU: name=PATH,... source trees")
     parser.add_argument("--profile", type=Path, help="CPU: write cProfile files here")
+    parser.add_argument(
+        "--status-kib", type=int, default=0, help="CPU: a status of this many KiB per Widget"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     parser.add_argument("--ring-name", help=argparse.SUPPRESS)
@@ -452,7 +489,7 @@ def main() -> None:
     for part in args.trees.split(","):
         name, _, path = part.partition("=")
         trees[name] = Path(path or ".").resolve()
-    cpu_mode(args.n, args.repeat, trees, args.profile)
+    cpu_mode(args.n, args.repeat, trees, args.profile, args.status_kib)
 
 
 if __name__ == "__main__":
