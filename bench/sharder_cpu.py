@@ -21,9 +21,9 @@ status of K KiB (a condition's message): what a metadata-only watch does not car
 the child, interleaved in a rotating order, ``--repeat`` rounds; a tree is a checkout or a ``git
 archive`` of one (the before/after of a change, on one plane, in one run)::
 
-    git archive HEAD~1 src | tar -x -C /tmp/sharder-before
+    before=$(mktemp -d) && git archive HEAD~1 src | tar -x -C "$before"
     .venv/bin/python bench/sharder_cpu.py --n 2000 --repeat 3 \\
-        --trees before=/tmp/sharder-before,after=.
+        --trees before="$before",after=.
 
 ``--profile DIR`` writes one cProfile file per child run there.
 
