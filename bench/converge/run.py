@@ -259,6 +259,10 @@ class Process:
         """The highest sum of the RSS of every process in the tree, sampled."""
         self.peaks: dict[int, float] = {}
         """Each process of the tree (this one, its workers): its highest RSS seen."""
+        self.cpu_sampled = 0.0
+        """The highest CPU seconds of the whole tree seen (as :func:`tree_cpu_seconds`): a tree
+        whose parts exit and are reaped around the measurement (the floor's copies) would
+        otherwise lose theirs."""
 
     @property
     def pid(self) -> int:
@@ -274,12 +278,14 @@ class Process:
         """
         while not self.exited():
             self.peak_sampled = max(self.peak_sampled, proc_stats(self.pid).peak_rss_mib)
-            total = 0.0
+            total = cpu = 0.0
             for pid in process_tree(self.pid):
                 stats = proc_stats(pid)
                 total += stats.rss_mib
+                cpu += stats.cpu_seconds + reaped_cpu_seconds(pid)
                 self.peaks[pid] = max(self.peaks.get(pid, 0.0), stats.peak_rss_mib)
             self.peak_all_sampled = max(self.peak_all_sampled, total)
+            self.cpu_sampled = max(self.cpu_sampled, cpu)
             await asyncio.sleep(interval)
 
     async def stop(self, timeout: float = 30.0) -> int:
@@ -607,6 +613,7 @@ async def one_run(
                 result.labelled_seconds = (times[len(times) // 2], times[-1])
             stats = proc_stats(proc.pid)
             tree = {pid: proc_stats(pid) for pid in process_tree(proc.pid)}
+            reaped = {pid: reaped_cpu_seconds(pid) for pid in tree}
             result.server_cpu_seconds = {
                 program: seconds - server_before.get(program, 0.0)
                 for program, seconds in cpu_seconds_of(servers).items()
@@ -623,7 +630,10 @@ async def one_run(
                 if not result.requests[driver_watch]:
                     del result.requests[driver_watch]
             result.requests_counted = counted(result.requests)
-            result.cpu_seconds = sum(s.cpu_seconds + reaped_cpu_seconds(p) for p, s in tree.items())
+            # A copy that exited and was reaped just before these reads is in neither; the
+            # sampler's highest total (at most one interval old) keeps it.
+            measured = sum(s.cpu_seconds + reaped[p] for p, s in tree.items())
+            result.cpu_seconds = max(measured, proc.cpu_sampled)
             result.peak_rss_mib = max(later.peak_rss_mib, proc.peak_sampled)
             result.processes = [
                 {
