@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     from setpoint.manager.metricsauth import ReviewClient
     from setpoint.manager.processes import Supervisor, WorkerChannel, WorkerEnvironment
     from setpoint.manager.shardmember import ShardMember
+    from setpoint.manager.workerendpoints import SupervisorEndpoints
     from setpoint.webhook.server import WebhookServer
 
 __all__ = ["Manager"]
@@ -161,6 +162,8 @@ class Manager:
         self._worker: WorkerEnvironment | None = None
         self._supervise = 0
         self._supervisor: Supervisor | None = None
+        self._endpoints: SupervisorEndpoints | None = None
+        """The supervisor's public ``/metrics`` and probes (``processes`` > 1 only)."""
         self._channel: WorkerChannel | None = None
         if options.processes != 1:
             options = self._processes_mode(options)
@@ -675,12 +678,22 @@ class Manager:
 
     @property
     def metrics_address(self) -> tuple[str, int] | None:
-        """Where ``/metrics`` is served, once started (``None`` when disabled or not up yet)."""
+        """Where ``/metrics`` is served, once started (``None`` when disabled or not up yet).
+
+        In the supervisor of ``ManagerOptions.processes``: its public, merged ``/metrics``.
+        """
+        if self._endpoints is not None:
+            return self._endpoints.metrics_address
         return self._metrics_server.address if self._metrics_server is not None else None
 
     @property
     def health_probe_address(self) -> tuple[str, int] | None:
-        """Where ``/healthz`` and ``/readyz`` are served, once started."""
+        """Where ``/healthz`` and ``/readyz`` are served, once started.
+
+        In the supervisor of ``ManagerOptions.processes``: its probes over every worker's.
+        """
+        if self._endpoints is not None:
+            return self._endpoints.health_probe_address
         return self._probe_server.address if self._probe_server is not None else None
 
     # -- run and stop ------------------------------------------------------------------------
@@ -855,12 +868,12 @@ class Manager:
             raise ShutdownIncomplete(problems)
         log.info("manager stopped cleanly")
 
-    def _supervisor_endpoints(self, supervisor: Supervisor) -> Runnable:
+    def _supervisor_endpoints(self, supervisor: Supervisor) -> SupervisorEndpoints:
         """The supervisor's public ``/metrics``, ``/healthz`` and ``/readyz``, over the workers'."""
         from setpoint.manager.workerendpoints import SupervisorEndpoints
 
         opts = self.options
-        endpoints: Runnable = SupervisorEndpoints(
+        endpoints = self._endpoints = SupervisorEndpoints(
             supervisor,
             metrics_bind_address=opts.metrics_bind_address,
             health_probe_bind_address=opts.health_probe_bind_address,

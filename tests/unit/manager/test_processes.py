@@ -515,6 +515,9 @@ async def test_a_supervising_manager_runs_workers_and_nothing_else(
     try:
         await _workers_ready(manager)
         assert not manager.cache.synced  # nothing of the operator runs here
+        # The addresses are the supervisor's public endpoints (no server of its own runs).
+        metrics, probes = manager.metrics_address, manager.health_probe_address
+        assert metrics is not None and probes is not None and metrics != probes
     finally:
         manager.stop()
         await asyncio.wait_for(running, 20)
