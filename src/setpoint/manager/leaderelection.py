@@ -362,8 +362,10 @@ class LeaderElector:
                 self._observe(renewed)
                 return True
 
-        # 2. Read the record, or create it.
+        # 2. Read the record, or create it. The server answered the read: a create that then
+        # loses the race to another candidate (Conflict) leaves this one a healthy candidate.
         current = await lock.get()
+        self._last_contact = now
         if current is None:
             await lock.create(record)
             self._observe(record)
@@ -373,7 +375,6 @@ class LeaderElector:
         # the record changes, measured on our clock from the moment we see the change.
         if current != self._observed:
             self._observe(current)
-        self._last_contact = now
         if current.holder_identity and self._lease_valid(now) and not self._observed_is_us():
             return False
 

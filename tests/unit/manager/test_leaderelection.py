@@ -322,6 +322,40 @@ async def test_a_standby_that_cannot_reach_the_lease_is_reported_unhealthy(
     assert "leases is forbidden" in problem
 
 
+async def test_a_candidate_that_loses_the_create_race_stays_healthy(
+    clock: ManualClock, electors: list[LeaderElector]
+) -> None:
+    """Replicas started together: one reads no Lease, another creates it first, and the
+    create answers Conflict. The API server answered, so readiness must not fail (it did
+    for a retry period: a worker of ``--processes`` was unready ~2 s at every start)."""
+    store = LeaseStore()
+    a = candidate(store, "a", clock, electors)
+    b = candidate(store, "b", clock, electors)
+    read = b.lock.get
+
+    async def read_before_a_creates() -> LeaderElectionRecord | None:
+        found = await read()
+        if found is None:  # a creates it between b's read and b's create
+            await a.lock.create(
+                LeaderElectionRecord(
+                    holder_identity="a",
+                    lease_duration_seconds=4,
+                    acquire_time=WALL,
+                    renew_time=WALL,
+                    leader_transitions=0,
+                )
+            )
+        return found
+
+    b.lock.get = read_before_a_creates  # type: ignore[method-assign]
+    b.start()
+    await advance(clock, 0.1)
+    assert not b.elector.is_leader
+    assert b.elector.check() is None
+    await advance(clock, 1.0)  # the retry reads a's record: a healthy standby
+    assert b.elector.leader == "a" and b.elector.check() is None
+
+
 async def test_an_elector_starts_only_once(
     clock: ManualClock, electors: list[LeaderElector]
 ) -> None:
