@@ -1290,6 +1290,8 @@ class Manager:
     async def _watch_failures(self) -> None:
         interval = self.options.failure_check_interval
         while True:
+            # The loop's time, not options.clock: a failed runnable must stop the manager
+            # while a test's ManualClock stands still (its next deadline stays the test's).
             await asyncio.sleep(interval)
             for entry in list(self._entries):
                 if entry.state is not _State.RUNNING:

@@ -76,7 +76,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -84,7 +83,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from setpoint.api import kinds
-from setpoint.api.clock import Clock, LoopClock, TimerHandle
+from setpoint.api.clock import Clock, LoopClock, TimerHandle, clock_sleep
 from setpoint.api.gvk import GroupVersionKind
 from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import (
@@ -657,7 +656,7 @@ class Sharder:
             return None
         if step.action == "drain":
             await self._patch(kind, key, obj, step)
-            self._drain_started.setdefault(item, time.monotonic())
+            self._drain_started.setdefault(item, self._clock.now())
             return None
         if step.action == "restore":
             log.warning(
@@ -697,7 +696,7 @@ class Sharder:
                 )
         elif started is not None:
             self._metrics.shard_handover_seconds.labels(self._ring_name, "drain").observe(
-                time.monotonic() - started
+                self._clock.now() - started
             )
 
     async def _patch(
@@ -716,14 +715,15 @@ class Sharder:
     # -- periodic work ---------------------------------------------------------------------
 
     async def _periodic(self) -> None:
-        last_resync = time.monotonic()
+        clock = self._clock
+        last_resync = clock.now()
         while True:
-            await asyncio.sleep(_COUNT_PERIOD)
+            await clock_sleep(clock, _COUNT_PERIOD)
             self._evaluate()
             self.publish_counts()
             await self._clean_up_leases()
-            if time.monotonic() - last_resync >= self._options.resync_period:
-                last_resync = time.monotonic()
+            if clock.now() - last_resync >= self._options.resync_period:
+                last_resync = clock.now()
                 self._enqueue_all()
 
     def counts(self) -> Counter[str]:

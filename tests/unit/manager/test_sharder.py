@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from setpoint.api.clock import ManualClock
 from setpoint.api.keys import ObjectKey
 from setpoint.api.metadata import PARTIAL_OBJECT_METADATA, Metadata
 from setpoint.cache.store import Store
@@ -32,6 +33,7 @@ from setpoint.observability.metrics import Metrics
 from setpoint.testing import FakeClient
 from setpoint.testing.waits import eventually
 from tests._support.kinds import GIZMO, Gizmo
+from tests._support.manager_fakes import advance
 
 RING = "gizmos"
 SHARDS = ("alpha", "beta")
@@ -179,3 +181,44 @@ def test_same_assignment_compares_what_next_step_reads() -> None:
     assert not same_assignment(base, changed(uid="u2"), RING)
     other_ring = {shard_label(RING): "alpha", shard_label("other"): "beta"}
     assert same_assignment(base, changed(labels=other_ring), RING)
+
+
+async def test_the_periodic_pass_runs_on_the_sharders_clock() -> None:
+    """The full pass every ``resync_period`` is timed by the sharder's clock, like its Lease
+    expiry: a ManualClock advanced past it makes the sharder look at every object again at
+    once, and one standing still never does (before, it slept on the event loop's time)."""
+    fake = FakeClient(resources=[Gizmo])
+    for name in SHARDS:
+        held = lease(name)
+        held["spec"]["leaseDurationSeconds"] = 10**6  # alive however far the clock goes here
+        await fake.create(held)
+    for i in range(N):
+        await fake.create(gizmo(f"g{i:02d}"))
+    metrics = Metrics(CollectorRegistry())
+    clock = ManualClock()
+    sharder = Sharder(
+        fake,
+        ShardingOptions(ring=RING, every_controller=True, resync_period=3600.0),
+        namespace="default",
+        kinds=[GIZMO],
+        identity="test",
+        metrics=metrics,
+        clock=clock,
+    )
+    await sharder.start()
+    try:
+
+        async def labelled() -> bool:
+            items = await fake.list(GIZMO, namespace="default")
+            return all(shard_of(obj, RING) in SHARDS for obj in items)
+
+        await eventually(labelled, description="every Gizmo labelled")
+        before = adds(metrics)
+        await advance(clock, 3000.0, step=600.0)
+        assert adds(metrics) == before  # no pass before resync_period on the sharder's clock
+        await advance(clock, 1200.0, step=600.0)
+        await eventually(
+            lambda: adds(metrics) >= before + N, description="a full pass over every Gizmo"
+        )
+    finally:
+        await sharder.stop(1.0)
