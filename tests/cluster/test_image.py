@@ -48,7 +48,12 @@ def _operator_pod() -> dict[str, Any]:
                         f"--webhook-cert-secret={CERT_SECRET}",
                         "--webhook-service=tenants-webhook-service",
                     ],
-                    "env": [{"name": "TENANTS_DIRECTORY_PATH", "value": "/tmp/directory.db"}],
+                    "env": [
+                        {
+                            "name": "TENANTS_DIRECTORY_PATH",
+                            "value": "/var/lib/tenants/directory.db",
+                        }
+                    ],
                     "ports": [{"name": "probes", "containerPort": 8081}],
                     "readinessProbe": {
                         "httpGet": {"path": "/readyz", "port": "probes"},
@@ -63,10 +68,18 @@ def _operator_pod() -> dict[str, Any]:
                         "readOnlyRootFilesystem": True,
                         "capabilities": {"drop": ["ALL"]},
                     },
-                    "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                    "volumeMounts": [
+                        {"name": "tmp", "mountPath": "/tmp"},
+                        {"name": "directory", "mountPath": "/var/lib/tenants"},
+                    ],
                 }
             ],
-            "volumes": [{"name": "tmp", "emptyDir": {}}],
+            # config/manager/manager.yaml mounts a PersistentVolumeClaim at /var/lib/tenants;
+            # an emptyDir stands in for it here (no storage provisioner on the test nodes).
+            "volumes": [
+                {"name": "tmp", "emptyDir": {}},
+                {"name": "directory", "emptyDir": {}},
+            ],
         },
     }
 
@@ -81,12 +94,12 @@ def test_the_tenants_image_runs_as_a_pod_and_its_readiness_probe_passes(
     loads it into a 1-node plane, and a Pod runs it by the Deployment's short image name
     (`tenants-operator:latest`, which the kubelet looks up as `docker.io/library/...`,
     the name the archive carries) as the generated Deployment runs it:
-    non-root (the image's own user 65532, not set in the Pod), read-only root filesystem,
-    no capabilities, only an emptyDir on /tmp writable. With the Tenant CRD installed and
-    its service account allowed, the kubelet's readiness probe on /readyz passes (the
-    informers synced through the `kubernetes` Service), the operator logs from inside the
-    container, keeps its self-managed webhook certificate in a Secret, and its process
-    runs as uid 65532. `down` leaves nothing behind.
+    non-root (the image's own user 65532, not set in the Pod), read-only root filesystem, no
+    capabilities, only emptyDirs on /tmp and on the directory file's folder writable. With the
+    Tenant CRD installed and its service account allowed, the kubelet's readiness probe on
+    /readyz passes (the informers synced through the `kubernetes` Service), the operator logs
+    from inside the container, keeps its self-managed webhook certificate in a Secret, and its
+    process runs as uid 65532. `down` leaves nothing behind.
     """
     archive = tmp_path / "tenants.oci.tar"
     result = build_image(archive, project=TENANTS, module="tenants", ref=IMAGE)

@@ -76,9 +76,6 @@ BUNDLE_KINDS = frozenset(
 """The kinds OLM installs from a bundle's ``manifests/`` besides the CSV (its
 ``registry+v1`` format; anything else is refused by OLM, so it is left out and listed)."""
 
-_OLM_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
-"""Where OLM mounts the webhook serving certificate it issues (tls.crt, tls.key)."""
-
 _CERT_FLAGS = (
     "--webhook-cert-secret",
     "--webhook-service",
@@ -266,7 +263,10 @@ def _olm_deployment(deployment: Mapping[str, Any], webhooks: bool) -> dict[str, 
     container = _manager_container({"spec": spec})
     args = [a for a in container.get("args", ()) if not a.startswith(_CERT_FLAGS)]
     if webhooks:
-        args.append(f"--webhook-cert-dir={_OLM_CERT_DIR}")
+        # OLM mounts the serving certificate it issues where a manager in a Pod looks by default.
+        from setpoint.webhook.server import POD_CERT_DIR
+
+        args.append(f"--webhook-cert-dir={POD_CERT_DIR}")
     container["args"] = args
     return spec
 

@@ -36,7 +36,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from setpoint.api.runnable import RunnableGroup
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CERT_DIR",
+    "POD_CERT_DIR",
     "CertificateDirectory",
     "CertificateSource",
     "StaticCertificate",
@@ -69,9 +70,14 @@ __all__ = [
 
 log = logging.getLogger("setpoint.webhook")
 
-DEFAULT_CERT_DIR: Final = str(
-    Path(os.environ.get("TMPDIR") or "/tmp") / "k8s-webhook-server" / "serving-certs"
-)
+_SERVING_CERTS: Final = ("k8s-webhook-server", "serving-certs")
+
+POD_CERT_DIR: Final = str(PurePosixPath("/tmp", *_SERVING_CERTS))
+""":data:`DEFAULT_CERT_DIR` as it is inside a container that sets no ``TMPDIR``: where a
+manager in a Pod looks by default, and where OLM mounts the serving certificate it issues
+for a bundle's webhooks (``setpoint bundle`` passes it as ``--webhook-cert-dir``)."""
+
+DEFAULT_CERT_DIR: Final = str(Path(os.environ.get("TMPDIR") or "/tmp", *_SERVING_CERTS))
 """controller-runtime's default certificate directory,
 ``$TMPDIR/k8s-webhook-server/serving-certs`` (``/tmp`` without ``TMPDIR``, as Go's
 ``os.TempDir``). Computed without :func:`tempfile.gettempdir`, which fails at import in a

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -27,6 +27,7 @@ from setpoint.cli.helm import (
 )
 from setpoint.cli.installer import render_documents, set_image
 from setpoint.cli.main import main
+from setpoint.webhook.server import POD_CERT_DIR
 
 ROOT = Path(__file__).resolve().parents[3]
 TENANTS = str(ROOT / "examples" / "tenants" / "tenants")
@@ -229,7 +230,8 @@ def test_the_bundle_installs_the_deployment_with_olms_certificate(
     (deployment,) = install["deployments"]
     assert deployment["name"] == "tenants-controller-manager"
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args == ["--leader-elect", "--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs"]
+    assert args == ["--leader-elect", f"--webhook-cert-dir={POD_CERT_DIR}"]
+    assert PurePosixPath(POD_CERT_DIR).parts == ("/", "tmp", "k8s-webhook-server", "serving-certs")
     assert install["clusterPermissions"][0]["rules"] == tenants.rbac[0]["rules"]
     assert install["permissions"][0]["rules"][0]["resources"] == ["configmaps"]  # not secrets
 
