@@ -46,7 +46,7 @@ from setpoint.observability.recording import RecordOptions
 from setpoint.testing import FakeClient
 from setpoint.testing.waits import eventually
 from tests._support.kinds import GIZMO, Gizmo
-from tests._support.manager_fakes import FakeHttpServer
+from tests._support.manager_fakes import FakeHttpServer, FakeRunnable
 
 LE = LeaderElectionOptions(name="my-operator.leader", namespace="ops")
 
@@ -534,40 +534,25 @@ async def test_a_supervising_manager_fails_with_the_workers_startup_error(
         await asyncio.wait_for(manager.run(), 20)
 
 
-class _InSupervisor:
+class _InSupervisor(FakeRunnable):
     """A runnable that records when it starts and stops, and what the workers were then."""
 
     def __init__(self, name: str, manager: Manager, leader: bool = False) -> None:
-        self._name = name
+        super().__init__(name, RunnableGroup.SERVERS, [], leader=leader)
         self.manager = manager
-        self.leader = leader
         self.events: list[tuple[str, list[str]]] = []
-        self.broken: BaseException | None = None
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def group(self) -> RunnableGroup:
-        return RunnableGroup.SERVERS
-
-    @property
-    def needs_leader_election(self) -> bool:
-        return self.leader
 
     def _workers(self) -> list[str]:
         supervisor = self.manager.supervisor
         return [w.state for w in supervisor.workers()] if supervisor else []
 
     async def start(self) -> None:
+        await super().start()
         self.events.append(("start", self._workers()))
 
     async def stop(self, timeout: float) -> None:
+        await super().stop(timeout)
         self.events.append(("stop", self._workers()))
-
-    def failure(self) -> BaseException | None:
-        return self.broken
 
 
 async def test_a_supervising_manager_runs_what_was_added_in_supervisor(
@@ -605,7 +590,7 @@ async def test_a_failure_in_the_supervisor_stops_the_workers_and_is_raised(
     running = asyncio.create_task(manager.run())
     try:
         await _workers_ready(manager)
-        watch.broken = RuntimeError("the watch died")
+        watch.error = RuntimeError("the watch died")
         with pytest.raises(RunnableFailed, match="metrics-certificate failed: the watch died"):
             await asyncio.wait_for(running, 20)
     finally:
@@ -778,36 +763,23 @@ def test_auto_on_several_cpus_needs_leader_election(monkeypatch: pytest.MonkeyPa
 # -- a runnable on a thread's loop (the workers' sharder) ------------------------------------
 
 
-class _Recorder:
+class _Recorder(FakeRunnable):
+    """A leader-only runnable that records the threads it starts and stops on."""
+
     def __init__(self, fail_start: bool = False) -> None:
-        self.fail_start = fail_start
+        error = RuntimeError("cannot list the Leases") if fail_start else None
+        super().__init__("recorder", RunnableGroup.OTHERS, [], leader=True, start_error=error)
         self.threads: list[str] = []
         self.stopped_with: float | None = None
-        self.broken: BaseException | None = None
-
-    @property
-    def name(self) -> str:
-        return "recorder"
-
-    @property
-    def group(self) -> RunnableGroup:
-        return RunnableGroup.OTHERS
-
-    @property
-    def needs_leader_election(self) -> bool:
-        return True
 
     async def start(self) -> None:
         self.threads.append(threading.current_thread().name)
-        if self.fail_start:
-            raise RuntimeError("cannot list the Leases")
+        await super().start()
 
     async def stop(self, timeout: float) -> None:
         self.threads.append(threading.current_thread().name)
         self.stopped_with = timeout
-
-    def failure(self) -> BaseException | None:
-        return self.broken
+        await super().stop(timeout)
 
 
 async def test_a_threaded_runnable_runs_on_its_own_thread_and_closes_after_stop() -> None:
@@ -826,8 +798,8 @@ async def test_a_threaded_runnable_runs_on_its_own_thread_and_closes_after_stop(
     await runnable.start()
     assert inner.threads == ["setpoint-sharder/x"]
     assert runnable.failure() is None
-    inner.broken = RuntimeError("a sharder task died")
-    assert runnable.failure() is inner.broken
+    inner.error = RuntimeError("a sharder task died")
+    assert runnable.failure() is inner.error
     await runnable.stop(2.5)
     assert inner.stopped_with == 2.5
     assert inner.threads[-1] == closed[-1] == "setpoint-sharder/x"

@@ -8,6 +8,7 @@ that as it was (a status write, another label) queues nothing.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
@@ -80,21 +81,27 @@ def store_of(sharder: Sharder) -> Store:
     return cache.informer(Metadata(GIZMO)).store
 
 
-@pytest.fixture
-async def running() -> AsyncIterator[tuple[FakeClient, Sharder, Metrics]]:
+@asynccontextmanager
+async def labelled_sharder(
+    *, clock: ManualClock | None = None, resync_period: float = 60.0, lease_seconds: int = 3600
+) -> AsyncIterator[tuple[FakeClient, Sharder, Metrics]]:
+    """A sharder over ``N`` unlabelled Gizmos and the live ``SHARDS``, once all are labelled."""
     fake = FakeClient(resources=[Gizmo])
     for name in SHARDS:
-        await fake.create(lease(name))
+        held = lease(name)
+        held["spec"]["leaseDurationSeconds"] = lease_seconds
+        await fake.create(held)
     for i in range(N):
         await fake.create(gizmo(f"g{i:02d}"))
     metrics = Metrics(CollectorRegistry())
     sharder = Sharder(
         fake,
-        ShardingOptions(ring=RING, every_controller=True),
+        ShardingOptions(ring=RING, every_controller=True, resync_period=resync_period),
         namespace="default",
         kinds=[GIZMO],
         identity="test",
         metrics=metrics,
+        clock=clock,
     )
     await sharder.start()
     try:
@@ -107,6 +114,12 @@ async def running() -> AsyncIterator[tuple[FakeClient, Sharder, Metrics]]:
         yield fake, sharder, metrics
     finally:
         await sharder.stop(1.0)
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[tuple[FakeClient, Sharder, Metrics]]:
+    async with labelled_sharder() as started:
+        yield started
 
 
 async def test_the_sharder_watches_metadata_only(
@@ -187,32 +200,10 @@ async def test_the_periodic_pass_runs_on_the_sharders_clock() -> None:
     """The full pass every ``resync_period`` is timed by the sharder's clock, like its Lease
     expiry: a ManualClock advanced past it makes the sharder look at every object again at
     once, and one standing still never does (before, it slept on the event loop's time)."""
-    fake = FakeClient(resources=[Gizmo])
-    for name in SHARDS:
-        held = lease(name)
-        held["spec"]["leaseDurationSeconds"] = 10**6  # alive however far the clock goes here
-        await fake.create(held)
-    for i in range(N):
-        await fake.create(gizmo(f"g{i:02d}"))
-    metrics = Metrics(CollectorRegistry())
     clock = ManualClock()
-    sharder = Sharder(
-        fake,
-        ShardingOptions(ring=RING, every_controller=True, resync_period=3600.0),
-        namespace="default",
-        kinds=[GIZMO],
-        identity="test",
-        metrics=metrics,
-        clock=clock,
-    )
-    await sharder.start()
-    try:
-
-        async def labelled() -> bool:
-            items = await fake.list(GIZMO, namespace="default")
-            return all(shard_of(obj, RING) in SHARDS for obj in items)
-
-        await eventually(labelled, description="every Gizmo labelled")
+    # Leases alive however far the clock goes here, and a pass due only on the clock.
+    async with labelled_sharder(clock=clock, resync_period=3600.0, lease_seconds=10**6) as run:
+        _, _, metrics = run
         before = adds(metrics)
         await advance(clock, 3000.0, step=600.0)
         assert adds(metrics) == before  # no pass before resync_period on the sharder's clock
@@ -220,5 +211,3 @@ async def test_the_periodic_pass_runs_on_the_sharders_clock() -> None:
         await eventually(
             lambda: adds(metrics) >= before + N, description="a full pass over every Gizmo"
         )
-    finally:
-        await sharder.stop(1.0)
