@@ -816,7 +816,6 @@ class Manager:
         self._loop = asyncio.get_running_loop()
         restore_signals = self._install_signal_handlers() if opts.handle_signals else None
         webhook_socket: socket.socket | None = None
-        endpoints: Runnable | None = None
         watcher: asyncio.Task[None] | None = None
         problems: list[tuple[str, str]] = []
         try:
@@ -828,7 +827,7 @@ class Manager:
                 graceful_shutdown_timeout=opts.graceful_shutdown_timeout,
                 webhook_socket=webhook_socket,
             )
-            endpoints = self._supervisor_endpoints(supervisor)
+            endpoints = self._endpoints = self._supervisor_endpoints(supervisor)
             log.info("supervising %d worker processes", self._supervise)
             await endpoints.start()
             for group in RunnableGroup:
@@ -853,9 +852,9 @@ class Manager:
                     problems,
                 )
             self._state = _State.STOPPED
-            if endpoints is not None:
+            if self._endpoints is not None:
                 with contextlib.suppress(Exception):
-                    await endpoints.stop(1.0)
+                    await self._endpoints.stop(1.0)
             if restore_signals is not None:
                 restore_signals()
             if webhook_socket is not None:
@@ -873,7 +872,7 @@ class Manager:
         from setpoint.manager.workerendpoints import SupervisorEndpoints
 
         opts = self.options
-        endpoints = self._endpoints = SupervisorEndpoints(
+        return SupervisorEndpoints(
             supervisor,
             metrics_bind_address=opts.metrics_bind_address,
             health_probe_bind_address=opts.health_probe_bind_address,
@@ -883,7 +882,6 @@ class Manager:
             clock=opts.clock,
             new_http_server=opts.new_http_server,
         )
-        return endpoints
 
     def _listen_for_webhooks(self) -> socket.socket | None:
         """The webhook server's listening socket, opened here and inherited by every worker."""
