@@ -50,7 +50,13 @@ from setpoint.cache.errors import (
     ReadAfterWriteTimeout,
     UndecodableObject,
 )
-from setpoint.cache.informer import Informer, InformerOptions, Transform, strip_managed_fields
+from setpoint.cache.informer import (
+    Informer,
+    InformerOptions,
+    KeyFilter,
+    Transform,
+    strip_managed_fields,
+)
 from setpoint.cache.selectors import FieldMatcher, LabelMatcher
 from setpoint.cache.store import IndexFunc, mark_read
 from setpoint.client.client import Selector
@@ -223,6 +229,7 @@ class Cache:
         # informers are two, with two stores, never mixed.
         self._informers: dict[GroupVersionKind | Metadata, Informer] = {}
         self._narrowed: dict[GroupVersionKind, builtins.list[str]] = {}
+        self._key_filters: dict[GroupVersionKind, builtins.list[KeyFilter]] = {}
         # Informers that have synced, by the kind a read named (an informer syncs once and
         # is never replaced): a read's lookup is then one dict access.
         self._ready: dict[Kind[object], Informer] = {}
@@ -362,6 +369,8 @@ class Cache:
             informer = Informer(self._client, gvk, options)
             for labels in self._narrowed.get(gvk, ()):
                 informer.narrow(labels)
+            for keys in self._key_filters.get(gvk, ()):
+                informer.narrow(keys=keys)
             for name, fn in self._indexes.get(key, {}).items():
                 informer.add_index(name, fn)
             self._removed.discard(key)
@@ -405,13 +414,18 @@ class Cache:
         await informer.release(error, timeout)
         return True
 
-    def narrow(self, kind: Kind[object], labels: str) -> None:
-        """Add label requirements to ``kind``'s informer (ANDed with its selector), before start.
+    def narrow(
+        self, kind: Kind[object], labels: str = "", *, keys: KeyFilter | None = None
+    ) -> None:
+        """Narrow ``kind``'s informer before start: label requirements, a key filter, or both.
 
-        Every reader of ``kind`` in this cache then sees only matching objects. The manager
-        uses it for sharded kinds (each replica caches its own shard only, decision 0011).
-        It applies to the informers of this exact version, full and metadata-only
-        (``Metadata(kind)``); narrowing twice adds both.
+        Every reader of ``kind`` in this cache then sees only what remains. ``labels`` are
+        ANDed with the selector the server filters by: the manager uses it for sharded kinds
+        (each replica caches its own shard only, decision 0011). ``keys`` drops the objects
+        whose key it refuses as they arrive, before they are stored (see
+        :meth:`Informer.narrow`): the workers of ``--processes`` split a kind this way
+        (decision 0038). It applies to the informers of this exact version, full and
+        metadata-only (``Metadata(kind)``); narrowing twice adds both.
 
         Raises:
             CacheError: ``kind``'s informer has started already.
@@ -423,8 +437,11 @@ class Cache:
         for key in (gvk, Metadata(gvk)):  # the kind's metadata-only informer too
             informer = self._informers.get(key)
             if informer is not None:
-                informer.narrow(labels)
-        self._narrowed.setdefault(gvk, []).append(labels)
+                informer.narrow(labels, keys=keys)
+        if labels:
+            self._narrowed.setdefault(gvk, []).append(labels)
+        if keys is not None:
+            self._key_filters.setdefault(gvk, []).append(keys)
 
     def narrowed(self, kind: Kind[object]) -> tuple[str, ...]:
         """The label requirements :meth:`narrow` added to ``kind``'s informer."""

@@ -97,6 +97,7 @@ __all__ = [
     "Informer",
     "InformerOptions",
     "InformerStats",
+    "KeyFilter",
     "ResourceEventHandler",
     "Transform",
     "strip_managed_fields",
@@ -104,6 +105,9 @@ __all__ = [
 
 Transform = Callable[[JsonObject], JsonObject]
 """Rewrites an object before it is stored (may mutate and return its argument)."""
+
+KeyFilter = Callable[[ObjectKey], bool]
+"""Whether an informer holds the object with this key (:meth:`Informer.narrow`'s ``keys``)."""
 
 
 def strip_managed_fields(obj: JsonObject) -> JsonObject:
@@ -324,6 +328,7 @@ class Informer:
         self._source: Kind[JsonObject] = Metadata(kind) if self._options.metadata_only else kind
         self._labels = LabelMatcher.parse(self._options.labels)
         self._fields = FieldMatcher.parse(self._options.fields)
+        self._keys: tuple[KeyFilter, ...] = ()
         self._store = Store()
         self._handlers: list[HandlerRegistration] = []
         self._streams: dict[str | None, _Stream] = {}
@@ -409,6 +414,8 @@ class Informer:
             return False
         if not self._labels.empty and not self._labels.matches(labels_of(obj)):
             return False
+        if self._keys and not self._keeps(key_of(obj)):
+            return False
         return self._fields.empty or self._fields.matches(obj)
 
     def failure(self) -> BaseException | None:
@@ -453,28 +460,41 @@ class Informer:
         """
         self._store.add_index(name, fn)
 
-    def narrow(self, labels: str) -> None:
-        """Add label requirements to the informer's selector (ANDed), before it starts.
+    def narrow(self, labels: str = "", *, keys: KeyFilter | None = None) -> None:
+        """Narrow what the informer holds, before it starts: labels, keys, or both (ANDed).
 
-        Sharding's hook (decision 0011): a replica's informer for a sharded kind selects only
-        its own shard's label, ``shard.sharding.setpoint.dev/<ring>=<shard>``.
+        ``labels`` are added to the selector the server filters by. Sharding's hook
+        (decision 0011): a replica's informer for a sharded kind selects only its own
+        shard's label, ``shard.sharding.setpoint.dev/<ring>=<shard>``.
+
+        ``keys`` filters here, for what no selector can express: an object whose key it
+        refuses is dropped as it arrives (listed or watched), before the transform, the
+        store and the handlers, so it costs its decoding only. A key never changes, so an
+        object is either always held or never. The workers of ``--processes`` split a
+        kind this way (decision 0038).
 
         Raises:
             CacheError: the informer has started (its list and watch already use the old
-                selector).
+                scope).
             SelectorError: ``labels`` is not a label selector.
 
         """
         if self._task is not None:
             raise CacheError(
-                f"the informer for {self._kind} has started; narrow its label selector "
-                f"({labels!r}) before the cache starts (build sharded controllers before "
-                "running the manager)"
+                f"the informer for {self._kind} has started; narrow it "
+                f"({labels!r}{', by key' if keys is not None else ''}) before the cache "
+                "starts (build sharded controllers before running the manager)"
             )
         LabelMatcher.parse(labels)
-        combined = ",".join(part for part in (self._options.labels, labels) if part)
-        self._options = replace(self._options, labels=combined)
-        self._labels = LabelMatcher.parse(combined)
+        if labels:
+            combined = ",".join(part for part in (self._options.labels, labels) if part)
+            self._options = replace(self._options, labels=combined)
+            self._labels = LabelMatcher.parse(combined)
+        if keys is not None:
+            self._keys = (*self._keys, keys)
+
+    def _keeps(self, key: ObjectKey) -> bool:
+        return all(keep(key) for keep in self._keys)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -742,8 +762,10 @@ class Informer:
 
     def _list_item(self, raw: JsonObject, initial: bool) -> ObjectKey:
         """Apply one listed object to the store (an add, an update, or nothing); its key."""
+        key = key_of(raw)
+        if self._keys and not self._keeps(key):
+            return key  # narrowed away (never stored, so nothing to drop either)
         obj = self._prepare(raw)
-        key = key_of(obj)
         old = self._store.get(key)
         if old is None:
             self._store.put(key, obj)
@@ -862,8 +884,12 @@ class Informer:
                 self._advance(stream, event.resource_version)
             return
         self.stats.events += 1
+        key = key_of(event.object)
+        if self._keys and not self._keeps(key):
+            if advance:  # narrowed away; the scope still moves past it
+                self._advance(stream, event.resource_version)
+            return
         obj = self._prepare(event.object)
-        key = key_of(obj)
         if event.type == "DELETED":
             old = self._store.delete(key)
             if advance:
