@@ -165,7 +165,8 @@ class RunSettings:
     )
     """Seconds other candidates wait after they last saw the Lease renewed before they take
     over (``LeaderElectionOptions.lease_duration``, a whole number; controller-runtime's
-    ``LeaseDuration``). With ``processes``, also the workers' shard Leases'."""
+    ``LeaseDuration``). With ``processes``, the supervisor holds the Lease and its workers
+    lead for ``lease_duration - renew_deadline`` after each of its renewals."""
 
     leader_election_renew_deadline: float = dataclasses.field(
         default_factory=lambda: _leader_election_default("renew_deadline")
@@ -556,7 +557,7 @@ def _settings_table() -> tuple[_Setting, ...]:
             "--leader-election-lease-duration",
             "SETPOINT_LEADER_ELECTION_LEASE_DURATION",
             "seconds other replicas wait after the leader's last renewal before taking over "
-            "(a whole number; with --processes also the workers' shard Leases)",
+            "(a whole number)",
             f"{_leader_election_default('lease_duration'):g}",
             _parse_seconds,
             "SECONDS",

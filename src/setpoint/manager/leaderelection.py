@@ -163,6 +163,20 @@ class LeaderElector:
         return self._leading and self._clock.now() < self._renew_deadline_at
 
     @property
+    def fenced_until(self) -> float | None:
+        """While leading: the clock instant before which no other candidate can hold the lease.
+
+        ``lease_duration`` after this leader *sent* its latest successful renewal (others
+        wait ``lease_duration`` from when they *saw* it, which is later). Work this leader
+        delegates (the workers of ``--processes``, decision 0038) stays fenced as long as it
+        stops before this instant. ``None`` while not leading.
+        """
+        if not self.is_leader:
+            return None
+        options = self.options
+        return self._renew_deadline_at - options.renew_deadline + options.lease_duration
+
+    @property
     def lost(self) -> bool:
         """Whether this elector led and lost (it does not campaign again)."""
         return self._lost

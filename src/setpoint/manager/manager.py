@@ -85,9 +85,11 @@ if TYPE_CHECKING:
     from setpoint.manager.clusters import ClusterSet
     from setpoint.manager.leaderelection import LeaderElector
     from setpoint.manager.metricsauth import ReviewClient
+    from setpoint.manager.options import LeaderElectionOptions
     from setpoint.manager.processes import Supervisor, WorkerChannel, WorkerEnvironment
     from setpoint.manager.shardmember import ShardMember
     from setpoint.manager.workerendpoints import SupervisorEndpoints
+    from setpoint.manager.workersplit import WorkerSplit
     from setpoint.webhook.server import WebhookServer
 
 __all__ = ["Manager"]
@@ -165,6 +167,7 @@ class Manager:
         self._endpoints: SupervisorEndpoints | None = None
         """The supervisor's public ``/metrics`` and probes (``processes`` > 1 only)."""
         self._channel: WorkerChannel | None = None
+        self._split: WorkerSplit | None = None
         if options.processes != 1:
             options = self._processes_mode(options)
         self.options = options
@@ -305,7 +308,12 @@ class Manager:
             self._supervise = count
             return options
         self._worker = worker
-        return processes.worker_options(options, worker)
+        options = processes.worker_options(options, worker)
+        if options.sharding is None:
+            from setpoint.manager.workersplit import WorkerSplit
+
+            self._split = WorkerSplit(worker.index, worker.count, lambda: self.is_leader)
+        return options
 
     @property
     def worker(self) -> WorkerEnvironment | None:
@@ -387,7 +395,8 @@ class Manager:
         if in_supervisor and entry.leader_only:
             raise ValueError(
                 f"runnable {runnable.name!r} needs leader election, so it cannot run in the "
-                "supervisor, which never leads: add it without in_supervisor=True"
+                "supervisor, which runs none of the operator's leader-only work: add it "
+                "without in_supervisor=True"
             )
         if self._is_sharded(runnable):
             assert isinstance(runnable, Controller) and self._shards is not None
@@ -400,6 +409,18 @@ class Manager:
             self._shards.adopt(runnable)
             entry.leader_only = False
             entry.sharded = True
+        elif (
+            self._split is not None
+            and isinstance(runnable, Controller)
+            and runnable.for_kind is not None
+        ):
+            if self._state is not _State.NEW:
+                raise ManagerStateError(
+                    f"cannot add controller {runnable.controller_name!r} to a worker while the "
+                    "manager runs: its cache must be narrowed to this worker's objects before "
+                    "it starts; build controllers before run()"
+                )
+            self._split.adopt(runnable)
         self._entries.append(entry)
         if self._state is not _State.RUNNING or (self._supervise and not in_supervisor):
             return
@@ -817,6 +838,7 @@ class Manager:
         restore_signals = self._install_signal_handlers() if opts.handle_signals else None
         webhook_socket: socket.socket | None = None
         watcher: asyncio.Task[None] | None = None
+        leading: asyncio.Task[None] | None = None
         problems: list[tuple[str, str]] = []
         try:
             webhook_socket = self._listen_for_webhooks()
@@ -837,15 +859,23 @@ class Manager:
                     [e for e in self._entries if e.in_supervisor and e.group is group]
                 )
             watcher = asyncio.create_task(self._watch_failures(), name="setpoint-manager-watch")
+            if opts.sharding is None:
+                leading = asyncio.create_task(
+                    self._lead_for_workers(supervisor), name="setpoint-supervisor-lead"
+                )
             await supervisor.run(self._wake)
         except WorkerStartupFailed as exc:
             raise RunnableFailed(f"worker-{exc.index}", str(exc)) from exc
         except TimeoutError as exc:
             problems.append(("workers", str(exc)))
         finally:
-            await _cancel_and_wait([t for t in (watcher, *self._late_tasks) if t is not None])
+            await _cancel_and_wait(
+                [t for t in (watcher, leading, *self._late_tasks) if t is not None]
+            )
             self._state = _State.STOPPING
             self._deadline = opts.clock.now() + opts.graceful_shutdown_timeout
+            # Released (with release_on_cancel) only now that every worker has exited.
+            await self._stop_supervisor_leadership(problems)
             for group in reversed(RunnableGroup):
                 await self._stop_all(
                     [e for e in self._entries if e.in_supervisor and e.group is group and e.active],
@@ -866,6 +896,53 @@ class Manager:
         if problems:
             raise ShutdownIncomplete(problems)
         log.info("manager stopped cleanly")
+
+    async def _lead_for_workers(self, supervisor: Supervisor) -> None:
+        """Hold the leader election Lease for split workers and pass its fence on to them.
+
+        See :mod:`setpoint.manager.workersplit`: every half retry period (and to each
+        worker as it starts) the workers hear the instant before which nobody else can hold
+        the Lease, on ``CLOCK_MONOTONIC``, or ``null`` while this supervisor does not lead.
+        """
+        from setpoint.api.clock import clock_sleep
+        from setpoint.manager.workersplit import grant_message
+
+        le = self.options.leader_election
+        assert le is not None
+        clock = self.options.clock
+        elector = self._elector = self._new_elector(le)
+
+        def elected() -> None:
+            self._leading = True
+            self._elected.set()
+            tell()
+
+        def lost() -> None:
+            self._leading = False
+            self._elected.clear()
+            tell()
+            self._end_for_lost_leadership()
+
+        def tell() -> None:
+            supervisor.tell(**grant_message(elector, clock))
+
+        elector.start(elected, lost)
+        while True:
+            tell()
+            await clock_sleep(clock, le.retry_period / 2)
+
+    async def _stop_supervisor_leadership(self, problems: list[tuple[str, str]]) -> None:
+        """Stop the supervisor's elector (after the workers), its Events and its client."""
+        self._leading = False
+        if self._elector is not None:
+            try:
+                await asyncio.wait_for(self._elector.stop(), self._remaining() + _STOP_SLACK)
+            except TimeoutError:
+                problems.append(("leader-election", "releasing the lease timed out"))
+        if self._broadcaster is not None:
+            await self._broadcaster.stop(self._remaining())
+        if self._election_client is not None:
+            await self._election_client.close()
 
     def _supervisor_endpoints(self, supervisor: Supervisor) -> SupervisorEndpoints:
         """The supervisor's public ``/metrics``, ``/healthz`` and ``/readyz``, over the workers'."""
@@ -897,6 +974,7 @@ class Manager:
         """Tell the supervisor where this worker's servers listen and whether it is ready."""
         from setpoint.api.clock import clock_sleep
         from setpoint.manager.processes import READY_POLL_INTERVAL, WorkerChannel
+        from setpoint.manager.workersplit import SupervisorLock
 
         channel = self._channel = await WorkerChannel.connect(fd)
 
@@ -905,7 +983,11 @@ class Manager:
                 log.warning("the process supervisor is gone: shutting down")
                 self._request_stop()
 
-        watch = asyncio.create_task(channel.wait_closed(), name="setpoint-worker-supervisor")
+        le = self.options.leader_election
+        lock = le.lock if le is not None else None
+
+        heard = lock.hear if isinstance(lock, SupervisorLock) else None
+        watch = asyncio.create_task(channel.wait_closed(heard), name="setpoint-worker-supervisor")
         watch.add_done_callback(gone)
         opts = self.options
         addresses_sent = False
@@ -1038,39 +1120,43 @@ class Manager:
             if le is None:
                 self._on_elected()
                 return
-            assert self._identity is not None and self._lease_namespace is not None
-            lock = le.lock
-            if lock is None:
-                from setpoint.client.client import Client
-
-                # A client of its own: renewals must not queue behind a busy controller's
-                # requests in a shared connection pool. A client that is not the live one
-                # (a fake in tests) has no pool to share, so it is used as it is.
-                client = self.client
-                lease_client: ApiClient = client
-                if isinstance(client, Client):
-                    self._election_client = Client(client.config, client.options)
-                    self._install_request_metrics(self._election_client)
-                    lease_client = self._election_client
-                from setpoint.manager.resourcelock import LeaseLock
-
-                lock = LeaseLock(
-                    lease_client,
-                    namespace=self._lease_namespace,
-                    name=le.name,
-                    identity=self._identity,
-                    recorder=self._event_broadcaster().recorder(_LEADER_ELECTION_REPORTER),
-                    labels={ADVERTISES_FINALIZERS_LABEL: "true"},
-                    annotations=self.lease_annotations,
-                )
-            from setpoint.manager.leaderelection import LeaderElector
-
-            self._elector = LeaderElector(lock, le, clock=self.options.clock, metrics=self.metrics)
+            self._elector = self._new_elector(le)
             self._elector.start(self._on_elected, self._on_lost)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             self._fail(exc)
+
+    def _new_elector(self, le: LeaderElectionOptions) -> LeaderElector:
+        """The elector of ``le``: its lock, or a Lease with this manager's annotations."""
+        assert self._identity is not None and self._lease_namespace is not None
+        lock = le.lock
+        if lock is None:
+            from setpoint.client.client import Client
+
+            # A client of its own: renewals must not queue behind a busy controller's
+            # requests in a shared connection pool. A client that is not the live one
+            # (a fake in tests) has no pool to share, so it is used as it is.
+            client = self.client
+            lease_client: ApiClient = client
+            if isinstance(client, Client):
+                self._election_client = Client(client.config, client.options)
+                self._install_request_metrics(self._election_client)
+                lease_client = self._election_client
+            from setpoint.manager.resourcelock import LeaseLock
+
+            lock = LeaseLock(
+                lease_client,
+                namespace=self._lease_namespace,
+                name=le.name,
+                identity=self._identity,
+                recorder=self._event_broadcaster().recorder(_LEADER_ELECTION_REPORTER),
+                labels={ADVERTISES_FINALIZERS_LABEL: "true"},
+                annotations=self.lease_annotations,
+            )
+        from setpoint.manager.leaderelection import LeaderElector
+
+        return LeaderElector(lock, le, clock=self.options.clock, metrics=self.metrics)
 
     def _add_sharder(self) -> None:
         """Check the sharded controllers and add the ring's sharder (leader-only)."""
@@ -1273,6 +1359,10 @@ class Manager:
         self._lost_task = asyncio.create_task(
             self._stop_all(entries, [], immediately=True), name="setpoint-manager-lost"
         )
+        self._end_for_lost_leadership()
+
+    def _end_for_lost_leadership(self) -> None:
+        """Fail or stop the manager, as ``LeaderElectionOptions.on_lost`` says."""
         elector = self._elector
         assert elector is not None
         le = self.options.leader_election

@@ -60,7 +60,7 @@ from setpoint.api.runnable import Runnable, RunnableGroup
 from setpoint.manager.errors import ManagerError
 
 if TYPE_CHECKING:
-    from setpoint.manager.options import ManagerOptions
+    from setpoint.manager.options import LeaderElectionOptions, ManagerOptions
     from setpoint.manager.workerendpoints import WorkerStatus
 
 __all__ = [
@@ -68,7 +68,6 @@ __all__ = [
     "WORKER_COUNT_ENV",
     "WORKER_GROUP_ENV",
     "WORKER_INDEX_ENV",
-    "WORKER_VIRTUAL_NODES",
     "WORKER_WEBHOOK_FD_ENV",
     "Supervisor",
     "ThreadedRunnable",
@@ -78,7 +77,7 @@ __all__ = [
     "check_options",
     "cpu_count",
     "resolve_processes",
-    "ring_name",
+    "split_leader_election",
     "worker_argv",
     "worker_environment",
     "worker_name",
@@ -104,15 +103,6 @@ WORKER_GROUP_ENV: Final = "SETPOINT_WORKER_GROUP"
 shard ids and leader election identities are ``<group>-w<index>``: the same for every
 restart of worker ``index`` under this supervisor, and never the same as another
 supervisor's (two operators started on one host, or a Pod's previous container)."""
-
-WORKER_VIRTUAL_NODES: Final = 1000
-"""Points each worker's shard puts on the automatic ring (``ShardingOptions.virtual_nodes``).
-
-The ring's default of 100 gives the larger of two shards a median 52.7% of the objects (p90
-55.6%), and the busier worker sets a CPU-bound convergence's time; 1000 give 50.8% (p90
-51.8%) for a ring built in about 4 ms (``bench/sharder_cpu.py --ring``). The default stays
-100 for rings that exist already, since other points move their objects; the automatic ring
-of worker processes is new, and every replica of one operator runs the same value."""
 
 RESTART_BACKOFF: Final = 1.0
 """Seconds before the first restart of a dead worker; doubled for each further death."""
@@ -309,49 +299,34 @@ def worker_name(index: int, base: str | None = None) -> str:
     return prefix[: 63 - len(suffix)].strip("-") + suffix
 
 
-def ring_name(lease_name: str) -> str:
-    """The shard ring of the workers: the leader election Lease's name as a DNS label."""
-    ring = _NOT_LABEL.sub("-", lease_name.lower()).strip("-")[:50].strip("-")
-    return ring or "workers"
-
-
 def worker_options(options: ManagerOptions, worker: WorkerEnvironment) -> ManagerOptions:
-    """The options of worker ``worker.index``: sharded, stable identities, loopback servers.
+    """The options of worker ``worker.index``: split or sharded, stable identity, loopback.
 
-    - sharding: the given :class:`~setpoint.manager.sharding.ShardingOptions` with
-      ``shard_id`` ``<shard_id or group>-w<i>``, or else every controller with a ``for_``
-      kind on the ring named after the leader election Lease (:func:`ring_name`), with
-      :data:`WORKER_VIRTUAL_NODES` points per shard, its shard Leases timed as the leader
-      election Lease; the sharder waits for the ``count``
-      workers before it assigns (``wait_for_shards``);
+    - without ``options.sharding``, the workers split the objects among themselves
+      (:mod:`setpoint.manager.workersplit`): leader election on a
+      :class:`~setpoint.manager.workersplit.SupervisorLock` (the supervisor holds the
+      Lease), with the renew deadline that fits between the supervisor's renew deadline
+      and its lease duration (:func:`split_leader_election`); ``sharding`` stays ``None``;
+    - with ``options.sharding``, the shard ring of decision 0011: those options with
+      ``shard_id`` ``<shard_id or group>-w<i>``, the sharder waiting for at least the
+      ``count`` workers (``wait_for_shards``), and leader election on the Lease itself;
     - leader election identity ``<identity or group>-w<i>`` (unless a lock is given), the
       group being the supervisor's (:data:`WORKER_GROUP_ENV`);
     - metrics and probes on ``127.0.0.1:0``, plain HTTP without authentication: only the
       supervisor (in the same Pod) reads them; a server turned off stays off;
     - ``record``: each worker writes ``<path>.w<i>``.
     """
-    from setpoint.manager.sharding import ShardingOptions
-
     le = options.leader_election
     if le is None:
         raise ValueError(_needs_leader_election(options.processes))
     name = worker_name(worker.index, worker.group)
-    if le.lock is None:
-        identity = worker_name(worker.index, le.identity) if le.identity else name
-        le = dataclasses.replace(le, identity=identity)
+    identity = worker_name(worker.index, le.identity) if le.identity else name
     sharding = options.sharding
     if sharding is None:
-        sharding = ShardingOptions(
-            ring=ring_name(le.name),
-            every_controller=True,
-            shard_id=name,
-            wait_for_shards=worker.count,
-            virtual_nodes=WORKER_VIRTUAL_NODES,
-            lease_duration=le.lease_duration,
-            renew_deadline=le.renew_deadline,
-            retry_period=le.retry_period,
-        )
+        le = split_leader_election(le, identity)
     else:
+        if le.lock is None:
+            le = dataclasses.replace(le, identity=identity)
         shard_id = worker_name(worker.index, sharding.shard_id) if sharding.shard_id else name
         sharding = dataclasses.replace(
             sharding,
@@ -372,6 +347,31 @@ def worker_options(options: ManagerOptions, worker: WorkerEnvironment) -> Manage
         path = f"{options.record.path}.w{worker.index}"
         changes["record"] = dataclasses.replace(options.record, path=path)
     return dataclasses.replace(options, **changes)
+
+
+def split_leader_election(le: LeaderElectionOptions, identity: str) -> LeaderElectionOptions:
+    """A split worker's leader election: on a :class:`SupervisorLock`, inside its fence.
+
+    The supervisor's fence is ``lease_duration`` after its latest renewal, and it renews
+    for up to ``renew_deadline``; the worker's renew deadline is what is left between the
+    two (5 s with the defaults), so it can renew for as long as the supervisor leads, and
+    its retry period at most half of that.
+    """
+    from setpoint.manager.workersplit import SupervisorLock
+
+    renew = le.lease_duration - le.renew_deadline
+    lock = SupervisorLock(
+        identity, name=le.name, renew_deadline=renew, lease_duration=le.lease_duration
+    )
+    return dataclasses.replace(
+        le,
+        identity=None,
+        renew_deadline=renew,
+        retry_period=min(le.retry_period, renew / 2),
+        request_timeout=None,
+        release_on_cancel=False,
+        lock=lock,
+    )
 
 
 def _needs_leader_election(processes: object) -> str:
@@ -398,8 +398,10 @@ class WorkerChannel:
 
     Reports are JSON lines: ``{"metrics": [host, port] | null, "probes": [...]}`` once the
     servers listen, ``{"ready": true|false}`` when readiness changes, ``{"error": "..."}``
-    when the manager fails. The supervisor never writes; the worker reads only to learn that
-    the supervisor is gone (end of file).
+    when the manager fails. The supervisor of split workers writes JSON lines too,
+    ``{"lead": <CLOCK_MONOTONIC instant> | null, "leader": "<holder>" | null}`` (its
+    leadership's fence, :mod:`setpoint.manager.workersplit`); end of file means the
+    supervisor is gone.
     """
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -425,11 +427,24 @@ class WorkerChannel:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._writer.drain(), timeout)
 
-    async def wait_closed(self) -> None:
-        """Return when the supervisor's end is closed (it exited or was killed)."""
-        with contextlib.suppress(ConnectionError, OSError):
-            while await self._reader.read(4096):
-                pass
+    async def wait_closed(
+        self, on_message: Callable[[dict[str, object]], None] | None = None
+    ) -> None:
+        """Return when the supervisor's end is closed (it exited or was killed).
+
+        Each JSON object the supervisor writes meanwhile is handed to ``on_message``; other
+        lines are skipped.
+        """
+        with contextlib.suppress(ConnectionError, OSError, ValueError):
+            while line := await self._reader.readline():
+                if on_message is None:
+                    continue
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(message, dict):
+                    on_message(message)
 
     def close(self) -> None:
         """Close this end."""
@@ -586,6 +601,7 @@ class _Slot:
     probe_address: tuple[str, int] | None = None
     error: str | None = None
     exited: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    writer: asyncio.StreamWriter | None = None
 
 
 class Supervisor:
@@ -639,6 +655,7 @@ class Supervisor:
         self._stopping = False
         self._fatal: WorkerStartupFailed | None = None
         self._wake = asyncio.Event()
+        self._word = b""
 
     # -- WorkerTable ---------------------------------------------------------------------------
 
@@ -704,6 +721,16 @@ class Supervisor:
                 f"worker(s) {', '.join(map(str, killed))} did not stop within "
                 f"{self._grace:g}s (graceful_shutdown_timeout) and were killed"
             )
+
+    def tell(self, **message: object) -> None:
+        """Write ``message`` to every running worker, and to each one that starts later.
+
+        How the supervisor of split workers passes on its leadership
+        (:mod:`setpoint.manager.workersplit`); the latest message replaces the previous one.
+        """
+        self._word = json.dumps(message, separators=(",", ":")).encode() + b"\n"
+        for slot in self._slots:
+            _write(slot, self._word)
 
     def signal_all(self, sig: signal.Signals = signal.SIGTERM) -> None:
         """Send ``sig`` to every running worker (forwarding a signal the supervisor got)."""
@@ -827,6 +854,8 @@ class Supervisor:
         log.info("worker %d started pid=%d", slot.index, process.pid)
         parent.setblocking(False)
         reader, writer = await asyncio.open_unix_connection(sock=parent)
+        slot.writer = writer
+        _write(slot, self._word)
         follow = asyncio.create_task(self._follow(slot, reader))
         try:
             code = await process.wait()  # reaped: its Leases may be taken by a successor
@@ -836,6 +865,7 @@ class Supervisor:
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await clock_timeout(self._clock, asyncio.shield(follow), 1.0)
             follow.cancel()
+            slot.writer = None
             writer.close()
         slot.metrics_address = slot.probe_address = None
         return code
@@ -869,6 +899,13 @@ class Supervisor:
                     slot.state = "starting"
             if "error" in report:
                 slot.error = str(report["error"])
+
+
+def _write(slot: _Slot, line: bytes) -> None:
+    writer = slot.writer
+    if line and writer is not None and not writer.is_closing():
+        with contextlib.suppress(ConnectionError, OSError):
+            writer.write(line)
 
 
 def _pid(slot: _Slot) -> int | None:

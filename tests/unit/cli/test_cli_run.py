@@ -346,10 +346,11 @@ def test_leader_election_timing_that_breaks_the_rules_names_the_flags(
     assert "LeaderElectionOptions" not in str(error.value)
 
 
-def test_processes_time_the_shard_leases_as_the_leader_lease(
+def test_processes_time_the_workers_leadership_inside_the_leader_lease(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from setpoint.manager.processes import WorkerEnvironment, worker_options
+    from setpoint.manager.workersplit import SupervisorLock
 
     monkeypatch.setattr(run, "SERVICE_ACCOUNT_DIR", str(tmp_path / "absent"))
     resolved = settings(
@@ -360,9 +361,14 @@ def test_processes_time_the_shard_leases_as_the_leader_lease(
         "--leader-election-retry-period=1",
     )
     options = run.build_manager_options(resolved, "op")
-    sharding = worker_options(options, WorkerEnvironment(0, 2, None, group="pod-abc123")).sharding
-    assert sharding is not None
-    assert (sharding.lease_duration, sharding.renew_deadline, sharding.retry_period) == (4, 3, 1)
+    le = options.leader_election
+    assert le is not None and (le.lease_duration, le.renew_deadline, le.retry_period) == (4, 3, 1)
+    worker = worker_options(options, WorkerEnvironment(0, 2, None, group="pod-abc123"))
+    wle = worker.leader_election
+    assert worker.sharding is None and wle is not None
+    assert isinstance(wle.lock, SupervisorLock)
+    # The worker renews inside the supervisor's fence: lease_duration - renew_deadline.
+    assert (wle.renew_deadline, wle.retry_period) == (1, 0.5)
 
 
 @pytest.mark.parametrize(

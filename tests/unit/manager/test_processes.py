@@ -15,6 +15,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,18 @@ from prometheus_client import CollectorRegistry
 
 from setpoint.api import kinds
 from setpoint.api.clock import LoopClock
+from setpoint.api.keys import ObjectKey
 from setpoint.api.meta import labels_of
 from setpoint.api.runnable import RunnableGroup
-from setpoint.manager import LeaderElectionOptions, Manager, ManagerOptions, RunnableFailed
+from setpoint.manager import (
+    LeaderElectionLost,
+    LeaderElectionOptions,
+    Manager,
+    ManagerOptions,
+    RunnableFailed,
+)
 from setpoint.manager import processes as proc
 from setpoint.manager.processes import (
-    WORKER_VIRTUAL_NODES,
     Supervisor,
     ThreadedRunnable,
     WorkerEnvironment,
@@ -41,6 +48,7 @@ from setpoint.manager.processes import (
     worker_options,
 )
 from setpoint.manager.sharding import ShardingOptions, shard_label
+from setpoint.manager.workersplit import SupervisorLock, worker_of
 from setpoint.observability.metrics import Metrics
 from setpoint.observability.recording import RecordOptions
 from setpoint.testing import FakeClient
@@ -141,7 +149,8 @@ def test_worker_environment_contract() -> None:
     grouped = worker_environment({**env, proc.WORKER_GROUP_ENV: "pod-a-1f2e3d"})
     assert grouped is not None and grouped.group == "pod-a-1f2e3d"
     got = worker_options(ManagerOptions(processes=3, leader_election=LE), grouped)
-    assert got.sharding is not None and got.sharding.shard_id == "pod-a-1f2e3d-w1"
+    assert got.leader_election is not None and got.leader_election.lock is not None
+    assert got.leader_election.lock.identity == "pod-a-1f2e3d-w1"
     with pytest.raises(ValueError, match=r"outside 0\.\.2"):
         worker_environment({**env, proc.WORKER_INDEX_ENV: "3"})
     with pytest.raises(ValueError, match="SETPOINT_WORKER_COUNT='x' is not a number"):
@@ -156,7 +165,7 @@ def test_worker_names_are_stable_dns_labels(monkeypatch: pytest.MonkeyPatch) -> 
     assert long.endswith("-w12") and len(long) <= 63
 
 
-def test_worker_options_shard_every_controller_with_stable_ids(
+def test_worker_options_split_under_the_supervisors_lease_with_stable_ids(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("HOSTNAME", "pod-a")
@@ -169,10 +178,10 @@ def test_worker_options_shard_every_controller_with_stable_ids(
         record=RecordOptions(path="/tmp/rec.jsonl"),
     )
     got = worker_options(given, WorkerEnvironment(1, 2, None))
-    assert got.sharding is not None and got.leader_election is not None
-    assert got.sharding.every_controller and got.sharding.ring == "my-operator-leader"
-    assert got.sharding.shard_id == "pod-a-w1" == got.leader_election.identity
-    assert got.sharding.virtual_nodes == WORKER_VIRTUAL_NODES == 1000
+    assert got.sharding is None and got.leader_election is not None
+    lock = got.leader_election.lock
+    assert isinstance(lock, SupervisorLock) and lock.identity == "pod-a-w1"
+    assert lock.describe() == "Lease my-operator.leader (held by the supervisor)"
     assert (got.metrics_bind_address, got.metrics_secure) == ("127.0.0.1:0", False)
     assert got.health_probe_bind_address == "127.0.0.1:0"
     assert got.record is not None and got.record.path == "/tmp/rec.jsonl.w1"
@@ -228,8 +237,15 @@ else:
 send(metrics=["127.0.0.1", 9000 + int(index)], probes=["127.0.0.1", 9100 + int(index)])
 if mode != "never-ready":
     send(ready=True)
-while channel.recv(1):
-    pass
+buf, heard = b"", False
+while chunk := channel.recv(4096):
+    buf += chunk
+    while b"\n" in buf:
+        line, buf = buf.split(b"\n", 1)
+        if json.loads(line).get("lead") is not None and not heard:  # the supervisor leads
+            heard = True
+            with open(starts, "a") as f:
+                f.write(json.dumps({"i": int(index), "leads": os.getpid()}) + "\n")
 with open(starts, "a") as f:
     f.write(json.dumps({"i": int(index), "eof": os.getpid()}) + "\n")
 """
@@ -314,7 +330,9 @@ async def test_supervisor_starts_n_workers_with_the_contract_and_their_reports(
 async def test_a_killed_worker_is_reaped_and_restarted_with_its_index(
     fakes: Fakes, cleanup: list[Running]
 ) -> None:
-    run = Running(fakes.supervisor(2))
+    supervisor = fakes.supervisor(2)
+    supervisor.tell(lead=123.0, leader="pod")  # before any worker runs: each hears it at start
+    run = Running(supervisor)
     cleanup.append(run)
     await run.ready()
     old = run.supervisor.pids()[1]
@@ -332,6 +350,13 @@ async def test_a_killed_worker_is_reaped_and_restarted_with_its_index(
     with pytest.raises(ProcessLookupError):
         os.kill(old, 0)
     assert run.supervisor.workers()[1].restarts == 1
+    # The successor heard the supervisor's latest word too.
+    successor = run.supervisor.pids()[1]
+    await eventually(
+        lambda: {r["leads"] for r in fakes.records() if "leads" in r} >= {old, successor},
+        timeout=10,
+        description="every worker, the successor too, heard the grant",
+    )
     assert run.supervisor.workers()[0].restarts == 0
     assert [r["i"] for r in fakes.records() if "pid" in r].count(1) == 2
     assert len({r["g"] for r in fakes.records() if "pid" in r}) == 1  # the same identities
@@ -453,13 +478,14 @@ def _options(**overrides: Any) -> ManagerOptions:
     return ManagerOptions(**values)
 
 
-async def test_a_worker_manager_shards_reports_and_stops_when_the_supervisor_goes(
+async def test_a_ring_worker_manager_shards_reports_and_stops_when_the_supervisor_goes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     parent, child = socket.socketpair()
     _worker_env(monkeypatch, child.detach(), index=1)
     client = FakeClient()
-    manager = Manager(client, _options())
+    ring = ShardingOptions(ring="ops", every_controller=True)
+    manager = Manager(client, _options(sharding=ring))
     assert manager.worker is not None and (manager.worker.index, manager.worker.count) == (1, 2)
     assert manager.identity == "pod-x-w1"
     manager.controller("cms").for_(kinds.ConfigMap).build(_noop)
@@ -484,6 +510,55 @@ async def test_a_worker_manager_shards_reports_and_stops_when_the_supervisor_goe
         if not running.done():
             manager.stop()
             await asyncio.wait_for(running, 20)
+
+
+async def test_a_split_worker_reconciles_its_keys_only_while_the_supervisor_leads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parent, child = socket.socketpair()
+    _worker_env(monkeypatch, child.detach(), index=1)
+    client = FakeClient()
+    names = [f"cm-{i}" for i in range(12)]
+    for name in names:
+        await client.create(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "a"}}
+        )
+    manager = Manager(client, _options())
+    assert manager.shard is None and manager.identity == "pod-x-w1"
+    reconciled: list[str] = []
+
+    async def record(ctx: Any, request: Any) -> None:
+        reconciled.append(request.name)
+
+    manager.controller("cms").for_(kinds.ConfigMap).build(record)
+    mine = {n for n in names if worker_of(ObjectKey("a", n), 2) == 1}
+    assert 0 < len(mine) < len(names)
+    running = asyncio.create_task(manager.run())
+    parent.setblocking(False)
+    reader, writer = await asyncio.open_unix_connection(sock=parent)
+
+    def grant(lead: float | None) -> None:
+        writer.write(json.dumps({"lead": lead, "leader": "pod-x"}).encode() + b"\n")
+
+    try:
+        await asyncio.wait_for(reader.readline(), 20)  # its addresses: it runs
+        await asyncio.sleep(1.5)  # campaigns without a grant: a quiet candidate
+        assert not manager.is_leader and reconciled == []
+        # The supervisor leads: fenced 4 s ahead (the test's lease_duration), renewed.
+        async with asyncio.timeout(20):
+            while set(reconciled) != mine:
+                grant(time.monotonic() + 4)
+                await asyncio.sleep(0.2)
+        assert manager.is_leader
+        grant(None)  # the supervisor lost its Lease: the worker fails as a leader would
+        with pytest.raises(LeaderElectionLost):
+            await asyncio.wait_for(running, 20)
+        assert set(reconciled) == mine  # never another worker's key
+    finally:
+        writer.close()
+        if not running.done():
+            manager.stop()
+            await asyncio.gather(running, return_exceptions=True)
 
 
 def _supervise_fakes(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
@@ -515,6 +590,15 @@ async def test_a_supervising_manager_runs_workers_and_nothing_else(
     try:
         await _workers_ready(manager)
         assert not manager.cache.synced  # nothing of the operator runs here
+        # It holds the leader election Lease for the Pod and tells every worker so.
+        await manager.wait_elected(10)
+        lease = await manager.client.get(kinds.Lease, "ops", namespace="default")
+        assert lease["spec"]["holderIdentity"] == manager.identity
+        await eventually(
+            lambda: {r["i"] for r in fakes.records() if "leads" in r} == {0, 1},
+            timeout=10,
+            description="both workers heard the supervisor's grant",
+        )
         # The addresses are the supervisor's public endpoints (no server of its own runs).
         metrics, probes = manager.metrics_address, manager.health_probe_address
         assert metrics is not None and probes is not None and metrics != probes
@@ -565,7 +649,9 @@ async def test_a_supervising_manager_runs_what_was_added_in_supervisor(
     early, plain, late = (_InSupervisor(n, manager) for n in ("early", "plain", "late"))
     manager.add(early, in_supervisor=True)
     manager.add(plain)
-    with pytest.raises(ValueError, match=r"'leads' needs leader election.*never leads"):
+    with pytest.raises(
+        ValueError, match=r"'leads' needs leader election.*none of the operator's leader-only work"
+    ):
         manager.add(_InSupervisor("leads", manager, leader=True), in_supervisor=True)
     running = asyncio.create_task(manager.run())
     try:
@@ -714,8 +800,10 @@ def test_wait_for_shards_is_at_least_one_and_workers_wait_for_each_other(
 ) -> None:
     with pytest.raises(ValueError, match="wait_for_shards must be >= 1"):
         ShardingOptions(ring="r", every_controller=True, wait_for_shards=0)
+    ring = ShardingOptions(ring="r", every_controller=True)
     got = worker_options(
-        ManagerOptions(processes=3, leader_election=LE), WorkerEnvironment(0, 3, None)
+        ManagerOptions(processes=3, leader_election=LE, sharding=ring),
+        WorkerEnvironment(0, 3, None),
     )
     assert got.sharding is not None and got.sharding.wait_for_shards == 3
 
