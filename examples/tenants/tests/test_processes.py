@@ -9,13 +9,14 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 from tenants import CONTROLLER_NAME
 
 import setpoint as sp
 from setpoint import kinds
-from setpoint.manager.sharding import RING_LABEL, shard_label
+from setpoint.api.keys import ObjectKey
+from setpoint.manager.sharding import RING_LABEL
+from setpoint.manager.workersplit import worker_of
 from setpoint.testing import eventually
 from tests._support.shard_cluster import Interval, overlaps
 
@@ -31,7 +32,7 @@ from .tenants_support import (
 N = 30
 """Tenants created at once, one namespace each."""
 LEASE = "tenants-workers"
-"""The leader election Lease, in the test's namespace; also the workers' sharding ring."""
+"""The leader election Lease, in the test's namespace (the supervisor holds it)."""
 READY_BEFORE_KILL = 3
 """Tenants Ready when a worker is killed: the workers are busy, and most are not done."""
 
@@ -60,17 +61,19 @@ def ready(port: int) -> bool:
     return probe(port, "/readyz")[0] == 200
 
 
-def worker_of(identity: str) -> int:
-    """The worker index in a shard id or leader identity (``<host>-w<i>``)."""
-    found = re.search(r"-w(\d+)$", identity)
-    assert found is not None, f"{identity!r} names no worker index"
-    return int(found.group(1))
+def owner(name: str) -> int:
+    """The worker that owns Tenant ``name`` (cluster-scoped): the split's hash of its key."""
+    return worker_of(ObjectKey("", name), 2)
 
 
-async def shard_leases(k8s: sp.Client, namespace: str) -> dict[str, dict[str, Any]]:
-    """The ring's shard Leases by name (the shard id)."""
-    leases = await k8s.list(kinds.Lease, namespace=namespace, labels={RING_LABEL: LEASE})
-    return {lease["metadata"]["name"]: lease for lease in leases}
+async def shard_leases(k8s: sp.Client, namespace: str) -> list[str]:
+    """Names of shard Leases in ``namespace`` (there should be none: nothing is sharded)."""
+    leases = await k8s.list(kinds.Lease, namespace=namespace)
+    return [
+        lease["metadata"]["name"]
+        for lease in leases
+        if RING_LABEL in lease["metadata"].get("labels", {})
+    ]
 
 
 async def test_two_worker_processes_converge_tenants_through_a_worker_sigkill(
@@ -83,12 +86,11 @@ async def test_two_worker_processes_converge_tenants_through_a_worker_sigkill(
     """Two worker processes split 30 Tenants; one is SIGKILLed mid-way; all converge, never twice.
 
     The operator runs as `setpoint run examples/tenants/tenants --processes 2`, leader
-    election on, so each worker holds a shard Lease of its own and reconciles only the
-    Tenants labelled for it. Thirty Tenants are created at once; as soon as three are Ready,
-    the leader worker is SIGKILLed while some of its own Tenants are not Ready yet. The
-    supervisor restarts it with the same index: the successor (a new pid) holds the same
-    shard Lease again (no third one appears), the dead worker's unfinished Tenants stay
-    labelled for that shard and the successor reconciles them, and every Tenant turns Ready.
+    election on: the supervisor holds the leader Lease for the Pod, and its two workers split
+    the Tenants by the hash of their keys (no label, no shard Lease). Thirty Tenants are
+    created at once; as soon as three are Ready, the worker with more unfinished Tenants is
+    SIGKILLed. The supervisor restarts it with the same index: the successor (a new pid)
+    owns the same Tenants and reconciles the unfinished ones, and every Tenant turns Ready.
     The supervisor's probes report it: `/readyz/worker-<i>` fails while it restarts, and
     `/readyz?verbose` then lists it ready with the new pid and one restart. The Tenants are
     deleted while the workers run, and SIGTERM stops the supervisor and both workers
@@ -117,28 +119,26 @@ async def test_two_worker_processes_converge_tenants_through_a_worker_sigkill(
             description="the supervisor's /readyz (both workers ready)",
         )
 
-        async def two_shards() -> dict[str, dict[str, Any]] | None:
-            leases = await shard_leases(k8s, namespace)
-            return leases if len(leases) == 2 else None
-
-        shards = set(await eventually(two_shards, timeout=30, description="two shard Leases"))
-        assert {worker_of(s) for s in shards} == {0, 1}, shards
+        lease = await k8s.get(kinds.Lease, LEASE, namespace=namespace)
+        holder = lease["spec"]["holderIdentity"]
+        assert holder and not re.search(r"-w\d+$", holder), f"a worker holds the Lease: {holder}"
+        assert await shard_leases(k8s, namespace) == []
 
         names = [unique("proc") for _ in range(N)]
+        assert {owner(n) for n in names} == {0, 1}
         await asyncio.gather(*(tenants.create(n, [f"{n}-a"]) for n in names))
-        label = shard_label(LEASE)
 
-        async def state() -> dict[str, tuple[str, bool]]:
-            """``name -> (shard label, Ready)`` of this test's Tenants."""
+        async def state() -> dict[str, bool]:
+            """``name -> Ready`` of this test's Tenants."""
             mine = set(names)
             return {
-                t["metadata"]["name"]: (t["metadata"].get("labels", {}).get(label, ""), is_ready(t))
+                t["metadata"]["name"]: is_ready(t)
                 for t in await k8s.list(TENANT)
                 if t["metadata"]["name"] in mine
             }
 
         async def some_ready() -> bool:
-            return sum(r for _, r in (await state()).values()) >= READY_BEFORE_KILL
+            return sum((await state()).values()) >= READY_BEFORE_KILL
 
         await eventually(some_ready, timeout=60, description=f"{READY_BEFORE_KILL} Tenants Ready")
         mine = set(names)
@@ -158,14 +158,14 @@ async def test_two_worker_processes_converge_tenants_through_a_worker_sigkill(
             return len(pids) == 2 and pids <= done
 
         await eventually(both_journaled, timeout=60, description="both workers in the journal")
-        leader = (await k8s.get(kinds.Lease, LEASE, namespace=namespace))["spec"]["holderIdentity"]
-        victim = worker_of(leader)
-        victim_shard = next(s for s in shards if worker_of(s) == victim)
+        before = await state()
+        left = [sum(1 for n, r in before.items() if owner(n) == i and not r) for i in (0, 1)]
+        victim = 0 if left[0] >= left[1] else 1
         pid, killed_at = operator.kill_worker(victim)
         at_kill = await state()
-        unfinished = sorted(n for n, (s, r) in at_kill.items() if s == victim_shard and not r)
+        unfinished = sorted(n for n, r in at_kill.items() if owner(n) == victim and not r)
         assert unfinished, f"the kill came after worker {victim} had finished: {at_kill}"
-        print(f"\nkilled worker {victim} (pid {pid}, the leader) with {len(unfinished)} not Ready")
+        print(f"\nkilled worker {victim} (pid {pid}) with {len(unfinished)} not Ready")
 
         async def successor() -> int | None:
             now = operator.workers().get(victim)
@@ -177,7 +177,7 @@ async def test_two_worker_processes_converge_tenants_through_a_worker_sigkill(
 
         async def converged() -> bool:
             now = await state()
-            return len(now) == N and all(r for _, r in now.values())
+            return len(now) == N and all(now.values())
 
         await eventually(converged, timeout=60, description=f"all {N} Tenants Ready")
         settled = time.monotonic()
@@ -192,10 +192,7 @@ async def test_two_worker_processes_converge_tenants_through_a_worker_sigkill(
         await eventually(reported, timeout=10, description=f"/readyz?verbose: {line}")
         assert (await asyncio.to_thread(probe, port, "/healthz"))[0] == 200
 
-        leases = await shard_leases(k8s, namespace)
-        assert set(leases) == shards, f"the successor took another shard: {sorted(leases)}"
-        final = await state()
-        assert {n for n in unfinished if final[n][0] != victim_shard} == set(), final
+        assert await shard_leases(k8s, namespace) == []
 
         survivor = operator.workers()[1 - victim]
 
@@ -220,7 +217,7 @@ async def test_two_worker_processes_converge_tenants_through_a_worker_sigkill(
             f"the successor of worker {victim} left some of its Tenants alone"
         )
         assert {s.key for s in spans if s.pid == survivor} & set(unfinished) == set(), (
-            "the surviving worker reconciled Tenants of the killed one's shard"
+            "the surviving worker reconciled Tenants of the killed one"
         )
         print(f"reconciles: {len(spans)} by pids {sorted(by_pid)}; killed at {killed_at:.3f}")
     finally:

@@ -27,7 +27,6 @@ from pathlib import Path
 from setpoint.api import kinds
 from setpoint.api.meta import annotations_of, labels_of
 from setpoint.client import Client
-from setpoint.manager.processes import ring_name
 from setpoint.manager.sharding import shard_label
 from tests._support.shard_cluster import Interval
 
@@ -88,9 +87,10 @@ SHORT_LEASES = textwrap.dedent(
     '''
     """tinyop.py as `setpoint run tinyop.py --processes 2` runs it, with 4 s leases.
 
-    `setpoint run` has no flag for lease durations; this runs the same manager with leader
-    election and shard Leases of 4 s (renew deadline 3 s, retry 1 s), so that a killed
-    Pod's Leases expire quickly. Arguments: KUBECONFIG NAMESPACE LEASE.
+    With the shard ring named LEASE over both supervisors' workers (ShardingOptions:
+    `setpoint run` has no flag for it) and leader election and shard Leases of 4 s (renew
+    deadline 3 s, retry 1 s), so that a killed Pod's Leases expire quickly. Arguments:
+    KUBECONFIG NAMESPACE LEASE.
     """
 
     import asyncio
@@ -101,7 +101,6 @@ SHORT_LEASES = textwrap.dedent(
     from setpoint.cache import Cache, CacheOptions
     from setpoint.client import Client, load_kubeconfig
     from setpoint.manager import LeaderElectionOptions, Manager, ManagerOptions
-    from setpoint.manager.processes import ring_name
     from setpoint.manager.sharding import ShardingOptions
     from setpoint.observability.logging import configure_logging
 
@@ -120,7 +119,7 @@ SHORT_LEASES = textwrap.dedent(
                         name=LEASE, namespace=NAMESPACE, release_on_cancel=True, **TIMINGS
                     ),
                     sharding=ShardingOptions(
-                        ring=ring_name(LEASE), every_controller=True, wait_for_shards=4, **TIMINGS
+                        ring=LEASE, every_controller=True, wait_for_shards=4, **TIMINGS
                     ),
                     new_cache=lambda c: Cache(c, options=CacheOptions(namespaces=(NAMESPACE,))),
                     metrics_bind_address="0",
@@ -298,8 +297,8 @@ async def create_configmaps(k8s: Client, namespace: str, n: int) -> None:
 
 
 async def configmap_state(k8s: Client, namespace: str, lease: str) -> dict[str, dict[str, str]]:
-    """``name -> annotations + shard (label on lease's ring) + gen`` of the ``cm-`` ConfigMaps."""
-    label = shard_label(ring_name(lease))
+    """``name -> annotations + shard (label on the ring named lease) + gen`` of ``cm-`` ones."""
+    label = shard_label(lease)
     return {
         obj["metadata"]["name"]: {
             **annotations_of(obj),

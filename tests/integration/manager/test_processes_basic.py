@@ -1,4 +1,4 @@
-"""`setpoint run --processes 2` on the real API server: a split, a SIGKILL, a restart.
+"""`setpoint run --processes 2` on the real API server: a split by key, a SIGKILL, a restart.
 
 The tiny operator and the supervisor's helpers are in processes_support.py: every ConfigMap
 of the test's namespace is annotated with its worker's index and the ``gen`` it saw, and every
@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from setpoint.api import kinds
+from setpoint.api.keys import ObjectKey
 from setpoint.client import Client, MergePatch
+from setpoint.manager.workersplit import worker_of
 from setpoint.testing.waits import eventually
 from tests._support.shard_cluster import Interval, overlaps
 
@@ -46,13 +48,15 @@ async def _state(k8s: Client, namespace: str) -> dict[str, dict[str, str]]:
     return await configmap_state(k8s, namespace, LEASE_ID)
 
 
-SHARD = re.compile(rf"^{HOST}-[0-9a-f]{{6}}-w[01]$")
-"""A worker's shard id: the Pod (host) name, the supervisor's random group, the index."""
+def _worker(name: str, namespace: str) -> str:
+    """The index of the worker that owns ConfigMap ``name`` (the split's hash of its key)."""
+    return str(worker_of(ObjectKey(namespace, name), 2))
 
 
-def _converged(state: dict[str, dict[str, str]], gen: str) -> bool:
+def _converged(state: dict[str, dict[str, str]], gen: str, namespace: str) -> bool:
     return len(state) == N and all(
-        s.get("tinyop/seen") == gen == s["gen"] and SHARD.match(s["shard"]) for s in state.values()
+        s.get("tinyop/seen") == gen == s["gen"] and s.get("tinyop/worker") == _worker(n, namespace)
+        for n, s in state.items()
     )
 
 
@@ -61,29 +65,32 @@ async def test_two_workers_split_the_objects_and_a_killed_one_comes_back_as_itse
 ) -> None:
     """Two workers split 30 ConfigMaps; one is SIGKILLed, restarted as itself, and all converge.
 
-    `setpoint run --processes 2` (leader election turned on by itself) starts two workers
-    that shard the tiny operator's one controller on the ring named after the leader Lease;
-    every ConfigMap ends up labelled for shard `<host>-<group>-w0` or `-w1` and reconciled by
-    that worker, and both workers own some. Worker 0 is SIGKILLed; the supervisor reaps it
-    and starts a new process with index 0, which takes its shard Lease again at once (same
-    identity): no object is relabelled to a third shard. Every ConfigMap is then changed
-    and converges again; worker 0's objects are reconciled by the new process. The journal
-    shows no moment when two processes reconciled one object. SIGTERM to the supervisor
-    stops every process with exit code 0.
+    `setpoint run --processes 2` (leader election turned on by itself): the supervisor holds
+    the leader Lease for the Pod (an identity of its own, not a worker's) and its two
+    workers split the tiny operator's ConfigMaps by the hash of their keys, without a label
+    or a shard Lease: every ConfigMap ends up annotated by the worker the split names, and
+    both workers own some. Worker 0 is SIGKILLed; the supervisor reaps it and starts a new
+    process with index 0. Every ConfigMap is then changed and converges again; worker 0's
+    objects are reconciled last by the new process. The journal shows no moment when two
+    processes reconciled one object. SIGTERM to the supervisor stops every process with
+    exit code 0.
     """
     await create_configmaps(k8s, namespace, N)
 
     async def converged(gen: str) -> bool:
-        state = await _state(k8s, namespace)
-        shards = {s["shard"] for s in state.values()}
-        return _converged(state, gen) and {shard[-3:] for shard in shards} == {"-w0", "-w1"}
+        return _converged(await _state(k8s, namespace), gen, namespace)
 
     await eventually(
         lambda: converged("1"), timeout=60, description="both workers own and reconcile objects"
     )
     state = await _state(k8s, namespace)
-    for name, s in state.items():
-        assert s["tinyop/worker"] == s["shard"][-1], (name, s)
+    assert {s["tinyop/worker"] for s in state.values()} == {"0", "1"}
+    assert {s["shard"] for s in state.values()} == {""}  # nothing was written to the objects
+    lease = await k8s.get(kinds.Lease, LEASE_ID, namespace=namespace)
+    holder = lease["spec"]["holderIdentity"]
+    assert holder.startswith(HOST) and not re.search(r"-w\d+$", holder), holder
+    leases = await k8s.list(kinds.Lease, namespace=namespace)
+    assert [item["metadata"]["name"] for item in leases] == [LEASE_ID]  # no shard Leases
 
     (victim,) = [pid for index, pid in operator.starts() if index == 0]
     os.kill(victim, signal.SIGKILL)
@@ -103,9 +110,7 @@ async def test_two_workers_split_the_objects_and_a_killed_one_comes_back_as_itse
         )
     )
     await eventually(lambda: converged("2"), timeout=60, description="every object converges again")
-    after = await _state(k8s, namespace)
-    assert {n: s["shard"] for n, s in after.items()} == {n: s["shard"] for n, s in state.items()}
-    theirs = {f"{namespace}/{n}" for n, s in after.items() if s["shard"].endswith("-w0")}
+    theirs = {f"{namespace}/{n}" for n in state if _worker(n, namespace) == "0"}
     last_by_key: dict[str, Interval] = {}
     for interval in sorted(intervals(operator.journal, operator.killed), key=lambda i: i.start):
         last_by_key[interval.key] = interval

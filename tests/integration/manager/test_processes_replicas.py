@@ -20,7 +20,6 @@ import pytest
 from setpoint.api import kinds
 from setpoint.cli.doctor_shards import scan_rings
 from setpoint.client import Client, MergePatch
-from setpoint.manager.processes import ring_name
 from setpoint.manager.sharding import RING_LABEL
 from setpoint.testing.waits import eventually
 from tests._support.shard_cluster import Interval, overlaps
@@ -36,7 +35,8 @@ from .processes_support import (
 
 N = 40
 LEASE_ID = "tiny-replicas"
-RING = ring_name(LEASE_ID)
+RING = LEASE_ID
+"""The shard ring: tinyrun.py names it after the leader election Lease."""
 PODS = ("tinypod-a", "tinypod-b")
 LEASE_DURATION = 4.0
 WORK = "0.3"
