@@ -7,15 +7,17 @@ controller and no cache; it runs the same command line again N times (``sys.exec
 contract below, serves the public probe and metrics endpoints
 (:mod:`setpoint.manager.workerendpoints`, which aggregate the workers'), restarts a worker
 that dies, forwards SIGTERM and SIGINT, and owns the webhook server's listening socket (the
-workers inherit it: one accept queue).
+workers inherit it: one accept queue). Without ``ShardingOptions`` it also holds the leader
+election Lease for the Pod and passes its fence to the workers
+(:mod:`setpoint.manager.workersplit`).
 
 In a **worker** (the variable is set) the manager runs as it always does, with
-:func:`worker_options` applied to its options: sharding on (every controller with a
-``for_`` kind, ring named after the leader election Lease, unless the options shard
-already), shard and leader election identities ``<group>-w<index>`` that a restarted worker
-keeps, and metrics and probe servers on loopback, whose ports it reports to the supervisor
-over its channel (a socket pair, :class:`WorkerChannel`). A worker stops when the
-supervisor goes away (the channel reads end of file).
+:func:`worker_options` applied to its options: split by key under the supervisor's Lease
+(every controller with a ``for_`` kind), or with ``ShardingOptions`` a shard of that ring;
+identities ``<group>-w<index>`` that a restarted worker keeps, and metrics and probe
+servers on loopback, whose ports it reports to the supervisor over its channel (a socket
+pair, :class:`WorkerChannel`). A worker stops when the supervisor goes away (the channel
+reads end of file).
 
 Environment contract (what a worker is started with):
 
@@ -30,8 +32,8 @@ Environment contract (what a worker is started with):
 
 The supervisor logs ``worker <i> started pid=<pid>`` for every start, so a test (or a person)
 finds each worker's process. A dead worker is reaped (``waitpid``) *before* its successor
-starts with the same index and identities: the successor then takes its own shard and leader
-Leases at once, and never runs beside its predecessor.
+starts with the same index and identities: the successor then owns the same keys (or takes
+its own shard and leader Leases at once, on a ring), and never runs beside its predecessor.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ __all__ = [
     "WORKER_COUNT_ENV",
     "WORKER_GROUP_ENV",
     "WORKER_INDEX_ENV",
+    "WORKER_RETRY_PERIOD_MAX",
     "WORKER_WEBHOOK_FD_ENV",
     "Supervisor",
     "ThreadedRunnable",
@@ -103,6 +106,13 @@ WORKER_GROUP_ENV: Final = "SETPOINT_WORKER_GROUP"
 shard ids and leader election identities are ``<group>-w<index>``: the same for every
 restart of worker ``index`` under this supervisor, and never the same as another
 supervisor's (two operators started on one host, or a Pod's previous container)."""
+
+WORKER_RETRY_PERIOD_MAX: Final = 0.5
+"""The longest retry period of a split worker's elector (:func:`split_leader_election`).
+
+Its lock is in memory, so an attempt costs nothing; the period bounds how long a worker
+waits, after its supervisor is elected, before it leads, and how soon it notices that the
+supervisor stopped leading."""
 
 RESTART_BACKOFF: Final = 1.0
 """Seconds before the first restart of a dead worker; doubled for each further death."""
@@ -354,8 +364,8 @@ def split_leader_election(le: LeaderElectionOptions, identity: str) -> LeaderEle
 
     The supervisor's fence is ``lease_duration`` after its latest renewal, and it renews
     for up to ``renew_deadline``; the worker's renew deadline is what is left between the
-    two (5 s with the defaults), so it can renew for as long as the supervisor leads, and
-    its retry period at most half of that.
+    two (5 s with the defaults), so it can renew for as long as the supervisor leads. Its
+    retry period is at most a quarter of that and :data:`WORKER_RETRY_PERIOD_MAX`.
     """
     from setpoint.manager.workersplit import SupervisorLock
 
@@ -367,7 +377,7 @@ def split_leader_election(le: LeaderElectionOptions, identity: str) -> LeaderEle
         le,
         identity=None,
         renew_deadline=renew,
-        retry_period=min(le.retry_period, renew / 2),
+        retry_period=min(le.retry_period, renew / 4, WORKER_RETRY_PERIOD_MAX),
         request_timeout=None,
         release_on_cancel=False,
         lock=lock,

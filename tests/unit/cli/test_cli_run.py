@@ -368,7 +368,7 @@ def test_processes_time_the_workers_leadership_inside_the_leader_lease(
     assert worker.sharding is None and wle is not None
     assert isinstance(wle.lock, SupervisorLock)
     # The worker renews inside the supervisor's fence: lease_duration - renew_deadline.
-    assert (wle.renew_deadline, wle.retry_period) == (1, 0.5)
+    assert (wle.renew_deadline, wle.retry_period) == (1, 0.25)
 
 
 @pytest.mark.parametrize(

@@ -160,12 +160,12 @@ SUPERVISOR = LeaderElectionOptions(
 def test_split_leader_election_fits_inside_the_supervisors_fence() -> None:
     got = split_leader_election(SUPERVISOR, "pod-a-w0")
     assert isinstance(got.lock, SupervisorLock) and got.lock.identity == "pod-a-w0"
-    assert (got.lease_duration, got.renew_deadline, got.retry_period) == (15, 5, 2)
+    assert (got.lease_duration, got.renew_deadline, got.retry_period) == (15, 5, 0.5)
     assert got.request_timeout is None and not got.release_on_cancel
     short = split_leader_election(
         LeaderElectionOptions(name="x", lease_duration=4, renew_deadline=3, retry_period=1), "w"
     )
-    assert (short.renew_deadline, short.retry_period) == (1, 0.5)
+    assert (short.renew_deadline, short.retry_period) == (1, 0.25)
 
 
 @pytest.fixture
