@@ -19,15 +19,19 @@ Expected Flow:
        kind's informer drops, as they arrive, objects whose key is another worker's
        (:meth:`~setpoint.cache.informer.Informer.narrow` with ``keys``), and sets the split
        as the controller's key gate: events of owned and watched kinds enqueue their
-       owners' keys, and a key of another worker is refused before it is reconciled.
+       owners' keys, and a key of another worker is refused before it is reconciled (and,
+       for a controller that needs leader election, any key while the worker does not
+       lead).
     4. A worker that dies is reaped by the supervisor before its successor, with the same
        index, starts: it takes over exactly the keys of its predecessor.
 
 Guarantees:
-    - A worker reconciles a key only while ``worker_of(key, N)`` is its index and its own
-      elector leads (checked with the clock right before each reconcile): no two workers of
-      one supervisor ever own a key, and a restarted worker never runs beside its
-      predecessor.
+    - A worker reconciles a key only if ``worker_of(key, N)`` is its index and, for a
+      controller that needs leader election (the default), only while its own elector
+      leads (checked with the clock right before each reconcile): no two workers of one
+      supervisor ever own a key, and a restarted worker never runs beside its
+      predecessor. A controller built with ``needs_leader_election(False)`` runs in every
+      Pod, as it does without processes, split among each Pod's workers.
     - A worker's leadership ends before the supervisor's Lease could have been taken over:
       each renewal is accepted only if the worker's renew deadline ends before the fence
       the supervisor last sent. A supervisor that is paused, cut off or killed sends no
@@ -143,7 +147,7 @@ class WorkerSplit:
         return worker_of(key, self.count) == self.index
 
     def admits(self, key: ObjectKey) -> bool:
-        """The key gate: this worker's key, while it leads (checked with the clock)."""
+        """The key gate of a leader-only controller: this worker's key, while it leads."""
         return self._leading() and self.owns(key)
 
     def adopt(self, controller: Controller) -> None:
@@ -165,12 +169,22 @@ class WorkerSplit:
         if slot not in self._narrowed:
             cache.narrow(kind, keys=self.owns)
             self._narrowed.add(slot)
-        controller.set_key_gate(self)
+        controller.set_key_gate(self if controller.needs_leader_election else _OwnKeys(self))
         self._controllers.append(controller)
 
     def describe(self) -> str:
         """``worker <index> of <count>``."""
         return f"worker {self.index} of {self.count}"
+
+
+class _OwnKeys:
+    """The key gate of a controller that runs without leader election: this worker's keys."""
+
+    def __init__(self, split: WorkerSplit) -> None:
+        self._split = split
+
+    def admits(self, key: ObjectKey) -> bool:
+        return self._split.owns(key)
 
 
 class LeadershipNotGranted(SetpointError, RuntimeError):

@@ -531,6 +531,19 @@ async def test_a_split_worker_reconciles_its_keys_only_while_the_supervisor_lead
         reconciled.append(request.name)
 
     manager.controller("cms").for_(kinds.ConfigMap).build(record)
+    # One that runs without leader election is split too, and needs no grant.
+    anywhere: list[str] = []
+
+    async def record_anywhere(ctx: Any, request: Any) -> None:
+        anywhere.append(request.name)
+
+    manager.controller("anywhere").for_(kinds.Secret).needs_leader_election(False).build(
+        record_anywhere
+    )
+    for name in names:
+        await client.create(
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "a"}}
+        )
     mine = {n for n in names if worker_of(ObjectKey("a", n), 2) == 1}
     assert 0 < len(mine) < len(names)
     running = asyncio.create_task(manager.run())
@@ -542,7 +555,10 @@ async def test_a_split_worker_reconciles_its_keys_only_while_the_supervisor_lead
 
     try:
         await asyncio.wait_for(reader.readline(), 20)  # its addresses: it runs
-        await asyncio.sleep(1.5)  # campaigns without a grant: a quiet candidate
+        await eventually(
+            lambda: set(anywhere) == mine, timeout=10, description="the leaderless controller"
+        )
+        await asyncio.sleep(1.0)  # campaigns without a grant: a quiet candidate
         assert not manager.is_leader and reconciled == []
         # The supervisor leads: fenced 4 s ahead (the test's lease_duration), renewed.
         async with asyncio.timeout(20):
@@ -554,6 +570,7 @@ async def test_a_split_worker_reconciles_its_keys_only_while_the_supervisor_lead
         with pytest.raises(LeaderElectionLost):
             await asyncio.wait_for(running, 20)
         assert set(reconciled) == mine  # never another worker's key
+        assert set(anywhere) == mine
     finally:
         writer.close()
         if not running.done():

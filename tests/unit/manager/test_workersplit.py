@@ -115,6 +115,7 @@ async def test_a_split_worker_caches_and_admits_only_its_keys() -> None:
         assert split.admits(own) and not split.admits(theirs)
         leading[0] = False
         assert not split.admits(own)
+
         # Too late to narrow a started informer.
         with pytest.raises(CacheError, match="has started; narrow it"):
             WorkerSplit(0, 2, lambda: True).adopt(controller("late", client, cache))
