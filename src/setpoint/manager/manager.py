@@ -122,6 +122,8 @@ class _Entry:
     """A sharded controller: it runs while this replica holds its shard Lease."""
     in_supervisor: bool = False
     """Also run in the supervisor of ``ManagerOptions.processes`` (``add(in_supervisor=)``)."""
+    split: bool = False
+    """A controller split among the workers of ``ManagerOptions.processes`` by key."""
 
     @property
     def name(self) -> str:
@@ -421,14 +423,25 @@ class Manager:
                     "it starts; build controllers before run()"
                 )
             self._split.adopt(runnable)
+            entry.split = True
         self._entries.append(entry)
         if self._state is not _State.RUNNING or (self._supervise and not in_supervisor):
             return
         reached = self._leader_groups if entry.leader_only else self._started_groups
-        if entry.group in reached:
+        if entry.group in reached and self._runs_here(entry):
             task = asyncio.create_task(self._start_late(entry), name=f"start-{entry.name}")
             self._late_tasks.add(task)
             task.add_done_callback(self._late_tasks.discard)
+
+    def _runs_here(self, entry: _Entry) -> bool:
+        """Whether this process runs ``entry`` once its group starts (and, if leader-only, leads).
+
+        Every split worker leads under its supervisor's Lease, so leader-only work that is
+        not split by key (an optional controller, a cluster set, the tombstone sweep, the
+        operator's own runnables) runs in worker 0 only, as it runs in one replica.
+        """
+        split = self._split
+        return split is None or split.index == 0 or entry.split or not entry.leader_only
 
     def _is_sharded(self, runnable: Runnable) -> bool:
         sharding = self.options.sharding
@@ -1339,7 +1352,11 @@ class Manager:
             for group in RunnableGroup:
                 self._leader_groups.add(group)
                 await self._start_all(
-                    [e for e in self._entries if e.group is group and e.leader_only]
+                    [
+                        e
+                        for e in self._entries
+                        if e.group is group and e.leader_only and self._runs_here(e)
+                    ]
                 )
         except asyncio.CancelledError:
             raise

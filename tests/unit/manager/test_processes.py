@@ -512,11 +512,14 @@ async def test_a_ring_worker_manager_shards_reports_and_stops_when_the_superviso
             await asyncio.wait_for(running, 20)
 
 
+@pytest.mark.parametrize("index", [0, 1])
 async def test_a_split_worker_reconciles_its_keys_only_while_the_supervisor_leads(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, index: int
 ) -> None:
+    """Worker ``index`` of 2: its keys only, leader-only ones once granted, other leader-only
+    work (not split) in worker 0 only."""
     parent, child = socket.socketpair()
-    _worker_env(monkeypatch, child.detach(), index=1)
+    _worker_env(monkeypatch, child.detach(), index=index)
     client = FakeClient()
     names = [f"cm-{i}" for i in range(12)]
     for name in names:
@@ -524,7 +527,9 @@ async def test_a_split_worker_reconciles_its_keys_only_while_the_supervisor_lead
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "a"}}
         )
     manager = Manager(client, _options())
-    assert manager.shard is None and manager.identity == "pod-x-w1"
+    assert manager.shard is None and manager.identity == f"pod-x-w{index}"
+    log: list[str] = []
+    manager.add(FakeRunnable("job", RunnableGroup.OTHERS, log, leader=True))
     reconciled: list[str] = []
 
     async def record(ctx: Any, request: Any) -> None:
@@ -544,7 +549,7 @@ async def test_a_split_worker_reconciles_its_keys_only_while_the_supervisor_lead
         await client.create(
             {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "a"}}
         )
-    mine = {n for n in names if worker_of(ObjectKey("a", n), 2) == 1}
+    mine = {n for n in names if worker_of(ObjectKey("a", n), 2) == index}
     assert 0 < len(mine) < len(names)
     running = asyncio.create_task(manager.run())
     parent.setblocking(False)
@@ -566,6 +571,12 @@ async def test_a_split_worker_reconciles_its_keys_only_while_the_supervisor_lead
                 grant(time.monotonic() + 4)
                 await asyncio.sleep(0.2)
         assert manager.is_leader
+        # Leader-only work that is not split: one copy per Pod, as in one replica.
+        if index == 0:
+            await eventually(lambda: "start:job" in log, timeout=10, description="the job")
+        else:
+            await asyncio.sleep(0.5)  # as long as worker 0 may take to start it after cms
+            assert "start:job" not in log, log
         grant(None)  # the supervisor lost its Lease: the worker fails as a leader would
         with pytest.raises(LeaderElectionLost):
             await asyncio.wait_for(running, 20)
