@@ -352,10 +352,12 @@ class ManagerOptions:
     """Worker processes to run the operator in (decision 0038). ``1`` (the default): this
     process runs everything, as always. ``N > 1``: ``run()`` becomes a supervisor that runs
     the same command line N times as workers, each reconciling its share of every
-    controller's objects (sharding on, a ring per operator), restarts a worker that dies, and
+    controller's objects (split by key under the supervisor's leader election Lease, or the
+    shards of :attr:`sharding`'s ring when it is set), restarts a worker that dies, and
     serves the probe and metrics endpoints aggregated over the workers
-    (:mod:`setpoint.manager.processes`). ``"auto"``: the CPUs the Pod may use (its cgroup
-    CPU quota, rounded up). More than one needs :attr:`leader_election`."""
+    (:mod:`setpoint.manager.processes`, :mod:`setpoint.manager.workersplit`). ``"auto"``:
+    the CPUs the Pod may use (its cgroup CPU quota, rounded up). More than one needs
+    :attr:`leader_election`."""
 
     def __post_init__(self) -> None:
         processes = self.processes

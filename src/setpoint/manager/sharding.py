@@ -315,8 +315,9 @@ class ShardingOptions:
 
     every_controller: bool = False
     """Shard every controller that has a ``for_`` kind, whatever its name (:attr:`controllers`
-    must then be empty). What each worker of ``ManagerOptions.processes`` does when no
-    sharding is configured (decision 0038)."""
+    must then be empty). With ``ManagerOptions.processes``, it makes every worker of every
+    replica a shard of one ring (decision 0038); without sharding options the workers of one
+    Pod split by key instead."""
 
     key: ShardKey = ShardKey.UID
     """What objects are hashed by: ``UID`` (default) or ``NAMESPACE``."""
@@ -356,7 +357,7 @@ class ShardingOptions:
     51.2% with 400 and 50.8% with 1000 (p90 51.8%); of 4 shards 27.6%, 26.1% and 25.7%. A
     4-shard ring of 1000 points builds in about 4 ms and a lookup costs the same as with
     100. 1000 suits siblings that split one machine's cores evenly (the workers of
-    ``ManagerOptions.processes``).
+    ``ManagerOptions.processes`` on a ring).
 
     Changing it on a running ring moves objects (each through a drain), as the leader's
     sharder alone places them: give every replica the same value, or the ring changes each
@@ -370,7 +371,7 @@ class ShardingOptions:
     """Before its first assignment of an unlabelled object, the sharder waits until this many
     shards are live, or :attr:`lease_duration` seconds after it started, whichever comes
     first; objects already labelled keep their owners meanwhile. 1 (default): assign at once.
-    The workers of ``ManagerOptions.processes`` set it to their count, so that workers
+    The workers of ``ManagerOptions.processes`` on a ring raise it to their count, so that workers
     started together split the objects from the start instead of the first one taking all
     and draining half of them away again."""
 
