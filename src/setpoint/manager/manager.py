@@ -400,30 +400,31 @@ class Manager:
                 "supervisor, which runs none of the operator's leader-only work: add it "
                 "without in_supervisor=True"
             )
-        if self._is_sharded(runnable):
-            assert isinstance(runnable, Controller) and self._shards is not None
-            if self._state is not _State.NEW:
-                raise ManagerStateError(
-                    f"cannot add sharded controller {runnable.controller_name!r} while the "
-                    "manager runs: its cache must be narrowed to this shard before it starts; "
-                    "build sharded controllers before run()"
-                )
-            self._shards.adopt(runnable)
-            entry.leader_only = False
-            entry.sharded = True
-        elif (
-            self._split is not None
+        sharded = self._is_sharded(runnable)
+        split = (
+            not sharded
+            and self._split is not None
             and isinstance(runnable, Controller)
             and runnable.for_kind is not None
-        ):
+        )
+        if sharded or split:
+            assert isinstance(runnable, Controller)
             if self._state is not _State.NEW:
+                share = "this shard" if sharded else "this worker's objects"
                 raise ManagerStateError(
-                    f"cannot add controller {runnable.controller_name!r} to a worker while the "
-                    "manager runs: its cache must be narrowed to this worker's objects before "
-                    "it starts; build controllers before run()"
+                    f"cannot add controller {runnable.controller_name!r} while the manager "
+                    f"runs: its cache must be narrowed to {share} before it starts; build "
+                    "controllers before run()"
                 )
-            self._split.adopt(runnable)
-            entry.split = True
+            if sharded:
+                assert self._shards is not None
+                self._shards.adopt(runnable)
+                entry.leader_only = False
+                entry.sharded = True
+            else:
+                assert self._split is not None
+                self._split.adopt(runnable)
+                entry.split = True
         self._entries.append(entry)
         if self._state is not _State.RUNNING or (self._supervise and not in_supervisor):
             return
