@@ -254,7 +254,7 @@ async def test_a_sharded_controller_must_be_built_before_run(replicas: Replicas)
         return None
 
     late = Builder("gizmo").for_(GIZMO).build(reconcile, client=replicas.fake, cache=manager.cache)
-    with pytest.raises(ManagerStateError, match="narrowed to this shard before it starts; build controllers before run"):
+    with pytest.raises(ManagerStateError, match="narrowed to this shard before it starts"):
         manager.add(late)
 
 
