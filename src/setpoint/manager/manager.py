@@ -924,7 +924,11 @@ class Manager:
         le = self.options.leader_election
         assert le is not None
         clock = self.options.clock
-        elector = self._elector = self._new_elector(le)
+        try:
+            elector = self._elector = self._new_elector(le)
+        except Exception as exc:  # without it no worker would ever lead: say so and stop
+            self._fail(exc)
+            return
 
         def elected() -> None:
             self._leading = True

@@ -637,6 +637,23 @@ async def test_a_supervising_manager_runs_workers_and_nothing_else(
     assert [w.state for w in manager.supervisor.workers()] == ["stopped", "stopped"]
 
 
+async def test_a_supervisor_that_cannot_campaign_stops_instead_of_idling(
+    fakes: Fakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without an elector no worker would ever lead: the supervisor fails with the cause."""
+    _supervise_fakes(monkeypatch, fakes.env)
+    manager = Manager(FakeClient(), _options())
+
+    def broken(le: LeaderElectionOptions) -> Any:
+        raise RuntimeError("no lock for you")
+
+    monkeypatch.setattr(manager, "_new_elector", broken)
+    with pytest.raises(RuntimeError, match="no lock for you"):
+        await asyncio.wait_for(manager.run(), 30)
+    assert manager.supervisor is not None
+    assert [w.state for w in manager.supervisor.workers()] == ["stopped", "stopped"]
+
+
 async def test_a_supervising_manager_fails_with_the_workers_startup_error(
     fakes: Fakes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
