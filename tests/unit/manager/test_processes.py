@@ -166,7 +166,7 @@ def test_worker_names_are_stable_dns_labels(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_worker_options_split_under_the_supervisors_lease_with_stable_ids(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("HOSTNAME", "pod-a")
     given = ManagerOptions(
@@ -175,7 +175,7 @@ def test_worker_options_split_under_the_supervisors_lease_with_stable_ids(
         metrics_bind_address=":8443",
         metrics_secure=True,
         health_probe_bind_address=":8081",
-        record=RecordOptions(path="/tmp/rec.jsonl"),
+        record=RecordOptions(path=str(tmp_path / "rec.jsonl")),
     )
     got = worker_options(given, WorkerEnvironment(1, 2, None))
     assert got.sharding is None and got.leader_election is not None
@@ -184,7 +184,7 @@ def test_worker_options_split_under_the_supervisors_lease_with_stable_ids(
     assert lock.describe() == "Lease my-operator.leader (held by the supervisor)"
     assert (got.metrics_bind_address, got.metrics_secure) == ("127.0.0.1:0", False)
     assert got.health_probe_bind_address == "127.0.0.1:0"
-    assert got.record is not None and got.record.path == "/tmp/rec.jsonl.w1"
+    assert got.record is not None and got.record.path == str(tmp_path / "rec.jsonl.w1")
     off = worker_options(
         ManagerOptions(processes=2, leader_election=LE, metrics_bind_address="0"),
         WorkerEnvironment(0, 2, None),

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import tarfile
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -330,6 +331,7 @@ def test_stopping_a_set_that_never_started_leaves_another_planes_proxy_tables(
 
 
 def test_leftovers_name_everything_the_host_did_not_have_before() -> None:
+    kubelet_root = str(Path(tempfile.gettempdir(), "setpoint-cp-x/nodes/node1/kubelet/root"))
     before = {
         **EMPTY_HOST,
         "links": ["setpoint-other"],
@@ -337,7 +339,7 @@ def test_leftovers_name_everything_the_host_did_not_have_before() -> None:
         "paths": {"/run/netns": False, "/var/lib/cni": True},
     }
     after = {
-        "mounts": ["/tmp/setpoint-cp-x/nodes/node1/kubelet/root"],
+        "mounts": [kubelet_root],
         "netns": ["setpoint-node1"],
         "links": ["setpoint-other", "setpoint0"],
         "cgroups": ["/sys/fs/cgroup/memory/setpoint-node1"],
@@ -348,7 +350,7 @@ def test_leftovers_name_everything_the_host_did_not_have_before() -> None:
     problems = nodes.leftovers(before, after, [(42, "kubelet --config=x")])
     assert problems == [
         "process 42 still runs: kubelet --config=x",
-        "mount left: /tmp/setpoint-cp-x/nodes/node1/kubelet/root",
+        f"mount left: {kubelet_root}",
         "netns left: setpoint-node1",
         "link left: setpoint0",
         "cgroup left: /sys/fs/cgroup/memory/setpoint-node1",
