@@ -951,12 +951,20 @@ class Manager:
 
     async def _stop_supervisor_leadership(self, problems: list[tuple[str, str]]) -> None:
         """Stop the supervisor's elector (after the workers), its Events and its client."""
+        await self._stop_elector(problems)
+        await self._close_events_and_election()
+
+    async def _stop_elector(self, problems: list[tuple[str, str]]) -> None:
+        """Stop leading; release the lease (``release_on_cancel``) once leader work stopped."""
         self._leading = False
         if self._elector is not None:
             try:
                 await asyncio.wait_for(self._elector.stop(), self._remaining() + _STOP_SLACK)
             except TimeoutError:
                 problems.append(("leader-election", "releasing the lease timed out"))
+
+    async def _close_events_and_election(self) -> None:
+        """Flush and stop the Event broadcaster; close the leader election's own client."""
         if self._broadcaster is not None:
             await self._broadcaster.stop(self._remaining())
         if self._election_client is not None:
@@ -1461,21 +1469,13 @@ class Manager:
                 await asyncio.wait_for(self._shard_elector.stop(), self._remaining() + _STOP_SLACK)
             except TimeoutError:
                 problems.append(("shard-lease", "releasing the shard Lease timed out"))
-        self._leading = False
-        if self._elector is not None:
-            try:
-                await asyncio.wait_for(self._elector.stop(), self._remaining() + _STOP_SLACK)
-            except TimeoutError:
-                problems.append(("leader-election", "releasing the lease timed out"))
+        await self._stop_elector(problems)
         for group in reversed(RunnableGroup):
             await self._stop_all(
                 [e for e in self._entries if e.group is group and not e.leader_only and e.active],
                 problems,
             )
-        if self._broadcaster is not None:
-            await self._broadcaster.stop(self._remaining())
-        if self._election_client is not None:
-            await self._election_client.close()
+        await self._close_events_and_election()
         if self._shard_client is not None:
             await self._shard_client.close()
         return problems
