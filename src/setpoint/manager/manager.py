@@ -1153,26 +1153,32 @@ class Manager:
         except Exception as exc:
             self._fail(exc)
 
+    def _lease_client(self) -> Client | None:
+        """A client of its own for Lease renewals, or ``None`` if ``self.client`` is a fake.
+
+        Renewals must not queue behind a busy controller's requests in a shared connection
+        pool. A client that is not the live one (a fake in tests) has no pool to share, so
+        it is used as it is. The caller closes the client it gets.
+        """
+        from setpoint.client.client import Client
+
+        client = self.client
+        if not isinstance(client, Client):
+            return None
+        own = Client(client.config, client.options)
+        self._install_request_metrics(own)
+        return own
+
     def _new_elector(self, le: LeaderElectionOptions) -> LeaderElector:
         """The elector of ``le``: its lock, or a Lease with this manager's annotations."""
         assert self._identity is not None and self._lease_namespace is not None
         lock = le.lock
         if lock is None:
-            from setpoint.client.client import Client
-
-            # A client of its own: renewals must not queue behind a busy controller's
-            # requests in a shared connection pool. A client that is not the live one
-            # (a fake in tests) has no pool to share, so it is used as it is.
-            client = self.client
-            lease_client: ApiClient = client
-            if isinstance(client, Client):
-                self._election_client = Client(client.config, client.options)
-                self._install_request_metrics(self._election_client)
-                lease_client = self._election_client
             from setpoint.manager.resourcelock import LeaseLock
 
+            self._election_client = self._lease_client()
             lock = LeaseLock(
-                lease_client,
+                self._election_client or self.client,
                 namespace=self._lease_namespace,
                 name=le.name,
                 identity=self._identity,
@@ -1237,16 +1243,9 @@ class Manager:
         shards = self._shards
         if shards is None:
             return
-        from setpoint.client.client import Client
-
-        client = self.client
-        lease_client: ApiClient = client
-        if isinstance(client, Client):
-            self._shard_client = Client(client.config, client.options)
-            self._install_request_metrics(self._shard_client)
-            lease_client = self._shard_client
+        self._shard_client = self._lease_client()
         self._shard_elector = shards.elector(
-            lease_client, clock=self.options.clock, metrics=self.metrics
+            self._shard_client or self.client, clock=self.options.clock, metrics=self.metrics
         )
         self._shard_elector.start(self._on_shard_held, self._on_shard_lost)
 
